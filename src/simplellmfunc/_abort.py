@@ -1,0 +1,55 @@
+"""AbortSignal: ask a running call to stop, from anywhere in the same event loop."""
+
+from __future__ import annotations
+
+import anyio
+
+__all__ = ["AbortSignal"]
+
+
+class AbortSignal:
+    """A one-shot signal that aborts a run.
+
+    Create it anywhere (no event loop needed), pass it as ``_abort_signal=`` and call
+    :meth:`abort` from another task. Aborting interrupts in-flight LLM calls and running tools;
+    the run ends with a valid history and a ``ReactEndEvent`` saying why.
+    """
+
+    __slots__ = ("_events", "_reason", "_set")
+
+    def __init__(self) -> None:
+        self._set = False
+        self._reason = ""
+        self._events: list[anyio.Event] = []
+
+    @property
+    def aborted(self) -> bool:
+        """Whether :meth:`abort` was called."""
+        return self._set
+
+    @property
+    def reason(self) -> str:
+        """The reason given to :meth:`abort` (empty until then)."""
+        return self._reason
+
+    def abort(self, reason: str = "aborted by user") -> None:
+        """Abort the run (idempotent: the first reason is kept)."""
+        if self._set:
+            return
+        self._set = True
+        self._reason = reason
+        events, self._events = self._events, []
+        for event in events:
+            event.set()
+
+    async def wait(self) -> str:
+        """Wait until the signal is aborted and return the reason."""
+        if not self._set:
+            event = anyio.Event()
+            self._events.append(event)
+            await event.wait()
+        return self._reason
+
+    def __repr__(self) -> str:
+        state = f"aborted reason={self._reason!r}" if self._set else "pending"
+        return f"AbortSignal({state})"

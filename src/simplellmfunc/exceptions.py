@@ -1,0 +1,226 @@
+"""The one exception tree of simplellmfunc.
+
+Every error the library raises derives from :class:`SimpleLLMFuncError`::
+
+    SimpleLLMFuncError
+    ├── UserError                  the caller did something wrong; fix the code or the config
+    │   ├── ConfigError            bad provider.json / .env / agent config
+    │   ├── ContentError           invalid Text / ImgUrl / ImgPath
+    │   ├── InvalidHistoryError    a history that no provider would accept (has ``index``)
+    │   ├── ToolDefinitionError    a tool that cannot be exposed to a model
+    │   └── DecoratorError         @llm_function / @llm_chat used on the wrong thing
+    ├── RunError                   a run failed for a reason outside the caller's code
+    │   ├── ProviderError          the model API failed (status, request id, attempts, retryable)
+    │   │   ├── ProviderConnectionError   network failure before a response arrived
+    │   │   ├── ProviderTimeoutError      the per-call deadline passed
+    │   │   ├── RateLimitError            HTTP 429 after retries
+    │   │   ├── AuthenticationError       HTTP 401 / 403
+    │   │   ├── NoUsableKeyError          every key of an APIKeyPool is disabled
+    │   │   └── StreamError               a broken or malformed stream, or an error sent after 200
+    │   ├── OutputParseError       the model's reply did not match the return type (has ``raw``)
+    │   ├── ToolExecutionError     a tool failed where no model can see it (direct calls)
+    │   ├── KernelError            a PyRepl kernel failed
+    │   │   └── KernelDiedError
+    │   ├── BridgeError            a kernel → host call failed
+    │   ├── WorkspaceError         a path outside a FileToolset workspace, or a stale write
+    │   ├── MCPError               an MCP server failed
+    │   └── AbortedError           the run was aborted through an AbortSignal
+    └── ToolSignal                 raised by tools to talk to the loop, never an error
+        └── ToolRetry              "tell the model this message and let it try again"
+
+Catch ``UserError`` to report misuse, ``RunError`` to handle failed runs and ``ProviderError``
+(``retryable`` tells whether trying later can help) for API trouble.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "AbortedError",
+    "AuthenticationError",
+    "BridgeError",
+    "ConfigError",
+    "ContentError",
+    "DecoratorError",
+    "InvalidHistoryError",
+    "KernelDiedError",
+    "KernelError",
+    "MCPError",
+    "NoUsableKeyError",
+    "OutputParseError",
+    "ProviderConnectionError",
+    "ProviderError",
+    "ProviderTimeoutError",
+    "RateLimitError",
+    "RunError",
+    "SimpleLLMFuncError",
+    "StreamError",
+    "ToolDefinitionError",
+    "ToolExecutionError",
+    "ToolRetry",
+    "ToolSignal",
+    "UserError",
+    "WorkspaceError",
+]
+
+
+class SimpleLLMFuncError(Exception):
+    """Base of every exception raised by simplellmfunc."""
+
+
+class UserError(SimpleLLMFuncError):
+    """The caller used the library incorrectly (code or configuration)."""
+
+
+class ConfigError(UserError):
+    """A configuration file or setting is invalid."""
+
+
+class ContentError(UserError, ValueError):
+    """A content part (text or image) is invalid."""
+
+
+class InvalidHistoryError(UserError, ValueError):
+    """A conversation history is malformed.
+
+    Attributes:
+        index: Position of the offending message, or ``None`` when the whole history is at fault.
+    """
+
+    def __init__(self, message: str, index: int | None = None) -> None:
+        super().__init__(message if index is None else f"history[{index}]: {message}")
+        self.index = index
+
+
+class ToolDefinitionError(UserError):
+    """A tool cannot be exposed to a model (bad name, unsupported signature)."""
+
+
+class DecoratorError(UserError, TypeError):
+    """A decorator was applied to something it does not support."""
+
+
+class RunError(SimpleLLMFuncError):
+    """A run failed for a reason outside the caller's code."""
+
+
+class ProviderError(RunError):
+    """A model provider call failed.
+
+    Attributes:
+        status: HTTP status, or ``None`` when no response arrived.
+        request_id: The provider's request id, when it sent one.
+        attempts: How many attempts were made (1 = no retry).
+        retryable: Whether the same request may succeed later.
+        body_excerpt: The start of the response body, with secrets redacted.
+        provider: Short name of the interface that failed.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        status: int | None = None,
+        request_id: str | None = None,
+        attempts: int = 1,
+        retryable: bool = False,
+        body_excerpt: str = "",
+        provider: str = "",
+    ) -> None:
+        super().__init__(message)
+        self.message = message
+        self.status = status
+        self.request_id = request_id
+        self.attempts = attempts
+        self.retryable = retryable
+        self.body_excerpt = body_excerpt
+        self.provider = provider
+
+    def __str__(self) -> str:
+        parts = [self.message]
+        if self.status is not None:
+            parts.append(f"status={self.status}")
+        if self.request_id:
+            parts.append(f"request_id={self.request_id}")
+        if self.attempts > 1:
+            parts.append(f"attempts={self.attempts}")
+        if self.body_excerpt:
+            parts.append(f"body={self.body_excerpt!r}")
+        return " | ".join(parts)
+
+
+class ProviderConnectionError(ProviderError):
+    """The connection failed before a complete response arrived."""
+
+
+class ProviderTimeoutError(ProviderError):
+    """The call's deadline passed."""
+
+
+class RateLimitError(ProviderError):
+    """The provider kept answering 429."""
+
+
+class AuthenticationError(ProviderError):
+    """The provider rejected the key (401 / 403)."""
+
+
+class NoUsableKeyError(ProviderError):
+    """Every key of an :class:`~simplellmfunc.APIKeyPool` is disabled."""
+
+
+class StreamError(ProviderError):
+    """A stream broke, was malformed, or carried an error after a 200 response."""
+
+
+class OutputParseError(RunError):
+    """The model's reply could not be parsed into the declared return type.
+
+    Attributes:
+        raw: The model's last reply, verbatim.
+        errors: The validation messages of each attempt.
+    """
+
+    def __init__(self, message: str, *, raw: str, errors: list[str] | None = None) -> None:
+        super().__init__(message)
+        self.raw = raw
+        self.errors = list(errors or [])
+
+
+class ToolExecutionError(RunError):
+    """A tool failed in a direct call (inside a run, failures become tool results)."""
+
+
+class KernelError(RunError):
+    """A PyRepl kernel could not start or failed."""
+
+
+class KernelDiedError(KernelError):
+    """The kernel process died (crash, ``os._exit``, out of memory)."""
+
+
+class BridgeError(RunError):
+    """A call from kernel code back into the host failed."""
+
+
+class WorkspaceError(RunError):
+    """A file operation was refused (outside the workspace, stale write, binary file)."""
+
+
+class MCPError(RunError):
+    """An MCP server failed, disconnected or sent something malformed."""
+
+
+class AbortedError(RunError):
+    """The run was aborted through an :class:`~simplellmfunc.AbortSignal`."""
+
+    def __init__(self, reason: str = "") -> None:
+        super().__init__(f"aborted: {reason}" if reason else "aborted")
+        self.reason = reason
+
+
+class ToolSignal(SimpleLLMFuncError):
+    """Base of the signals a tool raises to talk to the loop; never an error of the run."""
+
+
+class ToolRetry(ToolSignal):
+    """Raised by a tool to send ``message`` to the model as the tool result and let it retry."""

@@ -1,0 +1,52 @@
+"""ToolEventEmitter: how a running tool streams custom events out of a run."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from .._events import CustomEvent, EventOrigin, EventYield
+
+__all__ = ["EventSink", "ToolEventEmitter"]
+
+EventSink = Callable[[CustomEvent], Awaitable[None]]
+
+
+class ToolEventEmitter:
+    """Emits :class:`~simplellmfunc.hooks.CustomEvent` s from inside a tool.
+
+    Inside a run the engine passes each tool that declares an ``event_emitter`` parameter its own
+    emitter, whose events stream out live, tagged with the tool name and call id. Created by hand
+    (``ToolEventEmitter()``), it collects the events for :meth:`get_events`.
+    """
+
+    __slots__ = ("_events", "_sink", "tool_call_id", "tool_name")
+
+    def __init__(
+        self,
+        *,
+        tool_name: str | None = None,
+        tool_call_id: str | None = None,
+        sink: EventSink | None = None,
+    ) -> None:
+        self.tool_name = tool_name
+        self.tool_call_id = tool_call_id
+        self._sink = sink
+        self._events: list[EventYield] = []
+
+    async def emit(self, event_name: str, data: Any = None) -> None:
+        """Emit one custom event (delivered before this returns when a run consumes it)."""
+        event = CustomEvent(event_name, data, self.tool_name, self.tool_call_id)
+        if self._sink is not None:
+            await self._sink(event)
+        else:
+            origin = EventOrigin(tool_name=self.tool_name, tool_call_id=self.tool_call_id)
+            self._events.append(EventYield(event, origin))
+
+    async def get_events(self) -> list[EventYield]:
+        """Return the events collected so far (only a standalone emitter collects them)."""
+        return list(self._events)
+
+    def clear(self) -> None:
+        """Forget the collected events."""
+        self._events.clear()

@@ -1,0 +1,227 @@
+"""Tools: ``Tool`` (subclass or wrap a callable) and the ``@tool`` decorator."""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import re
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol, overload, runtime_checkable
+
+import anyio.to_thread
+
+from .._abort import AbortSignal
+from ..exceptions import ToolDefinitionError
+from ..providers._base import ToolSpec
+from ._emitter import ToolEventEmitter
+from ._schema import SignatureSchema, build_signature_schema
+
+__all__ = ["FunctionTool", "Tool", "ToolContext", "ToolProvider", "check_tool_name", "tool"]
+
+_NAME = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
+
+PromptInjectionBuilder = Callable[["Tool"], str]
+
+
+def check_tool_name(name: str) -> str:
+    """Return ``name`` if providers accept it as a tool name.
+
+    Raises:
+        ToolDefinitionError: Unless it matches ``^[a-zA-Z0-9_-]{1,64}$``.
+    """
+    if not _NAME.match(name):
+        raise ToolDefinitionError(
+            f"invalid tool name {name!r}: use 1-64 characters from a-z, A-Z, 0-9, '_' and '-'"
+        )
+    return name
+
+
+@dataclass(frozen=True, slots=True)
+class ToolContext:
+    """What a running tool may learn about its call; declare a ``context: ToolContext`` param."""
+
+    tool_call_id: str
+    tool_name: str
+    event_emitter: ToolEventEmitter
+    abort_signal: AbortSignal | None = None
+
+
+@runtime_checkable
+class ToolProvider(Protocol):
+    """Anything in a ``toolkit`` that supplies tools at run time (MCP servers, for example)."""
+
+    async def list_tools(self) -> Sequence[Tool]:
+        """Return the tools currently available."""
+        ...
+
+
+class Tool:
+    """A tool the model can call.
+
+    Subclass and implement ``async def run(self, ...)`` with typed parameters, or pass ``func``.
+    Calling the tool (``await t(**kwargs)``) validates the arguments and returns the raw
+    result; :meth:`render` turns a raw result into what the model sees.
+
+    Args:
+        name: Tool name (defaults to the class attribute or the function name).
+        description: What the tool does (defaults to the docstring description).
+        func: A callable to wrap instead of overriding :meth:`run`.
+        best_practices: Usage advice added to the system prompt's tool guidance.
+        prompt_injection_builder: Builds extra tool guidance text for the system prompt.
+        too_long_to_file: Save oversized results to a file and tell the model its path.
+        timeout: Per-call timeout in seconds (``None``: the run's default).
+
+    Raises:
+        ToolDefinitionError: For an invalid name or an unsupported signature.
+    """
+
+    name: str = ""
+    description: str = ""
+
+    def __init__(
+        self,
+        name: str | None = None,
+        description: str | None = None,
+        func: Callable[..., Any] | None = None,
+        *,
+        best_practices: Sequence[str] = (),
+        prompt_injection_builder: PromptInjectionBuilder | None = None,
+        too_long_to_file: bool = False,
+        timeout: float | None = None,
+    ) -> None:
+        self._func = func
+        target = func if func is not None else self.run
+        self.name = check_tool_name(name or self.name or str(getattr(target, "__name__", "")))
+        self.schema: SignatureSchema = build_signature_schema(target, self.name)
+        self.description = description or self.description or self.schema.description
+        self.best_practices = tuple(best_practices)
+        self.prompt_injection_builder = prompt_injection_builder
+        self.too_long_to_file = too_long_to_file
+        self.timeout = timeout
+
+    @property
+    def parameters(self) -> dict[str, Any]:
+        """The JSON schema of the arguments."""
+        return self.schema.parameters
+
+    def spec(self) -> ToolSpec:
+        """The tool as providers receive it."""
+        return ToolSpec(self.name, self.description, self.parameters)
+
+    def guidance(self) -> str:
+        """Tool guidance for the system prompt (best practices and injected text)."""
+        lines = [f"- {p}" for p in self.best_practices]
+        if self.prompt_injection_builder is not None:
+            lines.append(self.prompt_injection_builder(self))
+        return "\n".join(line for line in lines if line)
+
+    async def run(self, **kwargs: Any) -> Any:
+        """Do the work (override in subclasses)."""
+        raise NotImplementedError(f"tool {self.name!r} has neither func nor run()")
+
+    async def invoke(self, arguments: Mapping[str, Any], context: ToolContext | None = None) -> Any:
+        """Validate model ``arguments``, inject framework parameters and run the tool.
+
+        Raises:
+            ArgumentsError: When the arguments do not match the schema.
+        """
+        kwargs = self.schema.validate(arguments)
+        if context is not None:
+            kwargs.update(self._injections(context))
+        return await self._call(kwargs)
+
+    def _injections(self, context: ToolContext) -> dict[str, Any]:
+        values = {
+            "event_emitter": context.event_emitter,
+            "abort_signal": context.abort_signal,
+            "context": context,
+        }
+        return {name: values[kind] for name, kind in self.schema.injected.items()}
+
+    async def _call(self, kwargs: dict[str, Any]) -> Any:
+        if self._func is None:
+            return await self.run(**kwargs)
+        if inspect.iscoroutinefunction(self._func):
+            return await self._func(**kwargs)
+        # Sync tools run in a worker thread so they never block the event loop.
+        result = await anyio.to_thread.run_sync(functools.partial(self._func, **kwargs))
+        if inspect.isawaitable(result):
+            return await result
+        return result
+
+    async def __call__(self, **kwargs: Any) -> Any:
+        """Call the tool directly with keyword arguments; returns the raw result.
+
+        Framework parameters (``event_emitter``, ...) may be passed explicitly.
+
+        Raises:
+            ArgumentsError: When the arguments do not match the schema.
+        """
+        passed = {k: kwargs.pop(k) for k in list(kwargs) if k in self.schema.injected}
+        call_kwargs = self.schema.validate(kwargs)
+        call_kwargs.update(passed)
+        return await self._call(call_kwargs)
+
+    def render(self, result: Any) -> Any:
+        """Turn a raw result into what the model should see (override to summarise)."""
+        return result
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} {self.name!r}>"
+
+
+class FunctionTool(Tool):
+    """A tool made by ``@tool``: still callable exactly like the decorated function."""
+
+    def __init__(self, func: Callable[..., Any], **options: Any) -> None:
+        super().__init__(func=func, **options)
+        functools.update_wrapper(self, func)
+        self.func = func
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        """Call the original function unchanged."""
+        return self.func(*args, **kwargs)
+
+    def __get__(self, instance: object, owner: type | None = None) -> Any:
+        if instance is None:
+            return self
+        return functools.partial(self.func, instance)
+
+
+@overload
+def tool(func: Callable[..., Any], /) -> FunctionTool: ...
+
+
+@overload
+def tool(
+    func: None = None,
+    /,
+    *,
+    name: str | None = None,
+    description: str | None = None,
+    best_practices: Sequence[str] = (),
+    prompt_injection_builder: PromptInjectionBuilder | None = None,
+    too_long_to_file: bool = False,
+    timeout: float | None = None,
+) -> Callable[[Callable[..., Any]], FunctionTool]: ...
+
+
+def tool(
+    func: Callable[..., Any] | None = None,
+    /,
+    **options: Any,
+) -> FunctionTool | Callable[[Callable[..., Any]], FunctionTool]:
+    """Turn a function into a tool; bare (``@tool``) or with options (``@tool(name=...)``).
+
+    Async functions are awaited; sync functions run in a worker thread. The schema comes from
+    the signature (pydantic), the description from the docstring, parameter descriptions from its
+    ``Args:`` block. Parameters named ``event_emitter`` / ``abort_signal`` / ``context`` (or typed
+    ``ToolEventEmitter`` / ``AbortSignal`` / ``ToolContext``) are injected, never shown to models.
+
+    Raises:
+        ToolDefinitionError: For an invalid name or an unsupported signature.
+    """
+    if func is not None:
+        return FunctionTool(func, **options)
+    return lambda f: FunctionTool(f, **options)
