@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import anyio
 
 __all__ = ["AbortSignal"]
@@ -15,12 +17,13 @@ class AbortSignal:
     the run ends with a valid history and a ``ReactEndEvent`` saying why.
     """
 
-    __slots__ = ("_events", "_reason", "_set")
+    __slots__ = ("_callbacks", "_events", "_reason", "_set")
 
     def __init__(self) -> None:
         self._set = False
         self._reason = ""
         self._events: list[anyio.Event] = []
+        self._callbacks: list[Callable[[str], None]] = []
 
     @property
     def aborted(self) -> bool:
@@ -41,6 +44,26 @@ class AbortSignal:
         events, self._events = self._events, []
         for event in events:
             event.set()
+        callbacks, self._callbacks = self._callbacks, []
+        for callback in callbacks:
+            callback(reason)
+
+    def add_callback(self, callback: Callable[[str], None]) -> Callable[[], None]:
+        """Call ``callback(reason)`` on abort (at once if already aborted); returns a remover.
+
+        The engine uses this to cancel the cancel scope of whatever is running, without a
+        watcher task per phase.
+        """
+        if self._set:
+            callback(self._reason)
+            return lambda: None
+        self._callbacks.append(callback)
+
+        def remove() -> None:
+            if callback in self._callbacks:
+                self._callbacks.remove(callback)
+
+        return remove
 
     async def wait(self) -> str:
         """Wait until the signal is aborted and return the reason."""

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import contextlib
 from abc import ABC, abstractmethod
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncGenerator, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any, Literal, Self, TypeAlias
@@ -191,7 +191,7 @@ class LLMInterface(ABC):
         """
 
     @abstractmethod
-    def stream(self, request: LLMRequest) -> AsyncIterator[StreamEvent]:
+    def stream(self, request: LLMRequest) -> AsyncGenerator[StreamEvent, None]:
         """Run the request streaming; the last event is a :class:`FinishEvent`.
 
         Raises:

@@ -8,8 +8,14 @@ from dataclasses import dataclass, field
 
 __all__ = ["ParsedDocstring", "parse_docstring"]
 
+# The section headers napoleon knows; text after any of them is not part of the description.
 _SECTION = re.compile(
-    r"^(Args|Arguments|Parameters|Returns|Return|Raises|Yields|Examples?|Notes?|Attributes):\s*$"
+    r"^(Args|Arguments|Parameters|Params|Keyword Args|Keyword Arguments|Other Parameters|"
+    r"Returns?|Raises?|Yields?|Examples?|Notes?|Attributes|Attention|Caution|Danger|Error|"
+    r"Hint|Important|Methods|References|See Also|Tip|Todo|Warnings?|Warns)\s*:\s*$"
+)
+_ARG_SECTIONS = frozenset(
+    {"Args", "Arguments", "Parameters", "Params", "Keyword Args", "Keyword Arguments"}
 )
 _ARG = re.compile(r"^(\*{0,2}\w+)\s*(?:\([^)]*\))?\s*:\s*(.*)$")
 
@@ -23,7 +29,11 @@ class ParsedDocstring:
 
 
 def parse_docstring(doc: str | None) -> ParsedDocstring:
-    """Split a Google-style docstring into its description and ``Args:`` entries."""
+    """Split a Google-style docstring into its description and ``Args:`` entries.
+
+    Continuation lines (indented deeper than the argument) join the argument's description
+    with single spaces.
+    """
     text = inspect.cleandoc(doc or "")
     description: list[str] = []
     args: dict[str, str] = {}
@@ -38,7 +48,7 @@ def parse_docstring(doc: str | None) -> ParsedDocstring:
             section, current = header.group(1), None
         elif section is None:
             description.append(line)
-        elif section in ("Args", "Arguments", "Parameters") and stripped:
+        elif section in _ARG_SECTIONS and stripped:
             match = _ARG.match(stripped)
             if match and (current is None or indent <= arg_indent):
                 current, arg_indent = match.group(1).lstrip("*"), indent

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import copy
 import functools
 import inspect
 import re
+import types
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, overload, runtime_checkable
@@ -14,12 +16,14 @@ import anyio.to_thread
 from .._abort import AbortSignal
 from ..exceptions import ToolDefinitionError
 from ..providers._base import ToolSpec
+from ._docstring import ParsedDocstring, parse_docstring
 from ._emitter import ToolEventEmitter
-from ._schema import SignatureSchema, build_signature_schema
+from ._schema import SignatureSchema, build_schema
 
 __all__ = ["FunctionTool", "Tool", "ToolContext", "ToolProvider", "check_tool_name", "tool"]
 
-_NAME = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
+_NAME = re.compile(r"[a-zA-Z0-9_-]{1,64}")
+_CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])")
 
 PromptInjectionBuilder = Callable[["Tool"], str]
 
@@ -30,7 +34,7 @@ def check_tool_name(name: str) -> str:
     Raises:
         ToolDefinitionError: Unless it matches ``^[a-zA-Z0-9_-]{1,64}$``.
     """
-    if not _NAME.match(name):
+    if not _NAME.fullmatch(name):
         raise ToolDefinitionError(
             f"invalid tool name {name!r}: use 1-64 characters from a-z, A-Z, 0-9, '_' and '-'"
         )
@@ -59,8 +63,10 @@ class ToolProvider(Protocol):
 class Tool:
     """A tool the model can call.
 
-    Subclass and implement ``async def run(self, ...)`` with typed parameters, or pass ``func``.
-    Calling the tool (``await t(**kwargs)``) validates the arguments and returns the raw
+    Subclass and implement ``async def run(self, ...)`` with typed parameters, or pass ``func``;
+    sync functions and sync ``run`` methods run in a worker thread. A subclass's name defaults
+    to its class name in snake_case, its description to its ``run`` or class docstring, and its
+    parameter descriptions to the ``Args:`` of both. Calling the tool (``await t(**kwargs)``) validates the arguments and returns the raw
     result; :meth:`render` turns a raw result into what the model sees.
 
     Args:
@@ -73,7 +79,8 @@ class Tool:
         timeout: Per-call timeout in seconds (``None``: the run's default).
 
     Raises:
-        ToolDefinitionError: For an invalid name or an unsupported signature.
+        ToolDefinitionError: For an invalid name, an unsupported signature, or neither
+            ``func`` nor a ``run`` override.
     """
 
     name: str = ""
@@ -90,15 +97,34 @@ class Tool:
         too_long_to_file: bool = False,
         timeout: float | None = None,
     ) -> None:
+        if func is None and not self._overrides_run():
+            raise ToolDefinitionError(f"{type(self).__name__}: pass func= or override run()")
         self._func = func
         target = func if func is not None else self.run
-        self.name = check_tool_name(name or self.name or str(getattr(target, "__name__", "")))
-        self.schema: SignatureSchema = build_signature_schema(target, self.name)
+        default_name = str(getattr(func, "__name__", "")) if func else _snake(type(self).__name__)
+        self.name = check_tool_name(name or self.name or default_name)
+        self.schema: SignatureSchema = build_schema(target, self.name, self._doc_text(func))
         self.description = description or self.description or self.schema.description
         self.best_practices = tuple(best_practices)
         self.prompt_injection_builder = prompt_injection_builder
         self.too_long_to_file = too_long_to_file
         self.timeout = timeout
+
+    def _doc_text(self, func: Callable[..., Any] | None) -> ParsedDocstring:
+        """The docstring that documents the tool: the function's, or the subclass's + run()'s."""
+        if func is not None:
+            return parse_docstring(getattr(func, "__doc__", None))
+        # A subclass's own docstrings only: class ``__doc__`` is not inherited, and run()'s
+        # is read from the override, never from Tool.run.
+        parsed_class = parse_docstring(type(self).__doc__)
+        parsed_run = parse_docstring(type(self).run.__doc__)
+        return ParsedDocstring(
+            parsed_run.description or parsed_class.description,
+            {**parsed_class.args, **parsed_run.args},
+        )
+
+    def _overrides_run(self) -> bool:
+        return type(self).run is not Tool.run
 
     @property
     def parameters(self) -> dict[str, Any]:
@@ -116,8 +142,11 @@ class Tool:
             lines.append(self.prompt_injection_builder(self))
         return "\n".join(line for line in lines if line)
 
-    async def run(self, **kwargs: Any) -> Any:
-        """Do the work (override in subclasses)."""
+    async def run(self, *args: Any, **kwargs: Any) -> Any:
+        """Do the work: override with typed keyword parameters (sync or async).
+
+        This gradual signature lets overrides declare any parameters without type errors.
+        """
         raise NotImplementedError(f"tool {self.name!r} has neither func nor run()")
 
     async def invoke(self, arguments: Mapping[str, Any], context: ToolContext | None = None) -> Any:
@@ -127,9 +156,23 @@ class Tool:
             ArgumentsError: When the arguments do not match the schema.
         """
         kwargs = self.schema.validate(arguments)
-        if context is not None:
-            kwargs.update(self._injections(context))
+        kwargs.update(self._injections(context or self._direct_context({})))
         return await self._call(kwargs)
+
+    def _direct_context(self, passed: Mapping[str, Any]) -> ToolContext:
+        """A context for calls outside a run, built from explicitly passed framework values."""
+        by_kind = {self.schema.injected[name]: value for name, value in passed.items()}
+        context = by_kind.get("context")
+        if isinstance(context, ToolContext):
+            return context
+        emitter = by_kind.get("event_emitter")
+        signal = by_kind.get("abort_signal")
+        return ToolContext(
+            tool_call_id="direct",
+            tool_name=self.name,
+            event_emitter=emitter if emitter is not None else ToolEventEmitter(),
+            abort_signal=signal if signal is not None else AbortSignal(),
+        )
 
     def _injections(self, context: ToolContext) -> dict[str, Any]:
         values = {
@@ -140,12 +183,11 @@ class Tool:
         return {name: values[kind] for name, kind in self.schema.injected.items()}
 
     async def _call(self, kwargs: dict[str, Any]) -> Any:
-        if self._func is None:
-            return await self.run(**kwargs)
-        if inspect.iscoroutinefunction(self._func):
-            return await self._func(**kwargs)
+        target = self._func if self._func is not None else self.run
+        if inspect.iscoroutinefunction(target):
+            return await target(**kwargs)
         # Sync tools run in a worker thread so they never block the event loop.
-        result = await anyio.to_thread.run_sync(functools.partial(self._func, **kwargs))
+        result = await anyio.to_thread.run_sync(functools.partial(target, **kwargs))
         if inspect.isawaitable(result):
             return await result
         return result
@@ -160,6 +202,7 @@ class Tool:
         """
         passed = {k: kwargs.pop(k) for k in list(kwargs) if k in self.schema.injected}
         call_kwargs = self.schema.validate(kwargs)
+        call_kwargs.update(self._injections(self._direct_context(passed)))
         call_kwargs.update(passed)
         return await self._call(call_kwargs)
 
@@ -174,6 +217,11 @@ class Tool:
 class FunctionTool(Tool):
     """A tool made by ``@tool``: still callable exactly like the decorated function."""
 
+    # Set by functools.update_wrapper; declared so that type checkers know them.
+    __name__: str
+    __qualname__: str
+    __wrapped__: Callable[..., Any]
+
     def __init__(self, func: Callable[..., Any], **options: Any) -> None:
         super().__init__(func=func, **options)
         functools.update_wrapper(self, func)
@@ -184,9 +232,16 @@ class FunctionTool(Tool):
         return self.func(*args, **kwargs)
 
     def __get__(self, instance: object, owner: type | None = None) -> Any:
+        """On an instance, return a copy of the tool bound to it (``self`` is not in the schema).
+
+        The copy shares the schema, so accessing a method tool costs no schema rebuild.
+        """
         if instance is None:
             return self
-        return functools.partial(self.func, instance)
+        bound = copy.copy(self)
+        bound.func = bound._func = types.MethodType(self.func, instance)
+        bound.__wrapped__ = bound.func  # inspect.signature then omits self
+        return bound
 
 
 @overload
@@ -225,3 +280,8 @@ def tool(
     if func is not None:
         return FunctionTool(func, **options)
     return lambda f: FunctionTool(f, **options)
+
+
+def _snake(class_name: str) -> str:
+    """``WebSearchTool`` → ``web_search_tool``: the default name of a ``Tool`` subclass."""
+    return _CAMEL.sub("_", class_name).lower()

@@ -1,0 +1,142 @@
+"""Kernel side: ordered capture of output written at the file-descriptor level.
+
+Runs inside the kernel process (imported through the ``_simplellmfunc_kernel`` alias package, so
+it must only import the standard library). ipykernel redirects fds 1 and 2 into pipes and forwards
+what arrives from a watcher thread, which races with ``print``: ``os.write(1, b"x")`` followed by
+``print("y")`` can reach the client as ``y`` then ``x``. Here one lock orders every write: before
+Python-level text is buffered, whatever already sits in the pipes is forwarded first, and a switch
+between stdout and stderr flushes the other stream so that the client sees one ordered sequence.
+"""
+
+from __future__ import annotations
+
+import codecs
+import os
+import select
+import struct
+import sys
+import threading
+from collections.abc import Callable
+from typing import Any
+
+__all__ = ["drain", "install"]
+
+_LOCK = threading.RLock()
+_PIPES: list[_Pipe] = []
+_LAST: list[Any] = [None]
+_MASTER_PID = [0]
+
+
+class _Pipe:
+    """One redirected fd: the read end of ipykernel's pipe and the stream it feeds."""
+
+    def __init__(self, stream: Any, write: Callable[[str], Any]) -> None:
+        self.stream = stream
+        self.fid: int = stream._fid
+        self.write = write
+        self.decoder = codecs.getincrementaldecoder("utf-8")("replace")
+
+
+def _pending(fid: int) -> int:
+    import fcntl
+    import termios
+
+    raw = fcntl.ioctl(fid, termios.FIONREAD, b"\0\0\0\0")
+    return int(struct.unpack("i", raw)[0])
+
+
+def _switch_to(stream: Any) -> None:
+    """Flush the other stream when output changes stream, so the client sees them in order."""
+    last = _LAST[0]
+    if last is not None and last is not stream:
+        last.flush()
+    _LAST[0] = stream
+
+
+def _drain_one(pipe: _Pipe) -> None:
+    size = _pending(pipe.fid)
+    if size <= 0:
+        return
+    text = pipe.decoder.decode(os.read(pipe.fid, size))
+    if text:
+        _switch_to(pipe.stream)
+        pipe.write(text)
+
+
+def drain() -> None:
+    """Forward whatever fd-level output is waiting in the pipes (call from the kernel)."""
+    if os.getpid() != _MASTER_PID[0]:
+        return
+    with _LOCK:
+        for pipe in _PIPES:
+            _drain_one(pipe)
+
+
+def _ordered_writer(stream: Any, write: Callable[[str], Any]) -> Callable[[str], Any]:
+    def ordered_write(text: str) -> Any:
+        if os.getpid() != _MASTER_PID[0]:
+            # A forked child shares the pipes' read ends; it must not consume them.
+            return write(text)
+        with _LOCK:
+            for pipe in _PIPES:
+                _drain_one(pipe)
+            _switch_to(stream)
+            return write(text)
+
+    return ordered_write
+
+
+def _pump() -> None:
+    """Forward fd-level output that arrives while no Python-level write drains it."""
+    fids = {pipe.fid: pipe for pipe in _PIPES}
+    while True:
+        try:
+            ready, _, _ = select.select(list(fids), [], [])
+        except (OSError, ValueError):
+            return
+        with _LOCK:
+            for fid in ready:
+                _drain_one(fids[fid])
+
+
+def _stop_ipykernel_watcher(stream: Any) -> bool:
+    """Stop ipykernel's own watcher thread for ``stream``; False when that is not possible."""
+    thread = getattr(stream, "watch_fd_thread", None)
+    fd = getattr(stream, "_original_stdstream_fd", None)
+    if not getattr(stream, "_should_watch", False) or thread is None or fd is None:
+        return False
+    stream._should_watch = False
+    # The watcher is blocked in os.read; one byte wakes it up and it exits without forwarding.
+    os.write(fd, b"\0")
+    thread.join(2.0)
+    if thread.is_alive():
+        stream._should_watch = True
+        return False
+    return True
+
+
+def install() -> bool:
+    """Take over ipykernel's fd forwarding for stdout and stderr; returns whether it did.
+
+    Does nothing (and returns False) when ipykernel does not capture fds (``capture_fd_output``
+    off, an unsupported platform) or its internals differ from what this module expects.
+    """
+    if _PIPES:
+        return True
+    streams = [sys.stdout, sys.stderr]
+    if not all(getattr(s, "_fid", None) is not None for s in streams):
+        return False
+    try:
+        _pending(streams[0]._fid)
+    except (ImportError, OSError):
+        return False
+    if not all(_stop_ipykernel_watcher(s) for s in streams):
+        return False
+    _MASTER_PID[0] = os.getpid()
+    for stream in streams:
+        # The class method, not an instance attribute another patch may have put there.
+        write = type(stream).write.__get__(stream)
+        _PIPES.append(_Pipe(stream, write))
+        stream.write = _ordered_writer(stream, write)
+    threading.Thread(target=_pump, name="simplellmfunc-fd-pump", daemon=True).start()
+    return True

@@ -1,0 +1,179 @@
+"""``@llm_chat``: an ``async def`` becomes a streaming, tool-using agent with history."""
+
+from __future__ import annotations
+
+import functools
+import inspect
+from collections.abc import AsyncIterator, Callable, Iterable
+from typing import Any, Literal
+
+from .._events import EventOrigin, ResponseYield
+from .._messages import Message, SystemMessage, history_from_dicts, history_to_dicts
+from .._transcript import Transcript
+from ..engine._emit import Emitter
+from ..engine._invocation import Invocation, RunHook
+from ..engine._llm_step import RawItem, TextChunk
+from ..engine._loop import RunResult, run_react
+from ..engine._pump import Finished, event_pump
+from ..exceptions import DecoratorError
+from ..providers._base import LLMInterface
+from ._common import new_call_id, resolve_tools, split_call_kwargs, static_tools
+from ._prompt import HISTORY_NAMES, docstring_of, fill_template, render_arguments
+
+__all__ = ["llm_chat"]
+
+ReturnMode = Literal["text", "raw"]
+
+
+def llm_chat(
+    llm_interface: LLMInterface,
+    toolkit: Iterable[Any] | None = None,
+    max_tool_calls: int | None = None,
+    stream: bool = False,
+    return_mode: ReturnMode = "text",
+    enable_event: bool = False,
+    self_reference: Any = None,
+    self_reference_key: str | None = None,
+    **llm_kwargs: Any,
+) -> Callable[[Callable[..., Any]], Callable[..., AsyncIterator[Any]]]:
+    """Turn an ``async def`` into a chat agent that yields ``(text, updated_history)``.
+
+    The docstring is the system prompt (with ``_template_params``). The decorated function takes
+    ``history`` (or ``chat_history``), a list of chat dicts, plus any other parameters, which
+    form the user message. The returned history always starts with the current system prompt:
+    a system message in the incoming history is replaced by it. The caller's list is never
+    modified.
+
+    Yields:
+        Without ``stream``: ``(text, history)`` per model reply with text; with ``stream``:
+        ``(delta, history)`` per text delta. The last item's history contains the final reply
+        and every tool turn, and is valid for the next call. ``return_mode="raw"`` yields the
+        provider's typed responses / stream events instead of text. ``enable_event=True``
+        yields ``EventYield`` items and a final ``ResponseYield``.
+
+    Args:
+        llm_interface: The model to call.
+        toolkit: Tools (``@tool`` functions, ``Tool`` objects, toolsets, MCP toolsets).
+        max_tool_calls: Cap on iterations with tool calls (``None``: no cap).
+        stream: Stream the reply text.
+        return_mode: ``"text"`` or ``"raw"``.
+        enable_event: Yield typed events and a final response.
+        self_reference: A ``SelfReference`` memory backend.
+        self_reference_key: The memory key of this agent.
+        **llm_kwargs: Body parameters for every call; engine options ``tool_timeout``,
+            ``max_tool_concurrency`` and ``tool_result_budget`` are taken out first.
+
+    Raises:
+        DecoratorError: If the function is not ``async def`` or has no history parameter.
+    """
+    tools, providers = static_tools(toolkit)
+    engine_options = {
+        k: llm_kwargs.pop(k)
+        for k in ("tool_timeout", "max_tool_concurrency", "tool_result_budget")
+        if k in llm_kwargs
+    }
+
+    def decorate(func: Callable[..., Any]) -> Callable[..., AsyncIterator[Any]]:
+        if not inspect.iscoroutinefunction(func) and not inspect.isasyncgenfunction(func):
+            raise DecoratorError(f"@llm_chat needs an 'async def' function, got {func!r}")
+        signature = inspect.signature(func)
+        history_name = next((n for n in HISTORY_NAMES if n in signature.parameters), None)
+        if history_name is None:
+            raise DecoratorError("@llm_chat functions need a 'history' or 'chat_history' parameter")
+        doc = docstring_of(func)
+        hook = _self_reference_hook(self_reference, self_reference_key)
+
+        @functools.wraps(func)
+        async def wrapper(*args: Any, **kwargs: Any) -> AsyncIterator[Any]:
+            options = split_call_kwargs(kwargs)
+            bound = signature.bind(*args, **kwargs)
+            bound.apply_defaults()
+            arguments = dict(bound.arguments)
+            history = arguments.pop(history_name, None)
+            system = fill_template(doc, options.template_params)
+            user = await render_arguments(signature, arguments, bare_single_text=True)
+            transcript = Transcript(_initial_messages(system, history, user))
+            invocation = Invocation(
+                llm=llm_interface,
+                system_prompt=system,
+                tools=await resolve_tools(tools, providers),
+                stream=stream,
+                max_tool_calls=max_tool_calls,
+                params=llm_kwargs,
+                hooks=(hook,) if hook is not None else (),
+                **engine_options,
+            )
+            origin = EventOrigin(agent_call_id=new_call_id())
+            emitter_options = {
+                "wants_events": enable_event,
+                "wants_text": not enable_event,
+                "wants_raw": return_mode == "raw" and not enable_event,
+            }
+
+            async def body(send: Any) -> RunResult:
+                emitter = Emitter(send, origin, **emitter_options)
+                return await run_react(
+                    invocation, transcript, emitter, options.abort, user_input=user.text
+                )
+
+            view = _HistoryView(transcript)
+            async for item in event_pump(body):
+                if isinstance(item, Finished):
+                    result: RunResult = item.value
+                    final = history_to_dicts(result.messages)
+                    if enable_event:
+                        yield ResponseYield(result.text, final)
+                    else:
+                        yield (result.text if not stream else "", final)
+                elif isinstance(item, TextChunk):
+                    yield (item.text, view.dicts())
+                elif isinstance(item, RawItem):
+                    yield (item.item, view.dicts())
+                else:
+                    yield item
+
+        return wrapper
+
+    return decorate
+
+
+def _initial_messages(system: str, history: Any, user: Message) -> list[Message]:
+    if history is not None and not isinstance(history, list | tuple):
+        raise DecoratorError("history must be a list of chat message dicts")
+    previous = history_from_dicts(history)
+    rest = [m for m in previous if not isinstance(m, SystemMessage)]
+    head: list[Message] = [SystemMessage(system)] if system else []
+    return [*head, *rest, user]
+
+
+class _HistoryView:
+    """Chat dicts of the live transcript, rebuilt only when the transcript changed."""
+
+    __slots__ = ("_cache", "_key", "_transcript")
+
+    def __init__(self, transcript: Transcript) -> None:
+        self._transcript = transcript
+        self._key: object = None
+        self._cache: list[dict[str, Any]] = []
+
+    def dicts(self) -> list[dict[str, Any]]:
+        messages = self._transcript.messages
+        if messages is not self._key:
+            self._key = messages
+            self._cache = history_to_dicts(messages)
+        return list(self._cache)
+
+
+def _self_reference_hook(self_reference: Any, key: str | None) -> RunHook | None:
+    """The run hook of a SelfReference backend (created implicitly from a key alone)."""
+    if self_reference is None and key is None:
+        return None
+    if self_reference is None:
+        from ..builtin import SelfReference
+
+        self_reference = SelfReference()
+    factory = getattr(self_reference, "run_hook", None)
+    if factory is None:
+        raise DecoratorError("self_reference must be a SelfReference")
+    hook: RunHook = factory(key or "agent_main")
+    return hook

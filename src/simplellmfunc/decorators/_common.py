@@ -1,0 +1,117 @@
+"""What both decorators share: toolkits, call ids, abort and template kwargs."""
+
+from __future__ import annotations
+
+import inspect
+import os
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
+
+from .._abort import AbortSignal
+from ..exceptions import DecoratorError, ToolDefinitionError
+from ..tools._tool import FunctionTool, Tool, ToolProvider
+
+__all__ = [
+    "CallOptions",
+    "check_async",
+    "new_call_id",
+    "resolve_tools",
+    "split_call_kwargs",
+    "static_tools",
+]
+
+ToolkitItem = Any
+
+
+def check_async(func: Callable[..., Any], decorator: str) -> None:
+    """Refuse anything but an ``async def``.
+
+    Raises:
+        DecoratorError: For a sync function or a non-function.
+    """
+    if not inspect.iscoroutinefunction(func):
+        raise DecoratorError(f"@{decorator} needs an 'async def' function, got {func!r}")
+
+
+def _flatten(toolkit: Iterable[ToolkitItem] | None) -> list[ToolkitItem]:
+    items: list[ToolkitItem] = []
+    for item in toolkit or ():
+        if isinstance(item, list | tuple):
+            items.extend(_flatten(item))
+        else:
+            items.append(item)
+    return items
+
+
+def static_tools(toolkit: Iterable[ToolkitItem] | None) -> tuple[list[Tool], list[ToolProvider]]:
+    """Split a toolkit into tools known now and providers asked at each call.
+
+    Plain functions are wrapped with ``@tool``.
+
+    Raises:
+        ToolDefinitionError: For an item that is not a tool, a function or a tool provider.
+    """
+    tools: list[Tool] = []
+    providers: list[ToolProvider] = []
+    for item in _flatten(toolkit):
+        if isinstance(item, Tool):
+            tools.append(item)
+        elif isinstance(item, ToolProvider):
+            providers.append(item)
+        elif callable(item):
+            tools.append(FunctionTool(item))
+        else:
+            raise ToolDefinitionError(f"toolkit item {item!r} is not a tool")
+    _check_unique(tools)
+    return tools, providers
+
+
+def _check_unique(tools: Iterable[Tool]) -> None:
+    seen: set[str] = set()
+    for item in tools:
+        if item.name in seen:
+            raise ToolDefinitionError(f"two tools are named {item.name!r}")
+        seen.add(item.name)
+
+
+async def resolve_tools(tools: list[Tool], providers: list[ToolProvider]) -> tuple[Tool, ...]:
+    """The tools of one call: the static ones plus what each provider lists now.
+
+    Raises:
+        ToolDefinitionError: If two tools share a name.
+    """
+    if not providers:
+        return tuple(tools)
+    resolved = list(tools)
+    for provider in providers:
+        resolved.extend(await provider.list_tools())
+    _check_unique(resolved)
+    return tuple(resolved)
+
+
+def new_call_id() -> str:
+    """A short random id for one agent call."""
+    return os.urandom(6).hex()
+
+
+class CallOptions:
+    """The framework keyword arguments of one call (``_template_params``, ``_abort_signal``)."""
+
+    __slots__ = ("abort", "template_params")
+
+    def __init__(self, template_params: Mapping[str, Any] | None, abort: AbortSignal | None):
+        self.template_params = dict(template_params or {})
+        self.abort = abort
+
+
+def split_call_kwargs(kwargs: dict[str, Any]) -> CallOptions:
+    """Remove the framework keyword arguments from ``kwargs`` and return them.
+
+    Raises:
+        DecoratorError: For a ``_abort_signal`` that is not an :class:`AbortSignal`.
+    """
+    params = kwargs.pop("_template_params", None)
+    abort = kwargs.pop("_abort_signal", None)
+    if abort is not None and not isinstance(abort, AbortSignal):
+        raise DecoratorError("_abort_signal must be an AbortSignal")
+    return CallOptions(params, abort)

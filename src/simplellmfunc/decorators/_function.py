@@ -1,0 +1,175 @@
+"""``@llm_function``: a typed, docstring-only ``async def`` becomes a typed LLM call."""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import typing
+from collections.abc import AsyncIterator, Callable, Iterable
+from typing import Any
+
+from .._events import EventOrigin, ResponseYield
+from .._messages import SystemMessage, history_to_dicts
+from .._mutations import UserMessageMutation
+from .._transcript import Transcript
+from ..engine._emit import Emitter
+from ..engine._invocation import Invocation
+from ..engine._loop import RunResult, run_react
+from ..engine._pump import Finished, event_pump
+from ..exceptions import AbortedError, OutputParseError
+from ..providers._base import LLMInterface
+from ._common import (
+    CallOptions,
+    check_async,
+    new_call_id,
+    resolve_tools,
+    split_call_kwargs,
+    static_tools,
+)
+from ._output import OutputSpec
+from ._prompt import docstring_of, fill_template, render_arguments
+
+__all__ = ["llm_function"]
+
+_SYSTEM_TEMPLATE_DEFAULT = "{function_description}"
+
+
+def llm_function(
+    llm_interface: LLMInterface,
+    toolkit: Iterable[Any] | None = None,
+    max_tool_calls: int | None = None,
+    system_prompt_template: str | None = None,
+    user_prompt_template: str | None = None,
+    enable_event: bool = False,
+    retries: int = 2,
+    **llm_kwargs: Any,
+) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """Turn a typed, docstring-only ``async def`` into an LLM call.
+
+    The docstring is the prompt (``{name}`` placeholders filled from ``_template_params``), the
+    arguments form the user message, and the return annotation is the output contract: the
+    reply is parsed and validated into it, and a reply that does not validate is sent back to
+    the model with the error, up to ``retries`` times.
+
+    Args:
+        llm_interface: The model to call.
+        toolkit: Tools the model may call (``@tool`` functions, ``Tool`` objects, toolsets).
+        max_tool_calls: Cap on iterations with tool calls (``None``: no cap).
+        system_prompt_template: Template of the system prompt; placeholders
+            ``{function_description}`` and any ``_template_params``.
+        user_prompt_template: Template of the user message; placeholder ``{parameters}``.
+        enable_event: Return an async iterator of ``EventYield`` and one final ``ResponseYield``.
+        retries: Repair attempts when the reply does not match the return type.
+        **llm_kwargs: Body parameters for every call (``temperature`` ...).
+
+    Raises:
+        DecoratorError: If the decorated function is not ``async def``.
+    """
+    tools, providers = static_tools(toolkit)
+
+    def decorate(func: Callable[..., Any]) -> Callable[..., Any]:
+        check_async(func, "llm_function")
+        signature = inspect.signature(func)
+        hints = typing.get_type_hints(func)
+        output = OutputSpec.for_annotation(hints.get("return", inspect.Signature.empty))
+        native = llm_interface.capabilities.json_schema
+        doc = docstring_of(func)
+
+        async def prepare(args: tuple[Any, ...], kwargs: dict[str, Any]) -> _Prepared:
+            options = split_call_kwargs(kwargs)
+            bound = signature.bind(*args, **kwargs)
+            bound.apply_defaults()
+            description = fill_template(doc, options.template_params)
+            system = fill_template(
+                system_prompt_template or _SYSTEM_TEMPLATE_DEFAULT,
+                {**options.template_params, "function_description": description},
+            )
+            user = await render_arguments(signature, bound.arguments, bare_single_text=False)
+            if user_prompt_template is not None:
+                user = type(user)(fill_template(user_prompt_template, {"parameters": user.text}))
+            invocation = Invocation(
+                llm=llm_interface,
+                system_prompt=system,
+                tools=await resolve_tools(tools, providers),
+                max_tool_calls=max_tool_calls,
+                response_format=output.response_format() if native else None,
+                output_contract="" if native else output.contract(),
+                params=llm_kwargs,
+            )
+            transcript = Transcript([SystemMessage(system), user])
+            return _Prepared(invocation, transcript, options)
+
+        async def run(prepared: _Prepared, emitter: Emitter) -> tuple[Any, RunResult]:
+            return await _run_with_repairs(prepared, emitter, output, retries)
+
+        if enable_event:
+
+            @functools.wraps(func)
+            async def event_wrapper(*args: Any, **kwargs: Any) -> AsyncIterator[Any]:
+                prepared = await prepare(args, kwargs)
+                origin = EventOrigin(agent_call_id=new_call_id())
+
+                async def body(send: Any) -> tuple[Any, RunResult]:
+                    return await run(prepared, Emitter(send, origin, wants_events=True))
+
+                async for item in event_pump(body):
+                    if isinstance(item, Finished):
+                        value, result = item.value
+                        yield ResponseYield(value, history_to_dicts(result.messages))
+                    else:
+                        yield item
+
+            return event_wrapper
+
+        @functools.wraps(func)
+        async def wrapper(*args: Any, **kwargs: Any) -> Any:
+            prepared = await prepare(args, kwargs)
+            emitter = Emitter(None, EventOrigin(), wants_events=False)
+            value, _ = await run(prepared, emitter)
+            return value
+
+        return wrapper
+
+    return decorate
+
+
+class _Prepared:
+    __slots__ = ("invocation", "options", "transcript")
+
+    def __init__(self, invocation: Invocation, transcript: Transcript, options: CallOptions):
+        self.invocation = invocation
+        self.transcript = transcript
+        self.options = options
+
+
+async def _run_with_repairs(
+    prepared: _Prepared, emitter: Emitter, output: OutputSpec, retries: int
+) -> tuple[Any, RunResult]:
+    """Run, parse, and feed parse errors back to the model up to ``retries`` times.
+
+    Raises:
+        AbortedError: If the call was aborted (never a stale or partial value).
+        OutputParseError: If the reply still does not parse after the retries.
+    """
+    errors: list[str] = []
+    transcript = prepared.transcript
+    while True:
+        result = await run_react(prepared.invocation, transcript, emitter, prepared.options.abort)
+        if result.aborted:
+            raise AbortedError(result.abort_reason)
+        try:
+            return output.parse(result.text), result
+        except ValueError as exc:
+            errors.append(str(exc))
+            if len(errors) > retries:
+                raise OutputParseError(
+                    f"the reply could not be parsed after {len(errors)} attempt(s): {exc}",
+                    raw=result.text,
+                    errors=errors,
+                ) from None
+        feedback = (
+            f"Your reply could not be used: {errors[-1]}. "
+            "Reply again with only the required JSON, nothing else."
+        )
+        transcript = Transcript(result.messages)
+        transcript.apply(UserMessageMutation({"role": "user", "content": feedback}))

@@ -1,0 +1,22 @@
+"""The async ReAct engine: request compilation, the loop, the tool-batch scheduler."""
+
+from ._compile import FINAL_ANSWER_INSTRUCTION, compile_request, system_context
+from ._emit import Emitter
+from ._invocation import Invocation, RunHook, RunView
+from ._loop import RunResult, RunState, run_react
+from ._scheduler import BatchResult, run_tool_batch
+
+__all__ = [
+    "FINAL_ANSWER_INSTRUCTION",
+    "BatchResult",
+    "Emitter",
+    "Invocation",
+    "RunHook",
+    "RunResult",
+    "RunState",
+    "RunView",
+    "compile_request",
+    "run_react",
+    "run_tool_batch",
+    "system_context",
+]

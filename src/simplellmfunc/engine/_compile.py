@@ -1,0 +1,67 @@
+"""Request compilation: invocation config + transcript (+ its applied mutations) → LLMRequest.
+
+A pure function: same inputs, same request. What it adds to the transcript's system message is
+compile-time context that is never stored in the history: tool guidance, experiences and the
+output contract.
+"""
+
+from __future__ import annotations
+
+from .._messages import Message, SystemMessage, UserMessage
+from .._transcript import Transcript, render_experiences
+from ..providers._base import LLMRequest
+from ._invocation import Invocation
+
+__all__ = ["FINAL_ANSWER_INSTRUCTION", "compile_request", "system_context"]
+
+FINAL_ANSWER_INSTRUCTION = (
+    "You have reached the limit of tool calls for this request. Do not call any tool. "
+    "Answer now with your best final answer, based on everything above."
+)
+
+
+def system_context(invocation: Invocation, transcript: Transcript, base: str) -> str:
+    """The full system prompt: ``base`` plus tool guidance, experiences and output contract."""
+    sections = [base.rstrip()] if base.strip() else []
+    guidance = [f"### {t.name}\n{text}" for t in invocation.tools if (text := t.guidance().strip())]
+    if guidance:
+        sections.append("## Tool guidance\n" + "\n\n".join(guidance))
+    experiences = render_experiences(transcript.experiences)
+    if experiences:
+        sections.append(experiences)
+    if invocation.output_contract:
+        sections.append(invocation.output_contract)
+    return "\n\n".join(sections)
+
+
+def compile_request(
+    invocation: Invocation, transcript: Transcript, *, final_answer: bool = False
+) -> LLMRequest:
+    """Build the provider request for the next LLM call.
+
+    Args:
+        invocation: The call's configuration.
+        transcript: The working transcript, mutations applied.
+        final_answer: Compile the forced final-answer call (no tools, explicit instruction).
+    """
+    messages: list[Message] = list(transcript.messages)
+    if messages and isinstance(messages[0], SystemMessage):
+        first = messages[0]
+        messages[0] = SystemMessage(
+            system_context(invocation, transcript, first.content), first.extra
+        )
+    else:
+        content = system_context(invocation, transcript, invocation.system_prompt)
+        if content:
+            messages.insert(0, SystemMessage(content))
+    if final_answer:
+        messages.append(UserMessage(FINAL_ANSWER_INSTRUCTION))
+    use_tools = bool(invocation.tools) and not final_answer
+    tools = tuple(t.spec() for t in invocation.tools) if use_tools else ()
+    return LLMRequest(
+        messages=tuple(messages),
+        tools=tools,
+        tool_choice=invocation.tool_choice if tools else None,
+        response_format=invocation.response_format,
+        params=invocation.params,
+    )

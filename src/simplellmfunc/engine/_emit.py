@@ -1,0 +1,79 @@
+"""Event emission for one run: origins, sequence numbers, and a cheap path when nobody listens."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from .._events import CustomEvent, EventOrigin, EventYield, ReactEvent
+
+__all__ = ["Emitter"]
+
+Send = Callable[[Any], Awaitable[None]]
+
+
+class Emitter:
+    """Wraps events in :class:`EventYield` with a monotonic ``seq`` and sends them.
+
+    ``wants_events`` is false when the caller did not ask for events: the loop then skips
+    building them (``LLMCallStartEvent`` copies the transcript, which costs CPU per call).
+    """
+
+    __slots__ = ("_origin", "_send", "_seq", "wants_events", "wants_raw", "wants_text")
+
+    def __init__(
+        self,
+        send: Send | None,
+        origin: EventOrigin,
+        *,
+        wants_events: bool,
+        wants_text: bool = False,
+        wants_raw: bool = False,
+    ) -> None:
+        self._send = send
+        self._origin = origin
+        self._seq = 0
+        self.wants_events = wants_events and send is not None
+        self.wants_text = wants_text and send is not None
+        self.wants_raw = wants_raw and send is not None
+
+    @property
+    def agent_call_id(self) -> str:
+        """The id of this agent call."""
+        return self._origin.agent_call_id
+
+    async def event(self, event: ReactEvent) -> None:
+        """Send ``event`` if events are wanted."""
+        if self.wants_events and self._send is not None:
+            self._seq += 1
+            origin = EventOrigin(
+                self._origin.session_id,
+                self._origin.agent_call_id,
+                self._seq,
+                self._origin.parent_call_id,
+                self._origin.fork_id,
+                self._origin.fork_depth,
+            )
+            await self._send(EventYield(event, origin))
+
+    async def custom(self, event: CustomEvent) -> None:
+        """Send a tool's custom event, tagged with the tool's name and call id."""
+        if self.wants_events and self._send is not None:
+            self._seq += 1
+            base = self._origin
+            origin = EventOrigin(
+                base.session_id,
+                base.agent_call_id,
+                self._seq,
+                base.parent_call_id,
+                base.fork_id,
+                base.fork_depth,
+                event.tool_name,
+                event.tool_call_id,
+            )
+            await self._send(EventYield(event, origin))
+
+    async def raw(self, item: Any) -> None:
+        """Send a non-event item (text deltas in plain stream mode, raw chunks)."""
+        if self._send is not None:
+            await self._send(item)

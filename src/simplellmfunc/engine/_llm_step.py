@@ -1,0 +1,170 @@
+"""The LLM phase of an iteration: one provider call, streamed or not, abortable."""
+
+from __future__ import annotations
+
+import time
+from contextlib import aclosing
+from dataclasses import dataclass
+
+import anyio
+
+from .._abort import AbortSignal
+from .._events import (
+    LLMCallEndEvent,
+    LLMCallErrorEvent,
+    LLMCallStartEvent,
+    LLMChunkArriveEvent,
+    ToolCallArgumentsDeltaEvent,
+)
+from .._messages import message_to_dict
+from ..exceptions import ProviderError, StreamError
+from ..providers._base import (
+    FinishEvent,
+    LLMRequest,
+    LLMResponse,
+    ReasoningDelta,
+    TextDelta,
+    ToolCallDelta,
+)
+from ._emit import Emitter
+from ._invocation import Invocation
+
+__all__ = ["LLMOutcome", "RawItem", "TextChunk", "call_llm"]
+
+
+@dataclass(frozen=True, slots=True)
+class TextChunk:
+    """A reply text delta, sent to plain (non-event) stream consumers."""
+
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class RawItem:
+    """A provider stream event or response, sent to ``return_mode="raw"`` consumers."""
+
+    item: object
+
+
+@dataclass(frozen=True, slots=True)
+class LLMOutcome:
+    """The reply, or what arrived before an abort (``response`` is then ``None``)."""
+
+    response: LLMResponse | None
+    partial_text: str = ""
+
+
+def _use_stream(invocation: Invocation, request: LLMRequest) -> bool:
+    caps = invocation.llm.capabilities
+    if not (invocation.stream and caps.streaming):
+        return False
+    return caps.streaming_with_tools or not request.tools
+
+
+async def call_llm(
+    invocation: Invocation,
+    request: LLMRequest,
+    iteration: int,
+    emitter: Emitter,
+    abort: AbortSignal | None,
+) -> LLMOutcome:
+    """Run one LLM call and report it as events.
+
+    Raises:
+        ProviderError: When the provider fails (after an ``LLMCallErrorEvent``).
+    """
+    streaming = _use_stream(invocation, request)
+    if emitter.wants_events:
+        await emitter.event(
+            LLMCallStartEvent(
+                iteration,
+                invocation.llm.model_name,
+                tuple(message_to_dict(m) for m in request.messages),
+                tuple(t.name for t in request.tools),
+                streaming,
+            )
+        )
+    started = time.perf_counter()
+    partial: list[str] = []
+    response: LLMResponse | None = None
+    with anyio.CancelScope() as scope:
+        remove = abort.add_callback(lambda _reason: scope.cancel()) if abort else None
+        try:
+            if streaming:
+                response = await _stream(invocation, request, emitter, partial)
+            else:
+                response = await invocation.llm.complete(request)
+                if emitter.wants_raw:
+                    await emitter.raw(RawItem(response))
+                elif invocation.stream and response.text:
+                    await _chunk(emitter, response.text, response.text)
+        except ProviderError as exc:
+            await emitter.event(
+                LLMCallErrorEvent(
+                    iteration, type(exc).__name__, str(exc), exc.status, exc.retryable
+                )
+            )
+            raise
+        finally:
+            if remove is not None:
+                remove()
+    if response is None:
+        return LLMOutcome(None, "".join(partial))
+    if emitter.wants_events:
+        await emitter.event(
+            LLMCallEndEvent(
+                iteration,
+                response.text,
+                tuple(c.to_dict() for c in response.message.tool_calls),
+                response.usage,
+                response.finish_reason,
+                time.perf_counter() - started,
+                response.provider,
+                response.model or invocation.llm.model_name,
+            )
+        )
+    return LLMOutcome(response)
+
+
+async def _chunk(emitter: Emitter, text: str, accumulated: str) -> None:
+    if emitter.wants_events:
+        await emitter.event(LLMChunkArriveEvent(text=text, accumulated_text=accumulated))
+    elif emitter.wants_text:
+        await emitter.raw(TextChunk(text))
+
+
+async def _stream(
+    invocation: Invocation, request: LLMRequest, emitter: Emitter, partial: list[str]
+) -> LLMResponse:
+    calls: dict[int, tuple[str, str]] = {}
+    accumulated = ""
+    async with aclosing(invocation.llm.stream(request)) as events:
+        async for event in events:
+            if emitter.wants_raw:
+                await emitter.raw(RawItem(event))
+            if isinstance(event, TextDelta):
+                partial.append(event.text)
+                if emitter.wants_events or (emitter.wants_text and not emitter.wants_raw):
+                    accumulated += event.text
+                    await _chunk(emitter, event.text, accumulated)
+            elif isinstance(event, ReasoningDelta):
+                if emitter.wants_events:
+                    await emitter.event(LLMChunkArriveEvent(reasoning=event.text))
+            elif isinstance(event, ToolCallDelta):
+                await _tool_delta(emitter, calls, event)
+            elif isinstance(event, FinishEvent):
+                return event.response
+    raise StreamError(
+        f"{invocation.llm.provider_name}: stream ended without a final response",
+        provider=invocation.llm.provider_name,
+    )
+
+
+async def _tool_delta(
+    emitter: Emitter, calls: dict[int, tuple[str, str]], delta: ToolCallDelta
+) -> None:
+    known_id, known_name = calls.get(delta.index, ("", ""))
+    call_id, name = delta.id or known_id, delta.name or known_name
+    calls[delta.index] = (call_id, name)
+    if emitter.wants_events and delta.arguments:
+        await emitter.event(ToolCallArgumentsDeltaEvent(call_id, name, delta.arguments))

@@ -1,0 +1,70 @@
+"""The event pump: run an engine coroutine in a task and stream what it sends, live.
+
+Tools of a batch run concurrently and emit events while they run, so the run needs its own
+task; the consumer's ``async for`` reads from a memory stream. This is one of the named
+boundaries where ``except Exception`` is right: a failure of the run is carried across the
+stream and re-raised in the consumer's task, unchanged, after the run's task group has exited.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+import anyio
+from anyio.streams.memory import MemoryObjectSendStream
+
+__all__ = ["Finished", "event_pump"]
+
+Send = Callable[[Any], Awaitable[None]]
+
+
+@dataclass(frozen=True, slots=True)
+class Finished:
+    """The last item of a pump: the run's return value."""
+
+    value: Any
+
+
+@dataclass(frozen=True, slots=True)
+class _Failed:
+    error: Exception
+
+
+async def _run(body: Callable[[Send], Awaitable[Any]], send: MemoryObjectSendStream[Any]) -> None:
+    async with send:
+        try:
+            value = await body(send.send)
+        except Exception as exc:  # boundary: re-raised in the consumer's task
+            await send.send(_Failed(exc))
+        else:
+            await send.send(Finished(value))
+
+
+async def event_pump(
+    body: Callable[[Send], Awaitable[Any]], buffer: int = 256
+) -> AsyncIterator[Any]:
+    """Run ``body(send)`` and yield everything it sends, then a :class:`Finished` item.
+
+    Leaving the iteration early cancels the run (use ``contextlib.aclosing`` when breaking
+    out, so that happens at once and in the consuming task).
+
+    Raises:
+        Exception: Whatever ``body`` raised, after its task has ended.
+    """
+    send, receive = anyio.create_memory_object_stream[Any](buffer)
+    failure: Exception | None = None
+    async with anyio.create_task_group() as group:
+        group.start_soon(_run, body, send)
+        try:
+            async with receive:
+                async for item in receive:
+                    if isinstance(item, _Failed):
+                        failure = item.error
+                        break
+                    yield item
+        finally:
+            group.cancel_scope.cancel()
+    if failure is not None:
+        raise failure

@@ -1,0 +1,191 @@
+"""The tool-batch scheduler: every call of one assistant turn runs concurrently.
+
+Results are applied in the original call order; a failing or timed-out tool becomes an error
+result and never cancels its siblings; an abort cancels the batch and answers every unfinished
+call with a ``ToolCancelledMutation``, so the history stays valid.
+"""
+
+from __future__ import annotations
+
+import inspect
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import anyio
+
+from .._abort import AbortSignal
+from .._events import ToolCallEndEvent, ToolCallErrorEvent, ToolCallStartEvent
+from .._messages import ToolCall
+from .._mutations import (
+    ContextMutation,
+    MultimodalToolResultMutation,
+    ToolCancelledMutation,
+    ToolResultMutation,
+)
+from ..providers._assembly import parse_arguments
+from ..tools._emitter import ToolEventEmitter
+from ..tools._render import RenderedResult, render_error, render_result, render_unknown_tool
+from ..tools._tool import FunctionTool, Tool, ToolContext
+from ._emit import Emitter
+from ._invocation import Invocation
+
+__all__ = ["BatchResult", "run_tool_batch"]
+
+
+@dataclass(frozen=True, slots=True)
+class _Outcome:
+    mutation: ContextMutation
+    success: bool
+
+
+@dataclass(frozen=True, slots=True)
+class BatchResult:
+    """The mutations of one batch (results in call order, then cancellations)."""
+
+    mutations: tuple[ContextMutation, ...]
+    succeeded: int
+    failed: int
+    aborted: bool
+
+
+async def run_tool_batch(
+    invocation: Invocation,
+    calls: Sequence[ToolCall],
+    emitter: Emitter,
+    abort: AbortSignal | None,
+) -> BatchResult:
+    """Run ``calls`` concurrently and return their mutations."""
+    outcomes: list[_Outcome | None] = [None] * len(calls)
+    limiter = (
+        anyio.CapacityLimiter(invocation.max_tool_concurrency)
+        if invocation.max_tool_concurrency
+        else None
+    )
+
+    async def run_one(index: int, call: ToolCall) -> None:
+        if limiter is None:
+            outcomes[index] = await _run_call(invocation, call, emitter, abort)
+            return
+        async with limiter:
+            outcomes[index] = await _run_call(invocation, call, emitter, abort)
+
+    with anyio.CancelScope() as scope:
+        remove = abort.add_callback(lambda _reason: scope.cancel()) if abort else None
+        try:
+            async with anyio.create_task_group() as group:
+                for index, call in enumerate(calls):
+                    group.start_soon(run_one, index, call)
+        finally:
+            if remove is not None:
+                remove()
+    return _collect(invocation, calls, outcomes, abort)
+
+
+def _collect(
+    invocation: Invocation,
+    calls: Sequence[ToolCall],
+    outcomes: Sequence[_Outcome | None],
+    abort: AbortSignal | None,
+) -> BatchResult:
+    done = [o for o in outcomes if o is not None]
+    reason = abort.reason if abort is not None else ""
+    cancelled = [
+        ToolCancelledMutation(call.id, call.name, _cancel_reason(invocation, call, reason))
+        for call, outcome in zip(calls, outcomes, strict=True)
+        if outcome is None
+    ]
+    succeeded = sum(o.success for o in done)
+    return BatchResult(
+        tuple(o.mutation for o in done) + tuple(cancelled),
+        succeeded,
+        len(calls) - succeeded,
+        bool(cancelled),
+    )
+
+
+def _cancel_reason(invocation: Invocation, call: ToolCall, reason: str) -> str:
+    tool = invocation.tool_named(call.name)
+    if isinstance(tool, FunctionTool) and not _is_async(tool):
+        # A sync tool runs in a worker thread, which cannot be interrupted.
+        return f"{reason} (the tool runs in a thread and may still finish in the background)"
+    return reason
+
+
+def _is_async(tool: FunctionTool) -> bool:
+    return inspect.iscoroutinefunction(tool.func)
+
+
+async def _run_call(
+    invocation: Invocation, call: ToolCall, emitter: Emitter, abort: AbortSignal | None
+) -> _Outcome:
+    started = time.perf_counter()
+    tool = invocation.tool_named(call.name)
+    if tool is None:
+        text = render_unknown_tool(call.name, [t.name for t in invocation.tools])
+        return await _failure(call, emitter, "UnknownTool", text, started)
+    arguments, problem = parse_arguments(call.arguments)
+    if arguments is None:
+        text = f"Error: the arguments of {call.name} are not valid JSON: {problem}"
+        return await _failure(call, emitter, "InvalidArguments", text, started)
+    await emitter.event(ToolCallStartEvent(call.id, call.name, arguments))
+    rendered: RenderedResult | None = None
+    timeout = tool.timeout or invocation.tool_timeout
+    with anyio.move_on_after(timeout) as deadline:
+        try:
+            raw = await tool.invoke(arguments, _context(tool, call, emitter, abort))
+            rendered = await _render(invocation, tool, raw)
+        except Exception as exc:  # boundary: a tool failure becomes a result the model sees
+            return await _failure(call, emitter, type(exc).__name__, render_error(exc), started)
+    if rendered is None or deadline.cancelled_caught:
+        text = f"Error: tool {call.name} timed out after {timeout:g} seconds"
+        return await _failure(call, emitter, "Timeout", text, started)
+    await emitter.event(
+        ToolCallEndEvent(call.id, call.name, rendered.text, True, time.perf_counter() - started)
+    )
+    return _Outcome(_mutation(call, rendered), True)
+
+
+def _context(
+    tool: Tool, call: ToolCall, emitter: Emitter, abort: AbortSignal | None
+) -> ToolContext:
+    sink = emitter.custom if emitter.wants_events else _discard
+    events = ToolEventEmitter(tool_name=tool.name, tool_call_id=call.id, sink=sink)
+    return ToolContext(call.id, tool.name, events, abort)
+
+
+async def _discard(_event: Any) -> None:
+    return None
+
+
+async def _render(invocation: Invocation, tool: Tool, raw: Any) -> RenderedResult:
+    value = tool.render(raw)
+    options: dict[str, Any] = {
+        "budget_tokens": invocation.tool_result_budget,
+        "too_long_to_file": tool.too_long_to_file,
+        "tool_name": tool.name,
+        "model": invocation.llm.model_name,
+    }
+    if isinstance(value, str) and len(value) < invocation.tool_result_budget:
+        return render_result(value, **options)  # fast path: nothing to count, read or spill
+    return await anyio.to_thread.run_sync(lambda: render_result(value, **options))
+
+
+def _mutation(call: ToolCall, rendered: RenderedResult) -> ContextMutation:
+    if not rendered.images:
+        return ToolResultMutation(call.id, rendered.text)
+    parts: list[Mapping[str, Any]] = [{"type": "text", "text": rendered.text}]
+    parts.extend(image.to_part() for image in rendered.images)
+    return MultimodalToolResultMutation(
+        call.id, call.name, call.arguments, [{"role": "user", "content": parts}]
+    )
+
+
+async def _failure(
+    call: ToolCall, emitter: Emitter, error_type: str, text: str, started: float
+) -> _Outcome:
+    await emitter.event(ToolCallErrorEvent(call.id, call.name, error_type, text))
+    duration = time.perf_counter() - started
+    await emitter.event(ToolCallEndEvent(call.id, call.name, text, False, duration))
+    return _Outcome(ToolResultMutation(call.id, text), False)

@@ -1,0 +1,44 @@
+"""Providers: the ``LLMInterface`` contract and adapters for model APIs."""
+
+from ._base import (
+    Capabilities,
+    FinishEvent,
+    LLMInterface,
+    LLMRequest,
+    LLMResponse,
+    ReasoningDelta,
+    ResponseFormat,
+    StreamEvent,
+    TextDelta,
+    ToolCallDelta,
+    ToolSpec,
+    UsageEvent,
+)
+from ._http import HTTPSettings
+from ._keys import APIKeyPool
+from ._openai import OpenAICompatible
+from ._ratelimit import TokenBucket
+from ._retry import RetryPolicy
+from ._tokens import count_message_tokens, count_text_tokens
+
+__all__ = [
+    "APIKeyPool",
+    "Capabilities",
+    "FinishEvent",
+    "HTTPSettings",
+    "LLMInterface",
+    "LLMRequest",
+    "LLMResponse",
+    "OpenAICompatible",
+    "ReasoningDelta",
+    "ResponseFormat",
+    "RetryPolicy",
+    "StreamEvent",
+    "TextDelta",
+    "TokenBucket",
+    "ToolCallDelta",
+    "ToolSpec",
+    "UsageEvent",
+    "count_message_tokens",
+    "count_text_tokens",
+]

@@ -1,0 +1,122 @@
+"""Provider settings from ``provider.json``, ``.env`` and the environment."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
+
+from ..exceptions import ConfigError
+
+if TYPE_CHECKING:
+    from ._openai import OpenAICompatible
+
+__all__ = ["env_settings", "load_provider_json", "openai_from_env"]
+
+
+class _ModelEntry(BaseModel):
+    """One model entry of ``provider.json``."""
+
+    model_config = ConfigDict(extra="allow")
+
+    model_name: str = Field(min_length=1)
+    api_keys: list[str] = Field(min_length=1)
+    base_url: str = Field(min_length=1)
+    max_retries: int = Field(default=2, ge=0)
+    retry_delay: float | None = None
+    rate_limit_capacity: float | None = Field(default=None, gt=0)
+    rate_limit_refill_rate: float = Field(default=1.0, gt=0)
+    timeout: float = Field(default=600.0, gt=0)
+    context_window: int | None = None
+
+
+_FILE = TypeAdapter(dict[str, list[_ModelEntry]])
+
+
+def load_provider_json(
+    cls: type[OpenAICompatible], path: str | Path
+) -> dict[str, dict[str, OpenAICompatible]]:
+    """Parse ``provider.json`` into ``{provider: {model_name: interface}}``.
+
+    Raises:
+        ConfigError: For a missing file, invalid JSON (with line and column) or a bad entry
+            (with its location, e.g. ``openai[0].api_keys``).
+    """
+    file = Path(path)
+    try:
+        text = file.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError(f"cannot read provider file {file}: {exc.strerror}") from None
+    try:
+        raw = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ConfigError(f"{file}:{exc.lineno}:{exc.colno}: invalid JSON: {exc.msg}") from None
+    try:
+        parsed = _FILE.validate_python(raw)
+    except ValidationError as exc:
+        problems = "; ".join(
+            f"{_loc(err['loc'])}: {err['msg']}" for err in exc.errors(include_url=False)
+        )
+        raise ConfigError(f"{file}: {problems}") from None
+    result: dict[str, dict[str, OpenAICompatible]] = {}
+    for provider, entries in parsed.items():
+        models = result.setdefault(provider, {})
+        for entry in entries:
+            models[entry.model_name] = _build(cls, provider, entry)
+    return result
+
+
+def _loc(loc: tuple[Any, ...]) -> str:
+    out = ""
+    for part in loc:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+    return out
+
+
+def _build(cls: type[OpenAICompatible], provider: str, entry: _ModelEntry) -> OpenAICompatible:
+    extra = dict(entry.model_extra or {})
+    return cls(
+        entry.api_keys,
+        entry.model_name,
+        entry.base_url,
+        max_retries=entry.max_retries,
+        timeout=entry.timeout,
+        rate_limit_capacity=entry.rate_limit_capacity,
+        rate_limit_refill_rate=entry.rate_limit_refill_rate,
+        context_window=entry.context_window,
+        provider_name=provider,
+        **extra,
+    )
+
+
+def env_settings(environ: Mapping[str, str] | None = None) -> dict[str, str]:
+    """Settings from ``./.env`` overlaid with the process environment (which wins)."""
+    if environ is not None:
+        return dict(environ)
+    from dotenv import dotenv_values
+
+    values = {k: v for k, v in dotenv_values(Path.cwd() / ".env").items() if v is not None}
+    values.update(os.environ)
+    return values
+
+
+def openai_from_env(
+    cls: type[OpenAICompatible], environ: Mapping[str, str] | None = None
+) -> OpenAICompatible:
+    """Build an interface from ``OPENAI_API_KEY`` (comma-separated for several keys),
+    ``OPENAI_BASE_URL`` and ``OPENAI_MODEL``.
+
+    Raises:
+        ConfigError: If ``OPENAI_MODEL`` or ``OPENAI_API_KEY`` is missing.
+    """
+    env = env_settings(environ)
+    model = env.get("OPENAI_MODEL", "").strip()
+    keys = [k.strip() for k in env.get("OPENAI_API_KEY", "").split(",") if k.strip()]
+    if not model or not keys:
+        raise ConfigError("set OPENAI_MODEL and OPENAI_API_KEY (in the environment or .env)")
+    base_url = env.get("OPENAI_BASE_URL", "").strip() or "https://api.openai.com/v1"
+    return cls(keys, model, base_url)

@@ -1,0 +1,117 @@
+"""APIKeyPool: spread calls over several keys, cool down rate-limited ones, drop rejected ones."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import anyio
+
+from ..exceptions import ConfigError, NoUsableKeyError
+from ._redact import fingerprint
+
+__all__ = ["APIKeyPool"]
+
+
+@dataclass(slots=True)
+class _KeyState:
+    key: str
+    in_flight: int = 0
+    cooldown_until: float = 0.0
+    disabled_reason: str | None = None
+
+
+class APIKeyPool:
+    """A pool of API keys for one provider.
+
+    :meth:`lease` picks the healthy key with the fewest calls in flight; a 429 cools a key down
+    until its ``Retry-After`` passes (:meth:`cool_down`); a 401/403 disables it with a reason
+    (:meth:`disable`). Every pool has its own state: two pools never share it.
+
+    Args:
+        keys: One key or several (duplicates are dropped).
+        provider_id: A label for errors and logs (never the key).
+
+    Raises:
+        ConfigError: If no key is given.
+    """
+
+    def __init__(self, keys: str | Sequence[str], provider_id: str = "") -> None:
+        unique = list(dict.fromkeys([keys] if isinstance(keys, str) else keys))
+        if not unique or not all(isinstance(k, str) and k for k in unique):
+            raise ConfigError("APIKeyPool needs at least one non-empty key")
+        self.provider_id = provider_id
+        self._states = [_KeyState(k) for k in unique]
+
+    @property
+    def keys(self) -> tuple[str, ...]:
+        """Every key of the pool (handle with care: never log them)."""
+        return tuple(s.key for s in self._states)
+
+    def status(self) -> list[dict[str, object]]:
+        """Per-key status with fingerprints instead of keys."""
+        now = time.monotonic()
+        return [
+            {
+                "key": fingerprint(s.key),
+                "in_flight": s.in_flight,
+                "cooling_for_s": max(0.0, s.cooldown_until - now),
+                "disabled": s.disabled_reason,
+            }
+            for s in self._states
+        ]
+
+    def _pick(self) -> _KeyState | float:
+        """The least-loaded usable key, or the seconds until the first cooldown ends."""
+        now = time.monotonic()
+        live = [s for s in self._states if s.disabled_reason is None]
+        if not live:
+            reasons = "; ".join(f"{fingerprint(s.key)}: {s.disabled_reason}" for s in self._states)
+            raise NoUsableKeyError(
+                f"every API key is disabled ({reasons})", provider=self.provider_id
+            )
+        ready = [s for s in live if s.cooldown_until <= now]
+        if not ready:
+            return min(s.cooldown_until for s in live) - now
+        return min(ready, key=lambda s: s.in_flight)
+
+    async def acquire(self) -> str:
+        """Return the key to use now, waiting while every live key cools down.
+
+        Raises:
+            NoUsableKeyError: If every key is disabled.
+        """
+        while True:
+            picked = self._pick()
+            if isinstance(picked, _KeyState):
+                picked.in_flight += 1
+                return picked.key
+            await anyio.sleep(picked)
+
+    def release(self, key: str) -> None:
+        """Mark one call with ``key`` as finished."""
+        state = self._state(key)
+        state.in_flight = max(0, state.in_flight - 1)
+
+    def cool_down(self, key: str, seconds: float) -> None:
+        """Keep ``key`` unused for ``seconds`` (after a 429)."""
+        state = self._state(key)
+        state.cooldown_until = max(state.cooldown_until, time.monotonic() + max(seconds, 0.0))
+
+    def disable(self, key: str, reason: str) -> None:
+        """Stop using ``key`` (after a 401 / 403)."""
+        self._state(key).disabled_reason = reason
+
+    def _state(self, key: str) -> _KeyState:
+        for state in self._states:
+            if state.key == key:
+                return state
+        raise KeyError(fingerprint(key))
+
+    def __len__(self) -> int:
+        return len(self._states)
+
+    def __repr__(self) -> str:
+        keys = ", ".join(fingerprint(s.key) for s in self._states)
+        return f"APIKeyPool(provider_id={self.provider_id!r}, keys=[{keys}])"

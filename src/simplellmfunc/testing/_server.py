@@ -1,0 +1,348 @@
+"""The mock LLM server: a small, strict HTTP/1.1 server on loopback built on ``asyncio.Protocol``.
+
+Why a hand-made server on asyncio primitives instead of an anyio task group:
+
+- Speed: benchmarks drive hundreds of concurrent httpx clients at it, so it must never be the
+  bottleneck. A response that needs no waiting is parsed and written inside ``data_received``,
+  with no task, no stream object and one ``write`` call.
+- Byte-level control: faults (split UTF-8, mid-stream disconnects, malformed lines) need exact
+  control over what each write sends.
+- Lifetime: ``async with MockLLMServer()`` may be entered and exited in different tasks (pytest
+  async fixtures do that), which a task group held across ``__aenter__``/``__aexit__`` forbids.
+  Responses that wait (delays, drip) run in tasks the server owns; closing the server aborts
+  every connection, cancels those tasks and waits for them, so nothing outlives ``aclose``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass
+from itertools import count
+from types import TracebackType
+from typing import Final, Self
+
+import anyio
+
+from ..exceptions import UserError
+from ._render_openai import ChatCompletionsRenderer
+from ._script import RecordedRequest, Script, ScriptItem, redact_headers
+from ._wire import CLOSE, Renderer, Step, build_plan, simple_response
+
+__all__ = ["MockLLMServer"]
+
+_MAX_HEAD: Final = 64 * 1024
+_MAX_BODY: Final = 64 * 1024 * 1024
+_CLOSE_TIMEOUT: Final = 5.0
+_DONE: Final = -1.0  # _advance result: the plan is finished
+_ENDED: Final = -2.0  # _advance result: the connection was closed
+
+
+@dataclass(frozen=True, slots=True)
+class _Head:
+    method: str
+    target: str
+    headers: dict[str, str]
+    content_length: int
+    keep_alive: bool
+    size: int
+
+
+def _parse_head(buf: bytearray) -> _Head | int | None:
+    """Parse a request head: ``None`` if incomplete, an HTTP status if invalid."""
+    end = buf.find(b"\r\n\r\n")
+    if end < 0:
+        return 431 if len(buf) > _MAX_HEAD else None
+    lines = bytes(buf[:end]).decode("latin-1").split("\r\n")
+    parts = lines[0].split(" ")
+    if len(parts) != 3 or parts[2] not in ("HTTP/1.1", "HTTP/1.0") or not parts[0].isalpha():
+        return 400
+    headers: dict[str, str] = {}
+    for line in lines[1:]:
+        name, sep, value = line.partition(":")
+        if not sep or not name or name != name.strip() or " " in name:
+            return 400
+        name, value = name.lower(), value.strip(" \t")
+        headers[name] = f"{headers[name]}, {value}" if name in headers else value
+    if "transfer-encoding" in headers:
+        return 501
+    length = headers.get("content-length", "0")
+    if not length.isdigit():
+        return 400
+    if int(length) > _MAX_BODY:
+        return 413
+    connection = headers.get("connection", "").lower()
+    # HTTP/1.1 keeps the connection unless told to close; HTTP/1.0 closes unless told to keep.
+    keep_alive = "close" not in connection if parts[2] == "HTTP/1.1" else "keep-alive" in connection
+    return _Head(parts[0], parts[1], headers, int(length), keep_alive, end + 4)
+
+
+class _Connection(asyncio.Protocol):
+    """One client connection: parses requests and runs response plans, one at a time."""
+
+    def __init__(self, server: MockLLMServer) -> None:
+        self._server = server
+        self._buf = bytearray()
+        self._head: _Head | None = None
+        self._transport: asyncio.Transport | None = None
+        self._task: asyncio.Task[None] | None = None
+        self.lost = asyncio.get_running_loop().create_future()
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        self._transport = transport
+        if self._server._closed:
+            transport.abort()  # accepted just before the server closed
+            return
+        self._server._connections.add(self)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._server._connections.discard(self)
+        if self._task is not None:
+            self._task.cancel()
+        if not self.lost.done():
+            self.lost.set_result(None)
+
+    def data_received(self, data: bytes) -> None:
+        self._buf += data
+        if self._task is None:
+            self._process()
+
+    def eof_received(self) -> bool:
+        return False  # the client is gone: close our side too
+
+    def abort(self) -> asyncio.Task[None] | None:
+        """Drop the connection now; return the response task to wait for, if any."""
+        if self._transport is not None:
+            self._transport.abort()
+        task, self._task = self._task, None
+        if task is not None:
+            task.cancel()
+        return task
+
+    def _process(self) -> None:
+        transport = self._transport
+        while transport is not None and self._task is None and not transport.is_closing():
+            if self._head is None:
+                head = _parse_head(self._buf)
+                if head is None:
+                    return
+                if isinstance(head, int):
+                    transport.write(simple_response(head, {"error": "bad request"}, False))
+                    transport.close()
+                    return
+                self._head = head
+                del self._buf[: head.size]
+            head = self._head
+            if len(self._buf) < head.content_length:
+                return
+            body = bytes(self._buf[: head.content_length])
+            del self._buf[: head.content_length]
+            self._head = None
+            self._run(self._server._respond(head, body), head.keep_alive)
+
+    def _run(self, plan: Iterator[Step], keep_alive: bool) -> None:
+        wait = self._advance(plan)
+        if wait >= 0:
+            loop = asyncio.get_running_loop()
+            self._task = loop.create_task(self._run_async(wait, plan, keep_alive))
+        elif wait == _DONE and not keep_alive and self._transport is not None:
+            self._transport.close()
+
+    async def _run_async(self, wait: float, plan: Iterator[Step], keep_alive: bool) -> None:
+        while wait >= 0:
+            await asyncio.sleep(wait)
+            wait = self._advance(plan)
+        self._task = None
+        if wait == _DONE and self._transport is not None:
+            if keep_alive:
+                self._process()
+            else:
+                self._transport.close()
+
+    def _advance(self, plan: Iterator[Step]) -> float:
+        """Write steps until one says to wait; return the wait, ``_DONE`` or ``_ENDED``."""
+        transport = self._transport
+        assert transport is not None
+        pending: list[bytes] = []
+        for step in plan:
+            if isinstance(step, bytes):
+                pending.append(step)
+                continue
+            if transport.is_closing():
+                return _ENDED
+            transport.write(b"".join(pending))
+            pending.clear()
+            if step is CLOSE:
+                transport.close()
+                return _ENDED
+            return float(step)
+        if transport.is_closing():
+            return _ENDED
+        transport.write(b"".join(pending))
+        return _DONE
+
+
+class MockLLMServer:
+    """A real HTTP/1.1 LLM API server on ``127.0.0.1``, scripted per test.
+
+    Example:
+        >>> async with MockLLMServer() as server:
+        ...     server.script(Reply.text("Hello world", chunks=3))
+        ...     # POST f"{server.url}/chat/completions" with any HTTP client
+
+    Speaks OpenAI Chat Completions (JSON and SSE). Each request to an API endpoint consumes the
+    next scripted reply (see :meth:`script`); when none is left the ``default`` answers, and
+    without a default the server answers HTTP 500 ``no scripted reply``. Every request is
+    recorded in :attr:`requests`, with credentials replaced by fingerprints.
+
+    A scripted callable that raises makes the server answer HTTP 500; the first such exception is
+    raised again when the ``async with`` block exits, so failed assertions inside callables are
+    not lost.
+
+    Args:
+        default: The reply (or callable) used when the script is empty.
+        port: Port to listen on (0 picks a free one).
+    """
+
+    def __init__(self, *, default: ScriptItem | None = None, port: int = 0) -> None:
+        self._script = Script(default)
+        self._port = port
+        self._requests: list[RecordedRequest] = []
+        self._connections: set[_Connection] = set()
+        self._server: asyncio.Server | None = None
+        self._closed = False
+        self._seq = count(1)
+        self._callable_errors: list[Exception] = []
+        self._routes: dict[str, Renderer] = {"/v1/chat/completions": ChatCompletionsRenderer()}
+
+    @property
+    def default(self) -> ScriptItem | None:
+        """The reply used when the script is empty (settable)."""
+        return self._script.default
+
+    @default.setter
+    def default(self, value: ScriptItem | None) -> None:
+        self._script.default = value
+
+    @property
+    def port(self) -> int:
+        """The port the server listens on.
+
+        Raises:
+            UserError: When the server is not running.
+        """
+        if self._server is None:
+            raise UserError("MockLLMServer is not running; use `async with MockLLMServer()`")
+        port: int = self._server.sockets[0].getsockname()[1]
+        return port
+
+    @property
+    def url(self) -> str:
+        """Base URL including ``/v1``, e.g. ``http://127.0.0.1:PORT/v1``.
+
+        Raises:
+            UserError: When the server is not running.
+        """
+        return f"http://127.0.0.1:{self.port}/v1"
+
+    @property
+    def requests(self) -> list[RecordedRequest]:
+        """Every request received so far, oldest first (a copy)."""
+        return list(self._requests)
+
+    @property
+    def pending(self) -> int:
+        """How many scripted replies are still queued."""
+        return len(self._script)
+
+    def script(self, *replies: ScriptItem) -> None:
+        """Queue replies, consumed one per request in order.
+
+        Each is a :class:`Reply` or a callable ``(RecordedRequest) -> Reply``.
+
+        Raises:
+            UserError: When an item is neither.
+        """
+        self._script.push(replies)
+
+    def reset(self) -> None:
+        """Forget queued replies and recorded requests (the default stays)."""
+        self._script.clear()
+        self._requests.clear()
+        self._callable_errors.clear()
+
+    async def start(self) -> Self:
+        """Start listening (``async with`` does this).
+
+        Raises:
+            UserError: When the server is already running.
+        """
+        if self._server is not None:
+            raise UserError("MockLLMServer is already running")
+        loop = asyncio.get_running_loop()
+        self._closed = False
+        self._server = await loop.create_server(
+            lambda: _Connection(self), "127.0.0.1", self._port, backlog=4096
+        )
+        return self
+
+    async def aclose(self) -> None:
+        """Stop listening, drop every connection and wait for the response tasks (idempotent)."""
+        server, self._server = self._server, None
+        if server is None:
+            return
+        self._closed = True
+        server.close()
+        with anyio.move_on_after(_CLOSE_TIMEOUT, shield=True):
+            while self._connections:
+                connections = list(self._connections)
+                tasks = [task for conn in connections if (task := conn.abort()) is not None]
+                lost = [conn.lost for conn in connections]
+                await asyncio.gather(*tasks, *lost, return_exceptions=True)
+            await server.wait_closed()
+
+    async def __aenter__(self) -> Self:
+        return await self.start()
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()
+        if exc_type is None and self._callable_errors:
+            raise self._callable_errors[0]
+
+    def _respond(self, head: _Head, body: bytes) -> Iterator[Step]:
+        seq = next(self._seq)
+        try:
+            parsed = json.loads(body) if body else None
+        except ValueError:
+            parsed = None
+        request = RecordedRequest(
+            head.method, head.target, redact_headers(head.headers), parsed, len(body)
+        )
+        self._requests.append(request)
+        renderer = self._routes.get(head.target.partition("?")[0])
+        if renderer is None:
+            return self._fail(404, f"no route for {head.method} {head.target}", head)
+        if head.method != "POST":
+            return self._fail(405, f"{head.method} not allowed", head)
+        if not isinstance(parsed, dict):
+            return self._fail(400, "the body must be a JSON object", head)
+        try:
+            reply = self._script.next_reply(request)
+        except Exception as exc:  # boundary: a test's callable failed; answer and report later
+            self._callable_errors.append(exc)
+            return self._fail(500, f"scripted callable raised {type(exc).__name__}: {exc}", head)
+        if reply is None:
+            return self._fail(500, "no scripted reply", head)
+        rendered = renderer.render(reply, request, seq)
+        return build_plan(reply, rendered, head.keep_alive, seq)
+
+    def _fail(self, status: int, message: str, head: _Head) -> Iterator[Step]:
+        error = {"message": message, "type": "mock_server_error", "param": None, "code": None}
+        yield simple_response(status, {"error": error}, head.keep_alive)
