@@ -25,7 +25,7 @@ test: install ## Run the test suite (offline, no real model needed)
 
 test-live: install ## End-to-end tests against a real local model (SmolLM2 via llama.cpp)
 	$(BIN)/python scripts/local_model.py install
-	$(BIN)/python -m pytest -q -m live -p no:randomly
+	$(BIN)/python -m pytest -q -m live
 
 lint: install ## ruff check + format check
 	$(BIN)/ruff check src tests benchmarks examples scripts

@@ -8,7 +8,9 @@ provider benchmarks run it. Each load runs in another process, with one of two c
 - ``httpx``: ``httpx.AsyncClient``, the client our providers use, to show the headroom: the
   server must answer much faster than httpx can ask.
 
-``server cpu`` is the server process's CPU use during the run (100 % = one core). Usage::
+``server cpu`` is the server process's CPU use during the run (100 % = one core); ``req/s per
+server core`` divides the rate by it: the capacity estimate that stays meaningful when other work
+shares the machine. Usage::
 
     python benchmarks/bench_mock_server.py [--seconds 2]
 """
@@ -133,7 +135,7 @@ def _run_cell(
 
 HEADER = (
     f"{'client':<7} {'mode':<11} {'conc':>5} {'req/s':>8} {'p50 ms':>8} {'p99 ms':>8}"
-    f" {'server cpu':>11} {'client cpu':>11}"
+    f" {'server cpu':>11} {'client cpu':>11} {'req/s per server core':>22}"
 )
 
 
@@ -141,6 +143,7 @@ def _row(client: str, mode: str, conc: int, r: dict[str, float]) -> str:
     return (
         f"{client:<7} {mode:<11} {conc:>5} {r['rps']:>8.0f} {r['p50_ms']:>8.1f} {r['p99_ms']:>8.1f}"
         f" {r['server_cpu']:>10.0f}% {r['client_cpu']:>10.0f}%"
+        f" {100 * r['rps'] / max(r['server_cpu'], 1e-9):>22.0f}"
     )
 
 

@@ -423,6 +423,17 @@ def test_parse_reports_invalid_json(raw: str) -> None:
     assert error.startswith("tool arguments are not valid JSON")
 
 
+def test_parse_survives_absurd_nesting() -> None:
+    assert parse_arguments('{"a": ' + "[" * 100_000) == (
+        None,
+        "tool arguments are not valid JSON: nested too deeply to parse",
+    )
+    assembler = ToolCallAssembler()
+    assembler.add(first(None, None, "f", "[" * 100_000))
+    assembler.add(first(None, None, "g", "{}"))
+    assert [c.name for c in assembler.finish()] == ["f", "g"]
+
+
 @settings(max_examples=200, deadline=None)
 @given(raw=_arguments, data=st.data())
 def test_every_proper_prefix_reads_as_truncated(raw: str, data: st.DataObject) -> None:

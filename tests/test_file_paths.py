@@ -23,6 +23,13 @@ from simplellmfunc.builtin._paths import (
 from simplellmfunc.exceptions import WorkspaceError
 
 
+@pytest.fixture(autouse=True)
+def _no_fd_leak() -> Iterator[None]:
+    before = len(os.listdir("/proc/self/fd"))
+    yield
+    assert len(os.listdir("/proc/self/fd")) <= before
+
+
 @pytest.fixture
 def layout(tmp_path: Path) -> tuple[Path, Path]:
     """A workspace ``ws`` next to ``ws-evil`` (shared prefix) and ``outside``, with symlinks."""
@@ -206,7 +213,7 @@ _COMPONENTS = ["..", ".", "sub", "a.txt", "out_dir", "out_file", "in_link", "cha
 
 
 @pytest.fixture(scope="module")
-def prop_ws(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+def prop_ws(tmp_path_factory: pytest.TempPathFactory) -> Path:
     base = tmp_path_factory.mktemp("prop")
     ws, outside = base / "ws", base / "outside"
     (ws / "sub").mkdir(parents=True)
@@ -216,7 +223,7 @@ def prop_ws(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     (ws / "out_file").symlink_to(outside / "s")
     (ws / "in_link").symlink_to(ws / "sub")
     (ws / "chain1").symlink_to("in_link/../out_dir")
-    yield resolve_root(ws)
+    return resolve_root(ws)
 
 
 @settings(max_examples=300, deadline=None)

@@ -39,7 +39,7 @@ async def no_leaks() -> AsyncIterator[None]:
     yield
 
     def extra_tasks() -> set[asyncio.Task[Any]]:
-        return asyncio.all_tasks() - tasks - {asyncio.current_task()}  # type: ignore[operator]
+        return asyncio.all_tasks() - tasks - {asyncio.current_task()}
 
     assert await _settle(lambda: not extra_tasks()), extra_tasks()
     assert await _settle(lambda: proc.num_fds() <= fds), (proc.num_fds(), fds)
@@ -247,9 +247,19 @@ async def test_disconnect_after(server: MockLLMServer, client: httpx.AsyncClient
     received = bytearray()
     with pytest.raises(httpx.RemoteProtocolError):
         await _collect(client, STREAM, received)
-    events = _events(received)
+    events = _events(bytes(received))
     assert len(events) == 3
     assert "[DONE]" not in events
+
+
+async def test_non_stream_faults(server: MockLLMServer, client: httpx.AsyncClient) -> None:
+    server.script(Reply.text("abc", disconnect_after=10), Reply.text("abc", malformed=True))
+    with pytest.raises(httpx.RemoteProtocolError):
+        await client.post("/chat/completions", json=BODY)
+    truncated = await client.post("/chat/completions", json=BODY)
+    assert truncated.status_code == 200
+    with pytest.raises(ValueError):
+        truncated.json()
 
 
 async def test_malformed_line(server: MockLLMServer, client: httpx.AsyncClient) -> None:
@@ -473,6 +483,9 @@ async def test_raw_http_keep_alive_and_close(server: MockLLMServer) -> None:
     assert received.count(b"connection: close\r\n") == 1
     bad = await _raw_exchange(server, b"NOT A REQUEST\r\n\r\n")
     assert bad.startswith(b"HTTP/1.1 400 ")
+    assert bad.endswith(
+        b'"message":"malformed request","type":"mock_server_error","param":null,"code":null}}'
+    )
 
 
 async def test_fifty_parallel_requests(server: MockLLMServer, client: httpx.AsyncClient) -> None:

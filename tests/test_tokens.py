@@ -8,7 +8,7 @@ import os
 import tempfile
 import threading
 import warnings
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncGenerator, Iterator
 from pathlib import Path
 from types import MappingProxyType
 
@@ -207,7 +207,7 @@ async def test_llm_interface_count_tokens_uses_this_module() -> None:
         async def complete(self, request: LLMRequest) -> LLMResponse:
             raise NotImplementedError
 
-        async def stream(self, request: LLMRequest) -> AsyncIterator[StreamEvent]:
+        async def stream(self, request: LLMRequest) -> AsyncGenerator[StreamEvent, None]:
             raise NotImplementedError
             yield  # pragma: no cover
 

@@ -16,13 +16,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from PIL import Image
 from pydantic import BaseModel
 
 from simplellmfunc._abort import AbortSignal
 from simplellmfunc._content import ImgPath, ImgUrl, Text
 from simplellmfunc._events import CustomEvent, EventYield
-from simplellmfunc.exceptions import ToolRetry, UserError
+from simplellmfunc.exceptions import ToolDefinitionError, ToolRetry, UserError
 from simplellmfunc.providers._tokens import count_text_tokens
 from simplellmfunc.tools import (
     ArgumentsError,
@@ -182,6 +184,16 @@ async def test_tool_wrapping_a_function_directly() -> None:
     doubler = Tool(func=double)
     assert doubler.name == "double"
     assert await doubler(x="4") == 8  # Tool.__call__ validates and coerces
+
+
+def test_a_tool_needs_a_function_or_a_run_method() -> None:
+    class Empty(Tool):
+        pass
+
+    with pytest.raises(ToolDefinitionError, match="override run"):
+        Empty()
+    with pytest.raises(ToolDefinitionError, match="override run"):
+        Tool(name="nothing")
 
 
 def test_tool_provider_protocol() -> None:
@@ -355,7 +367,7 @@ def test_render_strings_as_is() -> None:
     assert render_result('say "hi"\n') == RenderedResult('say "hi"\n')
     assert render_result("") == RenderedResult("")
 
-    class Tone(enum.StrEnum):
+    class Tone(str, enum.Enum):  # noqa: UP042  (the mixin's str() is not its value)
         LOUD = "loud"
 
     assert render_result(Tone.LOUD).text == "loud"
@@ -530,6 +542,33 @@ def test_spill_failure_still_truncates(tmp_path: Path) -> None:
     assert rendered.truncated
     assert rendered.spill_path is None
     assert "could not save the full output: FileExistsError" in rendered.text
+
+
+def test_a_long_spill_path_still_fits_the_budget(tmp_path: Path) -> None:
+    spill = tmp_path / ("deep_directory_name_" * 8)
+    rendered = render_result(
+        "w " * 50_000, budget_tokens=200, too_long_to_file=True, spill_dir=spill
+    )
+    assert rendered.spill_path is not None
+    assert count_text_tokens(rendered.text) <= 200
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    text=st.text(min_size=1, max_size=6000) | st.text("ab \n汉é", min_size=1, max_size=6000),
+    budget=st.integers(min_value=60, max_value=1500),
+)
+def test_truncation_keeps_a_prefix_and_suffix_within_budget(text: str, budget: int) -> None:
+    rendered = render_result(text, budget_tokens=budget)
+    assert count_text_tokens(rendered.text) <= budget
+    if not rendered.truncated:
+        assert rendered.text == text
+        return
+    head, _, rest = rendered.text.partition("\n…[truncated: ")
+    omitted_text, _, tail = rest.partition(" characters omitted]…\n")
+    assert text.startswith(head)
+    assert text.endswith(tail)
+    assert int(omitted_text) == len(text) - len(head) - len(tail) > 0
 
 
 def test_dense_text_is_cut_to_the_token_budget() -> None:

@@ -23,6 +23,7 @@ __all__ = ["drain", "install"]
 
 _LOCK = threading.RLock()
 _PIPES: list[_Pipe] = []
+_STREAMS: list[Any] = []
 _LAST: list[Any] = [None]
 _MASTER_PID = [0]
 
@@ -72,18 +73,18 @@ def drain() -> None:
             _drain_one(pipe)
 
 
-def _ordered_writer(stream: Any, write: Callable[[str], Any]) -> Callable[[str], Any]:
-    def ordered_write(text: str) -> Any:
-        if os.getpid() != _MASTER_PID[0]:
+def _ordered_write(original: Callable[[Any, str], Any]) -> Callable[[Any, str], Any]:
+    def write(stream: Any, text: str) -> Any:
+        if os.getpid() != _MASTER_PID[0] or stream not in _STREAMS:
             # A forked child shares the pipes' read ends; it must not consume them.
-            return write(text)
+            return original(stream, text)
         with _LOCK:
             for pipe in _PIPES:
                 _drain_one(pipe)
             _switch_to(stream)
-            return write(text)
+            return original(stream, text)
 
-    return ordered_write
+    return write
 
 
 def _pump() -> None:
@@ -105,6 +106,10 @@ def _stop_ipykernel_watcher(stream: Any) -> bool:
     fd = getattr(stream, "_original_stdstream_fd", None)
     if not getattr(stream, "_should_watch", False) or thread is None or fd is None:
         return False
+    try:
+        _pending(stream._fid)
+    except (ImportError, OSError):
+        return False
     stream._should_watch = False
     # The watcher is blocked in os.read; one byte wakes it up and it exits without forwarding.
     os.write(fd, b"\0")
@@ -116,27 +121,26 @@ def _stop_ipykernel_watcher(stream: Any) -> bool:
 
 
 def install() -> bool:
-    """Take over ipykernel's fd forwarding for stdout and stderr; returns whether it did.
+    """Order stdout / stderr output and take over ipykernel's fd forwarding.
 
-    Does nothing (and returns False) when ipykernel does not capture fds (``capture_fd_output``
-    off, an unsupported platform) or its internals differ from what this module expects.
+    The write method is patched on the stream class, not on the instances, because IPython
+    temporarily replaces (and then restores) instance attributes while a cell runs. Returns
+    whether fd-level output is forwarded by this module (False when ipykernel does not capture
+    fds: ``capture_fd_output`` off, an unsupported platform, or unexpected internals).
     """
-    if _PIPES:
-        return True
+    if _STREAMS:
+        return bool(_PIPES)
     streams = [sys.stdout, sys.stderr]
-    if not all(getattr(s, "_fid", None) is not None for s in streams):
-        return False
-    try:
-        _pending(streams[0]._fid)
-    except (ImportError, OSError):
-        return False
-    if not all(_stop_ipykernel_watcher(s) for s in streams):
+    cls = type(streams[0])
+    if type(streams[1]) is not cls:
         return False
     _MASTER_PID[0] = os.getpid()
     for stream in streams:
-        # The class method, not an instance attribute another patch may have put there.
-        write = type(stream).write.__get__(stream)
-        _PIPES.append(_Pipe(stream, write))
-        stream.write = _ordered_writer(stream, write)
-    threading.Thread(target=_pump, name="simplellmfunc-fd-pump", daemon=True).start()
-    return True
+        if getattr(stream, "_fid", None) is not None and _stop_ipykernel_watcher(stream):
+            # Bind the class function: the instance may carry a temporary wrapper.
+            _PIPES.append(_Pipe(stream, cls.write.__get__(stream)))
+    _STREAMS.extend(streams)
+    cls.write = _ordered_write(cls.write)
+    if _PIPES:
+        threading.Thread(target=_pump, name="simplellmfunc-fd-pump", daemon=True).start()
+    return bool(_PIPES)

@@ -37,6 +37,10 @@ def digest(data: bytes) -> bytes:
     return hashlib.sha256(data).digest()
 
 
+def _size(n: int) -> str:
+    return f"{n} bytes" if n < 1024 else f"{n // 1024} KB"
+
+
 def is_binary(data: bytes) -> bool:
     """A NUL byte in the first 8 KB marks a binary file."""
     return b"\x00" in data[:_BINARY_PROBE]
@@ -89,7 +93,7 @@ def render_range(
         and (total > limits.whole_lines or len(data) > limits.whole_bytes)
     ):
         raise WorkspaceError(
-            f"{shown!r} has {total} lines ({len(data) // 1024} KB), too large to read at once. "
+            f"{shown!r} has {total} lines ({_size(len(data))}), too large to read at once. "
             f"Call read_file with start_line and end_line (at most {limits.lines_per_read} lines "
             "per call), or use grep to find the lines you need."
         )
@@ -114,7 +118,7 @@ def render_range(
     if shown_last < wanted_last:
         notes.append(
             f"[output stopped after line {shown_last} (at most {limits.lines_per_read} lines / "
-            f"{limits.bytes_per_read // 1024} KB per call); continue with "
+            f"{_size(limits.bytes_per_read)} per call); continue with "
             f"start_line={shown_last + 1}]"
         )
     header = f"[{shown}: lines {first}-{shown_last} of {total}]"

@@ -25,6 +25,7 @@ __all__ = [
     "child_environment",
     "load_config",
     "safe_url",
+    "stdio_spec",
 ]
 
 #: Host variables a stdio server inherits; everything else (API keys, tokens) stays private

@@ -58,7 +58,7 @@ def _arguments_text(value: Any) -> str:
 def _is_complete_json(text: str) -> bool:
     try:
         json.loads(text)
-    except ValueError:
+    except (ValueError, RecursionError):
         return False
     return True
 
@@ -211,6 +211,8 @@ def parse_arguments(raw: str) -> tuple[dict[str, Any] | None, str | None]:
         return {}, None
     try:
         value = json.loads(raw)
+    except RecursionError:
+        return None, "tool arguments are not valid JSON: nested too deeply to parse"
     except json.JSONDecodeError as exc:
         where = f"line {exc.lineno} column {exc.colno}"
         if _looks_truncated(raw, exc):

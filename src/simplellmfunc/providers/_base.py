@@ -200,9 +200,12 @@ class LLMInterface(ABC):
 
     async def count_tokens(self, messages: Sequence[Message]) -> int:
         """Count the prompt tokens of ``messages`` (tiktoken, or an estimate)."""
+        import anyio.to_thread
+
         from ._tokens import count_message_tokens
 
-        return count_message_tokens(messages, self.model_name)
+        # The first use loads the encoding (hundreds of ms): keep it off the event loop.
+        return await anyio.to_thread.run_sync(count_message_tokens, messages, self.model_name)
 
     async def aclose(self) -> None:  # noqa: B027 - optional hook
         """Release connections (idempotent)."""

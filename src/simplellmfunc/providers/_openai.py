@@ -169,13 +169,21 @@ class OpenAICompatible(LLMInterface):
                 provider=self.provider_name,
             )
         if response.usage.calls == 0:
-            response = self._with_estimate(request, response)
+            response = await self._with_estimate(request, response)
         return response
 
-    def _with_estimate(self, request: LLMRequest, response: LLMResponse) -> LLMResponse:
-        prompt = count_message_tokens(request.messages, self.model_name)
+    async def _with_estimate(self, request: LLMRequest, response: LLMResponse) -> LLMResponse:
+        """Count usage locally (the server reported none); tiktoken's first load is slow, so
+        counting runs in a worker thread."""
         text = response.text + "".join(c.name + c.arguments for c in response.message.tool_calls)
-        completion = count_text_tokens(text, self.model_name)
+
+        def count() -> tuple[int, int]:
+            return (
+                count_message_tokens(request.messages, self.model_name),
+                count_text_tokens(text, self.model_name),
+            )
+
+        prompt, completion = await anyio.to_thread.run_sync(count)
         usage = Usage(prompt, completion, prompt + completion, calls=1, estimated=True)
         return replace(response, usage=usage)
 
@@ -278,7 +286,7 @@ class _StreamState:
                 request_id=self.request_id,
                 provider=self.llm.provider_name,
             )
-        final = self._response()
+        final = await self._response()
         if self.usage is not None:
             yield UsageEvent(self.usage)
         yield FinishEvent(final)
@@ -308,7 +316,7 @@ class _StreamState:
             self.finish_reason = choice["finish_reason"]
         return out
 
-    def _response(self) -> LLMResponse:
+    async def _response(self) -> LLMResponse:
         message = AssistantMessage(
             "".join(self.text) or None,
             self.tools.finish(),
@@ -323,7 +331,7 @@ class _StreamState:
             provider=self.llm.provider_name,
         )
         if self.usage is None:
-            response = self.llm._with_estimate(self.request, response)
+            response = await self.llm._with_estimate(self.request, response)
         return response
 
 

@@ -107,8 +107,10 @@ class Reply:
             delta of a call only), ``"repeat_id_name"`` (in every delta, as llama.cpp sends),
             ``"all_index_0"`` (every call at index 0, told apart by id), ``"no_index"`` (no
             ``index`` key) or ``"no_id"`` (no ids at all).
-        disconnect_after: Close the socket after this many stream events (no ``[DONE]``).
-        malformed: Put an event whose data is invalid JSON in the middle of the stream.
+        disconnect_after: Close the socket after this many stream events (no ``[DONE]``); for a
+            non-streamed reply, after this many bytes of the body.
+        malformed: Put an event whose data is invalid JSON in the middle of the stream; a
+            non-streamed reply sends only the first half of its JSON body.
         error_event: An error object sent after the 200 in place of the normal end of the stream
             (at the ``disconnect_after`` cut, if set); a non-streaming reply becomes a 200 whose
             body is ``{"error": ...}``.

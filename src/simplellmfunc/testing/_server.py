@@ -18,64 +18,22 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import Iterator
-from dataclasses import dataclass
 from itertools import count
 from types import TracebackType
-from typing import Final, Self
+from typing import Any, Final, Self
 
 import anyio
 
 from ..exceptions import UserError
 from ._render_openai import ChatCompletionsRenderer
 from ._script import RecordedRequest, Script, ScriptItem, redact_headers
-from ._wire import CLOSE, Renderer, Step, build_plan, simple_response
+from ._wire import CLOSE, Renderer, RequestHead, Step, build_plan, parse_head, simple_response
 
 __all__ = ["MockLLMServer"]
 
-_MAX_HEAD: Final = 64 * 1024
-_MAX_BODY: Final = 64 * 1024 * 1024
 _CLOSE_TIMEOUT: Final = 5.0
 _DONE: Final = -1.0  # _advance result: the plan is finished
 _ENDED: Final = -2.0  # _advance result: the connection was closed
-
-
-@dataclass(frozen=True, slots=True)
-class _Head:
-    method: str
-    target: str
-    headers: dict[str, str]
-    content_length: int
-    keep_alive: bool
-    size: int
-
-
-def _parse_head(buf: bytearray) -> _Head | int | None:
-    """Parse a request head: ``None`` if incomplete, an HTTP status if invalid."""
-    end = buf.find(b"\r\n\r\n")
-    if end < 0:
-        return 431 if len(buf) > _MAX_HEAD else None
-    lines = bytes(buf[:end]).decode("latin-1").split("\r\n")
-    parts = lines[0].split(" ")
-    if len(parts) != 3 or parts[2] not in ("HTTP/1.1", "HTTP/1.0") or not parts[0].isalpha():
-        return 400
-    headers: dict[str, str] = {}
-    for line in lines[1:]:
-        name, sep, value = line.partition(":")
-        if not sep or not name or name != name.strip() or " " in name:
-            return 400
-        name, value = name.lower(), value.strip(" \t")
-        headers[name] = f"{headers[name]}, {value}" if name in headers else value
-    if "transfer-encoding" in headers:
-        return 501
-    length = headers.get("content-length", "0")
-    if not length.isdigit():
-        return 400
-    if int(length) > _MAX_BODY:
-        return 413
-    connection = headers.get("connection", "").lower()
-    # HTTP/1.1 keeps the connection unless told to close; HTTP/1.0 closes unless told to keep.
-    keep_alive = "close" not in connection if parts[2] == "HTTP/1.1" else "keep-alive" in connection
-    return _Head(parts[0], parts[1], headers, int(length), keep_alive, end + 4)
 
 
 class _Connection(asyncio.Protocol):
@@ -84,7 +42,7 @@ class _Connection(asyncio.Protocol):
     def __init__(self, server: MockLLMServer) -> None:
         self._server = server
         self._buf = bytearray()
-        self._head: _Head | None = None
+        self._head: RequestHead | None = None
         self._transport: asyncio.Transport | None = None
         self._task: asyncio.Task[None] | None = None
         self.lost = asyncio.get_running_loop().create_future()
@@ -125,11 +83,11 @@ class _Connection(asyncio.Protocol):
         transport = self._transport
         while transport is not None and self._task is None and not transport.is_closing():
             if self._head is None:
-                head = _parse_head(self._buf)
+                head = parse_head(self._buf)
                 if head is None:
                     return
                 if isinstance(head, int):
-                    transport.write(simple_response(head, {"error": "bad request"}, False))
+                    transport.write(simple_response(head, _error("malformed request"), False))
                     transport.close()
                     return
                 self._head = head
@@ -316,7 +274,7 @@ class MockLLMServer:
         if exc_type is None and self._callable_errors:
             raise self._callable_errors[0]
 
-    def _respond(self, head: _Head, body: bytes) -> Iterator[Step]:
+    def _respond(self, head: RequestHead, body: bytes) -> Iterator[Step]:
         seq = next(self._seq)
         try:
             parsed = json.loads(body) if body else None
@@ -343,6 +301,9 @@ class MockLLMServer:
         rendered = renderer.render(reply, request, seq)
         return build_plan(reply, rendered, head.keep_alive, seq)
 
-    def _fail(self, status: int, message: str, head: _Head) -> Iterator[Step]:
-        error = {"message": message, "type": "mock_server_error", "param": None, "code": None}
-        yield simple_response(status, {"error": error}, head.keep_alive)
+    def _fail(self, status: int, message: str, head: RequestHead) -> Iterator[Step]:
+        yield simple_response(status, _error(message), head.keep_alive)
+
+
+def _error(message: str) -> dict[str, Any]:
+    return {"error": {"message": message, "type": "mock_server_error", "param": None, "code": None}}

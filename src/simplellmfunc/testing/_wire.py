@@ -1,4 +1,4 @@
-"""From a rendered reply to the bytes on the wire: HTTP/1.1 framing, SSE framing and faults.
+"""The wire: a strict HTTP/1.1 request parser, and response framing (HTTP, SSE, faults).
 
 Renderers (one per endpoint) say *what* to send: a JSON body or a list of SSE events. This module
 says *how*: it builds a plan, a lazy sequence of steps (bytes to write, seconds to wait, or
@@ -24,11 +24,13 @@ __all__ = [
     "JsonBody",
     "Rendered",
     "Renderer",
+    "RequestHead",
     "SSEEvent",
     "Step",
     "build_plan",
     "json_bytes",
     "json_text",
+    "parse_head",
     "simple_response",
 ]
 
@@ -39,6 +41,8 @@ _KEEPALIVE: Final = ": keep-alive"
 _MALFORMED: Final = '{"id": "malformed", "choices": [{"delta": {"content": "'
 _EOLS: Final = {"lf": "\n", "crlf": "\r\n", "cr": "\r"}
 _LAST_CHUNK: Final = b"0\r\n\r\n"
+_MAX_HEAD: Final = 64 * 1024
+_MAX_BODY: Final = 64 * 1024 * 1024
 
 
 class Close(enum.Enum):
@@ -96,6 +100,47 @@ class Renderer(Protocol):
     def render(self, reply: Reply, request: RecordedRequest, seq: int) -> Rendered:
         """Render ``reply`` as the answer to ``request`` (``seq`` numbers the response)."""
         ...
+
+
+@dataclass(frozen=True, slots=True)
+class RequestHead:
+    """The parsed head of one request (header names lower-case)."""
+
+    method: str
+    target: str
+    headers: dict[str, str]
+    content_length: int
+    keep_alive: bool
+    size: int
+
+
+def parse_head(buf: bytearray) -> RequestHead | int | None:
+    """Parse a request head: ``None`` if incomplete, an HTTP status if invalid."""
+    end = buf.find(b"\r\n\r\n")
+    if end < 0:
+        return 431 if len(buf) > _MAX_HEAD else None
+    lines = bytes(buf[:end]).decode("latin-1").split("\r\n")
+    parts = lines[0].split(" ")
+    if len(parts) != 3 or parts[2] not in ("HTTP/1.1", "HTTP/1.0") or not parts[0].isalpha():
+        return 400
+    headers: dict[str, str] = {}
+    for line in lines[1:]:
+        name, sep, value = line.partition(":")
+        if not sep or not name or name != name.strip() or " " in name:
+            return 400
+        name, value = name.lower(), value.strip(" \t")
+        headers[name] = f"{headers[name]}, {value}" if name in headers else value
+    if "transfer-encoding" in headers:
+        return 501
+    length = headers.get("content-length", "0")
+    if not length.isdigit():
+        return 400
+    if int(length) > _MAX_BODY:
+        return 413
+    connection = headers.get("connection", "").lower()
+    # HTTP/1.1 keeps the connection unless told to close; HTTP/1.0 closes unless told to keep.
+    keep_alive = "close" not in connection if parts[2] == "HTTP/1.1" else "keep-alive" in connection
+    return RequestHead(parts[0], parts[1], headers, int(length), keep_alive, end + 4)
 
 
 # One encoder for every response: json.dumps with options builds a new encoder per call.
@@ -169,9 +214,17 @@ def build_plan(reply: Reply, rendered: Rendered, keep_alive: bool, seq: int) -> 
 
 def _json_plan(reply: Reply, rendered: JsonBody, base: dict[str, str]) -> Iterator[Step]:
     base["content-type"] = rendered.content_type
+    body = rendered.body
+    if reply.malformed:
+        body = body[: len(body) // 2]
     if reply.drip is None:
-        base["content-length"] = str(len(rendered.body))
-        yield _head(rendered.status, base, reply.headers) + rendered.body
+        base["content-length"] = str(len(body))
+        head = _head(rendered.status, base, reply.headers)
+        if reply.disconnect_after is None:
+            yield head + body
+        else:
+            yield head + body[: reply.disconnect_after]
+            yield CLOSE
         return
     # JSON allows leading whitespace, so a server may trickle spaces before the body forever.
     base["transfer-encoding"] = "chunked"

@@ -1,16 +1,28 @@
 """Tools: ``@tool``, ``Tool``, schemas from signatures, and the event emitter."""
 
 from ._emitter import ToolEventEmitter
+from ._render import (
+    RenderedResult,
+    render_error,
+    render_result,
+    render_result_async,
+    render_unknown_tool,
+)
 from ._schema import ArgumentsError
 from ._tool import FunctionTool, Tool, ToolContext, ToolProvider, check_tool_name, tool
 
 __all__ = [
     "ArgumentsError",
     "FunctionTool",
+    "RenderedResult",
     "Tool",
     "ToolContext",
     "ToolEventEmitter",
     "ToolProvider",
     "check_tool_name",
+    "render_error",
+    "render_result",
+    "render_result_async",
+    "render_unknown_tool",
     "tool",
 ]

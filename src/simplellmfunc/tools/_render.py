@@ -48,7 +48,6 @@ _CHARS_PER_TOKEN = 4  # the first guess of how many characters fit a token
 # Beyond this many characters per budget token, text is over budget without counting: no real
 # text averages that many characters per token, and counting megabytes would cost seconds.
 _UNCOUNTED_CHARS_PER_TOKEN = 16
-_MARKER_TOKENS = 64  # budget kept free for the truncation marker
 _ERROR_CHARS = 4000
 _SAFE_NAME = re.compile(r"[^A-Za-z0-9_-]")
 
@@ -102,18 +101,22 @@ def render_result(
     if budget_tokens <= 0 or not _over_budget(text, budget_tokens, model):
         return RenderedResult(text, urls)
     spill_path: str | None = None
-    spill_note = ""
+    note = ""
     if too_long_to_file:
         try:
             spill_path = _spill(text, spill_dir or default_spill_dir(), tool_name)
+            note = f"; the full output ({len(text)} characters) is in the file {spill_path}"
         except (OSError, ValueError) as exc:
-            spill_note = f"; could not save the full output: {type(exc).__name__}: {exc}"
-    head, tail = _head_and_tail(text, budget_tokens, model)
-    omitted = len(text) - len(head) - len(tail)
-    if spill_path is not None:
-        spill_note = f"; the full output ({len(text)} characters) is in the file {spill_path}"
-    marker = f"\n…[truncated: {omitted} characters omitted{spill_note}]…\n"
+            note = f"; could not save the full output: {type(exc).__name__}: {exc}"
+    # The marker's own tokens come out of the budget (its number only shrinks later).
+    allowed = budget_tokens - count_text_tokens(_marker(len(text), note), model)
+    head, tail = _head_and_tail(text, max(allowed, budget_tokens // 2, 1), model)
+    marker = _marker(len(text) - len(head) - len(tail), note)
     return RenderedResult(head + marker + tail, urls, truncated=True, spill_path=spill_path)
+
+
+def _marker(omitted: int, note: str) -> str:
+    return f"\n…[truncated: {omitted} characters omitted{note}]…\n"
 
 
 async def render_result_async(
@@ -296,9 +299,8 @@ def _over_budget(text: str, budget: int, model: str) -> bool:
     return count_text_tokens(text, model) > budget
 
 
-def _head_and_tail(text: str, budget: int, model: str) -> tuple[str, str]:
-    """The start and end of ``text`` that together fit ``budget`` minus the marker's share."""
-    allowed = max(budget - _MARKER_TOKENS, budget // 2, 1)
+def _head_and_tail(text: str, allowed: int, model: str) -> tuple[str, str]:
+    """The start and end of ``text`` that together fit in ``allowed`` tokens."""
     keep = min(allowed * _CHARS_PER_TOKEN, len(text) - 1)
     head, tail = _cut(text, keep)
     for _ in range(4):  # shrink by the measured characters per token; converges in 1-2 steps

@@ -66,8 +66,9 @@ class Tool:
     Subclass and implement ``async def run(self, ...)`` with typed parameters, or pass ``func``;
     sync functions and sync ``run`` methods run in a worker thread. A subclass's name defaults
     to its class name in snake_case, its description to its ``run`` or class docstring, and its
-    parameter descriptions to the ``Args:`` of both. Calling the tool (``await t(**kwargs)``) validates the arguments and returns the raw
-    result; :meth:`render` turns a raw result into what the model sees.
+    parameter descriptions to the ``Args:`` of both. Calling the tool (``await t(**kwargs)``)
+    validates the arguments and returns the raw result; :meth:`render` turns a raw result into
+    what the model sees.
 
     Args:
         name: Tool name (defaults to the class attribute or the function name).

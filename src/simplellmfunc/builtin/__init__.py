@@ -1,0 +1,26 @@
+"""Builtins: ``PyRepl`` (a Jupyter kernel as a code tool), ``SelfReference`` (agent memory) and
+``FileToolset`` (workspace file tools).
+
+Each is imported on first access: PyRepl pulls in jupyter_client, which users of the file
+tools should not pay for.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ._files import FileToolset
+    from ._pyrepl import PyRepl
+    from ._selfref import SelfReference
+
+__all__ = ["FileToolset", "PyRepl", "SelfReference"]
+
+_MODULES = {"FileToolset": "._files", "PyRepl": "._pyrepl", "SelfReference": "._selfref"}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _MODULES:
+        return getattr(importlib.import_module(_MODULES[name], __name__), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

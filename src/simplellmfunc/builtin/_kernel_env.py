@@ -1,0 +1,81 @@
+"""The environment a kernel starts with: an allowlist of the host's variables plus the user's.
+
+Kernels run code a model wrote, so they must not inherit the host's secrets (API keys, tokens,
+cloud credentials). Only variables needed to find programs, libraries and the locale pass through;
+anything else must be handed over explicitly with ``PyRepl(env=...)``.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+
+__all__ = ["ALLOWED_ENV", "kernel_environment"]
+
+#: Host variables a kernel inherits (plus every ``LC_*``).
+ALLOWED_ENV = frozenset(
+    {
+        "PATH",
+        "HOME",
+        "USER",
+        "LOGNAME",
+        "SHELL",
+        "LANG",
+        "LANGUAGE",
+        "TZ",
+        "TERM",
+        "PYTHONPATH",
+        "PYTHONHOME",
+        "PYTHONIOENCODING",
+        "PYTHONUTF8",
+        "VIRTUAL_ENV",
+        "CONDA_PREFIX",
+        "CONDA_DEFAULT_ENV",
+        "LD_LIBRARY_PATH",
+        "DYLD_LIBRARY_PATH",
+        "SSL_CERT_FILE",
+        "SSL_CERT_DIR",
+        "XDG_CACHE_HOME",
+        "XDG_CONFIG_HOME",
+        "XDG_DATA_HOME",
+        "MPLCONFIGDIR",
+        # Windows needs these to start processes at all.
+        "SYSTEMROOT",
+        "SYSTEMDRIVE",
+        "WINDIR",
+        "COMSPEC",
+        "PATHEXT",
+        "APPDATA",
+        "LOCALAPPDATA",
+        "USERPROFILE",
+    }
+)
+
+
+def kernel_environment(
+    private_dir: str,
+    user_env: Mapping[str, str] | None = None,
+    host_env: Mapping[str, str] | None = None,
+) -> dict[str, str]:
+    """Return the environment for a kernel process.
+
+    Args:
+        private_dir: The kernel's private directory; temp files and IPython's profile go there.
+        user_env: Variables the user passes on purpose (they win over everything).
+        host_env: The host environment (default: ``os.environ``).
+    """
+    source = os.environ if host_env is None else host_env
+    env = {k: v for k, v in source.items() if k in ALLOWED_ENV or k.startswith("LC_")}
+    tmp = os.path.join(private_dir, "tmp")
+    env.update(
+        {
+            "TMPDIR": tmp,
+            "TEMP": tmp,
+            "TMP": tmp,
+            # A private IPython directory: no user profile surprises, no shared history database.
+            "IPYTHONDIR": os.path.join(private_dir, "ipython"),
+            "PYDEVD_DISABLE_FILE_VALIDATION": "1",
+        }
+    )
+    env.update({str(k): str(v) for k, v in (user_env or {}).items()})
+    return env

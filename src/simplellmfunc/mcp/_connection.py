@@ -1,0 +1,244 @@
+"""One live MCP session, owned by a supervisor task, and what its failures mean."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator, Callable
+from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import anyio
+import httpx2
+import mcp.types as types
+from anyio.abc import TaskStatus
+from mcp import Client
+from mcp.client.sse import sse_client
+from mcp.client.streamable_http import streamable_http_client
+from mcp.client.subscriptions import (
+    PromptsListChanged,
+    ResourcesListChanged,
+    ResourceUpdated,
+    ServerEvent,
+)
+from mcp.shared.exceptions import MCPError as SDKError
+from mcp.types.version import MODERN_PROTOCOL_VERSIONS
+from pydantic import ValidationError
+
+from ..exceptions import MCPError
+from ._config import HttpSpec, ServerSpec, StdioSpec
+from ._process import open_stdio
+
+__all__ = ["Connection", "Failure", "ListKind", "Options", "describe", "supervise", "translate"]
+
+logger = logging.getLogger("simplellmfunc.mcp")
+
+ListKind = Literal["tools", "prompts", "resources"]
+OnChanged = Callable[[ListKind], None]
+
+_HTTP_TIMEOUT = httpx2.Timeout(30.0, read=300.0)
+_LISTEN_FAILURES = 3
+_LOG_LEVELS = {
+    "debug": logging.DEBUG,
+    "info": logging.INFO,
+    "notice": logging.INFO,
+    "warning": logging.WARNING,
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Options:
+    """How to open a session."""
+
+    label: str
+    connect_timeout: float
+    mode: str
+    client_info: types.Implementation
+
+
+class Connection:
+    """An entered ``mcp.Client``; ``done`` is set when it is lost or closed."""
+
+    __slots__ = ("client", "done", "ended")
+
+    def __init__(self, client: Client, done: anyio.Event, ended: anyio.Event) -> None:
+        self.client = client
+        self.done = done
+        self.ended = ended
+
+    @property
+    def alive(self) -> bool:
+        """Whether calls may still use this session."""
+        return not self.done.is_set()
+
+    def close(self) -> None:
+        """Ask the supervisor to end the session (it stops a stdio server)."""
+        self.done.set()
+
+
+async def supervise(
+    spec: ServerSpec,
+    options: Options,
+    on_changed: OnChanged,
+    *,
+    task_status: TaskStatus[Connection],
+) -> None:
+    """Open a session, report it through ``task_status`` and hold it until it is done.
+
+    Failures before the session is up propagate to the ``TaskGroup.start`` caller; later ones
+    only end this session (the next call opens a new one).
+    """
+    done, ended = anyio.Event(), anyio.Event()
+    started = False
+    try:
+        async with AsyncExitStack() as stack:
+            client = Client(
+                _transport(spec, options.label, done),
+                mode=options.mode,
+                cache=None,
+                client_info=options.client_info,
+                message_handler=_message_handler(on_changed),
+                logging_callback=_logging_callback(options.label),
+            )
+            with anyio.fail_after(options.connect_timeout):
+                await stack.enter_async_context(client)
+            async with anyio.create_task_group() as group:
+                if client.protocol_version in MODERN_PROTOCOL_VERSIONS:
+                    group.start_soon(_listen, client, on_changed, options.label)
+                started = True
+                task_status.started(Connection(client, done, ended))
+                await done.wait()
+                group.cancel_scope.cancel()
+    except Exception as exc:  # boundary: a broken session must not take the toolset down
+        if not started:
+            raise
+        logger.warning("MCP server %s: session ended: %s", options.label, describe(exc))
+    finally:
+        done.set()
+        ended.set()
+
+
+def _transport(spec: ServerSpec, label: str, lost: anyio.Event) -> AbstractAsyncContextManager[Any]:
+    if isinstance(spec, StdioSpec):
+        return open_stdio(spec, label, lost)
+    if spec.transport == "sse":
+        return sse_client(spec.url, headers=dict(spec.headers), auth=spec.auth)
+    return _streamable_http(spec)
+
+
+@asynccontextmanager
+async def _streamable_http(spec: HttpSpec) -> AsyncIterator[Any]:
+    client = httpx2.AsyncClient(headers=dict(spec.headers), auth=spec.auth, timeout=_HTTP_TIMEOUT)
+    async with client, streamable_http_client(spec.url, http_client=client) as streams:
+        yield streams
+
+
+def _message_handler(on_changed: OnChanged) -> Any:
+    async def handle(message: Any) -> None:
+        match message:
+            case types.ToolListChangedNotification():
+                on_changed("tools")
+            case types.PromptListChangedNotification():
+                on_changed("prompts")
+            case types.ResourceListChangedNotification():
+                on_changed("resources")
+            case _:
+                pass  # progress goes to the call's callback; bad lines were logged already
+
+    return handle
+
+
+def _logging_callback(label: str) -> Any:
+    async def log(params: types.LoggingMessageNotificationParams) -> None:
+        level = _LOG_LEVELS.get(params.level, logging.ERROR)
+        logger.log(level, "[%s] %s: %s", label, params.logger or "server", params.data)
+
+    return log
+
+
+async def _listen(client: Client, on_changed: OnChanged, label: str) -> None:
+    """Follow list changes on a 2026-era session (they only arrive on a listen stream)."""
+    caps = client.server_capabilities
+    wanted = {
+        "tools_list_changed": bool(caps.tools and caps.tools.list_changed),
+        "prompts_list_changed": bool(caps.prompts and caps.prompts.list_changed),
+        "resources_list_changed": bool(caps.resources and caps.resources.list_changed),
+    }
+    if not any(wanted.values()):
+        return
+    failures = 0
+    while failures < _LISTEN_FAILURES:
+        try:
+            async with client.listen(**wanted) as subscription:
+                failures = 0
+                async for event in subscription:
+                    on_changed(_event_kind(event))
+            return  # the server closed the stream gracefully
+        except Exception as exc:  # boundary: change events are an optimisation, never fatal
+            failures += 1
+            logger.debug("MCP server %s: listen stream failed: %s", label, describe(exc))
+            # Events may have been missed while the stream was down.
+            for kind in ("tools", "prompts", "resources"):
+                on_changed(kind)
+            await anyio.sleep(0.5 * failures)
+
+
+def _event_kind(event: ServerEvent) -> ListKind:
+    if isinstance(event, PromptsListChanged):
+        return "prompts"
+    if isinstance(event, ResourcesListChanged | ResourceUpdated):
+        return "resources"
+    return "tools"
+
+
+@dataclass(frozen=True, slots=True)
+class Failure:
+    """A failed request: the error to raise and what it says about the session."""
+
+    error: MCPError
+    lost: bool  # the session is gone: the next request opens a new one
+    unsent: bool  # the server certainly did not act on the request: it may be sent again
+
+
+def translate(exc: Exception, what: str, label: str) -> Failure:
+    """Turn an SDK or transport failure of ``what`` into a clear :class:`MCPError`."""
+    if isinstance(exc, SDKError):
+        if exc.code == types.CONNECTION_CLOSED:
+            message = f"MCP server {label} disconnected during {what}"
+            return Failure(MCPError(message), lost=True, unsent=False)
+        if exc.code == types.REQUEST_TIMEOUT:
+            return Failure(MCPError(f"{what} on MCP server {label} timed out"), False, False)
+        if exc.code == types.INVALID_REQUEST and exc.error.message == "Session terminated":
+            message = f"MCP server {label} no longer knows our session ({what})"
+            return Failure(MCPError(message), lost=True, unsent=True)
+        return Failure(MCPError(f"{what} failed on MCP server {label}: {exc.error.message}"), False, False)
+    if isinstance(exc, ValidationError):
+        message = f"MCP server {label} sent a malformed result for {what}: {_first_error(exc)}"
+        return Failure(MCPError(message), lost=False, unsent=False)
+    if isinstance(exc, httpx2.HTTPError | OSError | anyio.BrokenResourceError):
+        message = f"cannot reach MCP server {label} for {what}: {describe(exc)}"
+        return Failure(MCPError(message), lost=True, unsent=False)
+    # RuntimeError: an SDK-side check (output schema, an input request we cannot answer).
+    return Failure(MCPError(f"{what} failed on MCP server {label}: {describe(exc)}"), False, False)
+
+
+def _first_error(exc: ValidationError) -> str:
+    errors = exc.errors(include_url=False)
+    if not errors:
+        return str(exc)
+    first = errors[0]
+    return f"{'.'.join(str(p) for p in first['loc']) or 'result'}: {first['msg']}"
+
+
+def describe(exc: BaseException) -> str:
+    """A one-line reason, looking inside exception groups."""
+    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
+        exc = exc.exceptions[0]
+    if isinstance(exc, TimeoutError):
+        return "no answer in time"
+    if isinstance(exc, FileNotFoundError):
+        return f"command not found: {exc.filename or exc}"
+    if isinstance(exc, SDKError):
+        return exc.error.message
+    text = str(exc).strip()
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__

@@ -1,0 +1,95 @@
+"""The public surface and import hygiene."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import simplellmfunc
+import simplellmfunc.hooks
+import simplellmfunc.providers
+import simplellmfunc.tools
+import simplellmfunc.types
+
+EXPECTED_TOP = {
+    "APIKeyPool",
+    "AbortSignal",
+    "ImgPath",
+    "ImgUrl",
+    "LLMInterface",
+    "OpenAICompatible",
+    "SelfReference",
+    "Text",
+    "TokenBucket",
+    "Tool",
+    "ToolEventEmitter",
+    "llm_chat",
+    "llm_function",
+    "tool",
+}
+
+
+@pytest.mark.parametrize(
+    "module",
+    [simplellmfunc, simplellmfunc.hooks, simplellmfunc.providers, simplellmfunc.tools,
+     simplellmfunc.types],
+)
+def test_all_is_sorted_and_resolvable(module: object) -> None:
+    names = list(module.__all__)  # type: ignore[attr-defined]
+    assert names == sorted(names)
+    for name in names:
+        if name != "SelfReference":
+            assert getattr(module, name) is not None
+
+
+def test_top_level_surface() -> None:
+    assert set(simplellmfunc.__all__) == EXPECTED_TOP
+
+
+def test_seed_import_paths_exist() -> None:
+    from simplellmfunc.hooks import (  # noqa: F401
+        CustomEvent,
+        EventYield,
+        ReactEndEvent,
+        ResponseYield,
+        is_event_yield,
+        is_response_yield,
+    )
+    from simplellmfunc.hooks.event_emitter import ToolEventEmitter  # noqa: F401
+    from simplellmfunc.types import ImgPath, ImgUrl, Text  # noqa: F401
+
+
+def _fresh(code: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    return subprocess.run(
+        [sys.executable, "-c", code], cwd=cwd, env=env, capture_output=True, text=True, check=True
+    )
+
+
+def test_import_has_no_side_effects(tmp_path: Path) -> None:
+    code = (
+        "import sys, threading\n"
+        "before = set(sys.modules)\n"
+        "import simplellmfunc, simplellmfunc.hooks, simplellmfunc.types\n"
+        "heavy = [m for m in ('jupyter_client', 'mcp', 'tiktoken', 'ipykernel') if m in sys.modules]\n"
+        "print(heavy, threading.active_count())\n"
+    )
+    result = _fresh(code, tmp_path)
+    assert result.stdout.strip() == "[] 1"
+    assert result.stderr == ""
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_import_time_is_small(tmp_path: Path) -> None:
+    code = (
+        "import time; t = time.perf_counter(); import simplellmfunc; "
+        "print(time.perf_counter() - t)"
+    )
+    seconds = min(float(_fresh(code, tmp_path).stdout) for _ in range(3))
+    # Reported, not a timing assertion: the figure lands in the test output with -s / -rA.
+    print(json.dumps({"import_seconds": round(seconds, 3)}))
