@@ -20,7 +20,7 @@ from pathlib import Path
 
 import anyio
 
-from simplellmfunc.builtin._files import FileToolset
+from simplellmfunc.builtin import FileToolset
 
 FILES = 5_000
 TOTAL_BYTES = 50 * 1024 * 1024

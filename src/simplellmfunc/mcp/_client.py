@@ -358,7 +358,7 @@ class MCPToolset:
                 lambda page: page.tools,
                 self.name,
             )
-            extras = extra_tools(self) if self.resource_tools else []
+            extras = await extra_tools(self) if self.resource_tools else []
             names = NameMap.build(
                 [s.name for s in specs] + [e.name for e in extras], self.prefix, self.name
             )
@@ -388,9 +388,7 @@ class MCPToolset:
         Raises:
             MCPError: When the server cannot be reached or reports an error.
         """
-        result = await self._request(
-            f"resource {uri!r}", lambda client: client.read_resource(uri)
-        )
+        result = await self._request(f"resource {uri!r}", lambda client: client.read_resource(uri))
         return resource_result(result)
 
     async def list_prompts(self) -> list[types.Prompt]:

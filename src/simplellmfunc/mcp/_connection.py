@@ -211,7 +211,9 @@ def translate(exc: Exception, what: str, label: str) -> Failure:
         if exc.code == types.INVALID_REQUEST and exc.error.message == "Session terminated":
             message = f"MCP server {label} no longer knows our session ({what})"
             return Failure(MCPError(message), lost=True, unsent=True)
-        return Failure(MCPError(f"{what} failed on MCP server {label}: {exc.error.message}"), False, False)
+        return Failure(
+            MCPError(f"{what} failed on MCP server {label}: {exc.error.message}"), False, False
+        )
     if isinstance(exc, ValidationError):
         message = f"MCP server {label} sent a malformed result for {what}: {_first_error(exc)}"
         return Failure(MCPError(message), lost=False, unsent=False)

@@ -58,7 +58,7 @@ class TokenBucket:
         if self._lock is None:
             self._lock = anyio.Lock()
         async with self._lock:  # FIFO: the head waiter sleeps, the others queue behind it
-            while not self.try_acquire(tokens):
+            while not self.try_acquire(tokens):  # noqa: ASYNC110 - sleeps exactly until due
                 await anyio.sleep((tokens - self._tokens) / self.refill_rate)
 
     def __repr__(self) -> str:

@@ -17,9 +17,10 @@ RETRYABLE_STATUS = frozenset({408, 409, 429})
 class RetryPolicy:
     """When and how long to wait before retrying a failed request.
 
-    Retries 408, 409, 429, every 5xx (incl. Anthropic's 529) and connection errors; ``x-should-retry``
-    overrides the status. The delay honours ``retry-after-ms``, then ``retry-after`` (seconds or
-    an HTTP date) when it is between 0 and ``max_retry_after``; otherwise exponential backoff
+    Retries 408, 409, 429, every 5xx (incl. Anthropic's 529) and connection errors;
+    ``x-should-retry`` overrides the status. The delay honours ``retry-after-ms``, then
+    ``retry-after`` (seconds or an HTTP date) when it is between 0 and ``max_retry_after``;
+    otherwise exponential backoff
     ``initial_delay * 2**n`` capped at ``max_delay``, with up to 25% jitter taken off.
 
     Args:
