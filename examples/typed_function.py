@@ -1,6 +1,6 @@
 """A typed @llm_function: the docstring is the prompt, the return annotation the contract.
 
-Runs offline against the scripted mock server; swap in `OpenAICompatible.from_env()` for a real model.
+Runs offline against the scripted mock server; use `OpenAICompatible.from_env()` for a real model.
 """
 
 import anyio

@@ -488,6 +488,25 @@ async def test_raw_http_keep_alive_and_close(server: MockLLMServer) -> None:
     )
 
 
+async def test_raw_http_request_in_pieces(server: MockLLMServer) -> None:
+    server.default = Reply.text("ok")
+    body = json.dumps(BODY).encode()
+    request = b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nConnection: close\r\n"
+    request += b"Content-Length: %d\r\n\r\n%s" % (len(body), body)
+    cuts = [0, 10, 40, len(request) - len(body) - 1, len(request) - 5, len(request)]
+    async with await anyio.connect_tcp("127.0.0.1", server.port) as stream:
+        for start, end in zip(cuts, cuts[1:], strict=False):
+            await stream.send(request[start:end])
+            await anyio.sleep(0.002)  # let each piece arrive on its own
+        received = b""
+        with anyio.fail_after(5):
+            while not received.endswith(b"}"):
+                received += await stream.receive()
+    assert received.startswith(b"HTTP/1.1 200 OK\r\n")
+    assert json.loads(received.split(b"\r\n\r\n", 1)[1])["choices"][0]["message"]["content"] == "ok"
+    assert server.requests[0].json == BODY
+
+
 async def test_fifty_parallel_requests(server: MockLLMServer, client: httpx.AsyncClient) -> None:
     server.default = lambda request: Reply.text(
         "echo " + request.json["messages"][0]["content"], chunks=2
