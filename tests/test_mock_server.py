@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 import sys
 from collections.abc import AsyncIterator
@@ -495,7 +496,7 @@ async def test_raw_http_request_in_pieces(server: MockLLMServer) -> None:
     request += b"Content-Length: %d\r\n\r\n%s" % (len(body), body)
     cuts = [0, 10, 40, len(request) - len(body) - 1, len(request) - 5, len(request)]
     async with await anyio.connect_tcp("127.0.0.1", server.port) as stream:
-        for start, end in zip(cuts, cuts[1:], strict=False):
+        for start, end in itertools.pairwise(cuts):
             await stream.send(request[start:end])
             await anyio.sleep(0.002)  # let each piece arrive on its own
         received = b""

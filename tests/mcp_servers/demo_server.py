@@ -11,16 +11,15 @@ so tests can check that our abort reached the server.
 from __future__ import annotations
 
 import argparse
-import base64
 import os
 import struct
-import sys
 import zlib
 from pathlib import Path
 from typing import Any
 
 import anyio
 from mcp.server.mcpserver import Context, Image, MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
 
 _MARKERS: Path | None = None
 
@@ -70,7 +69,7 @@ def image() -> Image:
 @server.tool()
 def fail(message: str = "boom") -> str:
     """Always fail with `message`."""
-    raise ValueError(message)
+    raise ToolError(message)
 
 
 @server.tool()
@@ -111,7 +110,7 @@ def crash() -> str:
     os._exit(3)
 
 
-@server.tool()
+@server.tool(structured_output=False)
 def mixed() -> list[Any]:
     """Return text and an image in one result."""
     return ["a picture:", Image(data=_png(), format="png")]
@@ -119,12 +118,19 @@ def mixed() -> list[Any]:
 
 @server.tool()
 async def garbage(ctx: Context) -> str:
-    """Write a malformed response for this request to stdout (stdio only), then answer."""
+    """Write a non-JSON line and a malformed response to this request (stdio only)."""
     line = '{"jsonrpc": "2.0", "id": %s, "result": "not an object"}\n' % _json_id(ctx.request_id)
-    sys.stdout.write("this line is not JSON\n")
-    sys.stdout.write(line)
-    sys.stdout.flush()
+    os.write(_wire_fd(), b"this line is not JSON\n" + line.encode())
     return "late answer"
+
+
+def _wire_fd() -> int:
+    # The SDK moves the protocol stream off fd 1 so stray prints cannot corrupt it; this test
+    # tool corrupts it on purpose, through the SDK's record of where the stream went.
+    from mcp.server import stdio
+
+    claim = stdio._claims.get(1)
+    return claim.private_fd if claim is not None and claim.private_fd is not None else 1
 
 
 @server.tool()
@@ -173,5 +179,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    del base64  # imported for readers who add binary resources
     main()

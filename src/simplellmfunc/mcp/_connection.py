@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import logging
+import math
 from collections.abc import AsyncIterator, Callable
-from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -91,24 +92,27 @@ async def supervise(
     done, ended = anyio.Event(), anyio.Event()
     started = False
     try:
-        async with AsyncExitStack() as stack:
-            client = Client(
+        # The deadline covers the handshake only; the scope must outlive it, since the
+        # session's task groups are entered inside it.
+        with anyio.CancelScope(deadline=anyio.current_time() + options.connect_timeout) as scope:
+            async with Client(
                 _transport(spec, options.label, done),
                 mode=options.mode,
                 cache=None,
                 client_info=options.client_info,
                 message_handler=_message_handler(on_changed),
                 logging_callback=_logging_callback(options.label),
-            )
-            with anyio.fail_after(options.connect_timeout):
-                await stack.enter_async_context(client)
-            async with anyio.create_task_group() as group:
-                if client.protocol_version in MODERN_PROTOCOL_VERSIONS:
-                    group.start_soon(_listen, client, on_changed, options.label)
-                started = True
-                task_status.started(Connection(client, done, ended))
-                await done.wait()
-                group.cancel_scope.cancel()
+            ) as client:
+                scope.deadline = math.inf
+                async with anyio.create_task_group() as group:
+                    if client.protocol_version in MODERN_PROTOCOL_VERSIONS:
+                        group.start_soon(_listen, client, on_changed, options.label)
+                    started = True
+                    task_status.started(Connection(client, done, ended))
+                    await done.wait()
+                    group.cancel_scope.cancel()
+        if not started:
+            raise TimeoutError("connect timed out")
     except Exception as exc:  # boundary: a broken session must not take the toolset down
         if not started:
             raise

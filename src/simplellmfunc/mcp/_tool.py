@@ -104,6 +104,10 @@ class MCPTool(Tool):
             raise MCPError(f"tool {self.server_name!r} reported an error: {text}")
         return result
 
+    async def run(self, **kwargs: Any) -> MCPResult:
+        """Call the tool on the server with ``kwargs`` as its arguments."""
+        return await self.invoke(kwargs)
+
     async def __call__(self, **kwargs: Any) -> MCPResult:
         """Call the tool directly with keyword arguments.
 

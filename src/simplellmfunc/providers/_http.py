@@ -7,7 +7,7 @@ import logging
 from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Final
 
 import anyio
 import httpx
@@ -18,18 +18,27 @@ from ..exceptions import (
     ProviderError,
     ProviderTimeoutError,
     RateLimitError,
+    UserError,
 )
 from ._keys import APIKeyPool
 from ._ratelimit import TokenBucket
 from ._redact import fingerprint, redact
-from ._retry import RetryPolicy, retry_after_seconds
+from ._retry import RetryPolicy
 
-__all__ = ["HTTPSettings", "HTTPTransport"]
+__all__ = ["HTTPSettings", "HTTPTransport", "encode_json"]
 
 logger = logging.getLogger("simplellmfunc.providers")
 
 AuthHeaders = Callable[[str], Mapping[str, str]]
-_EXCERPT = 500
+_EXCERPT: Final = 500
+_DETAIL: Final = 300
+# One encoder for every request: json.dumps with options builds a new encoder per call.
+_ENCODE: Final = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
+
+
+def encode_json(body: Mapping[str, Any]) -> bytes:
+    """A request body as compact UTF-8 JSON (non-ASCII characters kept, as the SDKs send)."""
+    return _ENCODE(body).encode()
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,7 +81,7 @@ class HTTPTransport:
         self.settings = settings
         self.rate_limit = rate_limit
         self._auth = auth
-        self._headers = dict(headers or {})
+        self._headers = {"content-type": "application/json", **(headers or {})}
         self._own_client = client is None
         self._client = client or httpx.AsyncClient(
             timeout=httpx.Timeout(
@@ -85,7 +94,7 @@ class HTTPTransport:
         )
 
     async def aclose(self) -> None:
-        """Close the client (when this transport created it)."""
+        """Close the client (when this transport created it); idempotent."""
         if self._own_client:
             await self._client.aclose()
 
@@ -101,30 +110,56 @@ class HTTPTransport:
     ) -> tuple[dict[str, Any], httpx.Headers]:
         """POST ``body`` and return the decoded JSON object and the response headers.
 
+        Unlike :meth:`open`, a connection that breaks while the body is read is retried: nothing
+        has reached the caller yet.
+
         Raises:
             ProviderError: (a subclass) after the retries are spent or for a non-retryable error.
+            UserError: When the interface was closed.
         """
-        async with self.open(path, body, deadline) as response:
-            raw = await self._read_within(response, deadline)
+        content = encode_json(body)
+        attempt = 0
+        while True:
+            attempt += 1
+            key = await self._acquire(deadline, attempt)
+            try:
+                response = await self._attempt(path, content, key, deadline, attempt)
+                if response is None:
+                    continue
+                try:
+                    raw = await self._read_within(response, deadline, attempt)
+                except ProviderConnectionError as error:
+                    await self._maybe_sleep(error, None, attempt, deadline)
+                    continue
+                finally:
+                    await response.aclose()
+            finally:
+                self._release(key)
+            return self._decode(raw, response), response.headers
+
+    def _decode(self, raw: bytes, response: httpx.Response) -> dict[str, Any]:
         try:
             data = json.loads(raw)
         except ValueError as exc:
-            raise self._error(
-                ProviderError, "response is not valid JSON", response, raw.decode(errors="replace")
-            ) from exc
+            text = raw.decode(errors="replace")
+            raise self._error(ProviderError, "response is not valid JSON", response, text) from exc
         if not isinstance(data, dict):
             raise self._error(ProviderError, "response is not a JSON object", response, "")
-        return data, response.headers
+        return data
 
-    async def _read_within(self, response: httpx.Response, deadline: float) -> bytes:
+    async def _read_within(self, response: httpx.Response, deadline: float, attempt: int) -> bytes:
         try:
             with anyio.fail_after(max(deadline - anyio.current_time(), 0)):
                 return await response.aread()
         except TimeoutError:
-            raise self._timeout(1) from None
+            raise self._timeout(attempt) from None
         except httpx.HTTPError as exc:
             raise ProviderConnectionError(
-                f"connection failed while reading: {type(exc).__name__}", provider=self.provider
+                f"{self.provider}: connection failed while reading: {type(exc).__name__}",
+                status=response.status_code,
+                provider=self.provider,
+                attempts=attempt,
+                retryable=True,
             ) from exc
 
     @asynccontextmanager
@@ -133,35 +168,33 @@ class HTTPTransport:
     ) -> AsyncIterator[httpx.Response]:
         """Send the request, retrying until a 2xx response's headers arrive, and yield it.
 
-        The body is not read; nothing is retried after this yields.
+        The body is not read; nothing is retried after this yields. The response is closed (and
+        the key released) when the block exits, however it exits.
 
         Raises:
             ProviderError: (a subclass) after the retries are spent or for a non-retryable error.
+            UserError: When the interface was closed.
         """
-        content = json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode()
+        content = encode_json(body)
         attempt = 0
         while True:
             attempt += 1
             key = await self._acquire(deadline, attempt)
             try:
-                try:
-                    response = await self._send(path, content, key, deadline, attempt)
-                except ProviderConnectionError as error:
-                    error.attempts = attempt
-                    await self._maybe_sleep(error, None, attempt, deadline)
+                response = await self._attempt(path, content, key, deadline, attempt)
+                if response is None:
                     continue
-                if response.is_success:
-                    try:
-                        yield response
-                    finally:
-                        await response.aclose()
-                    return
-                await self._handle_failure(response, key, attempt, deadline)
+                try:
+                    yield response
+                finally:
+                    await response.aclose()
+                return
             finally:
-                if key is not None and self.keys is not None:
-                    self.keys.release(key)
+                self._release(key)
 
     async def _acquire(self, deadline: float, attempt: int) -> str | None:
+        if self.rate_limit is None and self.keys is None:
+            return None  # the common case: nothing to wait for, no cancel scope to pay for
         try:
             with anyio.fail_after(max(deadline - anyio.current_time(), 0)):
                 if self.rate_limit is not None:
@@ -170,14 +203,36 @@ class HTTPTransport:
         except TimeoutError:
             raise self._timeout(attempt) from None
 
+    def _release(self, key: str | None) -> None:
+        if key is not None and self.keys is not None:
+            self.keys.release(key)
+
+    async def _attempt(
+        self, path: str, content: bytes, key: str | None, deadline: float, attempt: int
+    ) -> httpx.Response | None:
+        """One attempt: the 2xx response, or ``None`` once the wait before a retry is over.
+
+        Raises:
+            ProviderError: (a subclass) when this failure is final.
+        """
+        try:
+            response = await self._send(path, content, key, deadline, attempt)
+        except ProviderConnectionError as error:
+            await self._maybe_sleep(error, None, attempt, deadline)
+            return None
+        if response.is_success:
+            return response
+        await self._handle_failure(response, key, attempt, deadline)
+        return None
+
     async def _send(
         self, path: str, content: bytes, key: str | None, deadline: float, attempt: int
     ) -> httpx.Response:
-        headers = {"content-type": "application/json", **self._headers}
-        if key is not None:
-            headers.update(self._auth(key))
+        if self._client.is_closed:
+            raise UserError(f"{self.provider}: the interface is closed (aclose() was called)")
+        headers = self._headers if key is None else {**self._headers, **self._auth(key)}
         request = self._client.build_request(
-            "POST", f"{self.base_url}{path}", content=content, headers=headers
+            "POST", self.base_url + path, content=content, headers=headers
         )
         try:
             with anyio.fail_after(max(deadline - anyio.current_time(), 0)):
@@ -186,7 +241,8 @@ class HTTPTransport:
             raise self._timeout(attempt) from None
         except httpx.HTTPError as exc:
             raise ProviderConnectionError(
-                f"connection failed: {type(exc).__name__}: {redact(str(exc), self._secrets())}",
+                f"{self.provider}: connection failed: {type(exc).__name__}: "
+                f"{redact(str(exc), self._secrets())}",
                 provider=self.provider,
                 attempts=attempt,
                 retryable=True,
@@ -196,24 +252,35 @@ class HTTPTransport:
         self, response: httpx.Response, key: str | None, attempt: int, deadline: float
     ) -> None:
         """Read the error, update the key pool, then sleep before a retry or raise."""
-        text = (await self._read_within(response, deadline)).decode(errors="replace")
-        await response.aclose()
+        try:
+            raw = await self._read_within(response, deadline, attempt)
+        except ProviderConnectionError:
+            raw = b""  # the status says enough; the body is only an excerpt
+        finally:
+            await response.aclose()
         status = response.status_code
+        headers = response.headers
         kind: type[ProviderError] = ProviderError
+        delay = self.retry.delay(attempt - 1, headers)
         if status == 429:
             kind = RateLimitError
             if key is not None and self.keys is not None:
-                self.keys.cool_down(key, retry_after_seconds(response.headers) or 1.0)
+                # Cool the key for as long as the retry waits (Retry-After within the cap), so a
+                # huge Retry-After cannot park a one-key pool beyond the policy.
+                self.keys.cool_down(key, delay)
+                if self.keys.has_ready_key():
+                    delay = 0.0  # another key is fresh: no reason to wait
         elif status in (401, 403):
             kind = AuthenticationError
             if key is not None and self.keys is not None:
                 self.keys.disable(key, f"HTTP {status}")
-        error = self._error(kind, f"HTTP {status}", response, text, attempt)
+        error = self._error(kind, f"HTTP {status}", response, raw.decode(errors="replace"), attempt)
         if status in (401, 403) and self.keys is not None and len(self.keys) > 1:
-            error.retryable = any(s["disabled"] is None for s in self.keys.status())
+            error.retryable = self.keys.has_live_key()  # try the next key at once
+            delay = 0.0
         else:
-            error.retryable = self.retry.should_retry(status, response.headers)
-        await self._maybe_sleep(error, response.headers, attempt, deadline)
+            error.retryable = self.retry.should_retry(status, headers)
+        await self._maybe_sleep(error, None, attempt, deadline, delay)
 
     async def _maybe_sleep(
         self,
@@ -221,16 +288,16 @@ class HTTPTransport:
         headers: httpx.Headers | None,
         attempt: int,
         deadline: float,
+        delay: float | None = None,
     ) -> None:
         if not error.retryable or attempt > self.retry.max_retries:
             raise error
-        delay = self.retry.delay(attempt - 1, headers or {})
-        if error.status in (401, 403):
-            delay = 0.0
+        if delay is None:
+            delay = self.retry.delay(attempt - 1, headers or {})
         if anyio.current_time() + delay >= deadline:
-            raise error
+            raise error  # the last real error says more than a timeout would
         logger.info(
-            "%s: %s; retry %d/%d in %.2fs",
+            "%s: %s; retry %d/%d in %.3fs",
             self.provider,
             error.message,
             attempt,
@@ -248,14 +315,15 @@ class HTTPTransport:
         attempt: int = 1,
     ) -> ProviderError:
         request_id = response.headers.get("x-request-id") or response.headers.get("request-id")
-        detail = _error_message(body)
+        secrets = self._secrets()
+        # Redact before cutting: a cut through a key would leave a piece no pattern matches.
+        detail = redact(_error_message(body), secrets)[:_DETAIL]
         return kind(
-            f"{self.provider}: {message}"
-            + (f": {redact(detail, self._secrets())}" if detail else ""),
+            f"{self.provider}: {message}" + (f": {detail}" if detail else ""),
             status=response.status_code,
             request_id=request_id,
             attempts=attempt,
-            body_excerpt=redact(body[:_EXCERPT], self._secrets()),
+            body_excerpt=redact(body[: _EXCERPT * 4], secrets)[:_EXCERPT],
             provider=self.provider,
         )
 
@@ -277,7 +345,7 @@ def _error_message(body: str) -> str:
     if isinstance(data, dict):
         error = data.get("error", data)
         if isinstance(error, dict) and isinstance(error.get("message"), str):
-            return str(error["message"])[:300]
+            return str(error["message"])[: _DETAIL * 4]
         if isinstance(error, str):
-            return error[:300]
+            return error[: _DETAIL * 4]
     return ""

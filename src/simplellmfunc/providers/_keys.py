@@ -20,13 +20,15 @@ class _KeyState:
     in_flight: int = 0
     cooldown_until: float = 0.0
     disabled_reason: str | None = None
+    last_used: int = 0
 
 
 class APIKeyPool:
     """A pool of API keys for one provider.
 
-    :meth:`lease` picks the healthy key with the fewest calls in flight; a 429 cools a key down
-    until its ``Retry-After`` passes (:meth:`cool_down`); a 401/403 disables it with a reason
+    :meth:`acquire` picks the healthy key with the fewest calls in flight (among equals, the one
+    used least recently, so sequential calls rotate); a 429 cools a key down until its
+    ``Retry-After`` passes (:meth:`cool_down`); a 401/403 disables it with a reason
     (:meth:`disable`). Every pool has its own state: two pools never share it.
 
     Args:
@@ -43,6 +45,7 @@ class APIKeyPool:
             raise ConfigError("APIKeyPool needs at least one non-empty key")
         self.provider_id = provider_id
         self._states = [_KeyState(k) for k in unique]
+        self._uses = 0
 
     @property
     def keys(self) -> tuple[str, ...]:
@@ -74,10 +77,12 @@ class APIKeyPool:
         ready = [s for s in live if s.cooldown_until <= now]
         if not ready:
             return min(s.cooldown_until for s in live) - now
-        return min(ready, key=lambda s: s.in_flight)
+        return min(ready, key=lambda s: (s.in_flight, s.last_used))
 
     async def acquire(self) -> str:
         """Return the key to use now, waiting while every live key cools down.
+
+        The wait is one sleep until the first cooldown ends (cancellable), not a poll.
 
         Raises:
             NoUsableKeyError: If every key is disabled.
@@ -86,8 +91,19 @@ class APIKeyPool:
             picked = self._pick()
             if isinstance(picked, _KeyState):
                 picked.in_flight += 1
+                self._uses += 1
+                picked.last_used = self._uses
                 return picked.key
             await anyio.sleep(picked)
+
+    def has_live_key(self) -> bool:
+        """Whether some key is not disabled (it may be cooling down)."""
+        return any(s.disabled_reason is None for s in self._states)
+
+    def has_ready_key(self) -> bool:
+        """Whether some key could be used right now (not disabled, not cooling down)."""
+        now = time.monotonic()
+        return any(s.disabled_reason is None and s.cooldown_until <= now for s in self._states)
 
     def release(self, key: str) -> None:
         """Mark one call with ``key`` as finished."""

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import math
 import random
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
+from datetime import UTC
 from email.utils import parsedate_to_datetime
 
 __all__ = ["RETRYABLE_STATUS", "RetryPolicy"]
@@ -53,22 +55,33 @@ class RetryPolicy:
         return backoff * (1 - 0.25 * random.random())
 
 
+def _number(raw: str) -> float | None:
+    try:
+        value = float(raw)
+    except ValueError:
+        return None
+    return value if math.isfinite(value) else None  # "nan" and "inf" parse, but mean nothing
+
+
 def retry_after_seconds(headers: Mapping[str, str]) -> float | None:
-    """Parse ``retry-after-ms`` / ``retry-after`` (seconds or HTTP date); ``None`` if absent."""
+    """Parse ``retry-after-ms`` / ``retry-after`` (seconds or HTTP date).
+
+    Returns:
+        Seconds from now (negative for a date in the past), or ``None`` when neither header is
+        present or parseable.
+    """
     raw_ms = headers.get("retry-after-ms")
-    if raw_ms:
-        try:
-            return float(raw_ms) / 1000
-        except ValueError:
-            pass
+    if raw_ms and (ms := _number(raw_ms)) is not None:
+        return ms / 1000
     raw = headers.get("retry-after")
     if not raw:
         return None
+    if (seconds := _number(raw)) is not None:
+        return seconds
     try:
-        return float(raw)
-    except ValueError:
-        pass
-    try:
-        return parsedate_to_datetime(raw).timestamp() - time.time()
+        when = parsedate_to_datetime(raw)
     except (TypeError, ValueError, IndexError):
         return None
+    if when.tzinfo is None:  # HTTP dates are GMT; a zone-less one must not read as local time
+        when = when.replace(tzinfo=UTC)
+    return when.timestamp() - time.time()
