@@ -52,10 +52,13 @@ async def compare(ours: MCPToolset, sdk: Client, calls: int, rounds: int) -> tup
 
     await per_call(ours_call, 20)  # warm up both
     await per_call(sdk_call, 20)
-    ours_times, sdk_times = [], []
-    for _ in range(rounds):
-        sdk_times.append(await per_call(sdk_call, calls))
-        ours_times.append(await per_call(ours_call, calls))
+    ours_times: list[float] = []
+    sdk_times: list[float] = []
+    for index in range(rounds):
+        # Alternate which client goes first, so warm-up and drift favour neither.
+        order = [(sdk_call, sdk_times), (ours_call, ours_times)]
+        for call, times in order if index % 2 else reversed(order):
+            times.append(await per_call(call, calls))
     return statistics.median(ours_times), statistics.median(sdk_times)
 
 
@@ -79,14 +82,14 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def wait_for_http(url: str) -> None:
-    deadline = time.monotonic() + 20
-    while time.monotonic() < deadline:
-        try:
-            httpx.get(url, timeout=0.5)
-            return
-        except httpx.HTTPError:
-            time.sleep(0.1)
+async def wait_for_http(url: str) -> None:
+    async with httpx.AsyncClient(timeout=0.5) as client:
+        for _ in range(200):
+            try:
+                await client.get(url)
+                return
+            except httpx.HTTPError:
+                await anyio.sleep(0.1)
     raise RuntimeError(f"the test server at {url} did not start")
 
 
@@ -106,11 +109,11 @@ async def main(calls: int, rounds: int) -> None:
 
     port = free_port()
     url = f"http://127.0.0.1:{port}/mcp"
-    server = subprocess.Popen(
+    server = await anyio.open_process(
         [sys.executable, str(SERVER), "--http", str(port)], stderr=subprocess.DEVNULL
     )
     try:
-        wait_for_http(url)
+        await wait_for_http(url)
         async with MCPToolset.http(url) as ours, Client(url, cache=None) as sdk:
             rows.append(("call, streamable HTTP", *await compare(ours, sdk, calls, rounds)))
         rows.append(
@@ -121,7 +124,7 @@ async def main(calls: int, rounds: int) -> None:
         )
     finally:
         server.terminate()
-        server.wait(10)
+        await server.aclose()
     print_table(rows, calls, rounds)
 
 
@@ -139,7 +142,7 @@ def print_table(rows: list[tuple[str, float, float]], calls: int, rounds: int) -
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--calls", type=int, default=200)
-    parser.add_argument("--rounds", type=int, default=7)
+    parser.add_argument("--calls", type=int, default=100)
+    parser.add_argument("--rounds", type=int, default=21)
     options = parser.parse_args()
     anyio.run(main, options.calls, options.rounds)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
 import threading
 from collections.abc import AsyncIterator
@@ -12,7 +11,6 @@ from typing import Any
 
 import anyio
 import anyio.lowlevel
-import psutil
 import pytest
 from PIL import Image
 
@@ -31,24 +29,9 @@ from simplellmfunc.types import history_from_dicts
 GUARD = 10  # seconds: a deadlock guard, never an assertion on speed
 
 
-@pytest.fixture(autouse=True)
-async def no_leaks() -> AsyncIterator[None]:
-    proc = psutil.Process()
-    tasks, fds = asyncio.all_tasks(), proc.num_fds()
-    yield
-    for _ in range(200):
-        extra = asyncio.all_tasks() - tasks - {asyncio.current_task()}
-        if not extra and proc.num_fds() <= fds:
-            break
-        await asyncio.sleep(0.005)
-    assert not extra, extra
-    assert proc.num_fds() <= fds
-
-
 @pytest.fixture
-async def server() -> AsyncIterator[MockLLMServer]:
-    async with MockLLMServer() as srv:
-        yield srv
+def server(mock_server: MockLLMServer) -> MockLLMServer:
+    return mock_server  # from conftest.py, like the leak check run around every test
 
 
 @pytest.fixture

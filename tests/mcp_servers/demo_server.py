@@ -11,8 +11,11 @@ so tests can check that our abort reached the server.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import struct
+import subprocess
+import sys
 import zlib
 from pathlib import Path
 from typing import Any
@@ -105,6 +108,25 @@ def pid() -> int:
 
 
 @server.tool()
+def spawn() -> int:
+    """Start a long-lived child process in the server's process group; return its pid."""
+    child = subprocess.Popen(
+        [sys.executable, "-c", "import time; time.sleep(120)"],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    return child.pid
+
+
+@server.tool()
+def shout(text: str) -> str:
+    """Write `text` to the server's stderr."""
+    print(text, file=sys.stderr, flush=True)
+    return "ok"
+
+
+@server.tool()
 def crash() -> str:
     """Exit the server process immediately (tests crash recovery)."""
     os._exit(3)
@@ -119,8 +141,8 @@ def mixed() -> list[Any]:
 @server.tool()
 async def garbage(ctx: Context) -> str:
     """Write a non-JSON line and a malformed response to this request (stdio only)."""
-    line = '{"jsonrpc": "2.0", "id": %s, "result": "not an object"}\n' % _json_id(ctx.request_id)
-    os.write(_wire_fd(), b"this line is not JSON\n" + line.encode())
+    bad = json.dumps({"jsonrpc": "2.0", "id": ctx.request_id, "result": "not an object"})
+    os.write(_wire_fd(), b"this line is not JSON\n" + bad.encode() + b"\n")
     return "late answer"
 
 
@@ -137,14 +159,15 @@ def _wire_fd() -> int:
 async def add_tool(ctx: Context) -> str:
     """Register a new tool `multiply` and tell the client the tool list changed."""
     if "multiply" not in {t.name for t in await server.list_tools()}:
-        server.add_tool(lambda a, b: a * b, name="multiply", description="Multiply two numbers.")
+        server.add_tool(_multiply, name="multiply")
     await ctx.request_context.session.send_tool_list_changed()
     await ctx.notify_tools_changed()
     return "added"
 
 
-def _json_id(request_id: str | int) -> str:
-    return str(request_id) if isinstance(request_id, int) else f'"{request_id}"'
+def _multiply(a: int, b: int) -> int:
+    """Multiply two integers."""
+    return a * b
 
 
 @server.resource("demo://greeting", mime_type="text/plain")

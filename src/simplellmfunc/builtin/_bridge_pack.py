@@ -30,9 +30,12 @@ class Primitive:
 
 def _contract(name: str, func: Callable[..., Any]) -> str:
     try:
-        signature = str(inspect.signature(func))
-    except (TypeError, ValueError):
-        signature = "(...)"
+        signature = str(inspect.signature(func, eval_str=True))
+    except Exception:  # boundary: unresolvable annotations only make the contract less pretty
+        try:
+            signature = str(inspect.signature(func))
+        except (TypeError, ValueError):
+            signature = "(...)"
     doc = (inspect.getdoc(func) or "").strip().split("\n\n", 1)[0].replace("\n", " ")
     head = f"{name}{signature}"
     return f"{head}: {doc}" if doc else head

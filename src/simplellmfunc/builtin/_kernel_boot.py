@@ -62,14 +62,25 @@ def _post_run_cell(result: Any) -> None:
     shell.display_pub.publish(data={ERROR_MIME: details}, metadata={})
 
 
+def _plain_tracebacks(shell: Any) -> None:
+    # The host builds its own error details; IPython's verbose, coloured tracebacks would only
+    # cost time (tens of milliseconds per error) and ANSI noise.
+    with contextlib.suppress(Exception):
+        shell.InteractiveTB.set_mode(mode="Plain")
+    with contextlib.suppress(Exception):
+        shell.InteractiveTB.set_colors("nocolor")
+
+
 def install(shell: Any) -> dict[str, Any]:
     """Install hooks once per kernel process; returns what is active."""
     if _STATE["shell"] is None:
         _STATE["shell"] = shell
         _STATE["runtime"] = _kernel_runtime.Runtime()
         _STATE["fd"] = _kernel_streams.install()
+        _plain_tracebacks(shell)
         if hasattr(shell, "_tee"):
             shell._tee = _no_tee
+        shell.events.register("pre_execute", _kernel_streams.unshadow)
         shell.events.register("post_run_cell", _post_run_cell)
         formatter = shell.display_formatter.mimebundle_formatter
         for kind, name in (("path", "ImgPath"), ("url", "ImgUrl")):

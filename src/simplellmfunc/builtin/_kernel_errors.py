@@ -102,7 +102,7 @@ def _chained(exc: BaseException) -> str | None:
 
 def _runtime(exc: BaseException, shell: Any, current: int | None) -> dict[str, Any]:
     cells = _cells(shell)
-    frames = traceback.extract_tb(exc.__traceback__)
+    frames = list(traceback.extract_tb(exc.__traceback__))
     first_user = next((i for i, f in enumerate(frames) if _is_user(f.filename, cells)), None)
     if first_user is not None:
         # Frames before the first user frame belong to IPython's machinery.
@@ -189,7 +189,7 @@ def describe(
 
 
 def _summary(details: dict[str, Any], current: int | None) -> str:
-    headline = details["error_type"]
+    headline = str(details["error_type"])
     if details["message"]:
         headline += f": {details['message']}"
     if details["line"] is None:

@@ -10,7 +10,7 @@ every answer restarts the window), unanswered input, abort, or the death of the 
 from __future__ import annotations
 
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -22,7 +22,7 @@ from ._kernel_boot import ERROR_MIME, IMAGE_MIME
 from ._kernel_session import KernelSession
 from ._pyrepl_output import StreamCapture
 
-__all__ = ["CellLimits", "CellOutcome", "CellRun", "InputBroker", "Verdict"]
+__all__ = ["CellLimits", "CellOutcome", "CellRun", "InputBroker", "Verdict", "delivers_live"]
 
 Verdict = Literal["done", "timeout", "input_timeout", "aborted", "died"]
 IMAGE_TYPES = ("image/png", "image/jpeg", "image/gif", "image/webp")
@@ -38,6 +38,21 @@ class CellLimits:
     input_idle_timeout: float
     interrupt_grace: float
     max_capture_chars: int
+
+
+def delivers_live(emitter: ToolEventEmitter | None) -> bool:
+    """Whether someone receives ``emitter``'s events while the tool runs (and can answer).
+
+    A standalone ``ToolEventEmitter()`` only collects events for later, so an ``input()``
+    request would wait for nobody: input is enabled only for an emitter with a sink (or one
+    that says so through a boolean ``live`` attribute).
+    """
+    if emitter is None:
+        return False
+    live = getattr(emitter, "live", None)
+    if isinstance(live, bool):
+        return live
+    return getattr(emitter, "_sink", None) is not None
 
 
 class InputBroker:
@@ -95,7 +110,8 @@ class CellRun:
         emitter: ToolEventEmitter | None,
         abort: AbortSignal | None,
         inputs: InputBroker,
-        serve: Callable[[], Awaitable[None]] | None = None,
+        allow_input: bool = False,
+        serve: Callable[[], Coroutine[Any, Any, None]] | None = None,
     ) -> None:
         self.session = session
         self.code = code
@@ -103,6 +119,7 @@ class CellRun:
         self.emitter = emitter
         self.abort = abort
         self.inputs = inputs
+        self.allow_input = allow_input and emitter is not None
         self.serve = serve
         self.out = CellOutcome(
             stdout=StreamCapture(limits.max_capture_chars),
@@ -119,13 +136,13 @@ class CellRun:
         """Execute and return the outcome (the session is destroyed if it cannot recover)."""
         client = self.session.client
         self.msg_id = client.execute(
-            self.code, silent=False, store_history=True, allow_stdin=self.emitter is not None
+            self.code, silent=False, store_history=True, allow_stdin=self.allow_input
         )
         self._window_start = anyio.current_time()
         try:
             async with anyio.create_task_group() as tg:
                 tg.start_soon(self._pump_iopub)
-                if self.emitter is not None:
+                if self.allow_input:
                     tg.start_soon(self._pump_stdin)
                 if self.abort is not None:
                     tg.start_soon(self._watch_abort, self.abort)
@@ -301,7 +318,7 @@ class CellRun:
 
 
 def _is_idle(msg: dict[str, Any], msg_id: str) -> bool:
-    return (
+    return bool(
         msg["parent_header"].get("msg_id") == msg_id
         and msg["msg_type"] == "status"
         and msg["content"].get("execution_state") == "idle"

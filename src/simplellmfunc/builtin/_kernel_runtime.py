@@ -59,7 +59,12 @@ def _error(error_type: str, message: str) -> BridgeError:
 
 
 class Runtime:
-    """Calls host primitives; ``runtime.<namespace>`` is a :class:`RemotePath`."""
+    """Calls host primitives; ``runtime.<namespace>`` is a :class:`RemotePath`.
+
+    ``runtime.BridgeError`` is the base class of the errors calls raise.
+    """
+
+    BridgeError = BridgeError
 
     def __init__(self) -> None:
         self._config: dict[str, Any] | None = None

@@ -19,8 +19,8 @@ from typing import Any
 
 import anyio
 import anyio.to_thread
-from jupyter_client import AsyncKernelManager
 from jupyter_client.kernelspec import KernelSpec, KernelSpecManager
+from jupyter_client.manager import AsyncKernelManager
 
 from ..exceptions import KernelError
 from . import _kernel_reaper
@@ -47,7 +47,7 @@ _KERNEL_ARGS = ("--HistoryManager.enabled=False", "--IPKernelApp.capture_fd_outp
 _CLEANUP_BOUND = 10.0
 
 
-class _SpecManager(KernelSpecManager):  # type: ignore[misc]
+class _SpecManager(KernelSpecManager):
     """Always the ipykernel of the running interpreter, whatever kernelspecs are installed."""
 
     def get_kernel_spec(self, kernel_name: str) -> KernelSpec:
@@ -232,7 +232,7 @@ def _manager(private_dir: str) -> Any:
 
 
 def _open_log(private_dir: str) -> Any:
-    return open(os.path.join(private_dir, "kernel.log"), "ab")  # noqa: SIM115
+    return open(os.path.join(private_dir, "kernel.log"), "ab")
 
 
 async def _log_tail(private_dir: str, lines: int = 15) -> str:
@@ -246,8 +246,10 @@ async def _log_tail(private_dir: str, lines: int = 15) -> str:
         kept = [line for line in text.splitlines() if line.strip()][-lines:]
         return ("\nkernel log (last lines):\n" + "\n".join(kept)) if kept else ""
 
+    text = ""
     with anyio.CancelScope(shield=True):
-        return await anyio.to_thread.run_sync(read)
+        text = await anyio.to_thread.run_sync(read)
+    return text
 
 
 async def _destroy_unstarted(km: Any, private_dir: str) -> None:

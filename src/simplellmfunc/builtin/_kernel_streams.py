@@ -19,7 +19,7 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["drain", "install"]
+__all__ = ["drain", "install", "unshadow"]
 
 _LOCK = threading.RLock()
 _PIPES: list[_Pipe] = []
@@ -120,6 +120,17 @@ def _stop_ipykernel_watcher(stream: Any) -> bool:
     return True
 
 
+def unshadow() -> None:
+    """Drop instance-level ``write`` overrides so the ordered class-level write is used.
+
+    IPython swaps ``stream.write`` on the instance while a cell runs and then assigns the
+    original back as an instance attribute, which would hide the class patch; call this before
+    each execution (``pre_execute``).
+    """
+    for stream in _STREAMS:
+        vars(stream).pop("write", None)
+
+
 def install() -> bool:
     """Order stdout / stderr output and take over ipykernel's fd forwarding.
 
@@ -140,7 +151,7 @@ def install() -> bool:
             # Bind the class function: the instance may carry a temporary wrapper.
             _PIPES.append(_Pipe(stream, cls.write.__get__(stream)))
     _STREAMS.extend(streams)
-    cls.write = _ordered_write(cls.write)
+    cls.write = _ordered_write(cls.write)  # type: ignore[method-assign]
     if _PIPES:
         threading.Thread(target=_pump, name="simplellmfunc-fd-pump", daemon=True).start()
     return bool(_PIPES)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 import os
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +20,10 @@ _MAX_FIELD_CHARS = 200_000
 
 
 def resolve_log_dir(explicit: str | os.PathLike[str] | None = None) -> Path:
-    """Return the absolute log root: ``explicit``, ``$LOG_DIR``, ``LOG_DIR`` in ``./.env``, ``./logs``."""
+    """Return the absolute log root.
+
+    The first of: ``explicit``, ``$LOG_DIR``, ``LOG_DIR`` in ``./.env``, ``./logs``.
+    """
     if explicit is not None:
         return Path(explicit).absolute()
     value = os.environ.get("LOG_DIR")
@@ -68,7 +71,7 @@ class AuditLog:
     ) -> None:
         """Append the record of one execution."""
         entry = {
-            "time": started.astimezone(timezone.utc).isoformat(),
+            "time": started.astimezone(UTC).isoformat(),
             "instance_id": self.instance_id,
             "sequence": sequence,
             "code": code,

@@ -147,9 +147,7 @@ def _error(out: CellOutcome, ctx: ResultContext) -> tuple[str | None, dict[str, 
     return message, _synthetic(kind, message, out.error_details)
 
 
-def _synthetic(
-    kind: str, message: str, located: dict[str, Any] | None = None
-) -> dict[str, Any]:
+def _synthetic(kind: str, message: str, located: dict[str, Any] | None = None) -> dict[str, Any]:
     where = located or {}
     return {
         "error_type": kind,

@@ -18,21 +18,23 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
+from .._messages import Message, message_from_dict
 from .._mutations import (
     ContextMutation,
     ContextSummaryMutation,
     ExperienceForgetMutation,
     ExperienceRememberMutation,
 )
-from ..exceptions import InvalidHistoryError
-from ._selfref_memory import MemoryMap, normalise_history
+from ..exceptions import InvalidHistoryError, UserError
+from ._selfref_memory import MemoryMap, normalise_edited, normalise_history
 from ._selfref_store import KeyState, MemoryStore, SelfRefStore, SQLiteStore
 from ._selfref_summary import summary_text
 
 if TYPE_CHECKING:
     from ..engine._invocation import RunHook
+    from ._bridge_pack import PrimitivePack
 
 __all__ = ["PendingEdits", "SelfReference"]
 
@@ -63,11 +65,15 @@ class SelfReference:
         ConfigError: If the database cannot be opened.
     """
 
-    def __init__(self, path: str | Path | None = None, *, store: SelfRefStore | None = None) -> None:
+    def __init__(
+        self, path: str | Path | None = None, *, store: SelfRefStore | None = None
+    ) -> None:
         if store is None:
             store = SQLiteStore(path) if path is not None else MemoryStore()
         self._store: SelfRefStore = store
         self._cache: dict[str, KeyState] = {}
+        # Typed messages of the cached states, so edits need not re-parse whole histories.
+        self._typed: dict[str, tuple[Message, ...]] = {}
         self._lock = threading.RLock()
         self._pending: dict[str, PendingEdits] = {}
         self.memory = MemoryMap(self)
@@ -85,7 +91,7 @@ class SelfReference:
 
     def get_history(self, key: str) -> list[dict[str, Any]]:
         """Return a deep copy of the history stored for ``key``."""
-        return copy.deepcopy(list(self.state(key).messages))
+        return copy.deepcopy([dict(m) for m in self.state(key).messages])
 
     def get_experiences(self, key: str) -> list[dict[str, str]]:
         """Return the experiences of ``key`` as ``{"id", "text"}`` dicts, oldest first."""
@@ -105,6 +111,29 @@ class SelfReference:
         from ._selfref_hook import SelfReferenceHook
 
         return SelfReferenceHook(self, key)
+
+    def as_primitive_pack(self) -> PrimitivePack:
+        """The ``selfref`` primitive pack that exposes this memory inside a PyRepl kernel."""
+        from ._selfref_pack import selfref_pack
+
+        return selfref_pack(self)
+
+    def active_key(self, key: str | None = None) -> str:
+        """``key``, or the key of the most recently started turn that is still running.
+
+        Raises:
+            UserError: If no key is given and no bound turn is running.
+        """
+        if key is not None:
+            if not isinstance(key, str) or not key:
+                raise UserError("a memory key must be a non-empty string")
+            return key
+        with self._lock:
+            if not self._pending:
+                raise UserError(
+                    "no @llm_chat turn bound to this SelfReference is running; pass key="
+                )
+            return next(reversed(self._pending))
 
     def close(self) -> None:
         """Close the store."""
@@ -213,7 +242,8 @@ class SelfReference:
             "key": key,
             "message_count": len(state.messages),
             "messages_by_role": roles,
-            "system_prompt": system.get("content") if system and system.get("role") == "system"
+            "system_prompt": system.get("content")
+            if system and system.get("role") == "system"
             else None,
             "experiences": self.get_experiences(key),
             "summary_count": len(state.summaries),
@@ -238,10 +268,16 @@ class SelfReference:
         """
         with self._lock:
             state = self.state(key)
-            messages = copy.deepcopy([dict(m) for m in state.messages])
+            # Stored dicts are never mutated in place (edits replace whole messages, and new
+            # messages arrive deep-copied), so the edit works on a list of the stored dicts and
+            # only what it added is parsed again.
+            stored = cast(list[dict[str, Any]], list(state.messages))
+            known = {id(d): m for d, m in zip(stored, self._typed_messages(key), strict=True)}
+            messages = list(stored)
             edit(messages)
-            normalised = normalise_history(messages)
+            normalised, typed = normalise_edited(messages, known)
             self._save(key, replace(state, messages=normalised))
+            self._typed[key] = typed
             pending = self._pending.get(key)
             if pending is not None:
                 pending.dirty = True
@@ -255,6 +291,8 @@ class SelfReference:
     def open_turn(self, key: str) -> None:
         """Start recording pending edits for ``key`` (a turn bound to it began)."""
         with self._lock:
+            # Re-inserted so that the newest turn is last (the active key for primitives).
+            self._pending.pop(key, None)
             self._pending[key] = PendingEdits()
 
     def take_edits(self, key: str) -> PendingEdits:
@@ -275,6 +313,13 @@ class SelfReference:
         if pending is not None:
             pending.mutations.append(mutation)
 
+    def _typed_messages(self, key: str) -> tuple[Message, ...]:
+        typed = self._typed.get(key)
+        if typed is None:
+            typed = self._typed[key] = tuple(message_from_dict(m) for m in self.state(key).messages)
+        return typed
+
     def _save(self, key: str, state: KeyState) -> None:
         self._store.save(key, state)
         self._cache[key] = state
+        self._typed.pop(key, None)

@@ -13,33 +13,75 @@ import copy
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from .._messages import history_from_dicts, history_to_dicts
+from .._messages import (
+    Message,
+    history_from_dicts,
+    history_to_dicts,
+    message_from_dict,
+    message_to_dict,
+    validate_history,
+)
 from ..exceptions import InvalidHistoryError
 
 if TYPE_CHECKING:
     from ._selfref import SelfReference
 
-__all__ = ["MemoryHandle", "MemoryMap", "normalise_history"]
+__all__ = ["MemoryHandle", "MemoryMap", "normalise_edited", "normalise_history"]
 
 Edit = Callable[[list[dict[str, Any]]], None]
 
 
-def normalise_history(messages: Sequence[Any]) -> tuple[dict[str, Any], ...]:
-    """Validate ``messages`` (chat dicts) and return fresh, normalised copies.
+def normalise_history(
+    messages: Sequence[Any], *, deep_copy: bool = True
+) -> tuple[dict[str, Any], ...]:
+    """Validate ``messages`` (chat dicts) and return normalised copies.
+
+    ``deep_copy=False`` is for lists whose dicts are already private copies: values nested in
+    unknown keys are then shared with the input.
 
     Raises:
         InvalidHistoryError: Naming the index of the first offending message.
     """
     if isinstance(messages, str | bytes | Mapping) or not isinstance(messages, Sequence):
         raise InvalidHistoryError("a history must be a list of chat message dicts")
-    parsed = history_from_dicts(copy.deepcopy(list(messages)))
+    items = copy.deepcopy(list(messages)) if deep_copy else list(messages)
+    parsed = history_from_dicts(items)
     return tuple(history_to_dicts(parsed))
+
+
+def normalise_edited(
+    messages: Sequence[Any], known: Mapping[int, Message]
+) -> tuple[tuple[dict[str, Any], ...], tuple[Message, ...]]:
+    """Validate an edited history; only dicts not in ``known`` (by identity) are parsed.
+
+    ``known`` maps ``id(dict)`` of stored, already normalised dicts to their typed message, so
+    an edit of a long history costs one parse of the new messages plus a linear link check.
+
+    Raises:
+        InvalidHistoryError: Naming the index of the first offending message.
+    """
+    dicts: list[dict[str, Any]] = []
+    typed: list[Message] = []
+    for index, item in enumerate(messages):
+        message = known.get(id(item))
+        if message is None:
+            if not isinstance(item, Mapping):
+                raise InvalidHistoryError("messages must be dicts", index)
+            try:
+                message = message_from_dict(item)
+            except InvalidHistoryError as exc:
+                raise InvalidHistoryError(str(exc), index) from None
+            item = message_to_dict(message)
+        dicts.append(item)
+        typed.append(message)
+    validate_history(typed)
+    return tuple(dicts), tuple(typed)
 
 
 def _message(value: Any) -> dict[str, Any]:
     if not isinstance(value, Mapping):
         raise InvalidHistoryError(f"a message must be a dict, got {type(value).__name__}")
-    return dict(value)
+    return copy.deepcopy(dict(value))
 
 
 def _index(messages: Sequence[Any], index: Any) -> int:
@@ -71,7 +113,7 @@ class MemoryHandle:
 
     def all(self) -> list[dict[str, Any]]:
         """Return a deep copy of every stored message."""
-        return copy.deepcopy(list(self._owner.state(self._key).messages))
+        return copy.deepcopy([dict(m) for m in self._owner.state(self._key).messages])
 
     def get(self, index: int) -> dict[str, Any]:
         """Return a deep copy of the message at ``index``.

@@ -164,7 +164,9 @@ class SQLiteStore:
             self._conn.execute("PRAGMA synchronous=FULL")
             self._conn.execute(_SCHEMA)
         except sqlite3.Error as exc:
-            raise ConfigError(f"cannot open SelfReference database {str(self.path)!r}: {exc}") from exc
+            raise ConfigError(
+                f"cannot open SelfReference database {str(self.path)!r}: {exc}"
+            ) from exc
 
     def load(self, key: str) -> KeyState:
         """Return the state of ``key`` (an empty state for an unknown key).

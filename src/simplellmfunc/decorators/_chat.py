@@ -4,17 +4,20 @@ from __future__ import annotations
 
 import functools
 import inspect
-from collections.abc import AsyncIterator, Callable, Iterable
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterable
+from contextlib import aclosing
 from typing import Any, Literal
 
+from .._abort import AbortSignal
 from .._events import EventOrigin, ResponseYield
 from .._messages import Message, SystemMessage, history_from_dicts, history_to_dicts
 from .._transcript import Transcript
 from ..engine._emit import Emitter
 from ..engine._invocation import Invocation, RunHook
 from ..engine._llm_step import RawItem, TextChunk
-from ..engine._loop import RunResult, run_react
-from ..engine._pump import Finished, event_pump
+from ..engine._loop import react_steps, run_react
+from ..engine._pump import Finished, Send, event_pump
+from ..engine._state import RunResult, RunState
 from ..exceptions import DecoratorError
 from ..providers._base import LLMInterface
 from ._common import new_call_id, resolve_tools, split_call_kwargs, static_tools
@@ -41,8 +44,8 @@ def llm_chat(
     The docstring is the system prompt (with ``_template_params``). The decorated function takes
     ``history`` (or ``chat_history``), a list of chat dicts, plus any other parameters, which
     form the user message. The returned history always starts with the current system prompt:
-    a system message in the incoming history is replaced by it. The caller's list is never
-    modified.
+    a system message in the incoming history is replaced by it (kept when the function has no
+    docstring). The caller's list is never modified.
 
     Yields:
         Without ``stream``: ``(text, history)`` per model reply with text; with ``stream``:
@@ -67,6 +70,7 @@ def llm_chat(
         DecoratorError: If the function is not ``async def`` or has no history parameter.
     """
     tools, providers = static_tools(toolkit)
+    raw = return_mode == "raw"
     engine_options = {
         k: llm_kwargs.pop(k)
         for k in ("tool_timeout", "max_tool_concurrency", "tool_result_budget")
@@ -103,38 +107,100 @@ def llm_chat(
                 hooks=(hook,) if hook is not None else (),
                 **engine_options,
             )
-            origin = EventOrigin(agent_call_id=new_call_id())
-            emitter_options = {
-                "wants_events": enable_event,
-                "wants_text": not enable_event,
-                "wants_raw": return_mode == "raw" and not enable_event,
-            }
-
-            async def body(send: Any) -> RunResult:
-                emitter = Emitter(send, origin, **emitter_options)
-                return await run_react(
-                    invocation, transcript, emitter, options.abort, user_input=user.text
-                )
-
+            call = _Call(invocation, transcript, options.abort, user.text, enable_event, raw)
+            # Live events and stream deltas need the run in its own task (the event pump);
+            # plain mode only yields between phases, so the run is driven right here.
+            items = _pumped(call) if enable_event or stream else _stepped(call)
             view = _HistoryView(transcript)
-            async for item in event_pump(body):
-                if isinstance(item, Finished):
-                    result: RunResult = item.value
-                    final = history_to_dicts(result.messages)
-                    if enable_event:
-                        yield ResponseYield(result.text, final)
-                    else:
-                        yield (result.text if not stream else "", final)
-                elif isinstance(item, TextChunk):
-                    yield (item.text, view.dicts())
-                elif isinstance(item, RawItem):
-                    yield (item.item, view.dicts())
-                else:
-                    yield item
+            async with aclosing(items):  # a consumer leaving early closes the run here
+                async for item in items:
+                    yield _output(item, view, enable_event=enable_event, stream=stream)
 
         return wrapper
 
     return decorate
+
+
+class _Call:
+    """One call of an ``@llm_chat`` function, ready to run."""
+
+    __slots__ = ("abort", "enable_event", "invocation", "origin", "raw", "transcript", "user_text")
+
+    def __init__(
+        self,
+        invocation: Invocation,
+        transcript: Transcript,
+        abort: AbortSignal | None,
+        user_text: str,
+        enable_event: bool,
+        raw: bool,
+    ) -> None:
+        self.invocation = invocation
+        self.transcript = transcript
+        self.abort = abort
+        self.user_text = user_text
+        self.enable_event = enable_event
+        self.raw = raw
+        self.origin = EventOrigin(agent_call_id=new_call_id())
+
+    def emitter(self, send: Send) -> Emitter:
+        """The run's emitter, sending to ``send``."""
+        events = self.enable_event
+        return Emitter(
+            send,
+            self.origin,
+            wants_events=events,
+            wants_text=not events,
+            wants_raw=self.raw and not events,
+        )
+
+
+async def _pumped(call: _Call) -> AsyncGenerator[Any, None]:
+    """Run in the event pump's task; yield what it sends, live, then :class:`Finished`."""
+
+    async def body(send: Send) -> RunResult:
+        emitter = call.emitter(send)
+        return await run_react(
+            call.invocation, call.transcript, emitter, call.abort, user_input=call.user_text
+        )
+
+    async with aclosing(event_pump(body)) as items:
+        async for item in items:
+            yield item
+
+
+async def _stepped(call: _Call) -> AsyncGenerator[Any, None]:
+    """Drive the run in this task; after each phase yield what it sent, then :class:`Finished`."""
+    buffer: list[Any] = []
+
+    async def send(item: Any) -> None:
+        buffer.append(item)
+
+    state = RunState(call.transcript)
+    steps = react_steps(
+        call.invocation, state, call.emitter(send), call.abort, user_input=call.user_text
+    )
+    async with aclosing(steps):
+        async for _ in steps:
+            sent, buffer[:] = tuple(buffer), ()
+            for item in sent:
+                yield item
+    yield Finished(state.result())
+
+
+def _output(item: Any, view: _HistoryView, *, enable_event: bool, stream: bool) -> Any:
+    """What the decorated function yields for one item of the pump."""
+    if isinstance(item, Finished):
+        result: RunResult = item.value
+        final = history_to_dicts(result.messages)
+        if enable_event:
+            return ResponseYield(result.text, final)
+        return (result.text if not stream else "", final)
+    if isinstance(item, TextChunk):
+        return (item.text, view.dicts())
+    if isinstance(item, RawItem):
+        return (item.item, view.dicts())
+    return item
 
 
 def _initial_messages(system: str, history: Any, user: Message) -> list[Message]:
@@ -142,7 +208,10 @@ def _initial_messages(system: str, history: Any, user: Message) -> list[Message]
         raise DecoratorError("history must be a list of chat message dicts")
     previous = history_from_dicts(history)
     rest = [m for m in previous if not isinstance(m, SystemMessage)]
-    head: list[Message] = [SystemMessage(system)] if system else []
+    if system:
+        head: list[Message] = [SystemMessage(system)]
+    else:  # no docstring: the history's own system prompt, if any, stays
+        head = [m for m in previous[:1] if isinstance(m, SystemMessage)]
     return [*head, *rest, user]
 
 

@@ -6,11 +6,11 @@ import functools
 import inspect
 import typing
 from collections.abc import AsyncIterator, Callable, Iterable
+from contextlib import aclosing
 from typing import Any
 
 from .._events import EventOrigin, ResponseYield
 from .._messages import SystemMessage, history_to_dicts
-from .._mutations import UserMessageMutation
 from .._transcript import Transcript
 from ..engine._emit import Emitter
 from ..engine._invocation import Invocation
@@ -87,6 +87,7 @@ def llm_function(
             user = await render_arguments(signature, bound.arguments, bare_single_text=False)
             if user_prompt_template is not None:
                 user = type(user)(fill_template(user_prompt_template, {"parameters": user.text}))
+            parser = _AnswerParser(output) if output.kind == "json" else None
             invocation = Invocation(
                 llm=llm_interface,
                 system_prompt=system,
@@ -95,12 +96,14 @@ def llm_function(
                 response_format=output.response_format() if native else None,
                 output_contract="" if native else output.contract(),
                 params=llm_kwargs,
+                answer_check=parser.check if parser is not None else None,
+                max_repairs=retries,
             )
             transcript = Transcript([SystemMessage(system), user])
-            return _Prepared(invocation, transcript, options)
+            return _Prepared(invocation, transcript, options, parser, user.text)
 
         async def run(prepared: _Prepared, emitter: Emitter) -> tuple[Any, RunResult]:
-            return await _run_with_repairs(prepared, emitter, output, retries)
+            return await _run(prepared, emitter, output)
 
         if enable_event:
 
@@ -112,12 +115,14 @@ def llm_function(
                 async def body(send: Any) -> tuple[Any, RunResult]:
                     return await run(prepared, Emitter(send, origin, wants_events=True))
 
-                async for item in event_pump(body):
-                    if isinstance(item, Finished):
-                        value, result = item.value
-                        yield ResponseYield(value, history_to_dicts(result.messages))
-                    else:
-                        yield item
+                # aclosing: a consumer that leaves early closes the pump here, in this task.
+                async with aclosing(event_pump(body)) as items:
+                    async for item in items:
+                        if isinstance(item, Finished):
+                            value, result = item.value
+                            yield ResponseYield(value, history_to_dicts(result.messages))
+                        else:
+                            yield item
 
             return event_wrapper
 
@@ -133,43 +138,74 @@ def llm_function(
     return decorate
 
 
-class _Prepared:
-    __slots__ = ("invocation", "options", "transcript")
+class _AnswerParser:
+    """Parses each final answer during the run; a failure becomes the model's repair prompt."""
 
-    def __init__(self, invocation: Invocation, transcript: Transcript, options: CallOptions):
+    __slots__ = ("errors", "output", "parsed", "value")
+
+    def __init__(self, output: OutputSpec) -> None:
+        self.output = output
+        self.errors: list[str] = []
+        self.parsed = False
+        self.value: Any = None
+
+    def check(self, text: str) -> str | None:
+        """Parse ``text``; return ``None`` if it is usable, else the feedback for the model."""
+        try:
+            self.value = self.output.parse(text)
+        except ValueError as exc:
+            self.parsed = False
+            self.errors.append(str(exc))
+            return (
+                f"Your reply could not be used: {exc}. "
+                "Reply again with only the required JSON, nothing else."
+            )
+        self.parsed = True
+        return None
+
+
+class _Prepared:
+    __slots__ = ("invocation", "options", "parser", "transcript", "user_text")
+
+    def __init__(
+        self,
+        invocation: Invocation,
+        transcript: Transcript,
+        options: CallOptions,
+        parser: _AnswerParser | None,
+        user_text: str,
+    ) -> None:
         self.invocation = invocation
         self.transcript = transcript
         self.options = options
+        self.parser = parser
+        self.user_text = user_text
 
 
-async def _run_with_repairs(
-    prepared: _Prepared, emitter: Emitter, output: OutputSpec, retries: int
-) -> tuple[Any, RunResult]:
-    """Run, parse, and feed parse errors back to the model up to ``retries`` times.
+async def _run(prepared: _Prepared, emitter: Emitter, output: OutputSpec) -> tuple[Any, RunResult]:
+    """Run the call; answers that do not parse are sent back within the run (``retries``).
 
     Raises:
         AbortedError: If the call was aborted (never a stale or partial value).
         OutputParseError: If the reply still does not parse after the retries.
     """
-    errors: list[str] = []
-    transcript = prepared.transcript
-    while True:
-        result = await run_react(prepared.invocation, transcript, emitter, prepared.options.abort)
-        if result.aborted:
-            raise AbortedError(result.abort_reason)
-        try:
-            return output.parse(result.text), result
-        except ValueError as exc:
-            errors.append(str(exc))
-            if len(errors) > retries:
-                raise OutputParseError(
-                    f"the reply could not be parsed after {len(errors)} attempt(s): {exc}",
-                    raw=result.text,
-                    errors=errors,
-                ) from None
-        feedback = (
-            f"Your reply could not be used: {errors[-1]}. "
-            "Reply again with only the required JSON, nothing else."
+    result = await run_react(
+        prepared.invocation,
+        prepared.transcript,
+        emitter,
+        prepared.options.abort,
+        user_input=prepared.user_text,
+    )
+    if result.aborted:
+        raise AbortedError(result.abort_reason)
+    parser = prepared.parser
+    if parser is None:
+        return output.parse(result.text), result
+    if not parser.parsed:
+        last = parser.errors[-1] if parser.errors else "no answer"
+        raise OutputParseError(
+            f"the reply could not be parsed after {len(parser.errors)} attempt(s): {last}",
+            raw=result.text,
+            errors=list(parser.errors),
         )
-        transcript = Transcript(result.messages)
-        transcript.apply(UserMessageMutation({"role": "user", "content": feedback}))
+    return parser.value, result

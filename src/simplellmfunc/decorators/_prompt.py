@@ -19,6 +19,7 @@ __all__ = ["HISTORY_NAMES", "fill_template", "render_arguments", "render_value"]
 
 HISTORY_NAMES = ("history", "chat_history")
 _PLACEHOLDER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
+_QUALIFIED = re.compile(r"(?:[A-Za-z_][A-Za-z0-9_]*\.)+([A-Za-z_][A-Za-z0-9_]*)")
 
 
 def fill_template(text: str, params: Mapping[str, Any] | None) -> str:
@@ -71,9 +72,12 @@ def _images(value: Any) -> list[ImgUrl | ImgPath] | None:
 
 
 def _type_name(annotation: Any) -> str:
+    """A short type label: ``int``, ``list[ImgUrl]``, ``Optional[Address]`` (no module paths)."""
     if annotation is inspect.Parameter.empty:
         return ""
-    return getattr(annotation, "__name__", None) or str(annotation).replace("typing.", "")
+    if isinstance(annotation, type):
+        return annotation.__name__
+    return _QUALIFIED.sub(r"\1", str(annotation))
 
 
 async def render_arguments(
@@ -104,7 +108,18 @@ async def render_arguments(
         for image in images:
             parts.append(await _as_url(image))
         parts.append("\n")
-    return user_message(parts)
+    return user_message(_merge_text(parts))
+
+
+def _merge_text(parts: list[ContentPart | str]) -> list[ContentPart | str]:
+    """Join adjacent text pieces, so providers get one text part between images."""
+    merged: list[ContentPart | str] = []
+    for part in parts:
+        if isinstance(part, str) and merged and isinstance(merged[-1], str):
+            merged[-1] += part
+        else:
+            merged.append(part)
+    return merged
 
 
 async def _as_url(image: ImgUrl | ImgPath) -> ImgUrl:

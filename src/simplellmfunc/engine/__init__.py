@@ -3,8 +3,9 @@
 from ._compile import FINAL_ANSWER_INSTRUCTION, compile_request, system_context
 from ._emit import Emitter
 from ._invocation import Invocation, RunHook, RunView
-from ._loop import RunResult, RunState, run_react
+from ._loop import react_steps, run_react
 from ._scheduler import BatchResult, run_tool_batch
+from ._state import RunResult, RunState
 
 __all__ = [
     "FINAL_ANSWER_INSTRUCTION",
@@ -16,6 +17,7 @@ __all__ = [
     "RunState",
     "RunView",
     "compile_request",
+    "react_steps",
     "run_react",
     "run_tool_batch",
     "system_context",

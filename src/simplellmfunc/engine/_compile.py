@@ -47,9 +47,9 @@ def compile_request(
     messages: list[Message] = list(transcript.messages)
     if messages and isinstance(messages[0], SystemMessage):
         first = messages[0]
-        messages[0] = SystemMessage(
-            system_context(invocation, transcript, first.content), first.extra
-        )
+        content = system_context(invocation, transcript, first.content)
+        if content != first.content:  # else the stored message goes out as it is
+            messages[0] = SystemMessage(content, first.extra)
     else:
         content = system_context(invocation, transcript, invocation.system_prompt)
         if content:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -43,10 +43,6 @@ class RunHook:
     async def on_end(self, run: RunView) -> None:
         """Called once when the run ends, successfully or not."""
 
-    def system_prompt_suffix(self) -> str:
-        """Text appended (deduplicated) to the system prompt, e.g. a memory contract."""
-        return ""
-
 
 @dataclass(frozen=True, slots=True)
 class Invocation:
@@ -68,6 +64,9 @@ class Invocation:
         tool_choice: Passed to the provider when tools are present.
         tool_protocol: ``"native"`` function calling or ``"text"`` (prompted) tool calls.
         session_id: Label tying several calls of one conversation together.
+        answer_check: Checks a final answer (the output contract of ``@llm_function``):
+            ``None`` when it is usable, else the message that asks the model to redo it.
+        max_repairs: How many times a rejected answer is sent back within the run.
     """
 
     llm: LLMInterface
@@ -88,6 +87,8 @@ class Invocation:
     fork_id: str | None = None
     fork_depth: int = 0
     parent_call_id: str | None = None
+    answer_check: Callable[[str], str | None] | None = None
+    max_repairs: int = 0
 
     def tool_named(self, name: str) -> Tool | None:
         """The tool called ``name``, if any."""

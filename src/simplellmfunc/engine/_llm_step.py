@@ -87,26 +87,16 @@ async def call_llm(
     started = time.perf_counter()
     partial: list[str] = []
     response: LLMResponse | None = None
-    with anyio.CancelScope() as scope:
-        remove = abort.add_callback(lambda _reason: scope.cancel()) if abort else None
-        try:
-            if streaming:
-                response = await _stream(invocation, request, emitter, partial)
-            else:
-                response = await invocation.llm.complete(request)
-                if emitter.wants_raw:
-                    await emitter.raw(RawItem(response))
-                elif invocation.stream and response.text:
-                    await _chunk(emitter, response.text, response.text)
-        except ProviderError as exc:
-            await emitter.event(
-                LLMCallErrorEvent(
-                    iteration, type(exc).__name__, str(exc), exc.status, exc.retryable
+    if abort is None:  # nothing can interrupt the call: no cancel scope needed
+        response = await _request(invocation, request, iteration, emitter, partial, streaming)
+    else:
+        with anyio.CancelScope() as scope:
+            remove = abort.add_callback(lambda _reason: scope.cancel())
+            try:
+                response = await _request(
+                    invocation, request, iteration, emitter, partial, streaming
                 )
-            )
-            raise
-        finally:
-            if remove is not None:
+            finally:
                 remove()
     if response is None:
         return LLMOutcome(None, "".join(partial))
@@ -124,6 +114,35 @@ async def call_llm(
             )
         )
     return LLMOutcome(response)
+
+
+async def _request(
+    invocation: Invocation,
+    request: LLMRequest,
+    iteration: int,
+    emitter: Emitter,
+    partial: list[str],
+    streaming: bool,
+) -> LLMResponse:
+    """The provider call itself; a failure is reported as an event and re-raised.
+
+    Raises:
+        ProviderError: When the provider fails.
+    """
+    try:
+        if streaming:
+            return await _stream(invocation, request, emitter, partial)
+        response = await invocation.llm.complete(request)
+        if emitter.wants_raw:
+            await emitter.raw(RawItem(response))
+        elif invocation.stream and response.text:
+            await _chunk(emitter, response.text, response.text)
+        return response
+    except ProviderError as exc:
+        await emitter.event(
+            LLMCallErrorEvent(iteration, type(exc).__name__, str(exc), exc.status, exc.retryable)
+        )
+        raise
 
 
 async def _chunk(emitter: Emitter, text: str, accumulated: str) -> None:

@@ -8,14 +8,14 @@ stream and re-raised in the consumer's task, unchanged, after the run's task gro
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncGenerator, Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
 import anyio
 from anyio.streams.memory import MemoryObjectSendStream
 
-__all__ = ["Finished", "event_pump"]
+__all__ = ["Finished", "Send", "event_pump"]
 
 Send = Callable[[Any], Awaitable[None]]
 
@@ -44,7 +44,7 @@ async def _run(body: Callable[[Send], Awaitable[Any]], send: MemoryObjectSendStr
 
 async def event_pump(
     body: Callable[[Send], Awaitable[Any]], buffer: int = 256
-) -> AsyncIterator[Any]:
+) -> AsyncGenerator[Any, None]:
     """Run ``body(send)`` and yield everything it sends, then a :class:`Finished` item.
 
     Leaving the iteration early cancels the run (use ``contextlib.aclosing`` when breaking
@@ -55,16 +55,23 @@ async def event_pump(
     """
     send, receive = anyio.create_memory_object_stream[Any](buffer)
     failure: Exception | None = None
-    async with anyio.create_task_group() as group:
-        group.start_soon(_run, body, send)
-        try:
-            async with receive:
-                async for item in receive:
-                    if isinstance(item, _Failed):
-                        failure = item.error
-                        break
-                    yield item
-        finally:
-            group.cancel_scope.cancel()
+    try:
+        async with anyio.create_task_group() as group:
+            group.start_soon(_run, body, send)
+            try:
+                async with receive:
+                    async for item in receive:
+                        if isinstance(item, _Failed):
+                            failure = item.error
+                            break
+                        yield item
+            finally:
+                group.cancel_scope.cancel()
+    except BaseExceptionGroup as group_error:
+        # The run catches its own failures, so the group holds what was thrown in at the
+        # ``yield``: GeneratorExit when the consumer closes us early. ``aclose`` needs it bare.
+        if len(group_error.exceptions) == 1:
+            raise group_error.exceptions[0] from None
+        raise
     if failure is not None:
         raise failure

@@ -41,6 +41,12 @@ class _Outcome:
 
 
 @dataclass(frozen=True, slots=True)
+class _Failure:
+    error_type: str
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
 class BatchResult:
     """The mutations of one batch (results in call order, then cancellations)."""
 
@@ -58,6 +64,28 @@ async def run_tool_batch(
 ) -> BatchResult:
     """Run ``calls`` concurrently and return their mutations."""
     outcomes: list[_Outcome | None] = [None] * len(calls)
+    if abort is None:
+        await _run_all(invocation, calls, emitter, abort, outcomes)
+    else:
+        with anyio.CancelScope() as scope:
+            remove = abort.add_callback(lambda _reason: scope.cancel())
+            try:
+                await _run_all(invocation, calls, emitter, abort, outcomes)
+            finally:
+                remove()
+    return _collect(invocation, calls, outcomes, abort)
+
+
+async def _run_all(
+    invocation: Invocation,
+    calls: Sequence[ToolCall],
+    emitter: Emitter,
+    abort: AbortSignal | None,
+    outcomes: list[_Outcome | None],
+) -> None:
+    if len(calls) == 1:  # nothing to run beside it: no task group, no task
+        outcomes[0] = await _run_call(invocation, calls[0], emitter, abort)
+        return
     limiter = (
         anyio.CapacityLimiter(invocation.max_tool_concurrency)
         if invocation.max_tool_concurrency
@@ -71,16 +99,9 @@ async def run_tool_batch(
         async with limiter:
             outcomes[index] = await _run_call(invocation, call, emitter, abort)
 
-    with anyio.CancelScope() as scope:
-        remove = abort.add_callback(lambda _reason: scope.cancel()) if abort else None
-        try:
-            async with anyio.create_task_group() as group:
-                for index, call in enumerate(calls):
-                    group.start_soon(run_one, index, call)
-        finally:
-            if remove is not None:
-                remove()
-    return _collect(invocation, calls, outcomes, abort)
+    async with anyio.create_task_group() as group:
+        for index, call in enumerate(calls):
+            group.start_soon(run_one, index, call)
 
 
 def _collect(
@@ -129,22 +150,40 @@ async def _run_call(
     if arguments is None:
         text = f"Error: the arguments of {call.name} are not valid JSON: {problem}"
         return await _failure(call, emitter, "InvalidArguments", text, started)
-    await emitter.event(ToolCallStartEvent(call.id, call.name, arguments))
-    rendered: RenderedResult | None = None
+    if emitter.wants_events:
+        await emitter.event(ToolCallStartEvent(call.id, call.name, arguments))
     timeout = tool.timeout or invocation.tool_timeout
-    with anyio.move_on_after(timeout) as deadline:
-        try:
-            raw = await tool.invoke(arguments, _context(tool, call, emitter, abort))
-            rendered = await _render(invocation, tool, raw)
-        except Exception as exc:  # boundary: a tool failure becomes a result the model sees
-            return await _failure(call, emitter, type(exc).__name__, render_error(exc), started)
-    if rendered is None or deadline.cancelled_caught:
+    rendered: RenderedResult | _Failure | None = None
+    if timeout is None:  # no deadline: no cancel scope either
+        rendered = await _invoke(invocation, tool, call, emitter, abort, arguments)
+    else:
+        with anyio.move_on_after(timeout):
+            rendered = await _invoke(invocation, tool, call, emitter, abort, arguments)
+    if rendered is None:
         text = f"Error: tool {call.name} timed out after {timeout:g} seconds"
         return await _failure(call, emitter, "Timeout", text, started)
-    await emitter.event(
-        ToolCallEndEvent(call.id, call.name, rendered.text, True, time.perf_counter() - started)
-    )
+    if isinstance(rendered, _Failure):
+        return await _failure(call, emitter, rendered.error_type, rendered.text, started)
+    if emitter.wants_events:
+        duration = time.perf_counter() - started
+        await emitter.event(ToolCallEndEvent(call.id, call.name, rendered.text, True, duration))
     return _Outcome(_mutation(call, rendered), True)
+
+
+async def _invoke(
+    invocation: Invocation,
+    tool: Tool,
+    call: ToolCall,
+    emitter: Emitter,
+    abort: AbortSignal | None,
+    arguments: dict[str, Any],
+) -> RenderedResult | _Failure:
+    """Run the tool and render its result; a tool failure becomes a :class:`_Failure`."""
+    try:
+        raw = await tool.invoke(arguments, _context(tool, call, emitter, abort))
+        return await _render(invocation, tool, raw)
+    except Exception as exc:  # boundary: a tool failure becomes a result the model sees
+        return _Failure(type(exc).__name__, render_error(exc))
 
 
 def _context(
@@ -161,14 +200,16 @@ async def _discard(_event: Any) -> None:
 
 async def _render(invocation: Invocation, tool: Tool, raw: Any) -> RenderedResult:
     value = tool.render(raw)
+    if isinstance(value, str) and len(value) < invocation.tool_result_budget:
+        # Fewer characters than budget tokens is under budget whatever the tokenizer: there
+        # is nothing to count, read or spill, so the text goes out as it is.
+        return RenderedResult(value)
     options: dict[str, Any] = {
         "budget_tokens": invocation.tool_result_budget,
         "too_long_to_file": tool.too_long_to_file,
         "tool_name": tool.name,
         "model": invocation.llm.model_name,
     }
-    if isinstance(value, str) and len(value) < invocation.tool_result_budget:
-        return render_result(value, **options)  # fast path: nothing to count, read or spill
     return await anyio.to_thread.run_sync(lambda: render_result(value, **options))
 
 

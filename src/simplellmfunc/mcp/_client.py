@@ -2,25 +2,18 @@
 
 from __future__ import annotations
 
-import logging
 import os
-from collections.abc import Awaitable, Callable, Mapping, Sequence
-from types import TracebackType
-from typing import TYPE_CHECKING, Any, Self, TypeVar
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Self
 
 import anyio
 import httpx2
 import mcp.types as types
-from anyio.abc import TaskGroup
-from mcp import Client
-from mcp.shared.exceptions import MCPError as SDKError
-from pydantic import ValidationError
 
 from .._abort import AbortSignal
-from ..exceptions import AbortedError, MCPError
 from ..tools import Tool, ToolContext, ToolEventEmitter
 from ._config import HttpSpec, ServerSpec, stdio_spec
-from ._connection import Connection, ListKind, Options, describe, supervise, translate
+from ._link import ServerLink
 from ._names import NameMap
 from ._pages import all_pages
 from ._results import MCPResult, prompt_messages, resource_result, tool_result
@@ -31,16 +24,9 @@ if TYPE_CHECKING:
 
 __all__ = ["MCPToolset"]
 
-logger = logging.getLogger("simplellmfunc.mcp")
-
-T = TypeVar("T")
-
-_CLOSE_TIMEOUT = 8.0  # the stdio shutdown sequence needs up to ~6 s for a stubborn server
-_CLIENT_INFO = types.Implementation(name="simplellmfunc", version="0.1.0")
-_SDK_FAILURES = (SDKError, ValidationError, RuntimeError, httpx2.HTTPError, OSError)
 
 
-class MCPToolset:
+class MCPToolset(ServerLink):
     """One MCP server as a tool provider: put it in ``toolkit=[...]`` next to ``@tool`` functions.
 
     Open it with ``async with toolset:`` (or ``await toolset.connect()`` and later
@@ -75,20 +61,18 @@ class MCPToolset:
         resource_tools: bool = False,
         mode: str = "auto",
     ) -> None:
-        self.spec = spec
-        self.name = name or spec.label
+        super().__init__(
+            spec,
+            name=name,
+            connect_timeout=connect_timeout,
+            max_reconnects=max_reconnects,
+            mode=mode,
+        )
         self.prefix = prefix
         self.timeout = timeout
-        self.max_reconnects = max(1, max_reconnects)
         self.resource_tools = resource_tools
-        self._options = Options(self.name, connect_timeout, mode, _CLIENT_INFO)
-        self._group: TaskGroup | None = None
-        self._owns_group = False
-        self._conn: Connection | None = None
-        self._open_lock = anyio.Lock()
         self._list_lock = anyio.Lock()
         self._tools: tuple[Tool, ...] | None = None
-        self._stale: set[ListKind] = set()
         self.names = NameMap({})
 
     # --- constructors ------------------------------------------------------------------------
@@ -160,135 +144,6 @@ class MCPToolset:
 
     # --- lifecycle ---------------------------------------------------------------------------
 
-    async def __aenter__(self) -> Self:
-        await self.connect()
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.aclose()
-
-    @property
-    def connected(self) -> bool:
-        """Whether the toolset is open (its session may be reconnecting)."""
-        return self._group is not None
-
-    async def connect(self) -> None:
-        """Start (or reach) the server and open the session; a no-op when already open.
-
-        Raises:
-            MCPError: The server could not be started or reached within ``connect_timeout``;
-                nothing is left running.
-        """
-        if self._group is not None:
-            return
-        group = anyio.create_task_group()
-        await group.__aenter__()
-        self._owns_group = True
-        try:
-            await self._attach(group)
-        except BaseException:
-            self._group = None
-            group.cancel_scope.cancel()
-            await group.__aexit__(None, None, None)
-            raise
-
-    async def aclose(self) -> None:
-        """Close the session and stop a stdio server with its whole process group."""
-        group = self._group
-        if group is None:
-            return
-        await self._detach()
-        if self._owns_group:
-            group.cancel_scope.cancel()
-            await group.__aexit__(None, None, None)
-
-    async def _attach(self, group: TaskGroup) -> None:
-        """Open the first session in ``group`` (owned by the caller for a server group)."""
-        self._group = group
-        await self._open(attempts=1)
-
-    async def _detach(self) -> None:
-        conn, self._conn, self._group = self._conn, None, None
-        if conn is None:
-            return
-        conn.close()
-        with anyio.CancelScope(shield=True), anyio.move_on_after(_CLOSE_TIMEOUT):
-            await conn.ended.wait()
-
-    async def _live(self) -> Connection:
-        conn = self._conn
-        if conn is not None and conn.alive:
-            return conn
-        async with self._open_lock:
-            conn = self._conn
-            if conn is not None and conn.alive:
-                return conn
-            return await self._open(self.max_reconnects)
-
-    async def _open(self, attempts: int) -> Connection:
-        group = self._group
-        if group is None:
-            raise MCPError(
-                f"MCP toolset {self.name} is not open: use 'async with toolset:' "
-                "or 'await toolset.connect()' first"
-            )
-        failure: Exception | None = None
-        for attempt in range(attempts):
-            if attempt:
-                await anyio.sleep(min(0.25 * 2 ** (attempt - 1), 2.0))
-            try:
-                conn: Connection = await group.start(
-                    supervise, self.spec, self._options, self._changed
-                )
-            except Exception as exc:  # boundary: why the server could not be reached
-                failure = exc
-                logger.warning("MCP server %s: cannot connect: %s", self.name, describe(exc))
-                continue
-            if self._conn is not None:
-                self._stale.update(("tools", "prompts", "resources"))  # a new session
-            self._conn = conn
-            return conn
-        reason = describe(failure) if failure is not None else "unknown"
-        if isinstance(failure, TimeoutError):
-            reason = f"no answer within {self._options.connect_timeout:g} s"
-        tries = f" after {attempts} attempts" if attempts > 1 else ""
-        raise MCPError(f"cannot connect to MCP server {self.name}{tries}: {reason}") from failure
-
-    def _changed(self, kind: ListKind) -> None:
-        self._stale.add(kind)
-
-    # --- requests ----------------------------------------------------------------------------
-
-    async def _request(
-        self,
-        what: str,
-        send: Callable[[Client], Awaitable[T]],
-        abort: AbortSignal | None = None,
-    ) -> T:
-        """Send one request on the live session, reconnecting first if it was lost.
-
-        Raises:
-            MCPError: Saying what failed, on which server, and why.
-            AbortedError: When ``abort`` fires first; the server is told to cancel.
-        """
-        for attempt in range(2):
-            conn = await self._live()
-            try:
-                return await _abortable(send(conn.client), abort)
-            except _SDK_FAILURES as exc:
-                failure = translate(exc, what, self.name)
-                if failure.lost:
-                    conn.close()
-                if failure.unsent and attempt == 0:
-                    continue
-                raise failure.error from exc
-        raise AssertionError("unreachable")
-
     async def _call_tool(
         self, tool: MCPTool, arguments: dict[str, Any], context: ToolContext | None
     ) -> MCPResult:
@@ -336,7 +191,9 @@ class MCPToolset:
             ToolDefinitionError: When two tools map to the same model-facing name.
         """
         tools = self._tools
-        if tools is not None and "tools" not in self._stale:
+        # The resource tools list the server's resources and prompts in their descriptions.
+        watched = {"tools", "resources", "prompts"} if self.resource_tools else {"tools"}
+        if tools is not None and not watched & self._stale:
             return tools
         return await self.refresh()
 
@@ -350,7 +207,7 @@ class MCPToolset:
         from ._extras import extra_tools
 
         async with self._list_lock:
-            self._stale.discard("tools")
+            self._stale.difference_update(("tools", "resources", "prompts"))
             specs = await all_pages(
                 lambda cursor: self._request(
                     "tools/list", lambda client: client.list_tools(cursor=cursor)
@@ -419,34 +276,9 @@ class MCPToolset:
         )
         return prompt_messages(result)
 
-    @property
-    def server_info(self) -> types.Implementation | None:
-        """The server's name and version, once connected."""
-        conn = self._conn
-        return conn.client.server_info if conn is not None and conn.alive else None
-
-    @property
-    def instructions(self) -> str | None:
-        """The server's instructions for using it, once connected."""
-        conn = self._conn
-        return conn.client.instructions if conn is not None and conn.alive else None
-
     def __repr__(self) -> str:
         state = "open" if self._group is not None else "closed"
         return f"<MCPToolset {self.name!r} {state}>"
-
-
-async def _abortable(request: Awaitable[T], abort: AbortSignal | None) -> T:
-    if abort is None:
-        return await request
-    with anyio.CancelScope() as scope:
-        remove = abort.add_callback(lambda _reason: scope.cancel())
-        try:
-            return await request
-        finally:
-            remove()
-    # Only reached when the abort cancelled the scope; the SDK told the server to cancel.
-    raise AbortedError(abort.reason)
 
 
 def _progress_callback(emitter: ToolEventEmitter, server: str, tool: str) -> Any:

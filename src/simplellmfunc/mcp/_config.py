@@ -30,13 +30,12 @@ __all__ = [
 
 #: Host variables a stdio server inherits; everything else (API keys, tokens) stays private
 #: unless passed in ``env`` or named in ``inherit_env``.
-DEFAULT_ENV_ALLOWLIST: tuple[str, ...] = (
-    ("APPDATA", "HOMEDRIVE", "HOMEPATH", "LOCALAPPDATA", "PATH", "PATHEXT", "SYSTEMDRIVE")
-    + ("SYSTEMROOT", "TEMP", "TMP", "USERNAME", "USERPROFILE", "PROCESSOR_ARCHITECTURE")
-    if sys.platform == "win32"
-    else ("HOME", "LOGNAME", "USER", "PATH", "SHELL", "TERM", "TMPDIR", "TZ")
-    + ("LANG", "LANGUAGE", "LC_ALL", "LC_CTYPE", "LC_MESSAGES")
-)
+_WINDOWS_ENV: tuple[str, ...] = ("APPDATA", "HOMEDRIVE", "HOMEPATH", "LOCALAPPDATA", "PATH")
+_WINDOWS_ENV += ("PATHEXT", "PROCESSOR_ARCHITECTURE", "SYSTEMDRIVE", "SYSTEMROOT", "TEMP", "TMP")
+_WINDOWS_ENV += ("USERNAME", "USERPROFILE")
+_POSIX_ENV: tuple[str, ...] = ("HOME", "LOGNAME", "USER", "PATH", "SHELL", "TERM", "TMPDIR", "TZ")
+_POSIX_ENV += ("LANG", "LANGUAGE", "LC_ALL", "LC_CTYPE", "LC_MESSAGES")
+DEFAULT_ENV_ALLOWLIST: tuple[str, ...] = _WINDOWS_ENV if sys.platform == "win32" else _POSIX_ENV
 
 
 @dataclass(frozen=True, slots=True)

@@ -163,17 +163,19 @@ def _logging_callback(label: str) -> Any:
 async def _listen(client: Client, on_changed: OnChanged, label: str) -> None:
     """Follow list changes on a 2026-era session (they only arrive on a listen stream)."""
     caps = client.server_capabilities
-    wanted = {
-        "tools_list_changed": bool(caps.tools and caps.tools.list_changed),
-        "prompts_list_changed": bool(caps.prompts and caps.prompts.list_changed),
-        "resources_list_changed": bool(caps.resources and caps.resources.list_changed),
-    }
-    if not any(wanted.values()):
+    tools = bool(caps.tools and caps.tools.list_changed)
+    prompts = bool(caps.prompts and caps.prompts.list_changed)
+    resources = bool(caps.resources and caps.resources.list_changed)
+    if not (tools or prompts or resources):
         return
     failures = 0
     while failures < _LISTEN_FAILURES:
         try:
-            async with client.listen(**wanted) as subscription:
+            async with client.listen(
+                tools_list_changed=tools,
+                prompts_list_changed=prompts,
+                resources_list_changed=resources,
+            ) as subscription:
                 failures = 0
                 async for event in subscription:
                     on_changed(_event_kind(event))

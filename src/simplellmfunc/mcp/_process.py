@@ -155,7 +155,8 @@ class _Pipes:
 
     async def watch_exit(self) -> None:
         """End the session when the server exits, even if a descendant holds stdout open."""
-        while self.process.returncode is None:
+        # Polling: nothing signals the exit without also waiting for the pipes to close.
+        while self.process.returncode is None:  # noqa: ASYNC110
             await anyio.sleep(_WATCH_INTERVAL)
         with anyio.move_on_after(_EOF_GRACE):
             await self.reader_done.wait()
@@ -256,14 +257,14 @@ async def stop_process_group(process: Process) -> None:
 async def _wait_exit(process: Process, timeout: float) -> bool:
     # Not process.wait(): on asyncio it also waits for pipe EOF, which a descendant can hold.
     with anyio.move_on_after(timeout):
-        while process.returncode is None:
+        while process.returncode is None:  # noqa: ASYNC110
             await anyio.sleep(_POLL)
     return process.returncode is not None
 
 
 async def _wait_group_gone(pgid: int, timeout: float) -> bool:
     with anyio.move_on_after(timeout):
-        while _signal_group(pgid, 0):
+        while _signal_group(pgid, 0):  # noqa: ASYNC110 - a group's end has no event to wait on
             await anyio.sleep(_POLL)
         return True
     return False

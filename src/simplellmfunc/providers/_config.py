@@ -6,11 +6,12 @@ import json
 import os
 from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
 from ..exceptions import ConfigError
+from ._retry import RetryPolicy
 
 if TYPE_CHECKING:
     from ._openai import OpenAICompatible
@@ -24,10 +25,10 @@ class _ModelEntry(BaseModel):
     model_config = ConfigDict(extra="allow")
 
     model_name: str = Field(min_length=1)
-    api_keys: list[str] = Field(min_length=1)
+    api_keys: list[Annotated[str, Field(min_length=1)]] = Field(min_length=1)
     base_url: str = Field(min_length=1)
     max_retries: int = Field(default=2, ge=0)
-    retry_delay: float | None = None
+    retry_delay: float | None = Field(default=None, gt=0)
     rate_limit_capacity: float | None = Field(default=None, gt=0)
     rate_limit_refill_rate: float = Field(default=1.0, gt=0)
     timeout: float = Field(default=600.0, gt=0)
@@ -65,7 +66,11 @@ def load_provider_json(
     result: dict[str, dict[str, OpenAICompatible]] = {}
     for provider, entries in parsed.items():
         models = result.setdefault(provider, {})
-        for entry in entries:
+        for n, entry in enumerate(entries):
+            if entry.model_name in models:
+                raise ConfigError(
+                    f"{file}: {provider}[{n}].model_name: duplicate model {entry.model_name!r}"
+                )
             models[entry.model_name] = _build(cls, provider, entry)
     return result
 
@@ -79,11 +84,15 @@ def _loc(loc: tuple[Any, ...]) -> str:
 
 def _build(cls: type[OpenAICompatible], provider: str, entry: _ModelEntry) -> OpenAICompatible:
     extra = dict(entry.model_extra or {})
+    retry = None
+    if entry.retry_delay is not None:  # the first backoff delay, in seconds
+        retry = RetryPolicy(max_retries=entry.max_retries, initial_delay=entry.retry_delay)
     return cls(
         entry.api_keys,
         entry.model_name,
         entry.base_url,
         max_retries=entry.max_retries,
+        retry_policy=retry,
         timeout=entry.timeout,
         rate_limit_capacity=entry.rate_limit_capacity,
         rate_limit_refill_rate=entry.rate_limit_refill_rate,

@@ -297,8 +297,7 @@ class HTTPTransport:
         if anyio.current_time() + delay >= deadline:
             raise error  # the last real error says more than a timeout would
         logger.info(
-            "%s: %s; retry %d/%d in %.3fs",
-            self.provider,
+            "%s; retry %d/%d in %.3fs",
             error.message,
             attempt,
             self.retry.max_retries,

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import json
 from collections.abc import AsyncGenerator, AsyncIterator, Mapping, Sequence
+from contextlib import aclosing
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import anyio
 import httpx
@@ -14,7 +15,6 @@ import httpx
 from .._messages import AssistantMessage
 from .._usage import Usage
 from ..exceptions import (
-    ProviderConnectionError,
     ProviderError,
     ProviderTimeoutError,
     StreamError,
@@ -41,6 +41,8 @@ from ._sse import SSEDecoder
 from ._tokens import count_message_tokens, count_text_tokens
 
 __all__ = ["OpenAICompatible"]
+
+_DRAIN_SECONDS = 1.0
 
 
 def _pool(keys: str | Sequence[str] | APIKeyPool | None, provider: str) -> APIKeyPool | None:
@@ -196,26 +198,29 @@ class OpenAICompatible(LLMInterface):
         deadline = self._http.deadline(request.timeout)
         started = False
         try:
-            async for event in self._stream_once(request, deadline):
-                started = True
-                yield event
+            async with aclosing(self._stream_once(request, deadline)) as events:
+                async for event in events:
+                    started = True
+                    yield event
         except ProviderError as exc:
             rejected = exc.status == 400 and "stream_options" in str(exc)
             if started or not (self._stream_usage and rejected):
                 raise
             self._stream_usage = False  # this server refuses include_usage: count locally
-            async for event in self._stream_once(request, deadline):
-                yield event
+            async with aclosing(self._stream_once(request, deadline)) as events:
+                async for event in events:
+                    yield event
 
     async def _stream_once(
         self, request: LLMRequest, deadline: float
-    ) -> AsyncIterator[StreamEvent]:
+    ) -> AsyncGenerator[StreamEvent, None]:
         async with self._http.open(
             "/chat/completions", self._body(request, True), deadline
         ) as response:
             state = _StreamState(self, request, response.headers.get("x-request-id"))
-            async for event in state.events(response, deadline):
-                yield event
+            async with aclosing(state.events(response, deadline)) as events:
+                async for event in events:
+                    yield event
 
     def __repr__(self) -> str:
         pool = self._http.keys
@@ -267,18 +272,23 @@ class _StreamState:
         self.finish_reason: str | None = None
         self.model = ""
 
-    async def events(self, response: httpx.Response, deadline: float) -> AsyncIterator[StreamEvent]:
+    async def events(
+        self, response: httpx.Response, deadline: float
+    ) -> AsyncGenerator[StreamEvent, None]:
         decoder = SSEDecoder()
         done = False
-        async for chunk in _read_chunks(self.llm, response, deadline):
-            for sse in decoder.feed(chunk):
-                if sse.data == "[DONE]":
-                    done = True
+        async with aclosing(_read_chunks(self.llm, response, deadline)) as chunks:
+            async for chunk in chunks:
+                for sse in decoder.feed(chunk):
+                    if sse.data == "[DONE]":
+                        done = True
+                        break
+                    for event in self._handle(sse.event, sse.data):
+                        yield event
+                if done:
                     break
-                for event in self._handle(sse.event, sse.data):
-                    yield event
             if done:
-                break
+                await _drain(chunks, deadline)
         if not done and self.finish_reason is None:
             raise StreamError(
                 f"{self.llm.provider_name}: stream ended before the reply was complete",
@@ -301,11 +311,18 @@ class _StreamState:
         if not choices:
             return out
         choice = choices[0]
-        delta = choice.get("delta") or {}
-        if reasoning := delta.get("reasoning_content") or delta.get("reasoning"):
+        delta = choice.get("delta") if isinstance(choice, dict) else None
+        if not isinstance(delta, dict):
+            if choice.get("finish_reason") if isinstance(choice, dict) else False:
+                self.finish_reason = choice["finish_reason"]
+                return out
+            raise _stream_error(self.llm.provider_name, "chunk without a delta", self.request_id)
+        reasoning = delta.get("reasoning_content") or delta.get("reasoning")
+        if reasoning and isinstance(reasoning, str):
             self.reasoning.append(reasoning)
             out.append(ReasoningDelta(reasoning))
-        if text := delta.get("content"):
+        text = delta.get("content")
+        if text and isinstance(text, str):
             self.text.append(text)
             out.append(TextDelta(text))
         for raw_call in delta.get("tool_calls") or ():
@@ -335,45 +352,76 @@ class _StreamState:
         return response
 
 
-def _decode_chunk(provider: str, event: str, data: str, request_id: str | None) -> dict[str, Any]:
-    def fail(message: str) -> StreamError:
-        return StreamError(
-            f"{provider}: {message}", status=200, request_id=request_id, provider=provider
-        )
+def _stream_error(
+    provider: str, message: str, request_id: str | None, *, retryable: bool = False
+) -> StreamError:
+    return StreamError(
+        f"{provider}: {message}",
+        status=200,
+        request_id=request_id,
+        retryable=retryable,
+        provider=provider,
+    )
 
+
+def _decode_chunk(provider: str, event: str, data: str, request_id: str | None) -> dict[str, Any]:
     if event == "error":
-        raise fail(f"error event in stream: {data[:300]}")
+        raise _stream_error(provider, f"error event in stream: {data[:300]}", request_id)
     try:
         chunk = json.loads(data)
     except ValueError:
-        raise fail(f"malformed stream chunk: {data[:120]!r}") from None
+        message = f"malformed stream chunk: {data[:120]!r}"
+        raise _stream_error(provider, message, request_id) from None
     if not isinstance(chunk, dict):
-        raise fail(f"stream chunk is not an object: {data[:120]!r}")
+        raise _stream_error(provider, f"stream chunk is not an object: {data[:120]!r}", request_id)
     if chunk.get("error"):
-        raise fail(f"error in stream: {str(chunk['error'])[:300]}")
+        raise _stream_error(provider, f"error in stream: {str(chunk['error'])[:300]}", request_id)
     return chunk
 
 
 async def _read_chunks(
     llm: OpenAICompatible, response: httpx.Response, deadline: float
-) -> AsyncIterator[bytes]:
-    """Raw body chunks, each read under what is left of the call's deadline."""
-    iterator = response.aiter_raw()
-    while True:
-        try:
-            with anyio.fail_after(max(deadline - anyio.current_time(), 0)):
-                chunk = await anext(iterator)
-        except StopAsyncIteration:
-            return
-        except TimeoutError:
-            raise ProviderTimeoutError(
-                f"{llm.provider_name}: call deadline passed while streaming",
-                provider=llm.provider_name,
-            ) from None
-        except httpx.HTTPError as exc:
-            raise ProviderConnectionError(
-                f"{llm.provider_name}: stream broken: {type(exc).__name__}",
-                status=200,
-                provider=llm.provider_name,
-            ) from exc
-        yield chunk
+) -> AsyncGenerator[bytes, None]:
+    """Decoded body chunks, each read under what is left of the call's deadline.
+
+    ``aiter_bytes`` (not ``aiter_raw``) undoes a ``Content-Encoding`` such as gzip, which some
+    proxies apply even to event streams.
+    """
+    # httpx types it as an AsyncIterator, but it is an async generator: close it here, or the
+    # loop's finalizer hook closes it later in a task of its own.
+    body = cast("AsyncGenerator[bytes, None]", response.aiter_bytes())
+    async with aclosing(body) as iterator:
+        while True:
+            try:
+                with anyio.fail_after(max(deadline - anyio.current_time(), 0)):
+                    chunk = await anext(iterator)
+            except StopAsyncIteration:
+                return
+            except TimeoutError:
+                raise ProviderTimeoutError(
+                    f"{llm.provider_name}: call deadline passed while streaming",
+                    status=200,
+                    request_id=response.headers.get("x-request-id"),
+                    provider=llm.provider_name,
+                ) from None
+            except httpx.HTTPError as exc:
+                # The response had arrived: a broken stream, which a new call may not hit.
+                raise _stream_error(
+                    llm.provider_name,
+                    f"stream broken: {type(exc).__name__}",
+                    response.headers.get("x-request-id"),
+                    retryable=True,
+                ) from exc
+            yield chunk
+
+
+async def _drain(chunks: AsyncIterator[bytes], deadline: float) -> None:
+    """Read what follows ``[DONE]`` (normally only the end of the chunked body).
+
+    A fully read response returns its connection to the pool for keep-alive; one closed early
+    costs a new connection on the next call. A server that keeps talking after ``[DONE]`` gets a
+    short grace period, then the connection is dropped.
+    """
+    with anyio.move_on_after(min(_DRAIN_SECONDS, max(deadline - anyio.current_time(), 0))):
+        async for _ in chunks:
+            pass

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import uuid
 from collections.abc import Mapping
 from typing import Any
 
@@ -77,12 +78,22 @@ def build_chat_body(
 
 def _tool_calls(raw: Any) -> tuple[ToolCall, ...]:
     calls = []
+    prefix = ""
     for n, item in enumerate(raw or ()):
-        fn = item.get("function") or {}
+        if not isinstance(item, dict):
+            continue
+        fn = item.get("function")
+        fn = fn if isinstance(fn, dict) else {}
         arguments = fn.get("arguments", "")
         if not isinstance(arguments, str):  # some servers send an object
             arguments = json.dumps(arguments, ensure_ascii=False)
-        calls.append(ToolCall(item.get("id") or f"call_{n}", fn.get("name") or "", arguments))
+        call_id = item.get("id")
+        if not call_id or not isinstance(call_id, str):
+            # Made-up ids must not repeat across the turns of a conversation (a history may not
+            # reuse a tool-call id): the same scheme as the stream assembler's.
+            prefix = prefix or f"call_{uuid.uuid4().hex[:12]}_"
+            call_id = f"{prefix}{n}"
+        calls.append(ToolCall(call_id, str(fn.get("name") or ""), arguments))
     return tuple(calls)
 
 

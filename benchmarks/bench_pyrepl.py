@@ -1,0 +1,186 @@
+"""PyRepl speed and footprint, against raw jupyter_client on the same machine in the same run.
+
+Measures: kernel cold start (PyRepl vs a bare AsyncKernelManager), the warm ``execute("1+1")``
+round trip against ``AsyncKernelClient.execute_interactive`` (target: within 1.5x), kernel RSS,
+16 instances running 20 cells each at once (wall time, failures), and how soon a PyRepl taking
+a kernel from a warm KernelPool is ready (target: well under 100 ms).
+"""
+
+from __future__ import annotations
+
+import os
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import anyio
+import psutil
+from jupyter_client.manager import AsyncKernelManager
+
+from simplellmfunc.builtin._kernel_pool import KernelPool
+from simplellmfunc.builtin._pyrepl import PyRepl
+
+WARM_CALLS = 300
+INSTANCES = 16
+CELLS = 20
+LOGS = tempfile.mkdtemp(prefix="bench-pyrepl-logs-")
+
+
+async def timed(call: Callable[[], Awaitable[Any]]) -> float:
+    start = time.perf_counter()
+    await call()
+    return time.perf_counter() - start
+
+
+async def raw_kernel() -> tuple[Any, Any]:
+    """A bare kernel configured like PyRepl's (IPC sockets, no history database)."""
+    directory = tempfile.mkdtemp(prefix="bench-raw-")
+    km = AsyncKernelManager(
+        kernel_name="python3",
+        transport="ipc",
+        ip=os.path.join(directory, "ipc"),
+        connection_file=os.path.join(directory, "kernel.json"),
+    )
+    await km.start_kernel(
+        extra_arguments=["--HistoryManager.enabled=False"],
+        env={**os.environ, "IPYTHONDIR": os.path.join(directory, "ipython")},
+    )
+    client = km.client()
+    client.start_channels()
+    await client.wait_for_ready(timeout=60)
+    return km, client
+
+
+async def minimal_round_trip(client: Any) -> None:
+    """The floor: send execute_request, read IOPub until idle, read the reply; nothing else."""
+    msg_id = client.execute("1+1")
+    while True:
+        msg = await client.get_iopub_msg()
+        if (
+            msg["parent_header"].get("msg_id") == msg_id
+            and msg["msg_type"] == "status"
+            and msg["content"]["execution_state"] == "idle"
+        ):
+            break
+    while (await client.get_shell_msg())["parent_header"].get("msg_id") != msg_id:
+        pass
+
+
+async def cold_start(rows: list[tuple[str, str, str]]) -> None:
+    ours, raw = [], []
+    for _ in range(3):
+        repl = PyRepl(log_dir=LOGS)
+        ours.append(await timed(repl.start))
+        await repl.close()
+        start = time.perf_counter()
+        km, client = await raw_kernel()
+        raw.append(time.perf_counter() - start)
+        client.stop_channels()
+        await km.shutdown_kernel(now=True)
+    ours_s, raw_s = statistics.median(ours), statistics.median(raw)
+    rows.append(("cold start (median of 3)", f"{ours_s * 1000:.0f} ms", f"{ours_s / raw_s:.2f}x"))
+    rows.append(("  raw AsyncKernelManager start", f"{raw_s * 1000:.0f} ms", "1.00x"))
+
+
+async def warm_execute(rows: list[tuple[str, str, str]]) -> None:
+    km, client = await raw_kernel()
+    async with PyRepl(log_dir=LOGS) as repl:
+        for _ in range(20):
+            await repl.execute("1+1")
+            await client.execute_interactive("1+1", output_hook=lambda msg: None)
+        ours, raw, floor = [], [], []
+        # Interleaved so that all three see the same machine load.
+        for _ in range(WARM_CALLS):
+            ours.append(await timed(lambda: repl.execute("1+1")))
+            raw.append(
+                await timed(lambda: client.execute_interactive("1+1", output_hook=lambda m: None))
+            )
+            floor.append(await timed(lambda: minimal_round_trip(client)))
+        kernel = psutil.Process(repl._session.pid) if repl._session else None
+        rss = kernel.memory_info().rss if kernel else 0
+        uss = kernel.memory_full_info().uss if kernel else 0
+    client.stop_channels()
+    await km.shutdown_kernel(now=True)
+    ours_ms, raw_ms = statistics.median(ours) * 1000, statistics.median(raw) * 1000
+    rows.append(
+        (f"warm execute('1+1') (median of {WARM_CALLS})", f"{ours_ms:.2f} ms",
+         f"{ours_ms / raw_ms:.2f}x")
+    )  # fmt: skip
+    rows.append(("  raw execute_interactive", f"{raw_ms:.2f} ms", "1.00x"))
+    floor_ms = statistics.median(floor) * 1000
+    rows.append(
+        (
+            "  minimal raw round trip (floor)",
+            f"{floor_ms:.2f} ms",
+            f"ours {ours_ms / floor_ms:.2f}x",
+        )
+    )
+    p90 = statistics.quantiles(ours, n=10)[-1] * 1000
+    raw_p90 = statistics.quantiles(raw, n=10)[-1] * 1000
+    rows.append(("  p90 ours / raw", f"{p90:.2f} / {raw_p90:.2f} ms", f"{p90 / raw_p90:.2f}x"))
+    rows.append(("kernel RSS / USS", f"{rss / 2**20:.0f} / {uss / 2**20:.0f} MiB", ""))
+
+
+async def many_instances(rows: list[tuple[str, str, str]]) -> None:
+    repls = [PyRepl(log_dir=LOGS) for _ in range(INSTANCES)]
+    failures: list[str] = []
+
+    async def work(index: int, repl: PyRepl) -> None:
+        for cell in range(CELLS):
+            result = await repl.execute(f"value = {index} * 1000 + {cell}\nvalue * 2")
+            expected = str((index * 1000 + cell) * 2)
+            if not result["success"] or result["return_value"] != expected:
+                failures.append(f"repl {index} cell {cell}: {result['error']}")
+
+    try:
+        start = time.perf_counter()
+        async with anyio.create_task_group() as tg:
+            for repl in repls:
+                tg.start_soon(repl.start)
+        started = time.perf_counter() - start
+        start = time.perf_counter()
+        async with anyio.create_task_group() as tg:
+            for index, repl in enumerate(repls):
+                tg.start_soon(work, index, repl)
+        ran = time.perf_counter() - start
+    finally:
+        for repl in repls:
+            await repl.close()
+    rows.append((f"{INSTANCES} instances: start all at once", f"{started * 1000:.0f} ms", ""))
+    rows.append(
+        (f"{INSTANCES} x {CELLS} cells at once (wall)", f"{ran * 1000:.0f} ms",
+         f"{len(failures)} failures")
+    )  # fmt: skip
+    for failure in failures[:5]:
+        print("FAILURE:", failure, file=sys.stderr)
+
+
+async def pool_ready(rows: list[tuple[str, str, str]]) -> None:
+    ready, first = [], []
+    async with KernelPool(size=2) as pool:
+        for _ in range(5):
+            await pool.wait_ready()
+            repl = PyRepl(pool=pool, log_dir=LOGS)
+            ready.append(await timed(repl.start))
+            first.append(await timed(lambda r=repl: r.execute("1+1")))  # type: ignore[misc]
+            await repl.close()
+    ms = statistics.median(ready) * 1000
+    rows.append(("pool-warm PyRepl ready (median of 5)", f"{ms:.1f} ms", "target < 100 ms"))
+    rows.append(("  + its first execute('1+1')", f"{statistics.median(first) * 1000:.1f} ms", ""))
+
+
+async def main() -> None:
+    rows: list[tuple[str, str, str]] = []
+    for step in (cold_start, warm_execute, many_instances, pool_ready):
+        await step(rows)
+    width = max(len(r[0]) for r in rows)
+    print(f"{'measure':<{width}}  {'value':>20}  ratio / note")
+    for name, value, note in rows:
+        print(f"{name:<{width}}  {value:>20}  {note}")
+
+
+if __name__ == "__main__":
+    anyio.run(main)

@@ -1,0 +1,150 @@
+"""The model-facing tools of a PyRepl: ``execute_code``, ``reset_repl``, ``list_variables``.
+
+Calling a tool returns the raw result (the dict of ``PyRepl.execute``); :meth:`render` turns it
+into what the model reads: a concise text, or ``(text, [images])`` when the code showed images.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING, Any
+
+from .._abort import AbortSignal
+from .._content import ImgPath, ImgUrl
+from ..exceptions import ContentError
+from ..tools._emitter import ToolEventEmitter
+from ..tools._tool import Tool
+
+if TYPE_CHECKING:
+    from ._pyrepl import PyRepl
+
+__all__ = ["ExecuteCodeTool", "ListVariablesTool", "ResetReplTool", "render_execution"]
+
+EXECUTE_DESCRIPTION = """\
+Run Python code in a persistent IPython REPL (a Jupyter kernel) and return its output.
+Variables, imports and function definitions persist between calls, so work step by step: run a \
+small snippet, look at the result, then continue. Write direct snippets, not standalone scripts: \
+do not wrap code in `if __name__ == "__main__":` and do not re-define what already exists. The \
+value of the last expression is returned (like a notebook cell); use print() for anything else \
+you need to see. Top-level `await`, IPython magics (%timeit, !ls) and display() work; images \
+shown with display() or returned as the last expression are attached for you to look at. \
+input() is supported when a user is attached to answer it; otherwise pass values in the code. \
+Errors report the line and column in your code. Very long output is cut to its head and tail, \
+with the full text saved to a file whose path is given. Each run has an active-time limit; a \
+run that times out is interrupted (variables are kept). Files are read and written relative to \
+the REPL's working directory."""
+
+RESET_DESCRIPTION = """\
+Reset the Python REPL: delete every variable, function and import you defined. Use it to start \
+over from a clean namespace. It only affects REPL variables: the attached self_reference object \
+and its memory, and the runtime primitives, are kept (forgetting memory is done through \
+self_reference, not by resetting)."""
+
+LIST_DESCRIPTION = """\
+List the variables currently defined in the Python REPL, as [{"name", "type"}]. Private names \
+(starting with "_"), IPython's own names and the self_reference / runtime objects are left out."""
+
+
+class ExecuteCodeTool(Tool):
+    """``execute_code``: run code in the REPL."""
+
+    def __init__(self, repl: PyRepl) -> None:
+        self._repl = repl
+        super().__init__(name="execute_code", description=EXECUTE_DESCRIPTION)
+
+    async def run(
+        self,
+        code: str,
+        event_emitter: ToolEventEmitter | None = None,
+        abort_signal: AbortSignal | None = None,
+    ) -> dict[str, Any]:
+        """Run Python code in the persistent REPL.
+
+        Args:
+            code: The Python code to run (IPython syntax: magics and top-level await work).
+        """
+        return await self._repl.execute(
+            code, event_emitter=event_emitter, abort_signal=abort_signal
+        )
+
+    def render(self, result: Any) -> Any:
+        """The model's view: a text summary, plus the images when there are any."""
+        if not isinstance(result, dict):
+            return result
+        return render_execution(result)
+
+
+class ResetReplTool(Tool):
+    """``reset_repl``: clear the REPL namespace."""
+
+    def __init__(self, repl: PyRepl) -> None:
+        self._repl = repl
+        super().__init__(name="reset_repl", description=RESET_DESCRIPTION)
+
+    async def run(self) -> str:
+        """Clear REPL variables (self_reference and runtime primitives are kept)."""
+        return await self._repl.reset()
+
+
+class ListVariablesTool(Tool):
+    """``list_variables``: what the REPL namespace holds."""
+
+    def __init__(self, repl: PyRepl) -> None:
+        self._repl = repl
+        super().__init__(name="list_variables", description=LIST_DESCRIPTION)
+
+    async def run(self) -> list[dict[str, str]]:
+        """List user variables with their type names."""
+        return await self._repl.list_variables()
+
+    def render(self, result: Any) -> Any:
+        """JSON text (an empty namespace says so)."""
+        if isinstance(result, list) and not result:
+            return "No variables are defined."
+        return json.dumps(result, ensure_ascii=False)
+
+
+def _images(artifacts: list[dict[str, Any]]) -> tuple[list[ImgUrl | ImgPath], list[str]]:
+    images: list[ImgUrl | ImgPath] = []
+    problems = []
+    for artifact in artifacts:
+        detail = artifact.get("detail", "auto")
+        try:
+            if "data" in artifact:
+                url = f"data:{artifact['mime_type']};base64,{artifact['data']}"
+                images.append(ImgUrl(url.replace("\n", ""), detail))
+            elif "path" in artifact:
+                images.append(ImgPath(artifact["path"], detail))
+            elif "url" in artifact:
+                images.append(ImgUrl(artifact["url"], detail))
+        except ContentError as exc:
+            problems.append(str(exc))
+    return images, problems
+
+
+def render_execution(result: dict[str, Any]) -> str | tuple[str, list[ImgUrl | ImgPath]]:
+    """Summarise an execution result for the model (text, or text and images)."""
+    parts: list[str] = []
+    if result.get("notice"):
+        parts.append(f"Note: {result['notice']}")
+    took = f"{result.get('execution_time_ms', 0):.0f} ms"
+    parts.append(f"Execution {'succeeded' if result.get('success') else 'failed'} ({took}).")
+    for key, title in (("stdout", "stdout"), ("stderr", "stderr")):
+        text = result.get(key) or ""
+        if text.strip():
+            parts.append(f"[{title}]\n{text.rstrip()}")
+    if result.get("return_value") is not None:
+        parts.append(f"[return value]\n{result['return_value']}")
+    if result.get("error"):
+        parts.append(f"[error]\n{result['error']}")
+        details = result.get("error_details") or {}
+        trace = details.get("user_traceback")
+        if trace and trace.count("\n  ") > 1:
+            parts.append(f"[traceback]\n{trace}")
+    images, problems = _images(result.get("artifacts") or [])
+    for problem in problems:
+        parts.append(f"[image not attached] {problem}")
+    if images:
+        parts.append(f"[images] {len(images)} image(s) attached below.")
+    text = "\n".join(parts)
+    return (text, images) if images else text

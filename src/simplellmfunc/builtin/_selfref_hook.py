@@ -1,0 +1,212 @@
+"""The run hook that binds an ``@llm_chat`` turn to a SelfReference memory key.
+
+What a turn does with memory (the documented contract):
+
+* **Start** (first ``before_llm_call``): the conversation is the caller's ``history`` when it has
+  messages besides the system prompt, otherwise the history stored under the key. The system
+  prompt is the stored one when the key has one (so ``set/append_system_prompt`` persist), else
+  the decorator's. The memory contract is appended to it once (any older copy, recognised by its
+  heading, is removed first). Stored experiences are replayed into the transcript with their ids.
+  The resulting conversation (user message included) is written to the key before any tool runs,
+  so an empty key is seeded with the system prompt.
+* **During the turn**: memory edits are recorded as pending edits and become ContextMutations at
+  the next hook point (after the tool batch): ``ExperienceRemember/Forget`` for experiences,
+  ``ContextSummaryMutation`` for compaction, then one ``ContextReplaceMutation`` carrying the
+  edited stored history plus the turn's messages since the last sync (after a compaction those
+  are dropped: the summary replaces them). After every tool batch the transcript is written back.
+* **End** (``on_end``): the final transcript is written to the key, so the returned history and
+  the stored one agree. Edits made in a batch that an abort cut short reach the store, not the
+  returned history.
+
+The stored system prompt never contains the contract; the transcript's (and the returned
+history's) does.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+import anyio.to_thread
+
+from .._messages import (
+    Message,
+    SystemMessage,
+    history_from_dicts,
+    history_to_dicts,
+    message_from_dict,
+)
+from .._mutations import (
+    ContextMutation,
+    ContextReplaceMutation,
+    ExperienceForgetMutation,
+    ExperienceRememberMutation,
+)
+from ..engine._invocation import RunHook, RunView
+from ..exceptions import InvalidHistoryError
+from ._selfref_store import KeyState
+
+if TYPE_CHECKING:
+    from ._selfref import SelfReference
+
+__all__ = ["CONTRACT_HEADING", "SelfReferenceHook", "memory_contract", "strip_contract"]
+
+CONTRACT_HEADING = "## SelfReference Memory Contract"
+
+
+def memory_contract(key: str) -> str:
+    """The text appended to the system prompt of a turn bound to ``key``."""
+    mem = f'self_reference.memory["{key}"]'
+    return f"""{CONTRACT_HEADING}
+Your conversation memory is stored under the key "{key}". Inside `execute_code`, `{mem}` edits it:
+- Read: `count()`, `all()`, `get(index)`, `get_system_prompt()`.
+- Write: `append(message)`, `insert(index, message)`, `update(index, message)`, `delete(index)`, \
+`replace(messages)`, `clear()`, `set_system_prompt(text)`, `append_system_prompt(text)`. Messages \
+are chat dicts such as {{"role": "user", "content": "..."}}; every write is validated.
+- Keep durable user preferences in the system prompt with `append_system_prompt(text)`.
+- Durable facts: `runtime.selfref.context.remember(text)` returns {{"id", "text"}} and the fact \
+is shown under "## Experiences"; `runtime.selfref.context.forget(id)` removes it; \
+`runtime.selfref.context.inspect()` gives an overview of your memory.
+- When the context grows long, call `runtime.selfref.context.compact(goal=..., instruction=..., \
+discoveries=[...], completed=[...], current_status=..., likely_next_work=..., \
+relevant_files_directories=[...], remember=[...])`: the conversation is replaced by that summary \
+and the system prompt is kept.
+- Edits reach your context when the current tool call has finished. `reset_repl` clears Python \
+variables only and never touches memory; forget explicitly with `delete`, `replace`, `clear` or \
+`forget`."""
+
+
+def strip_contract(text: str) -> str:
+    """``text`` without the memory contract (everything from its heading on)."""
+    at = text.find(CONTRACT_HEADING)
+    return text if at < 0 else text[:at].rstrip()
+
+
+def _with_contract(text: str, key: str) -> str:
+    base = strip_contract(text)
+    return f"{base}\n\n{memory_contract(key)}" if base else memory_contract(key)
+
+
+def _for_store(messages: Sequence[Message]) -> list[dict[str, Any]]:
+    dicts = history_to_dicts(messages)
+    if dicts and dicts[0].get("role") == "system":
+        dicts[0]["content"] = strip_contract(str(dicts[0].get("content") or ""))
+    return dicts
+
+
+def _system_of(messages: Sequence[Message], default: str) -> SystemMessage:
+    first = messages[0] if messages else None
+    return first if isinstance(first, SystemMessage) else SystemMessage(default)
+
+
+def _replay_experiences(state: KeyState) -> list[ContextMutation]:
+    """Mutations that rebuild the stored experiences, ids included, in a fresh transcript.
+
+    A fresh transcript numbers remembered experiences ``exp_1, exp_2, ...``; a forgotten id is
+    replayed as a placeholder that is forgotten at once, so every later id lines up.
+    """
+    texts = {str(e.get("id")): str(e.get("text")) for e in state.experiences}
+    out: list[ContextMutation] = []
+    for n in range(1, state.next_experience):
+        exp_id = f"exp_{n}"
+        if exp_id in texts:
+            out.append(ExperienceRememberMutation(texts[exp_id]))
+        else:
+            out += [ExperienceRememberMutation("-"), ExperienceForgetMutation(exp_id)]
+    return out
+
+
+class SelfReferenceHook(RunHook):
+    """Binds the turns of one ``@llm_chat`` function to ``key`` of ``owner``."""
+
+    def __init__(self, owner: SelfReference, key: str) -> None:
+        self._owner = owner
+        self._key = key
+        # Messages of the transcript as last written to the store, per running call.
+        self._synced: dict[str, tuple[Message, ...]] = {}
+
+    @property
+    def key(self) -> str:
+        """The memory key."""
+        return self._key
+
+    def system_prompt_suffix(self) -> str:
+        """The memory contract."""
+        return memory_contract(self._key)
+
+    async def before_llm_call(self, run: RunView) -> Sequence[ContextMutation]:
+        """Start the turn on the first call; merge pending memory edits on later ones."""
+        if run.agent_call_id not in self._synced:
+            return await self._start(run)
+        return await self._merge(run, always_sync=False)
+
+    async def after_tool_batch(self, run: RunView) -> Sequence[ContextMutation]:
+        """Merge the memory edits the tools made and write the transcript back."""
+        return await self._merge(run, always_sync=True)
+
+    async def on_end(self, run: RunView) -> None:
+        """Write the final transcript (or the edited store plus the turn's tail) to the key."""
+        synced = self._synced.pop(run.agent_call_id, None)
+        edits = self._owner.take_edits(self._key)
+        self._owner.close_turn(self._key)
+        if synced is None:
+            return
+        current = run.transcript.messages
+        if edits.dirty or edits.compacted:
+            tail = () if edits.compacted else current[len(synced) :]
+            current = (*self._stored_conversation(), *tail)
+        try:
+            messages = _for_store(history_from_dicts(history_to_dicts(current)))
+        except InvalidHistoryError:
+            return  # an unfinished tool scene: keep the last consistent state
+        await self._sync(messages)
+
+    # -- steps -----------------------------------------------------------------------------
+
+    async def _start(self, run: RunView) -> list[ContextMutation]:
+        self._owner.open_turn(self._key)
+        state = await anyio.to_thread.run_sync(self._owner.state, self._key)
+        messages = run.transcript.messages
+        has_system = bool(messages) and isinstance(messages[0], SystemMessage)
+        caller = messages[1 if has_system else 0 : -1]
+        stored = history_from_dicts(state.messages)
+        stored_system = stored[0] if stored and isinstance(stored[0], SystemMessage) else None
+        system = stored_system or _system_of(messages, run.invocation.system_prompt)
+        rest = caller or stored[1 if stored_system is not None else 0 :]
+        conversation = (
+            SystemMessage(_with_contract(system.content, self._key), system.extra),
+            *rest,
+            *messages[-1:],
+        )
+        await self._sync(_for_store(conversation))
+        self._synced[run.agent_call_id] = conversation
+        replace = ContextReplaceMutation(history_to_dicts(conversation))
+        return [*_replay_experiences(state), replace]
+
+    async def _merge(self, run: RunView, *, always_sync: bool) -> list[ContextMutation]:
+        edits = self._owner.take_edits(self._key)
+        current = run.transcript.messages
+        synced = self._synced.get(run.agent_call_id, ())
+        mutations: list[ContextMutation] = list(edits.mutations)
+        if edits.dirty or edits.compacted:
+            tail = () if edits.compacted else current[len(synced) :]
+            current = (*self._stored_conversation(), *tail)
+            mutations.append(ContextReplaceMutation(history_to_dicts(current)))
+        elif not always_sync:
+            return mutations
+        await self._sync(_for_store(current))
+        self._synced[run.agent_call_id] = current
+        return mutations
+
+    def _stored_conversation(self) -> tuple[Message, ...]:
+        """The stored history with the contract in its system prompt (inserted when missing)."""
+        stored = [message_from_dict(m) for m in self._owner.state(self._key).messages]
+        if stored and isinstance(stored[0], SystemMessage):
+            head = stored[0]
+            stored[0] = SystemMessage(_with_contract(head.content, self._key), head.extra)
+        else:
+            stored.insert(0, SystemMessage(memory_contract(self._key)))
+        return tuple(stored)
+
+    async def _sync(self, messages: list[dict[str, Any]]) -> None:
+        await anyio.to_thread.run_sync(self._owner.sync_messages, self._key, tuple(messages))

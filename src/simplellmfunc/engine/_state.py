@@ -1,0 +1,79 @@
+"""The explicit state of one ReAct run, and how a run ended."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+from .._events import TerminatedBy
+from .._messages import Message
+from .._transcript import Transcript
+from .._usage import Usage
+from ..providers._base import LLMResponse
+
+__all__ = ["RunResult", "RunState"]
+
+
+@dataclass(frozen=True, slots=True)
+class RunResult:
+    """How a run ended: the answer, the final transcript and the totals."""
+
+    text: str
+    messages: tuple[Message, ...]
+    usage: Usage
+    terminated_by: TerminatedBy
+    iterations: int
+    tool_calls: int
+    abort_reason: str = ""
+    response: LLMResponse | None = None
+
+    @property
+    def aborted(self) -> bool:
+        """Whether an abort ended the run."""
+        return self.terminated_by == "aborted"
+
+
+@dataclass(slots=True)
+class RunState:
+    """The mutable state of one run; owned by that run alone.
+
+    Attributes:
+        transcript: The working transcript (edited only through mutations).
+        iteration: Iterations started so far.
+        tool_iterations: Iterations that ran tools (what ``max_tool_calls`` caps).
+        tool_calls: Tool calls run so far.
+        usage: Usage summed over every LLM call of the run.
+        final_text: The answer (or the partial reply of an aborted call).
+        terminated_by: Why the run ended (meaningful once it has).
+        abort_reason: The abort's reason, if it was aborted.
+        last_response: The last complete LLM response.
+        started: ``perf_counter`` at the start.
+        used_ids: Tool call ids in the transcript (filled on first need).
+        repairs: Answers sent back to the model for repair so far.
+    """
+
+    transcript: Transcript
+    iteration: int = 0
+    tool_iterations: int = 0
+    tool_calls: int = 0
+    usage: Usage = field(default_factory=Usage)
+    final_text: str = ""
+    terminated_by: TerminatedBy = "answer"
+    abort_reason: str = ""
+    last_response: LLMResponse | None = None
+    started: float = field(default_factory=time.perf_counter)
+    used_ids: set[str] | None = None
+    repairs: int = 0
+
+    def result(self) -> RunResult:
+        """The result of the run (call once it has ended)."""
+        return RunResult(
+            self.final_text,
+            self.transcript.messages,
+            self.usage,
+            self.terminated_by,
+            self.iteration,
+            self.tool_calls,
+            self.abort_reason,
+            self.last_response,
+        )

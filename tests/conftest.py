@@ -1,0 +1,80 @@
+"""Shared fixtures: a running mock LLM server, and a leak check around every async test.
+
+The leak check (autouse) compares, before and after each ``async def`` test, the asyncio tasks
+and the process's open file descriptors (sockets included). Closing transports and finishing
+tasks can take a few loop turns, so the check waits up to ``LEAK_SETTLE_SECONDS`` for the counts
+to come back before failing. Mark a test ``@pytest.mark.allow_leaks`` to skip the check (say why).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import os
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+
+import psutil
+import pytest
+
+from simplellmfunc.testing import MockLLMServer
+
+LEAK_SETTLE_SECONDS = 2.0
+_REPO = Path(__file__).resolve().parent.parent
+_TIKTOKEN_CACHE = _REPO / ".cache" / "tiktoken"
+
+# tiktoken reads its encodings from here (``make install`` fills it offline); the library falls
+# back to an estimate without them, but token-count tests want the real encodings.
+if "TIKTOKEN_CACHE_DIR" not in os.environ and _TIKTOKEN_CACHE.is_dir():
+    os.environ["TIKTOKEN_CACHE_DIR"] = str(_TIKTOKEN_CACHE)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers", "allow_leaks: skip the task / file-descriptor leak check for this test"
+    )
+
+
+async def settle(check: Callable[[], bool], seconds: float = LEAK_SETTLE_SECONDS) -> bool:
+    """Give closing transports and finishing tasks some loop turns; True once ``check()`` holds."""
+    loop = asyncio.get_running_loop()
+    end = loop.time() + seconds
+    while not check():
+        if loop.time() >= end:
+            return False
+        await asyncio.sleep(0.005)
+    return True
+
+
+@pytest.fixture
+async def mock_server() -> AsyncIterator[MockLLMServer]:
+    """A started :class:`MockLLMServer` (closed, and scripted-callable errors re-raised, after)."""
+    async with MockLLMServer() as server:
+        yield server
+
+
+@pytest.fixture
+async def _async_leak_check() -> AsyncIterator[None]:
+    process = psutil.Process()
+    fds = process.num_fds()
+    tasks = asyncio.all_tasks()
+    yield
+
+    def extra_tasks() -> set[asyncio.Task[object]]:
+        return asyncio.all_tasks() - tasks - {asyncio.current_task()}
+
+    assert await settle(lambda: not extra_tasks()), f"leaked tasks: {extra_tasks()}"
+    assert await settle(lambda: process.num_fds() <= fds), (
+        f"leaked file descriptors: {process.num_fds()} open, {fds} before the test"
+    )
+
+
+@pytest.fixture(autouse=True)
+def _leak_check(request: pytest.FixtureRequest) -> None:
+    """Run the async leak check around every ``async def`` test (sync tests have no loop)."""
+    function = getattr(request.node, "function", None)
+    if not inspect.iscoroutinefunction(function):
+        return
+    if request.node.get_closest_marker("allow_leaks") is not None:
+        return
+    request.getfixturevalue("_async_leak_check")

@@ -1,0 +1,354 @@
+"""Events at the wire: order, live custom events, sequence numbers, usage, errors, hooks."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Sequence
+from contextlib import aclosing
+from typing import Any
+
+import anyio
+import pytest
+
+from simplellmfunc import OpenAICompatible, llm_chat, llm_function, tool
+from simplellmfunc.engine import Emitter, Invocation, RunHook, RunView, run_react
+from simplellmfunc.exceptions import ProviderError, StreamError
+from simplellmfunc.hooks import (
+    CustomEvent,
+    EventOrigin,
+    EventYield,
+    LLMCallEndEvent,
+    LLMCallErrorEvent,
+    ReactEndEvent,
+    ResponseYield,
+    ToolEventEmitter,
+    events_only,
+    filter_events,
+    responses_only,
+)
+from simplellmfunc.testing import MockLLMServer, Reply, ToolCallSpec
+from simplellmfunc.types import (
+    ContextMutation,
+    ExperienceRememberMutation,
+    SystemMessage,
+    Transcript,
+    Usage,
+    UserMessage,
+    UserMessageMutation,
+    history_from_dicts,
+)
+
+GUARD = 10  # seconds: a deadlock guard, never an assertion on speed
+
+
+@pytest.fixture
+def server(mock_server: MockLLMServer) -> MockLLMServer:
+    return mock_server  # from conftest.py, like the leak check run around every test
+
+
+@pytest.fixture
+async def llm(server: MockLLMServer) -> AsyncIterator[OpenAICompatible]:
+    async with OpenAICompatible("sk-test-123456789", "mock-model", server.url) as model:
+        yield model
+
+
+async def collect(stream: Any) -> list[Any]:
+    with anyio.fail_after(GUARD):
+        async with aclosing(stream) as items:
+            return [item async for item in items]
+
+
+@tool
+async def add(a: int, b: int) -> int:
+    """Add two integers."""
+    return a + b
+
+
+async def test_event_order_with_live_custom_events(
+    server: MockLLMServer, llm: OpenAICompatible
+) -> None:
+    seen_custom = anyio.Event()
+
+    @tool
+    async def report(event_emitter: ToolEventEmitter, topic: str) -> str:
+        """Report on a topic, waiting until the consumer saw the progress event."""
+        await event_emitter.emit("progress", {"topic": topic})
+        await seen_custom.wait()  # deadlocks unless the event reached the consumer live
+        return "reported"
+
+    server.script(
+        Reply.tool_calls(ToolCallSpec("report", {"topic": "rain"}, id="c1"), chunks=2),
+        Reply.text("It rains.", chunks=3),
+    )
+
+    @llm_chat(llm, toolkit=[report], stream=True, enable_event=True)
+    async def agent(message: str, history: list[dict[str, Any]]) -> None:
+        """Agent."""
+
+    items: list[Any] = []
+    with anyio.fail_after(GUARD):
+        async with aclosing(agent("weather?", history=[])) as stream:
+            async for item in stream:
+                items.append(item)
+                if isinstance(item, EventYield) and isinstance(item.event, CustomEvent):
+                    seen_custom.set()
+    kinds = [i.event.kind for i in items if isinstance(i, EventYield)]
+    assert kinds == [
+        "react_start",
+        "react_iteration_start",
+        "llm_call_start",
+        "tool_call_arguments_delta",
+        "tool_call_arguments_delta",
+        "llm_call_end",
+        "tool_calls_batch_start",
+        "tool_call_start",
+        "custom",
+        "tool_call_end",
+        "tool_calls_batch_end",
+        "react_iteration_end",
+        "react_iteration_start",
+        "llm_call_start",
+        "llm_chunk_arrive",
+        "llm_chunk_arrive",
+        "llm_chunk_arrive",
+        "llm_call_end",
+        "react_iteration_end",
+        "react_end",
+    ]
+    assert isinstance(items[-1], ResponseYield)
+    origins = [i.origin for i in items if isinstance(i, EventYield)]
+    assert [o.seq for o in origins] == list(range(1, len(origins) + 1))
+    assert len({o.agent_call_id for o in origins}) == 1
+    custom = next(i for i in items if isinstance(i, EventYield) and i.event.kind == "custom")
+    assert custom.event.data == {"topic": "rain"}
+    assert (custom.origin.tool_name, custom.origin.tool_call_id) == ("report", "c1")
+    chunks = [
+        i.event for i in items if isinstance(i, EventYield) and i.event.kind == "llm_chunk_arrive"
+    ]
+    assert "".join(c.text for c in chunks) == "It rains."
+    assert chunks[-1].accumulated_text == "It rains."
+    deltas = [
+        i.event
+        for i in items
+        if isinstance(i, EventYield) and i.event.kind == "tool_call_arguments_delta"
+    ]
+    assert "".join(d.arguments_delta for d in deltas) == '{"topic": "rain"}'
+    assert {(d.tool_call_id, d.tool_name) for d in deltas} == {("c1", "report")}
+
+
+async def test_cumulative_usage_is_the_sum_of_every_call(
+    server: MockLLMServer, llm: OpenAICompatible
+) -> None:
+    server.script(
+        Reply.tool_calls(ToolCallSpec("add", {"a": 1, "b": 2}), usage=(10, 5)),
+        Reply.tool_calls(ToolCallSpec("add", {"a": 3, "b": 4}), usage=(20, 7)),
+        Reply.text("3 and 7", usage=Usage(30, 9, 39, cached_tokens=4, reasoning_tokens=2)),
+    )
+
+    @llm_chat(llm, toolkit=[add], enable_event=True)
+    async def agent(message: str, history: list[dict[str, Any]]) -> None:
+        """Agent."""
+
+    items = await collect(agent("add", history=[]))
+    per_call = [
+        i.event.usage
+        for i in items
+        if isinstance(i, EventYield) and isinstance(i.event, LLMCallEndEvent)
+    ]
+    assert [u.prompt_tokens for u in per_call] == [10, 20, 30]
+    end = items[-2].event
+    assert isinstance(end, ReactEndEvent)
+    total = per_call[0] + per_call[1] + per_call[2]
+    assert end.total_usage == total
+    assert (total.prompt_tokens, total.completion_tokens, total.total_tokens) == (60, 21, 81)
+    assert (total.cached_tokens, total.reasoning_tokens, total.calls) == (4, 2, 3)
+    assert (end.iterations, end.tool_calls, end.terminated_by) == (3, 2, "answer")
+
+
+async def test_event_filters(server: MockLLMServer, llm: OpenAICompatible) -> None:
+    server.default = Reply.text("hi")
+
+    @llm_chat(llm, enable_event=True)
+    async def agent(message: str, history: list[dict[str, Any]]) -> None:
+        """Agent."""
+
+    responses = await collect(responses_only(agent("a", history=[])))
+    assert [r.response for r in responses] == ["hi"]
+    only = await collect(events_only(agent("b", history=[])))
+    assert all(isinstance(i, EventYield) for i in only)
+    ends = await collect(filter_events(agent("c", history=[]), ReactEndEvent, LLMCallEndEvent))
+    assert [i.event.kind for i in ends] == ["llm_call_end", "react_end"]
+
+
+# -- provider errors end the run with the typed error -----------------------------------------
+
+
+async def _drain(stream: Any, into: list[Any]) -> None:
+    async with aclosing(stream) as items:
+        async for item in items:
+            into.append(item)
+
+
+async def test_provider_error_after_retries_is_raised_with_an_event(
+    server: MockLLMServer, llm: OpenAICompatible
+) -> None:
+    server.script(
+        Reply.tool_calls(ToolCallSpec("add", {"a": 1, "b": 2}, id="c1")),
+        *[Reply.error(503, "overloaded", headers={"retry-after": "0"})] * 3,
+    )
+
+    @llm_chat(llm, toolkit=[add], enable_event=True)
+    async def agent(message: str, history: list[dict[str, Any]]) -> None:
+        """Agent."""
+
+    items: list[Any] = []
+    with anyio.fail_after(GUARD), pytest.raises(ProviderError) as caught:
+        await _drain(agent("go", history=[]), items)
+    assert caught.value.status == 503
+    assert caught.value.attempts == 3
+    assert len(server.requests) == 4
+    events = [i.event for i in items]
+    error = next(e for e in events if isinstance(e, LLMCallErrorEvent))
+    assert (error.iteration, error.status, error.retryable) == (2, 503, True)
+    end = events[-1]
+    assert isinstance(end, ReactEndEvent)
+    assert end.terminated_by == "error"
+    assert end.error is not None
+    assert "503" in end.error
+    history_from_dicts(end.final_messages)  # the tool turn is complete and valid
+    assert not any(isinstance(i, ResponseYield) for i in items)
+
+
+async def test_provider_error_is_not_swallowed_in_text_mode(
+    server: MockLLMServer, llm: OpenAICompatible
+) -> None:
+    server.script(Reply.error(401, "bad key"))
+
+    @llm_chat(llm)
+    async def agent(message: str, history: list[dict[str, Any]]) -> None:
+        """Agent."""
+
+    with anyio.fail_after(GUARD), pytest.raises(ProviderError) as caught:
+        await _drain(agent("go", history=[]), [])
+    assert caught.value.status == 401
+
+
+async def test_stream_error_is_raised(server: MockLLMServer, llm: OpenAICompatible) -> None:
+    server.script(Reply.text("a broken reply", chunks=5, disconnect_after=3))
+
+    @llm_chat(llm, stream=True)
+    async def agent(message: str, history: list[dict[str, Any]]) -> None:
+        """Agent."""
+
+    texts: list[Any] = []
+    with anyio.fail_after(GUARD), pytest.raises(StreamError):
+        await _drain(agent("go", history=[]), texts)
+    assert texts  # the deltas before the break were delivered
+
+
+async def test_llm_function_raises_the_provider_error(
+    server: MockLLMServer, llm: OpenAICompatible
+) -> None:
+    server.script(Reply.error(400, "bad request"))
+
+    @llm_function(llm)
+    async def answer(question: str) -> int:
+        """Answer."""
+
+    with anyio.fail_after(GUARD), pytest.raises(ProviderError) as caught:
+        await answer("q")
+    assert caught.value.status == 400
+
+
+# -- leaving early, reused ids ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("enable_event", [False, True])
+async def test_breaking_out_early_leaks_nothing(
+    server: MockLLMServer, llm: OpenAICompatible, enable_event: bool
+) -> None:
+    server.script(Reply.text("slow stream", drip=0.005))
+
+    @llm_chat(llm, stream=True, enable_event=enable_event)
+    async def agent(message: str, history: list[dict[str, Any]]) -> None:
+        """Agent."""
+
+    with anyio.fail_after(GUARD):
+        async with aclosing(agent("go", history=[])) as stream:
+            count = 0
+            async for _ in stream:
+                count += 1
+                if count == 5:
+                    break
+    assert count == 5  # the autouse fixture checks that no task or socket is left
+
+
+async def test_reused_tool_call_ids_are_renamed(
+    server: MockLLMServer, llm: OpenAICompatible
+) -> None:
+    server.script(
+        Reply.tool_calls(ToolCallSpec("add", {"a": 1, "b": 2}, id="call_0")),
+        Reply.tool_calls(ToolCallSpec("add", {"a": 3, "b": 4}, id="call_0")),
+        Reply.text("done"),
+    )
+
+    @llm_chat(llm, toolkit=[add])
+    async def agent(message: str, history: list[dict[str, Any]]) -> None:
+        """Agent."""
+
+    with anyio.fail_after(GUARD):
+        outputs = [o async for o in agent("go", history=[])]
+    history = outputs[-1][1]
+    history_from_dicts(history)
+    ids = [m["tool_call_id"] for m in history if m["role"] == "tool"]
+    assert len(set(ids)) == 2
+
+
+# -- run hooks (the SelfReference seam), through the engine API ----------------------------
+
+
+class RecordingHook(RunHook):
+    def __init__(self) -> None:
+        self.before: list[int] = []
+        self.after: list[int] = []
+        self.ended: list[int] = []
+
+    async def before_llm_call(self, run: RunView) -> Sequence[ContextMutation]:
+        self.before.append(run.iteration)
+        if run.iteration == 1:
+            return [UserMessageMutation({"content": "Remember: be brief."})]
+        return ()
+
+    async def after_tool_batch(self, run: RunView) -> Sequence[ContextMutation]:
+        self.after.append(run.iteration)
+        return [ExperienceRememberMutation("The user likes sums.")]
+
+    async def on_end(self, run: RunView) -> None:
+        self.ended.append(run.iteration)
+
+
+async def test_hooks_contribute_mutations_before_calls_and_after_batches(
+    server: MockLLMServer, llm: OpenAICompatible
+) -> None:
+    server.script(Reply.tool_calls(ToolCallSpec("add", {"a": 1, "b": 2}, id="c1")), Reply.text("3"))
+    hook = RecordingHook()
+    invocation = Invocation(llm=llm, system_prompt="You add.", tools=(add,), hooks=(hook,))
+    transcript = Transcript([SystemMessage("You add."), UserMessage("1+2?")])
+    received: list[Any] = []
+
+    async def send(item: Any) -> None:
+        received.append(item)
+
+    emitter = Emitter(send, EventOrigin(agent_call_id="run1"), wants_events=True)
+    with anyio.fail_after(GUARD):
+        result = await run_react(invocation, transcript, emitter, user_input="1+2?")
+    assert (result.text, result.terminated_by, result.iterations) == ("3", "answer", 2)
+    assert (hook.before, hook.after, hook.ended) == ([1, 2], [1], [2])
+    first = server.requests[0].json["messages"]
+    assert first[-1] == {"role": "user", "content": "Remember: be brief."}
+    second_system = server.requests[1].json["messages"][0]["content"]
+    assert second_system.startswith("You add.")
+    assert "## Experiences\n- [exp_1] The user likes sums." in second_system
+    assert [e.text for e in transcript.experiences] == ["The user likes sums."]
+    # Experiences are compile-time context: never stored in the messages.
+    assert "Experiences" not in str(result.messages)
+    assert {i.origin.agent_call_id for i in received} == {"run1"}

@@ -1,0 +1,139 @@
+"""serve_mcp round trips: our tools behind an MCP server, used through our own MCPToolset."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+
+import pytest
+
+from mcp_servers.support import SERVED, children, free_port, serving, wait_gone
+from simplellmfunc import AbortSignal, tool
+from simplellmfunc.exceptions import AbortedError, MCPError, ToolDefinitionError
+from simplellmfunc.mcp import MCPToolset, build_server
+from simplellmfunc.mcp.__main__ import main as cli_main
+from simplellmfunc.tools import Tool, ToolContext, ToolEventEmitter
+
+
+@pytest.fixture(autouse=True)
+def no_orphans() -> Iterator[None]:
+    before = children()
+    yield
+    assert not wait_gone(sorted(children() - before)), "a server process outlived its test"
+
+
+@asynccontextmanager
+async def served(kind: str, tmp_path: Path) -> AsyncIterator[MCPToolset]:
+    """served_tools.py over stdio, or over HTTP on 127.0.0.1."""
+    if kind == "stdio":
+        async with MCPToolset.stdio(sys.executable, [str(SERVED)], name="served") as toolset:
+            yield toolset
+        return
+    port = free_port()
+    argv = [sys.executable, str(SERVED), "--http", str(port)]
+    async with (
+        serving(argv, port),
+        MCPToolset.http(f"http://127.0.0.1:{port}/mcp", name="served") as toolset,
+    ):
+        yield toolset
+
+
+async def by_name(toolset: MCPToolset) -> dict[str, Tool]:
+    return {t.name: t for t in await toolset.list_tools()}
+
+
+@pytest.mark.parametrize("kind", ["stdio", "http"])
+async def test_our_tools_round_trip(kind: str, tmp_path: Path) -> None:
+    async with served(kind, tmp_path) as toolset:
+        tools = await by_name(toolset)
+        assert set(tools) == {"add", "chatty", "picture", "broken", "wait"}
+        assert tools["add"].parameters["required"] == ["a", "b"]
+        assert tools["add"].parameters["properties"]["a"]["description"] == "The first."
+        assert (await tools["add"].invoke({"a": 2, "b": 40})).text == "42"
+        text, images = tools["picture"].render(await tools["picture"].invoke({}))
+        assert text == "a red square"
+        assert images[0].url.startswith("data:image/png;base64,")
+        with pytest.raises(MCPError, match="RuntimeError: served tool failed"):
+            await tools["broken"].invoke({})
+
+
+@pytest.mark.parametrize("kind", ["stdio", "http"])
+async def test_custom_events_come_back_as_progress(kind: str, tmp_path: Path) -> None:
+    async with served(kind, tmp_path) as toolset:
+        chatty = (await by_name(toolset))["chatty"]
+        emitter = ToolEventEmitter(tool_name="chatty", tool_call_id="c9")
+        result = await chatty.invoke({"steps": 3}, ToolContext("c9", "chatty", emitter))
+        assert result.text == "emitted 3"
+        events = [e.event for e in await emitter.get_events()]
+        assert sorted(e.data["message"] for e in events) == [
+            'tick: {"i": 0}',
+            'tick: {"i": 1}',
+            'tick: {"i": 2}',
+        ]
+        assert {e.tool_call_id for e in events} == {"c9"}
+
+
+async def test_abort_reaches_a_served_tool(tmp_path: Path) -> None:
+    async with served("stdio", tmp_path) as toolset:
+        wait = (await by_name(toolset))["wait"]
+        signal = AbortSignal()
+        signal.abort("never mind")
+        with pytest.raises(AbortedError):
+            await wait.invoke(
+                {"seconds": 30}, ToolContext("c1", "wait", ToolEventEmitter(), signal)
+            )
+        assert (await toolset.call_tool("add", {"a": 1, "b": 1})).text == "2"
+
+
+def test_build_server_rejects_what_it_cannot_serve() -> None:
+    @tool
+    def ping() -> str:
+        """Answer pong."""
+        return "pong"
+
+    def pong() -> str:
+        """Answer ping."""
+        return "ping"
+
+    assert build_server([ping, [pong]], name="x").name == "x"
+    with pytest.raises(ToolDefinitionError, match="two served tools are named 'ping'"):
+        build_server([ping, ping.func])
+    with pytest.raises(ToolDefinitionError, match="cannot serve 42"):
+        build_server([42])
+
+
+def test_cli_needs_a_toolset(capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli_main(["serve"]) == 2
+    assert "give --pyrepl and/or --files" in capsys.readouterr().err
+
+
+async def test_cli_serves_file_tools(tmp_path: Path) -> None:
+    (tmp_path / "notes.txt").write_text("first line\nsecond line\n")
+    args = ["-m", "simplellmfunc.mcp", "serve", "--files", str(tmp_path)]
+    async with MCPToolset.stdio(sys.executable, args, name="files", timeout=60) as toolset:
+        tools = await by_name(toolset)
+        assert {"read_file", "read_image", "grep", "sed", "echo_into"} <= set(tools)
+        text = (await tools["read_file"].invoke({"path": "notes.txt"})).text
+        assert "1 | first line" in text
+        found = (await tools["grep"].invoke({"pattern": "second"})).text
+        assert "notes.txt" in found
+
+
+async def test_cli_serves_pyrepl_with_output_events(tmp_path: Path) -> None:
+    args = ["-m", "simplellmfunc.mcp", "serve", "--pyrepl", "--files", str(tmp_path)]
+    async with MCPToolset.stdio(
+        sys.executable, args, name="repl", timeout=120, connect_timeout=120
+    ) as toolset:
+        tools = await by_name(toolset)
+        assert {"execute_code", "reset_repl", "list_variables", "read_file"} <= set(tools)
+        emitter = ToolEventEmitter(tool_name="execute_code", tool_call_id="k1")
+        code = {"code": "x = 6 * 7\nprint(x)"}
+        result = await tools["execute_code"].invoke(
+            code, ToolContext("k1", "execute_code", emitter)
+        )
+        assert "42" in result.text
+        events = [e.event for e in await emitter.get_events()]
+        assert any("42" in str(e.data.get("message")) for e in events)
+        assert "x" in (await tools["list_variables"].invoke({})).text

@@ -1,0 +1,71 @@
+"""A full agent turn through ``@llm_chat``: the model calls ``execute_code`` twice, with state."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from PIL import Image
+
+from simplellmfunc import OpenAICompatible, llm_chat
+from simplellmfunc._events import CustomEvent
+from simplellmfunc.builtin._pyrepl import PyRepl
+from simplellmfunc.hooks import is_event_yield
+from simplellmfunc.testing import MockLLMServer, Reply, ToolCallSpec
+
+
+async def test_agent_turn_carries_state_between_tool_calls(tmp_path: Path) -> None:
+    async with PyRepl(tmp_path, log_dir=tmp_path / "logs") as repl, MockLLMServer() as server:
+        llm = OpenAICompatible("sk-test-123456789", "mock", server.url)
+
+        @llm_chat(llm, toolkit=repl.toolset, enable_event=True)
+        async def analyst(message: str, history: Any = None) -> None:
+            """You are a data analysis assistant. Variables persist between calls."""
+
+        server.script(
+            Reply.tool_calls(
+                ToolCallSpec("execute_code", {"code": "data = [3, 5, 7]\nprint(len(data))"})
+            ),
+            Reply.tool_calls(
+                ToolCallSpec("execute_code", {"code": "print('mean', sum(data) / len(data))"})
+            ),
+            Reply.text("The mean is 5."),
+        )
+        outputs = [item async for item in analyst("mean of 3, 5, 7?")]
+        await llm.aclose()
+        requests = [r.json for r in server.requests]
+    streamed = [
+        o.event.data["text"]
+        for o in outputs
+        if is_event_yield(o)
+        and isinstance(o.event, CustomEvent)
+        and o.event.event_name == "kernel_stdout"
+    ]
+    assert streamed == ["3\n", "mean 5.0\n"]
+    assert len(requests) == 3
+    tool_messages = [m for m in requests[2]["messages"] if m["role"] == "tool"]
+    assert "3" in tool_messages[0]["content"]
+    assert "mean 5.0" in tool_messages[1]["content"]
+    assert "succeeded" in tool_messages[1]["content"]
+    assert outputs[-1].response == "The mean is 5."
+
+
+async def test_agent_sees_images_as_multimodal_tool_results(tmp_path: Path) -> None:
+    Image.new("RGB", (4, 4), "blue").save(tmp_path / "plot.png")
+    code = "from simplellmfunc import ImgPath\nImgPath('plot.png')"
+    async with PyRepl(tmp_path, log_dir=tmp_path / "logs") as repl, MockLLMServer() as server:
+        llm = OpenAICompatible("sk-test-123456789", "mock", server.url)
+
+        @llm_chat(llm, toolkit=repl.toolset)
+        async def viewer(message: str, history: Any = None) -> None:
+            """Look at images."""
+
+        server.script(
+            Reply.tool_calls(ToolCallSpec("execute_code", {"code": code})), Reply.text("blue")
+        )
+        _ = [item async for item in viewer("what colour?")]
+        await llm.aclose()
+        sent = server.requests[1].json
+    assert isinstance(sent, dict)
+    parts = str(sent["messages"])
+    assert "data:image/png;base64," in parts

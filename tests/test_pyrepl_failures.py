@@ -1,0 +1,160 @@
+"""PyRepl when things go wrong: timeouts, unkillable cells, kernel death, abort, cancellation."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+
+import anyio
+import psutil
+import pytest
+
+from simplellmfunc import AbortSignal
+from simplellmfunc.builtin._kernel_reaper import live_count
+from simplellmfunc.builtin._pyrepl import PyRepl
+from simplellmfunc.exceptions import KernelError
+
+
+@pytest.fixture(autouse=True)
+def no_orphans() -> Iterator[None]:
+    before = {p.pid for p in psutil.Process().children(recursive=True)}
+    yield
+    left = {p.pid for p in psutil.Process().children(recursive=True)} - before
+    assert not left, f"orphan processes: {left}"
+    assert live_count() == 0
+
+
+@pytest.fixture
+async def repl(tmp_path: Path) -> AsyncIterator[PyRepl]:
+    async with PyRepl(
+        tmp_path, execution_timeout_seconds=1, interrupt_grace_seconds=1, log_dir=tmp_path / "logs"
+    ) as repl:
+        yield repl
+
+
+async def test_timeout_interrupts_and_keeps_state(repl: PyRepl) -> None:
+    await repl.execute("kept = 'yes'")
+    result = await repl.execute(
+        "import time\nprint('started', flush=True)\nwhile True:\n    time.sleep(0.01)"
+    )
+    assert result["success"] is False
+    assert result["error_details"]["error_type"] == "TimeoutError"
+    assert "timed out after 1 s" in result["error"]
+    assert "variables and imports are kept" in result["error"]
+    assert "interrupted at line 4" in result["error"]
+    assert result["stdout"] == "started\n"
+    after = await repl.execute("kept")
+    assert after["return_value"] == "'yes'"
+    assert after["notice"] is None
+
+
+async def test_timeout_that_ignores_interrupt_restarts_the_kernel(repl: PyRepl) -> None:
+    await repl.execute("kept = 'yes'")
+    code = "import signal, time\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\ntime.sleep(60)"
+    result = await repl.execute(code)
+    assert result["success"] is False
+    assert "was restarted: all variables and imports were lost" in result["error"]
+    after = await repl.execute("'kept' in globals()")
+    assert after["return_value"] == "False"
+    assert "fresh Python kernel" in after["notice"]
+    assert (await repl.execute("1"))["notice"] is None
+
+
+async def test_kernel_death_then_fresh_kernel(repl: PyRepl) -> None:
+    await repl.execute("kept = 1")
+    result = await repl.execute("import os\nos._exit(3)")
+    assert result["success"] is False
+    assert result["error_details"]["error_type"] == "KernelDiedError"
+    assert "kernel died" in result["error"]
+    assert "exit code 3" in result["error"]
+    after = await repl.execute("'kept' in globals()")
+    assert after["success"]
+    assert after["return_value"] == "False"
+    assert "died" in after["notice"]
+
+
+@pytest.mark.parametrize(
+    ("code", "signal_name"),
+    [
+        ("import ctypes\nctypes.string_at(0)", "SIGSEGV"),
+        ("import os, signal\nos.kill(os.getpid(), signal.SIGKILL)", "SIGKILL"),  # as the OOM killer
+    ],
+)
+async def test_death_by_signal_is_reported(repl: PyRepl, code: str, signal_name: str) -> None:
+    result = await repl.execute(code)
+    assert result["success"] is False
+    assert f"killed by signal {signal_name}" in result["error"]
+
+
+async def test_exit_between_executions_gives_a_fresh_kernel(repl: PyRepl) -> None:
+    await repl.execute("kept = 1\nexit()")
+    session = repl._session
+    assert session is not None
+    # Wait for the kernel to finish exiting (polling: there is no exit event to wait on).
+    with anyio.fail_after(10):
+        while await session.is_alive():  # noqa: ASYNC110
+            await anyio.sleep(0.05)
+    after = await repl.execute("'kept' in globals()")
+    assert after["return_value"] == "False"
+    assert "exited between executions" in after["notice"]
+
+
+async def test_repeated_deaths_raise_instead_of_looping(tmp_path: Path) -> None:
+    async with PyRepl(tmp_path, max_kernel_deaths=2, log_dir=tmp_path / "logs") as repl:
+        for _ in range(2):
+            result = await repl.execute("import os\nos._exit(1)")
+            assert result["error_details"]["error_type"] == "KernelDiedError"
+        with pytest.raises(KernelError, match="died 2 times"):
+            await repl.execute("1")
+        await repl.restart()
+        assert (await repl.execute("1 + 1"))["return_value"] == "2"
+
+
+async def test_abort_interrupts_the_running_cell(repl: PyRepl) -> None:
+    await repl.execute("kept = 'yes'")
+    abort = AbortSignal()
+    execute = next(t for t in repl.toolset if t.name == "execute_code")
+
+    async def abort_soon() -> None:
+        await anyio.sleep(0.3)
+        abort.abort("user pressed stop")
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(abort_soon)
+        result = await execute(code="import time\ntime.sleep(30)", abort_signal=abort)
+    assert result["success"] is False
+    assert result["error_details"]["error_type"] == "AbortedError"
+    assert "user pressed stop" in result["error"]
+    assert (await repl.execute("kept"))["return_value"] == "'yes'"
+
+
+async def test_cancelled_caller_interrupts_the_kernel(repl: PyRepl) -> None:
+    await repl.execute("kept = 'yes'")
+    with anyio.move_on_after(0.3):
+        await repl.execute("import time\ntime.sleep(30)")
+    # The kernel was interrupted, not left busy: the next cell runs at once with state intact.
+    after = await repl.execute("kept")
+    assert after["return_value"] == "'yes'"
+
+
+async def test_memory_limit(tmp_path: Path) -> None:
+    async with PyRepl(tmp_path, memory_limit_mb=2048, log_dir=tmp_path / "logs") as repl:
+        result = await repl.execute("block = bytearray(4 * 1024**3)")
+        assert result["error_details"]["error_type"] == "MemoryError"
+        assert (await repl.execute("1 + 1"))["return_value"] == "2"
+
+
+async def test_cpu_time_limit_kills_a_runaway_kernel(tmp_path: Path) -> None:
+    async with PyRepl(
+        tmp_path, cpu_time_limit_s=1, execution_timeout_seconds=30, log_dir=tmp_path / "logs"
+    ) as repl:
+        result = await repl.execute("while True:\n    pass")
+        assert result["error_details"]["error_type"] == "KernelDiedError"
+        assert "SIGXCPU" in result["error"]
+
+
+async def test_start_failure_is_a_kernel_error(tmp_path: Path) -> None:
+    repl = PyRepl(tmp_path / "missing", log_dir=tmp_path / "logs")
+    with pytest.raises(KernelError, match="failed to start"):
+        await repl.execute("1")
+    await repl.close()

@@ -1,0 +1,129 @@
+"""PyRepl lifecycle: nothing survives close, cancellation or interpreter exit; the kernel pool."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+from collections.abc import Iterator
+from pathlib import Path
+
+import anyio
+import psutil
+import pytest
+
+from simplellmfunc.builtin._kernel_pool import KernelPool
+from simplellmfunc.builtin._kernel_reaper import live_count
+from simplellmfunc.builtin._pyrepl import PyRepl
+
+SPAWN_CHILD = "import subprocess\nchild = subprocess.Popen(['sleep', '60'])\nchild.pid"
+
+
+@pytest.fixture(autouse=True)
+def no_orphans() -> Iterator[None]:
+    before = {p.pid for p in psutil.Process().children(recursive=True)}
+    yield
+    left = {p.pid for p in psutil.Process().children(recursive=True)} - before
+    assert not left, f"orphan processes: {left}"
+    assert live_count() == 0
+
+
+def kernel_dirs() -> set[str]:
+    import tempfile
+
+    root = tempfile.gettempdir()
+    return {d for d in os.listdir(root) if d.startswith(("slf-kernel-", "slf-bridge-"))}
+
+
+async def grandchild(repl: PyRepl) -> psutil.Process:
+    result = await repl.execute(SPAWN_CHILD)
+    return psutil.Process(int(result["return_value"]))
+
+
+async def test_close_kills_kernel_and_its_children_and_removes_files(tmp_path: Path) -> None:
+    dirs = kernel_dirs()
+    repl = PyRepl(tmp_path, log_dir=tmp_path / "logs")
+    await repl.start()
+    child = await grandchild(repl)
+    assert len(kernel_dirs() - dirs) == 1
+    await repl.close()
+    await repl.close()  # idempotent
+    assert not child.is_running() or child.status() == psutil.STATUS_ZOMBIE
+    assert kernel_dirs() == dirs
+
+
+async def test_cancelled_task_still_cleans_up(tmp_path: Path) -> None:
+    dirs = kernel_dirs()
+    with anyio.move_on_after(1.0):
+        async with PyRepl(tmp_path, log_dir=tmp_path / "logs") as repl:
+            await repl.execute("import time\ntime.sleep(60)")
+    assert not repl.is_running
+    assert kernel_dirs() == dirs
+
+
+async def test_cancelled_during_start_leaves_nothing(tmp_path: Path) -> None:
+    dirs = kernel_dirs()
+    repl = PyRepl(tmp_path, log_dir=tmp_path / "logs")
+    with anyio.move_on_after(0.2):
+        await repl.start()
+    await repl.close()
+    assert kernel_dirs() == dirs
+
+
+def test_interpreter_exit_reaps_kernels(tmp_path: Path) -> None:
+    script = textwrap.dedent(
+        """
+        import anyio, os
+        from simplellmfunc.builtin._pyrepl import PyRepl
+
+        async def main():
+            repl = PyRepl(log_dir=os.environ["LOGS"])  # never closed on purpose
+            result = await repl.execute(
+                "import os, subprocess\\n"
+                "child = subprocess.Popen(['sleep', '60'])\\n"
+                "(os.getpid(), child.pid)"
+            )
+            print(result["return_value"], flush=True)
+
+        anyio.run(main)
+        """
+    )
+    env = {**os.environ, "LOGS": str(tmp_path / "logs")}
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=60
+    )
+    assert done.returncode == 0, done.stderr
+    kernel_pid, child_pid = eval(done.stdout.strip())  # a tuple of two ints
+    for pid in (kernel_pid, child_pid):
+        assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+
+
+async def test_pool_gives_ready_kernels_configured_per_instance(tmp_path: Path) -> None:
+    dirs = kernel_dirs()
+    work = tmp_path / "work"
+    work.mkdir()
+    async with KernelPool(size=1) as pool:
+        await pool.wait_ready()
+        assert pool.idle == 1
+        repl = PyRepl(work, pool=pool, env={"POOL_VAR": "set"}, log_dir=tmp_path / "logs")
+        await repl.start()
+        result = await repl.execute("import os\n(os.getcwd(), os.environ['POOL_VAR'])")
+        assert result["return_value"] == repr((str(work), "set"))
+        other = PyRepl(work, pool=pool, log_dir=tmp_path / "logs")
+        assert (await other.execute("'POOL_VAR' in __import__('os').environ"))[
+            "return_value"
+        ] == "False"
+        await other.close()
+        await repl.close()
+        await pool.wait_ready()
+    assert kernel_dirs() == dirs
+
+
+async def test_pool_must_be_open(tmp_path: Path) -> None:
+    from simplellmfunc.exceptions import KernelError
+
+    repl = PyRepl(tmp_path, pool=KernelPool(size=1), log_dir=tmp_path / "logs")
+    with pytest.raises(KernelError, match="pool is not open"):
+        await repl.start()
+    await repl.close()
