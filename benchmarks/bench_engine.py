@@ -1,17 +1,25 @@
 """Engine overhead: decorators + ReAct loop against a raw httpx floor making the same HTTP calls.
 
-The mock LLM server runs in its own processes (``python -m simplellmfunc.testing.mock_server``,
-``--react-steps`` scripts multi-step turns); every measurement runs in a fresh child process, so
-CPU time and RSS belong to the client alone. The floor is hand-written code on one
-``httpx.AsyncClient``: it builds the same request bodies, decodes the JSON replies, appends the
-messages a ReAct loop appends and, for (a), validates the reply into the pydantic model.
+The mock LLM server runs in its own processes (``python -m simplellmfunc.testing.mock_server``;
+``--react-steps`` scripts multi-step turns). Every measurement runs in a fresh child process, so
+CPU time and RSS belong to the client alone, and floor and engine children alternate over a few
+rounds (the median is reported) so that noise from the rest of the machine hits both alike.
+
+Three clients make the same HTTP calls with the same bodies:
+
+- ``floor``: hand-written code on one ``httpx.AsyncClient``: builds the bodies, decodes the JSON
+  replies, appends the messages a ReAct loop appends and, for (a), validates the reply into the
+  pydantic model;
+- ``provider``: the same hand-written loop on ``OpenAICompatible.complete`` (what the provider
+  layer alone costs);
+- ``engine``: ``@llm_function`` / ``@llm_chat`` (provider + engine + decorators).
 
 Scenarios (issue 3):
 
 - (a) one ``@llm_function`` call returning a pydantic model, sequentially;
 - (b) one 3-step ReAct ``@llm_chat`` turn with a trivial tool, sequentially;
 - (c) one turn with 8 parallel tools that each sleep 0.2 s: wall time against the ideal
-  (0.2 s + the floor's two round trips);
+  (0.2 s + two of the floor's round trips);
 - (d) 1,000 concurrent 3-step sessions in one process: sessions/s, p99, peak RSS, RSS per live
   session and CPU per session.
 
@@ -37,15 +45,27 @@ from typing import Any
 import psutil
 
 PERSON = '{"name": "Ada Lovelace", "age": 36, "email": "ada@example.com"}'
+SYSTEM, USER = "You help.", "go"
 NAP = 0.2
 PARALLEL = 8
 SESSIONS = 1000
 KEY = "sk-bench-0123456789"
-HEADER = f"{'scenario':<34} {'floor':>9} {'engine':>9} {'ratio':>7} {'floor ms':>8} {'eng ms':>8}"
 TARGETS = {"cpu": 1.3, "ideal": 0.10, "rate": 0.8, "rss_kb": 100.0}
+Call = Callable[[], Awaitable[Any]]
 
 
-# -- the floor: raw httpx -------------------------------------------------------------------
+def _person_model() -> Any:
+    from pydantic import BaseModel
+
+    class Person(BaseModel):
+        name: str
+        age: int
+        email: str
+
+    return Person
+
+
+# -- floor: raw httpx -----------------------------------------------------------------------
 
 
 def _floor_client(url: str) -> Any:
@@ -62,84 +82,107 @@ def _floor_client(url: str) -> Any:
 async def _floor_post(client: Any, body: dict[str, Any]) -> dict[str, Any]:
     response = await client.post("/chat/completions", content=json.dumps(body))
     response.raise_for_status()
-    data: dict[str, Any] = response.json()
-    return data["choices"][0]["message"]
+    message: dict[str, Any] = response.json()["choices"][0]["message"]
+    return message
 
 
-def _tool_spec(name: str) -> dict[str, Any]:
-    parameters = {"type": "object", "properties": {}}
-    return {
-        "type": "function",
-        "function": {"name": name, "description": "", "parameters": parameters},
-    }
-
-
-async def _floor_turn(client: Any, tool: str, nap: float = 0.0) -> str:
-    """One ReAct turn by hand: call, run the requested tools, call again until text."""
-    messages: list[dict[str, Any]] = [
-        {"role": "system", "content": "You help."},
-        {"role": "user", "content": "go"},
+def _floor_turn(client: Any, tool: str, nap: float) -> Call:
+    spec = {"type": "object", "properties": {}}
+    tools = [
+        {"type": "function", "function": {"name": tool, "description": "", "parameters": spec}}
     ]
-    tools = [_tool_spec(tool)]
-    while True:
-        message = await _floor_post(
-            client, {"model": "bench", "messages": messages, "tools": tools}
-        )
-        calls = message.get("tool_calls") or []
-        messages.append(
-            {"role": "assistant", "content": message.get("content"), "tool_calls": calls}
-        )
-        if not calls:
-            return str(message.get("content"))
-        if nap:
-            await asyncio.gather(*(asyncio.sleep(nap) for _ in calls))
-        messages.extend({"role": "tool", "tool_call_id": c["id"], "content": "done"} for c in calls)
+
+    async def turn() -> str:
+        messages: list[dict[str, Any]] = [
+            {"role": "system", "content": SYSTEM},
+            {"role": "user", "content": USER},
+        ]
+        while True:
+            body = {"model": "bench", "messages": messages, "tools": tools}
+            message = await _floor_post(client, body)
+            calls = message.get("tool_calls") or []
+            messages.append(
+                {"role": "assistant", "content": message["content"], "tool_calls": calls}
+            )
+            if not calls:
+                return str(message["content"])
+            if nap:
+                await asyncio.gather(*(asyncio.sleep(nap) for _ in calls))
+            messages += [
+                {"role": "tool", "tool_call_id": c["id"], "content": "done"} for c in calls
+            ]
+
+    return turn
 
 
-def _person_model() -> Any:
-    from pydantic import BaseModel
-
-    class Person(BaseModel):
-        name: str
-        age: int
-        email: str
-
-    return Person
-
-
-async def _floor_extract(client: Any, person: Any, schema: dict[str, Any]) -> Any:
-    body = {
-        "model": "bench",
-        "messages": [
-            {"role": "system", "content": "Extract the person."},
-            {"role": "user", "content": "text (str): Ada Lovelace, 36, ada@example.com\n"},
-        ],
-        "response_format": {
-            "type": "json_schema",
-            "json_schema": {
-                "name": "result",
-                "schema": person.model_json_schema(),
-                "strict": False,
-            },
-        },
+def _floor_extract(client: Any) -> Call:
+    person = _person_model()
+    response_format = {
+        "type": "json_schema",
+        "json_schema": {"name": "result", "schema": person.model_json_schema(), "strict": False},
     }
-    message = await _floor_post(client, body)
-    return person.model_validate_json(message["content"])
+
+    async def extract() -> Any:
+        body = {
+            "model": "bench",
+            "messages": [
+                {"role": "system", "content": "Extract the person."},
+                {"role": "user", "content": "text (str): Ada Lovelace, 36, ada@example.com\n"},
+            ],
+            "response_format": response_format,
+        }
+        message = await _floor_post(client, body)
+        return person.model_validate_json(message["content"])
+
+    return extract
 
 
-# -- the framework --------------------------------------------------------------------------
+# -- provider: the same loop on OpenAICompatible.complete ----------------------------------
 
 
-def _framework(url: str) -> Any:
-    from simplellmfunc import OpenAICompatible
+def _provider_turn(llm: Any) -> Call:
+    from simplellmfunc.providers import LLMRequest, ToolSpec
+    from simplellmfunc.types import Message, SystemMessage, ToolMessage, UserMessage
 
-    return OpenAICompatible(KEY, "bench", url, max_retries=0)
+    spec = ToolSpec("noop", "", {"type": "object", "properties": {}})
+
+    async def turn() -> str:
+        messages: list[Message] = [SystemMessage(SYSTEM), UserMessage(USER)]
+        while True:
+            response = await llm.complete(LLMRequest(tuple(messages), (spec,)))
+            messages.append(response.message)
+            if not response.message.tool_calls:
+                return str(response.text)
+            messages += [ToolMessage(c.id, "done") for c in response.message.tool_calls]
+
+    return turn
 
 
-def _agent(llm: Any, nap: float = 0.0) -> Callable[[], Awaitable[str]]:
+def _provider_extract(llm: Any) -> Call:
+    from simplellmfunc.providers import LLMRequest, ResponseFormat
+    from simplellmfunc.types import SystemMessage, UserMessage
+
+    person = _person_model()
+    response_format = ResponseFormat("result", person.model_json_schema())
+
+    async def extract() -> Any:
+        messages = (
+            SystemMessage("Extract the person."),
+            UserMessage("text (str): Ada Lovelace, 36, ada@example.com\n"),
+        )
+        response = await llm.complete(LLMRequest(messages, response_format=response_format))
+        return person.model_validate_json(response.text)
+
+    return extract
+
+
+# -- engine: the decorators -----------------------------------------------------------------
+
+
+def _engine_turn(llm: Any, tool_name: str, nap: float) -> Call:
     from simplellmfunc import llm_chat, tool
 
-    @tool(name="nap" if nap else "noop")
+    @tool(name=tool_name)
     async def work() -> str:
         """Do the work."""
         if nap:
@@ -151,19 +194,19 @@ def _agent(llm: Any, nap: float = 0.0) -> Callable[[], Awaitable[str]]:
         """You help."""
 
     async def turn() -> str:
-        outputs = [text async for text, _ in agent("go", history=[])]
+        outputs = [text async for text, _ in agent(USER, history=[])]
         return str(outputs[-1])
 
     return turn
 
 
-def _extractor(llm: Any, person: Any) -> Callable[[], Awaitable[Any]]:
+def _engine_extract(llm: Any) -> Call:
     from simplellmfunc import llm_function
 
     async def extract(text: str) -> Any:
         """Extract the person."""
 
-    extract.__annotations__["return"] = person
+    extract.__annotations__["return"] = _person_model()
     function = llm_function(llm)(extract)
     return lambda: function("Ada Lovelace, 36, ada@example.com")
 
@@ -171,20 +214,18 @@ def _extractor(llm: Any, person: Any) -> Callable[[], Awaitable[Any]]:
 # -- child processes: one measurement each --------------------------------------------------
 
 
-async def _sequential(call: Callable[[], Awaitable[Any]], runs: int) -> dict[str, float]:
+async def _sequential(call: Call, runs: int) -> dict[str, float]:
     for _ in range(max(runs // 10, 5)):  # warm-up: imports, caches, the connection
         await call()
-    cpu, wall = time.process_time(), time.perf_counter()
+    cpu = time.process_time()
     latencies = []
     for _ in range(runs):
         started = time.perf_counter()
         await call()
         latencies.append(time.perf_counter() - started)
     return {
-        "cpu": time.process_time() - cpu,
-        "wall": time.perf_counter() - wall,
+        "cpu": (time.process_time() - cpu) / runs,
         "median": statistics.median(latencies),
-        "runs": runs,
     }
 
 
@@ -206,7 +247,7 @@ def _rss_sampler() -> Iterator[dict[str, float]]:
         thread.join()
 
 
-async def _concurrent(call: Callable[[], Awaitable[Any]], sessions: int) -> dict[str, float]:
+async def _concurrent(call: Call, sessions: int) -> dict[str, float]:
     await asyncio.gather(*(call() for _ in range(20)))  # warm-up
     latencies: list[float] = []
 
@@ -230,25 +271,32 @@ async def _concurrent(call: Callable[[], Awaitable[Any]], sessions: int) -> dict
     }
 
 
-async def _child(scenario: str, impl: str, url: str, runs: int) -> dict[str, float]:
-    floor = impl == "floor"
-    client = _floor_client(url) if floor else _framework(url)
-    try:
+def _make_call(scenario: str, impl: str, url: str) -> tuple[Any, Call]:
+    if impl == "floor":
+        client = _floor_client(url)
         if scenario == "a":
-            person = _person_model()
-            schema = person.model_json_schema()
-            call = (
-                (lambda: _floor_extract(client, person, schema))
-                if floor
-                else _extractor(client, person)
-            )
-            return await _sequential(call, runs)
-        nap = NAP if scenario == "c" else 0.0
-        tool = "nap" if nap else "noop"
-        turn = (lambda: _floor_turn(client, tool, nap)) if floor else _agent(client, nap)
+            return client, _floor_extract(client)
+        return client, _floor_turn(client, "nap" if scenario == "c" else "noop", _nap(scenario))
+    from simplellmfunc import OpenAICompatible
+
+    llm = OpenAICompatible(KEY, "bench", url, max_retries=0)
+    if impl == "provider":
+        return llm, _provider_extract(llm) if scenario == "a" else _provider_turn(llm)
+    if scenario == "a":
+        return llm, _engine_extract(llm)
+    return llm, _engine_turn(llm, "nap" if scenario == "c" else "noop", _nap(scenario))
+
+
+def _nap(scenario: str) -> float:
+    return NAP if scenario == "c" else 0.0
+
+
+async def _child(scenario: str, impl: str, url: str, runs: int) -> dict[str, float]:
+    client, call = _make_call(scenario, impl, url)
+    try:
         if scenario == "d":
-            return await _concurrent(turn, SESSIONS)
-        return await _sequential(turn, runs)
+            return await _concurrent(call, SESSIONS)
+        return await _sequential(call, runs)
     finally:
         await client.aclose()
 
@@ -275,78 +323,93 @@ def _measure(scenario: str, impl: str, url: str, runs: int) -> dict[str, float]:
     return result
 
 
+def _rounds(
+    scenario: str, impls: tuple[str, ...], url: str, runs: int, rounds: int
+) -> dict[str, dict[str, float]]:
+    """Alternate the clients over ``rounds``; the median of each figure per client."""
+    results: dict[str, list[dict[str, float]]] = {impl: [] for impl in impls}
+    for _ in range(rounds):
+        for impl in impls:
+            results[impl].append(_measure(scenario, impl, url, runs))
+    return {
+        impl: {key: statistics.median(r[key] for r in rs) for key in rs[0]}
+        for impl, rs in results.items()
+    }
+
+
 def _verdict(ok: bool) -> str:
     return "ok" if ok else "MISSED"
 
 
-def _report_sequential(
-    label: str, steps: int, floor: dict[str, float], fw: dict[str, float]
-) -> None:
-    per_floor = floor["cpu"] / (floor["runs"] * steps) * 1e6
-    per_fw = fw["cpu"] / (fw["runs"] * steps) * 1e6
-    ratio = per_fw / per_floor
+def _sequential_row(label: str, steps: int, r: dict[str, dict[str, float]]) -> None:
+    floor, provider, engine = (r[i]["cpu"] / steps * 1e6 for i in ("floor", "provider", "engine"))
+    ratio = engine / floor
     print(
-        f"{label:<34} {per_floor:>9.0f} {per_fw:>9.0f} {ratio:>6.2f}x"
-        f" {floor['median'] * 1e3:>8.2f} {fw['median'] * 1e3:>8.2f}"
+        f"{label:<24} {floor:>7.0f} {provider:>9.0f} {engine:>8.0f} {provider / floor:>8.2f}x"
+        f" {ratio:>8.2f}x {r['floor']['median'] * 1e3:>8.2f} {r['engine']['median'] * 1e3:>8.2f}"
         f"   target <= {TARGETS['cpu']}x: {_verdict(ratio <= TARGETS['cpu'])}"
+    )
+
+
+def _concurrent_rows(r: dict[str, dict[str, float]]) -> None:
+    print(f"(d) {SESSIONS} concurrent 3-step sessions in one process")
+    print(
+        f"    {'':<8} {'sessions/s':>10} {'p99 ms':>8} {'CPU/session µs':>15}"
+        f" {'peak RSS MB':>12} {'RSS/live session KB':>20}"
+    )
+    for name in ("floor", "engine"):
+        x = r[name]
+        print(
+            f"    {name:<8} {x['rate']:>10.0f} {x['p99'] * 1e3:>8.0f} {x['cpu'] * 1e6:>15.0f}"
+            f" {x['peak_rss'] / 2**20:>12.1f} {x['rss_per_session'] / 1024:>20.1f}"
+        )
+    rate = r["engine"]["rate"] / r["floor"]["rate"]
+    rss = r["engine"]["rss_per_session"] / 1024
+    print(
+        f"    sessions/s {rate:.2f}x floor (target >= {TARGETS['rate']}x):"
+        f" {_verdict(rate >= TARGETS['rate'])}; RSS/live session {rss:.1f} KB"
+        f" (target <= {TARGETS['rss_kb']:.0f} KB): {_verdict(rss <= TARGETS['rss_kb'])};"
+        f" CPU/session {r['engine']['cpu'] / r['floor']['cpu']:.2f}x floor"
     )
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="fewer runs")
+    parser.add_argument("--quick", action="store_true", help="fewer runs and rounds")
     parser.add_argument("--child", nargs=3, metavar=("SCENARIO", "IMPL", "URL"))
-    parser.add_argument("--runs", type=int, default=300)
+    parser.add_argument("--runs", type=int, default=300, help="sequential calls per child")
+    parser.add_argument("--rounds", type=int, default=5, help="alternating rounds per cell")
     args = parser.parse_args()
     if args.child:
         print(json.dumps(asyncio.run(_child(*args.child, args.runs))))
         return
-    runs = 100 if args.quick else args.runs
+    runs, rounds = (100, 3) if args.quick else (args.runs, args.rounds)
+    clients = ("floor", "provider", "engine")
     with (
         _server("--reply-text", PERSON) as url_a,
         _server("--react-steps", "3", "--tool-name", "noop") as url_b,
         _server("--react-steps", "2", "--tool-name", "nap", "--parallel", str(PARALLEL)) as url_c,
     ):
-        print(f"mock servers in 3 processes; {runs} sequential runs per cell; CPU in µs")
-        print(HEADER)
-        a = [_measure("a", impl, url_a, runs) for impl in ("floor", "framework")]
-        _report_sequential("(a) llm_function -> pydantic, /RT", 1, *a)
-        b = [_measure("b", impl, url_b, runs) for impl in ("floor", "framework")]
-        _report_sequential("(b) llm_chat 3-step ReAct, /RT", 3, *b)
-        c_runs = 5 if args.quick else 10
-        floor_c, fw_c = (_measure("c", impl, url_c, c_runs) for impl in ("floor", "framework"))
-        round_trip = b[0]["median"] / 3
-        ideal = NAP + 2 * round_trip
-        over = fw_c["median"] / ideal - 1
+        print(f"mock server in its own process; {rounds} rounds x {runs} sequential calls")
+        print("CPU per LLM round trip (µs), median of the rounds; latency per call (ms)")
         print(
-            f"{'(c) 8 parallel tools x 0.2 s, wall':<34} floor {floor_c['median'] * 1e3:.1f} ms,"
-            f" engine {fw_c['median'] * 1e3:.1f} ms, ideal {ideal * 1e3:.1f} ms"
-            f" (0.2 s + 2 x {round_trip * 1e3:.2f} ms): {over:+.1%}"
+            f"{'scenario':<24} {'floor':>7} {'provider':>9} {'engine':>8} {'prov/fl':>9}"
+            f" {'eng/fl':>9} {'floor ms':>8} {'eng ms':>8}"
+        )
+        _sequential_row("(a) llm_function", 1, _rounds("a", clients, url_a, runs, rounds))
+        b = _rounds("b", clients, url_b, runs, rounds)
+        _sequential_row("(b) llm_chat 3 steps", 3, b)
+        c = _rounds("c", ("floor", "engine"), url_c, 5 if args.quick else 10, rounds)
+        round_trip = b["floor"]["median"] / 3
+        ideal = NAP + 2 * round_trip
+        over = c["engine"]["median"] / ideal - 1
+        print(
+            f"(c) 8 parallel tools x 0.2 s: engine {c['engine']['median'] * 1e3:.1f} ms,"
+            f" floor {c['floor']['median'] * 1e3:.1f} ms, ideal {ideal * 1e3:.1f} ms"
+            f" (0.2 s + 2 x {round_trip * 1e3:.2f} ms): {over:+.1%} over ideal"
             f"   target <= +{TARGETS['ideal']:.0%}: {_verdict(over <= TARGETS['ideal'])}"
         )
-        floor_d, fw_d = (_measure("d", impl, url_b, 0) for impl in ("floor", "framework"))
-        _report_concurrent(floor_d, fw_d)
-
-
-def _report_concurrent(floor: dict[str, float], fw: dict[str, float]) -> None:
-    print(f"(d) {SESSIONS} concurrent 3-step sessions, one process")
-    print(
-        f"    {'':<10} {'sessions/s':>10} {'p99 ms':>8} {'CPU/session µs':>15}"
-        f" {'peak RSS MB':>12} {'RSS/live session KB':>20}"
-    )
-    for name, r in (("floor", floor), ("engine", fw)):
-        print(
-            f"    {name:<10} {r['rate']:>10.0f} {r['p99'] * 1e3:>8.0f} {r['cpu'] * 1e6:>15.0f}"
-            f" {r['peak_rss'] / 2**20:>12.1f} {r['rss_per_session'] / 1024:>20.1f}"
-        )
-    rate = fw["rate"] / floor["rate"]
-    rss = fw["rss_per_session"] / 1024
-    print(
-        f"    sessions/s {rate:.2f}x floor (target >= {TARGETS['rate']}x):"
-        f" {_verdict(rate >= TARGETS['rate'])}; RSS/session {rss:.1f} KB"
-        f" (target <= {TARGETS['rss_kb']:.0f} KB): {_verdict(rss <= TARGETS['rss_kb'])};"
-        f" CPU/session {fw['cpu'] / floor['cpu']:.2f}x floor"
-    )
+        _concurrent_rows(_rounds("d", ("floor", "engine"), url_b, 0, 1 if args.quick else 2))
 
 
 if __name__ == "__main__":

@@ -99,7 +99,7 @@ async def warm_execute(rows: list[tuple[str, str, str]]) -> None:
                 await timed(lambda: client.execute_interactive("1+1", output_hook=lambda m: None))
             )
             floor.append(await timed(lambda: minimal_round_trip(client)))
-        kernel = psutil.Process(repl._session.pid) if repl._session else None
+        kernel = psutil.Process(repl._kernel.session.pid) if repl._kernel.session else None
         rss = kernel.memory_info().rss if kernel else 0
         uss = kernel.memory_full_info().uss if kernel else 0
     client.stop_channels()

@@ -167,6 +167,14 @@ async def test_error_in_function_from_earlier_execution(repl: PyRepl) -> None:
     assert "of the code run in execution" in result["error"]
 
 
+async def test_error_on_a_magic_line_shows_the_line_as_written(repl: PyRepl) -> None:
+    result = await repl.execute("x = 1\n%no_such_magic")
+    details = result["error_details"]
+    assert details["line"] == 2
+    assert details["snippet"] == "%no_such_magic"
+    assert details["pointer"] is None
+
+
 async def test_return_value_and_display_text(repl: PyRepl) -> None:
     result = await repl.execute("display('shown'); {'k': [1, 2]}")
     assert result["return_value"] == "{'k': [1, 2]}"

@@ -88,7 +88,7 @@ async def test_death_by_signal_is_reported(repl: PyRepl, code: str, signal_name:
 
 async def test_exit_between_executions_gives_a_fresh_kernel(repl: PyRepl) -> None:
     await repl.execute("kept = 1\nexit()")
-    session = repl._session
+    session = repl._kernel.session
     assert session is not None
     # Wait for the kernel to finish exiting (polling: there is no exit event to wait on).
     with anyio.fail_after(10):

@@ -15,7 +15,7 @@ import pytest
 
 from simplellmfunc.builtin._pyrepl import PyRepl
 
-INTERVAL = "import time\n_t0 = time.time()\ntime.sleep(0.4)\n(_t0, time.time())"
+INTERVAL = "import time\n_t0 = time.time()\ntime.sleep({})\n(_t0, time.time())"
 
 
 @pytest.fixture(autouse=True)
@@ -42,7 +42,7 @@ async def test_instances_do_not_share_state_and_run_in_parallel(tmp_path: Path) 
         results: dict[str, dict[str, Any]] = {}
 
         async def run(name: str, repl: PyRepl) -> None:
-            results[name] = await repl.execute(INTERVAL)
+            results[name] = await repl.execute(INTERVAL.format(1.0))
 
         async with anyio.create_task_group() as tg:
             tg.start_soon(run, "one", one)
@@ -58,7 +58,7 @@ async def test_one_instance_queues_its_executions(tmp_path: Path) -> None:
         results: list[dict[str, Any]] = []
 
         async def run() -> None:
-            results.append(await repl.execute(INTERVAL))
+            results.append(await repl.execute(INTERVAL.format(0.3)))
 
         async with anyio.create_task_group() as tg:
             for _ in range(3):

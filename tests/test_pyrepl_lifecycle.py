@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import ast
 import os
 import subprocess
 import sys
+import tempfile
 import textwrap
 from collections.abc import Iterator
 from pathlib import Path
@@ -29,11 +31,17 @@ def no_orphans() -> Iterator[None]:
     assert live_count() == 0
 
 
-def kernel_dirs() -> set[str]:
-    import tempfile
+@pytest.fixture
+def temp_root(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A private temp root, so that other test runs on the machine cannot disturb the counts."""
+    root = tmp_path / "temp-root"
+    root.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(root))
+    return root
 
-    root = tempfile.gettempdir()
-    return {d for d in os.listdir(root) if d.startswith(("slf-kernel-", "slf-bridge-"))}
+
+def private_dirs(root: Path) -> list[str]:
+    return sorted(os.listdir(root))
 
 
 async def grandchild(repl: PyRepl) -> psutil.Process:
@@ -41,34 +49,37 @@ async def grandchild(repl: PyRepl) -> psutil.Process:
     return psutil.Process(int(result["return_value"]))
 
 
-async def test_close_kills_kernel_and_its_children_and_removes_files(tmp_path: Path) -> None:
-    dirs = kernel_dirs()
+async def test_close_kills_kernel_and_its_children_and_removes_files(
+    tmp_path: Path, temp_root: Path
+) -> None:
     repl = PyRepl(tmp_path, log_dir=tmp_path / "logs")
-    await repl.start()
-    child = await grandchild(repl)
-    assert len(kernel_dirs() - dirs) == 1
-    await repl.close()
+    try:
+        await repl.start()
+        child = await grandchild(repl)
+        assert [d[:11] for d in private_dirs(temp_root)] == ["slf-kernel-"]
+    finally:
+        await repl.close()
     await repl.close()  # idempotent
     assert not child.is_running() or child.status() == psutil.STATUS_ZOMBIE
-    assert kernel_dirs() == dirs
+    assert private_dirs(temp_root) == []
 
 
-async def test_cancelled_task_still_cleans_up(tmp_path: Path) -> None:
-    dirs = kernel_dirs()
-    with anyio.move_on_after(1.0):
-        async with PyRepl(tmp_path, log_dir=tmp_path / "logs") as repl:
+async def test_cancelled_task_still_cleans_up(tmp_path: Path, temp_root: Path) -> None:
+    repl = PyRepl(tmp_path, log_dir=tmp_path / "logs")
+    await repl.start()  # so that the cancellation below lands in the cell, however slow the box
+    with anyio.move_on_after(0.5):
+        async with repl:
             await repl.execute("import time\ntime.sleep(60)")
     assert not repl.is_running
-    assert kernel_dirs() == dirs
+    assert private_dirs(temp_root) == []
 
 
-async def test_cancelled_during_start_leaves_nothing(tmp_path: Path) -> None:
-    dirs = kernel_dirs()
+async def test_cancelled_during_start_leaves_nothing(tmp_path: Path, temp_root: Path) -> None:
     repl = PyRepl(tmp_path, log_dir=tmp_path / "logs")
     with anyio.move_on_after(0.2):
         await repl.start()
     await repl.close()
-    assert kernel_dirs() == dirs
+    assert private_dirs(temp_root) == []
 
 
 def test_interpreter_exit_reaps_kernels(tmp_path: Path) -> None:
@@ -99,25 +110,28 @@ def test_interpreter_exit_reaps_kernels(tmp_path: Path) -> None:
         assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
 
 
-async def test_pool_gives_ready_kernels_configured_per_instance(tmp_path: Path) -> None:
-    dirs = kernel_dirs()
+async def test_pool_gives_ready_kernels_configured_per_instance(
+    tmp_path: Path, temp_root: Path
+) -> None:
     work = tmp_path / "work"
     work.mkdir()
     async with KernelPool(size=1) as pool:
         await pool.wait_ready()
         assert pool.idle == 1
         repl = PyRepl(work, pool=pool, env={"POOL_VAR": "set"}, log_dir=tmp_path / "logs")
-        await repl.start()
-        result = await repl.execute("import os\n(os.getcwd(), os.environ['POOL_VAR'])")
-        assert result["return_value"] == repr((str(work), "set"))
         other = PyRepl(work, pool=pool, log_dir=tmp_path / "logs")
-        assert (await other.execute("'POOL_VAR' in __import__('os').environ"))[
-            "return_value"
-        ] == "False"
-        await other.close()
-        await repl.close()
+        try:
+            await repl.start()
+            result = await repl.execute("import os\n(os.getcwd(), os.environ['POOL_VAR'])")
+            assert ast.literal_eval(result["return_value"]) == (str(work), "set")
+            result = await other.execute("'POOL_VAR' in __import__('os').environ")
+            assert result["return_value"] == "False"
+        finally:
+            await other.close()
+            await repl.close()
         await pool.wait_ready()
-    assert kernel_dirs() == dirs
+        assert len(private_dirs(temp_root)) == 1  # the refilled idle kernel
+    assert private_dirs(temp_root) == []
 
 
 async def test_pool_must_be_open(tmp_path: Path) -> None:

@@ -74,7 +74,11 @@ class BridgeServer:
     async def serve(self) -> None:
         """Accept and answer calls until cancelled."""
         if self._listener is not None:
-            await self._listener.serve(self._handle)
+            try:
+                await self._listener.serve(self._handle)
+            except anyio.ClosedResourceError:
+                # close() ran while a cell was executing: nothing left to serve.
+                return
 
     async def close(self) -> None:
         """Close the socket and remove its directory."""

@@ -55,7 +55,11 @@ def _post_run_cell(result: Any) -> None:
     shell = _STATE["shell"]
     try:
         details = _kernel_errors.describe(
-            exc, shell, before_exec=before is not None, current=result.execution_count
+            exc,
+            shell,
+            before_exec=before is not None,
+            current=result.execution_count,
+            raw_cell=getattr(getattr(result, "info", None), "raw_cell", None),
         )
     except Exception as failure:  # boundary: never let error reporting break the kernel
         details = {"error_type": type(exc).__name__, "message": str(exc), "internal": repr(failure)}

@@ -100,6 +100,20 @@ def _chained(exc: BaseException) -> str | None:
     return f"{_type_name(cause)}: {cause}"
 
 
+def _as_written(details: dict[str, Any], raw_cell: str | None, current: int | None) -> None:
+    """Show the line as the user wrote it when IPython rewrote it (magics, ``!cmd``).
+
+    Positions refer to the rewritten line, so they are dropped rather than misplaced.
+    """
+    line = details.get("line")
+    if not raw_cell or not line or details.get("execution") not in (None, current):
+        return
+    lines = raw_cell.splitlines()
+    if line > len(lines) or lines[line - 1] == details.get("snippet"):
+        return
+    details.update(snippet=lines[line - 1], pointer=None, column=None)
+
+
 def _runtime(exc: BaseException, shell: Any, current: int | None) -> dict[str, Any]:
     cells = _cells(shell)
     frames = list(traceback.extract_tb(exc.__traceback__))
@@ -169,7 +183,12 @@ def _syntax(exc: SyntaxError, shell: Any, current: int | None) -> dict[str, Any]
 
 
 def describe(
-    exc: BaseException, shell: Any, *, before_exec: bool, current: int | None
+    exc: BaseException,
+    shell: Any,
+    *,
+    before_exec: bool,
+    current: int | None,
+    raw_cell: str | None = None,
 ) -> dict[str, Any]:
     """Return the structured error details of ``exc`` raised by the current cell.
 
@@ -178,12 +197,14 @@ def describe(
         shell: The IPython shell.
         before_exec: Whether it was raised while compiling the cell (syntax errors).
         current: The execution count of the current cell.
+        raw_cell: The cell as the user wrote it (before IPython's transformations).
     """
     cells = _cells(shell)
     if isinstance(exc, SyntaxError) and (before_exec or _is_user(exc.filename or "", cells)):
         details = _syntax(exc, shell, current)
     else:
         details = _runtime(exc, shell, current)
+    _as_written(details, raw_cell, current)
     details["summary"] = _summary(details, current)
     return details
 

@@ -165,7 +165,7 @@ class KernelSession:
         content = await self.request(code, user_expressions={"r": expression}, timeout=timeout)
         if content.get("status") != "ok":
             raise KernelError(
-                f"kernel bootstrap failed: {content.get('ename')}: {content.get('evalue')}"
+                f"kernel command {op!r} failed: {content.get('ename')}: {content.get('evalue')}"
             )
         value = content.get("user_expressions", {}).get("r", {})
         if value.get("status") != "ok":

@@ -5,39 +5,31 @@ from __future__ import annotations
 import os
 import time
 import uuid
-from collections import deque
 from collections.abc import Mapping
 from datetime import UTC, datetime
 from pathlib import Path
 from types import TracebackType
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import anyio
 
 from .._abort import AbortSignal
-from ..exceptions import KernelError, UserError
+from ..exceptions import UserError
 from ..tools._emitter import ToolEventEmitter
 from ..tools._tool import Tool
-from ._bridge_host import BridgeServer
 from ._bridge_pack import PrimitivePack
 from ._kernel_exec import CellLimits, CellOutcome, CellRun, InputBroker, delivers_live
-from ._kernel_session import KernelSession, SessionOptions
+from ._kernel_pool import KernelPool
 from ._pyrepl_audit import AuditLog, resolve_log_dir
+from ._pyrepl_kernel import KernelSettings, ManagedKernel
 from ._pyrepl_result import ResultContext, build_result
 from ._pyrepl_tools import ExecuteCodeTool, ListVariablesTool, ResetReplTool
 
-if TYPE_CHECKING:
-    from ._kernel_pool import KernelPool
-
-__all__ = ["PrimitivePack", "PyRepl"]
+__all__ = ["KernelPool", "PrimitivePack", "PyRepl"]
 
 _RESET_MESSAGE = (
     "REPL reset: all variables were cleared (the attached self_reference and runtime "
     "primitives are kept)."
-)
-_LOST_STATE = (
-    "This code ran in a fresh Python kernel: the previous kernel {why}, so every variable, "
-    "import and definition from earlier executions is gone."
 )
 
 
@@ -101,9 +93,6 @@ class PyRepl:
             if value <= 0:
                 raise UserError(f"{name} must be positive, got {value!r}")
         self._cwd = str(Path(working_directory or os.getcwd()).absolute())
-        self._env = dict(env or {})
-        self._memory_limit_mb = memory_limit_mb
-        self._cpu_time_limit_s = cpu_time_limit_s
         self._max_output_tokens = max_output_tokens
         self._limits = CellLimits(
             execution_timeout_seconds,
@@ -111,25 +100,25 @@ class PyRepl:
             interrupt_grace_seconds,
             max_capture_chars,
         )
-        self._pool = pool
+        self._kernel = ManagedKernel(
+            KernelSettings(
+                cwd=self._cwd,
+                env=dict(env or {}),
+                memory_limit_mb=memory_limit_mb,
+                cpu_time_limit_s=cpu_time_limit_s,
+                pool=pool,
+                startup_timeout=startup_timeout_seconds,
+                max_deaths=max_kernel_deaths,
+                death_window=kernel_death_window_seconds,
+            )
+        )
         self._log_dir = log_dir
-        self._startup_timeout = startup_timeout_seconds
-        self._max_deaths = max_kernel_deaths
-        self._death_window = kernel_death_window_seconds
         self._instance_id = f"{datetime.now(UTC):%Y%m%d-%H%M%S}-{uuid.uuid4().hex[:8]}"
         self._audit: AuditLog | None = None
         self._lock = anyio.Lock()
         self._inputs = InputBroker()
-        self._session: KernelSession | None = None
-        self._configured = False
-        self._packs: dict[str, PrimitivePack] = {}
         self._self_reference: Any = None
-        self._selfref_namespace: str | None = None
-        self._bridge: BridgeServer | None = None
-        self._deaths: deque[float] = deque()
-        self._lost: str | None = None
         self._sequence = 0
-        self._closed = False
         self._toolset: list[Tool] | None = None
 
     # -- properties ---------------------------------------------------------------------------
@@ -162,7 +151,7 @@ class PyRepl:
     @property
     def is_running(self) -> bool:
         """Whether a kernel is currently running for this instance."""
-        return self._session is not None and not self._session.closed
+        return self._kernel.running
 
     @property
     def toolset(self) -> list[Tool]:
@@ -185,21 +174,14 @@ class PyRepl:
             KernelError: If the kernel cannot start, or this instance is closed.
         """
         async with self._lock:
-            await self._ready_session()
+            await self._kernel.ready()
 
     async def close(self) -> None:
         """Shut the kernel down and release everything; idempotent.
 
         Runs shielded with a bound: a cancelled caller still leaves no process or file behind.
         """
-        self._closed = True
-        with anyio.CancelScope(shield=True):
-            session, self._session = self._session, None
-            if session is not None:
-                await session.destroy()
-            bridge, self._bridge = self._bridge, None
-            if bridge is not None:
-                await bridge.close()
+        await self._kernel.close()
 
     async def restart(self) -> None:
         """Replace the kernel with a fresh one (state is lost); also clears the death count.
@@ -208,11 +190,8 @@ class PyRepl:
             KernelError: If the new kernel cannot start.
         """
         async with self._lock:
-            self._deaths.clear()
-            session, self._session = self._session, None
-            if session is not None:
-                await session.destroy()
-            await self._ready_session()
+            await self._kernel.restart()
+            await self._kernel.ready()
 
     async def __aenter__(self) -> PyRepl:
         await self.start()
@@ -225,63 +204,6 @@ class PyRepl:
         tb: TracebackType | None,
     ) -> None:
         await self.close()
-
-    async def _ready_session(self) -> KernelSession:
-        if self._closed:
-            raise KernelError("this PyRepl is closed")
-        session = self._session
-        if session is not None and not session.closed and not await session.is_alive():
-            # It exited between executions (exit() in a cell, a crash in a background thread).
-            await session.destroy()
-            self._lost = _LOST_STATE.format(why="exited between executions")
-        if session is None or session.closed:
-            session = await self._new_session()
-        if not self._configured:
-            await self._configure(session)
-        return session
-
-    async def _new_session(self) -> KernelSession:
-        now = time.monotonic()
-        while self._deaths and now - self._deaths[0] > self._death_window:
-            self._deaths.popleft()
-        if len(self._deaths) >= self._max_deaths:
-            raise KernelError(
-                f"the Python kernel died {len(self._deaths)} times in the last "
-                f"{self._death_window:g} s; not starting another one. Fix the code that crashes "
-                "it, then call PyRepl.restart()."
-            )
-        self._session = None
-        self._configured = False
-        if self._pool is not None:
-            session = await self._pool.acquire()
-        else:
-            session = await KernelSession.start(
-                SessionOptions(self._cwd, self._env, self._startup_timeout)
-            )
-        self._session = session
-        return session
-
-    async def _configure(self, session: KernelSession) -> None:
-        bridge = None
-        if self._packs:
-            if self._bridge is None:
-                self._bridge = BridgeServer(lambda: self._packs)
-            await self._bridge.open()
-            bridge = self._bridge.kernel_config()
-        config = {
-            "cwd": self._cwd,
-            "env": self._env if self._pool is not None else None,
-            "memory_limit_mb": self._memory_limit_mb,
-            "cpu_time_limit_s": self._cpu_time_limit_s,
-            "bridge": bridge,
-            "self_reference": self._selfref_namespace,
-        }
-        try:
-            await session.control("configure", config=config)
-        except BaseException:
-            await session.destroy()
-            raise
-        self._configured = True
 
     # -- executing ----------------------------------------------------------------------------
 
@@ -312,8 +234,8 @@ class PyRepl:
         async with self._lock:
             started_at = datetime.now(UTC)
             started = time.perf_counter()
-            session = await self._ready_session()
-            notice, self._lost = self._lost, None
+            session = await self._kernel.ready()
+            notice = self._kernel.take_notice()
             self._sequence += 1
             if abort_signal is not None and abort_signal.aborted:
                 outcome = CellOutcome(verdict="aborted")
@@ -326,20 +248,13 @@ class PyRepl:
                     abort=abort_signal,
                     inputs=self._inputs,
                     allow_input=delivers_live(event_emitter),
-                    serve=self._bridge.serve if self._packs and self._bridge else None,
+                    serve=self._kernel.serve(),
                 )
                 outcome = await run.run()
-            self._after(outcome)
+            self._kernel.record(outcome)
             return await self._finish(
                 outcome, code, started_at, started, notice, event_emitter, abort_signal
             )
-
-    def _after(self, outcome: CellOutcome) -> None:
-        if outcome.verdict == "died" and not self._closed:
-            self._deaths.append(time.monotonic())
-            self._lost = _LOST_STATE.format(why="died")
-        elif not outcome.recovered:
-            self._lost = _LOST_STATE.format(why="did not stop after an interrupt and was killed")
 
     async def _finish(
         self,
@@ -364,7 +279,8 @@ class PyRepl:
         )
         result, spills = build_result(outcome, context)
         for spill in spills:
-            await audit.write_spill(spill.path, spill.text)
+            if not await audit.write_spill(spill.path, spill.text):
+                _unspill(result, spill.path)
         settings = {
             "execution_timeout_seconds": self._limits.execution_timeout,
             "input_idle_timeout_seconds": self._limits.input_idle_timeout,
@@ -385,8 +301,8 @@ class PyRepl:
 
     async def interrupt(self) -> None:
         """Interrupt the running execution, if any (like Ctrl-C; state is kept)."""
-        if self._session is not None:
-            await self._session.interrupt()
+        if self._kernel.session is not None:
+            await self._kernel.session.interrupt()
 
     async def reset(self) -> str:
         """Delete every user variable; attached objects and primitives are kept.
@@ -396,9 +312,8 @@ class PyRepl:
         """
         async with self._lock:
             if self.is_running:
-                await self._ready_session()
-                assert self._session is not None
-                await self._session.control("reset")
+                session = await self._kernel.ready()
+                await session.control("reset")
             return _RESET_MESSAGE
 
     async def list_variables(self) -> list[dict[str, str]]:
@@ -411,7 +326,7 @@ class PyRepl:
         async with self._lock:
             if not self.is_running:
                 return []
-            session = await self._ready_session()
+            session = await self._kernel.ready()
             variables = await session.control("variables")
             return [{"name": str(v["name"]), "type": str(v["type"])} for v in variables]
 
@@ -422,13 +337,13 @@ class PyRepl:
 
         Takes effect at the next execution; replaces a pack with the same namespace.
         """
-        self._packs[pack.namespace] = pack
-        self._configured = False
+        self._kernel.packs[pack.namespace] = pack
+        self._kernel.invalidate()
 
     def get_runtime_backend(self, name: str) -> Any:
         """The backend object of the pack installed under namespace ``name`` (or the pack
         itself when it has none); ``None`` when no such pack is installed."""
-        pack = self._packs.get(name)
+        pack = self._kernel.packs.get(name)
         if pack is None:
             return None
         return pack.backend if pack.backend is not None else pack
@@ -447,9 +362,20 @@ class PyRepl:
             if isinstance(pack, PrimitivePack):
                 self.install_primitive_pack(pack)
                 namespace = pack.namespace
-        self._selfref_namespace = namespace
-        self._configured = False
+        self._kernel.selfref_namespace = namespace
+        self._kernel.invalidate()
 
     def __repr__(self) -> str:
-        state = "closed" if self._closed else "running" if self.is_running else "not started"
+        closed = self._kernel.closed
+        state = "closed" if closed else "running" if self.is_running else "not started"
         return f"<PyRepl {self._instance_id} {state} cwd={self._cwd!r}>"
+
+
+def _unspill(result: dict[str, Any], path: str) -> None:
+    """The full output could not be saved: do not point the model at a missing file."""
+    for stream in ("stdout", "stderr"):
+        result[stream] = result[stream].replace(
+            f"the full output is in {path}", "the full output could not be saved"
+        )
+    files = {k: v for k, v in (result.get("output_files") or {}).items() if v != path}
+    result["output_files"] = files or None

@@ -7,6 +7,7 @@ until the first record is written; writes run in a worker thread so the event lo
 from __future__ import annotations
 
 import json
+import logging
 import os
 from datetime import UTC, datetime
 from pathlib import Path
@@ -17,6 +18,7 @@ import anyio.to_thread
 __all__ = ["AuditLog", "resolve_log_dir"]
 
 _MAX_FIELD_CHARS = 200_000
+logger = logging.getLogger("simplellmfunc.pyrepl")
 
 
 def resolve_log_dir(explicit: str | os.PathLike[str] | None = None) -> Path:
@@ -55,6 +57,13 @@ class AuditLog:
         self.directory = root / "pyrepl" / instance_id
         self.file = self.directory / "executions.jsonl"
         self.instance_id = instance_id
+        self._warned = False
+
+    def _failed(self, what: str, exc: OSError) -> None:
+        # A log that cannot be written must not fail the execution it records; say so once.
+        if not self._warned:
+            self._warned = True
+            logger.warning("PyRepl %s: cannot write %s: %s", self.instance_id, what, exc)
 
     def spill_path(self, sequence: int, stream: str) -> str:
         """Where the full output of execution ``sequence`` goes when it is cut."""
@@ -82,18 +91,26 @@ class AuditLog:
             },
         }
         line = json.dumps(entry, ensure_ascii=False, default=str) + "\n"
-        await anyio.to_thread.run_sync(self._append, line)
+        try:
+            await anyio.to_thread.run_sync(self._append, line)
+        except OSError as exc:
+            self._failed("the audit log", exc)
 
     def _append(self, line: str) -> None:
         self.directory.mkdir(parents=True, exist_ok=True)
         with self.file.open("a", encoding="utf-8") as handle:
             handle.write(line)
 
-    async def write_spill(self, path: str, text: str) -> None:
-        """Write a full output file."""
+    async def write_spill(self, path: str, text: str) -> bool:
+        """Write a full output file; False (and a logged warning) when that fails."""
 
         def write() -> None:
             Path(path).parent.mkdir(parents=True, exist_ok=True)
             Path(path).write_text(text, encoding="utf-8")
 
-        await anyio.to_thread.run_sync(write)
+        try:
+            await anyio.to_thread.run_sync(write)
+        except OSError as exc:
+            self._failed("an output file", exc)
+            return False
+        return True

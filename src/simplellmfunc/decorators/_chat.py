@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import functools
 import inspect
-from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterable
+from collections.abc import AsyncIterator, Callable, Iterable
 from contextlib import aclosing
 from typing import Any, Literal
 
@@ -15,9 +15,9 @@ from .._transcript import Transcript
 from ..engine._emit import Emitter
 from ..engine._invocation import Invocation, RunHook
 from ..engine._llm_step import RawItem, TextChunk
-from ..engine._loop import react_steps, run_react
+from ..engine._loop import ReactRun, run_react
 from ..engine._pump import Finished, Send, event_pump
-from ..engine._state import RunResult, RunState
+from ..engine._state import RunResult
 from ..exceptions import DecoratorError
 from ..providers._base import LLMInterface
 from ._common import new_call_id, resolve_tools, split_call_kwargs, static_tools
@@ -87,8 +87,7 @@ def llm_chat(
         doc = docstring_of(func)
         hook = _self_reference_hook(self_reference, self_reference_key)
 
-        @functools.wraps(func)
-        async def wrapper(*args: Any, **kwargs: Any) -> AsyncIterator[Any]:
+        async def prepare(args: tuple[Any, ...], kwargs: dict[str, Any]) -> _Call:
             options = split_call_kwargs(kwargs)
             bound = signature.bind(*args, **kwargs)
             bound.apply_defaults()
@@ -107,14 +106,28 @@ def llm_chat(
                 hooks=(hook,) if hook is not None else (),
                 **engine_options,
             )
-            call = _Call(invocation, transcript, options.abort, user.text, enable_event, raw)
-            # Live events and stream deltas need the run in its own task (the event pump);
-            # plain mode only yields between phases, so the run is driven right here.
-            items = _pumped(call) if enable_event or stream else _stepped(call)
-            view = _HistoryView(transcript)
-            async with aclosing(items):  # a consumer leaving early closes the run here
-                async for item in items:
-                    yield _output(item, view, enable_event=enable_event, stream=stream)
+            return _Call(invocation, transcript, options.abort, user.text, enable_event, raw)
+
+        @functools.wraps(func)
+        async def wrapper(*args: Any, **kwargs: Any) -> AsyncIterator[Any]:
+            call = await prepare(args, kwargs)
+            view = _HistoryView(call.transcript)
+            if enable_event or stream:
+                # Live events and stream deltas need the run in its own task: the event pump.
+                # aclosing: a consumer leaving early closes the pump here, in this task.
+                async with aclosing(event_pump(call.run)) as items:
+                    async for item in items:
+                        yield _output(item, view, enable_event=enable_event, stream=stream)
+                return
+            # Plain mode only yields between phases: the run is driven here, in this task.
+            buffer: list[Any] = []
+            async with call.react_run(buffer) as run:
+                going = True
+                while going:
+                    going = await run.step()
+                    while buffer:
+                        yield _output(buffer.pop(0), view, enable_event=False, stream=False)
+            yield _output(Finished(run.state.result()), view, enable_event=False, stream=False)
 
         return wrapper
 
@@ -143,6 +156,24 @@ class _Call:
         self.raw = raw
         self.origin = EventOrigin(agent_call_id=new_call_id())
 
+    async def run(self, send: Send) -> RunResult:
+        """Run to the end, sending items and events to ``send`` (the event pump's body)."""
+        emitter = self.emitter(send)
+        return await run_react(
+            self.invocation, self.transcript, emitter, self.abort, user_input=self.user_text
+        )
+
+    def react_run(self, buffer: list[Any]) -> ReactRun:
+        """The run as steps, its items appended to ``buffer``."""
+
+        async def send(item: Any) -> None:
+            buffer.append(item)
+
+        emitter = self.emitter(send)
+        return ReactRun(
+            self.invocation, self.transcript, emitter, self.abort, user_input=self.user_text
+        )
+
     def emitter(self, send: Send) -> Emitter:
         """The run's emitter, sending to ``send``."""
         events = self.enable_event
@@ -153,39 +184,6 @@ class _Call:
             wants_text=not events,
             wants_raw=self.raw and not events,
         )
-
-
-async def _pumped(call: _Call) -> AsyncGenerator[Any, None]:
-    """Run in the event pump's task; yield what it sends, live, then :class:`Finished`."""
-
-    async def body(send: Send) -> RunResult:
-        emitter = call.emitter(send)
-        return await run_react(
-            call.invocation, call.transcript, emitter, call.abort, user_input=call.user_text
-        )
-
-    async with aclosing(event_pump(body)) as items:
-        async for item in items:
-            yield item
-
-
-async def _stepped(call: _Call) -> AsyncGenerator[Any, None]:
-    """Drive the run in this task; after each phase yield what it sent, then :class:`Finished`."""
-    buffer: list[Any] = []
-
-    async def send(item: Any) -> None:
-        buffer.append(item)
-
-    state = RunState(call.transcript)
-    steps = react_steps(
-        call.invocation, state, call.emitter(send), call.abort, user_input=call.user_text
-    )
-    async with aclosing(steps):
-        async for _ in steps:
-            sent, buffer[:] = tuple(buffer), ()
-            for item in sent:
-                yield item
-    yield Finished(state.result())
 
 
 def _output(item: Any, view: _HistoryView, *, enable_event: bool, stream: bool) -> Any:

@@ -3,7 +3,7 @@
 from ._compile import FINAL_ANSWER_INSTRUCTION, compile_request, system_context
 from ._emit import Emitter
 from ._invocation import Invocation, RunHook, RunView
-from ._loop import react_steps, run_react
+from ._loop import ReactRun, run_react
 from ._scheduler import BatchResult, run_tool_batch
 from ._state import RunResult, RunState
 
@@ -12,12 +12,12 @@ __all__ = [
     "BatchResult",
     "Emitter",
     "Invocation",
+    "ReactRun",
     "RunHook",
     "RunResult",
     "RunState",
     "RunView",
     "compile_request",
-    "react_steps",
     "run_react",
     "run_tool_batch",
     "system_context",

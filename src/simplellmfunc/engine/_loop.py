@@ -1,25 +1,27 @@
-"""The async ReAct loop: :func:`react_steps` drives the phases of :mod:`._steps` over a run state.
+"""The async ReAct loop: :class:`ReactRun` drives the phases of :mod:`._steps` over a run state.
 
 One iteration = hook mutations → LLM call → assistant mutation → tool batch → tool mutations
 (→ abort mutations). The loop never edits the transcript directly: every change is a
 ``ContextMutation`` applied by the ``Transcript``.
 
-The driver is an async generator that pauses after each phase, outside any cancel scope or task
-group. A caller that only needs what the emitter buffered during a phase (plain, non-streaming
-``@llm_chat``) yields it from the pause and needs no task of its own; :func:`run_react` drives
-the steps to the end in the current task (the event pump runs it in its own).
+A run advances one phase per :meth:`ReactRun.step`, so a caller can act between phases outside
+any cancel scope or task group: plain, non-streaming ``@llm_chat`` yields what the emitter
+buffered during a phase and needs no task of its own. :func:`run_react` runs the steps to the end
+(the event pump runs it in its own task, for live events). Steps are plain coroutines: no async
+generator sits between a consumer and the provider's socket (each one costs CPU on every
+suspension of the HTTP call).
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import AsyncGenerator
-from contextlib import aclosing
+from types import TracebackType
 
 import anyio
 
 from .._abort import AbortSignal
 from .._events import ReactEndEvent, ReactStartEvent
+from .._messages import ToolCall
 from .._transcript import Transcript
 from ..exceptions import ProviderError
 from ._emit import Emitter
@@ -27,7 +29,7 @@ from ._invocation import Invocation, RunView
 from ._state import RunResult, RunState
 from ._steps import act, think
 
-__all__ = ["RunResult", "RunState", "react_steps", "run_react"]
+__all__ = ["ReactRun", "RunResult", "RunState", "run_react"]
 
 _CLEANUP_SECONDS = 5.0  # bound on the shielded end-of-run hook calls after a cancellation
 
@@ -45,54 +47,96 @@ async def run_react(
     Raises:
         ProviderError: When an LLM call fails after retries (the run ends with an event).
     """
-    state = RunState(transcript)
-    steps = react_steps(invocation, state, emitter, abort, user_input=user_input)
-    async with aclosing(steps):
-        async for _ in steps:
+    async with ReactRun(invocation, transcript, emitter, abort, user_input=user_input) as run:
+        while await run.step():
             pass
-    return state.result()
+    return run.state.result()
 
 
-async def react_steps(
-    invocation: Invocation,
-    state: RunState,
-    emitter: Emitter,
-    abort: AbortSignal | None = None,
-    *,
-    user_input: str = "",
-) -> AsyncGenerator[None, None]:
-    """Run the loop over ``state``, pausing (yielding ``None``) after each phase.
+class ReactRun:
+    """One run of the loop, advanced phase by phase; use it as an async context manager.
 
-    Use ``contextlib.aclosing`` when iterating: a run closed early (or cancelled) still calls
-    the hooks' ``on_end``, shielded with a bound. ``state.result()`` holds the outcome once the
-    iteration ends.
+    ``async with`` emits the start event; :meth:`step` runs the next phase (the LLM phase of
+    an iteration, or its tool phase). A run left early (an exception, a cancellation, a
+    consumer closing its generator) still calls the hooks' ``on_end``, shielded with a bound.
 
-    Raises:
-        ProviderError: When an LLM call fails after retries (the run ends with an event).
+    Args:
+        invocation: The call's configuration.
+        transcript: The working transcript (the run edits it through mutations).
+        emitter: Where events and items go.
+        abort: The abort signal of the call, if any.
+        user_input: The user's text, for the start event.
     """
-    if emitter.wants_events:
-        await emitter.event(ReactStartEvent(user_input, tuple(t.name for t in invocation.tools)))
-    try:
-        while True:
-            calls = await think(invocation, state, emitter, abort)
-            yield
-            if calls is None:
-                break
-            if calls:
-                done = await act(invocation, state, emitter, abort, calls)
-                yield
-                if done:
-                    break
-    except ProviderError as exc:
-        state.terminated_by = "error"
-        await _end(invocation, state, emitter, error=str(exc))
-        raise
-    except (GeneratorExit, anyio.get_cancelled_exc_class()):
-        # The consumer left or an outer scope was cancelled: hooks still learn of the end.
+
+    __slots__ = ("_abort", "_calls", "_done", "_emitter", "_invocation", "_user_input", "state")
+
+    def __init__(
+        self,
+        invocation: Invocation,
+        transcript: Transcript,
+        emitter: Emitter,
+        abort: AbortSignal | None = None,
+        *,
+        user_input: str = "",
+    ) -> None:
+        self.state = RunState(transcript)
+        self._invocation = invocation
+        self._emitter = emitter
+        self._abort = abort
+        self._user_input = user_input
+        self._calls: tuple[ToolCall, ...] = ()
+        self._done = False
+
+    async def __aenter__(self) -> ReactRun:
+        if self._emitter.wants_events:
+            tools = tuple(t.name for t in self._invocation.tools)
+            await self._emitter.event(ReactStartEvent(self._user_input, tools))
+        return self
+
+    async def step(self) -> bool:
+        """Run the next phase; return whether the run goes on.
+
+        Raises:
+            ProviderError: When an LLM call fails after retries (the run ends with an event).
+        """
+        if self._done:
+            return False
+        invocation, state, emitter, abort = (
+            self._invocation,
+            self.state,
+            self._emitter,
+            self._abort,
+        )
+        try:
+            if self._calls:
+                calls, self._calls = self._calls, ()
+                over = await act(invocation, state, emitter, abort, calls)
+            else:
+                next_calls = await think(invocation, state, emitter, abort)
+                over = next_calls is None
+                self._calls = next_calls or ()
+        except ProviderError as exc:
+            state.terminated_by = "error"
+            self._done = True
+            await _end(invocation, state, emitter, error=str(exc))
+            raise
+        if over:
+            self._done = True
+            await _end(invocation, state, emitter)
+        return not over
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        if self._done:
+            return
+        # Left early: hooks still learn of the end, even while being cancelled.
+        self._done = True
         with anyio.move_on_after(_CLEANUP_SECONDS, shield=True):
-            await _notify_hooks(invocation, state, emitter)
-        raise
-    await _end(invocation, state, emitter)
+            await _notify_hooks(self._invocation, self.state, self._emitter)
 
 
 async def _notify_hooks(invocation: Invocation, state: RunState, emitter: Emitter) -> None:

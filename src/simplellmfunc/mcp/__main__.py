@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import signal
 import sys
 from collections.abc import Sequence
 from contextlib import AsyncExitStack
@@ -34,6 +35,22 @@ def _parser() -> argparse.ArgumentParser:
 
 
 async def _serve(options: argparse.Namespace) -> None:
+    async with anyio.create_task_group() as group:
+        group.start_soon(_stop_on_signal, group.cancel_scope)
+        await _serve_toolsets(options)
+        group.cancel_scope.cancel()
+
+
+async def _stop_on_signal(scope: anyio.CancelScope) -> None:
+    # SIGTERM (how MCP clients stop a stdio server) becomes a cancellation, so the kernel and
+    # its files are cleaned up instead of the process dying mid-flight.
+    with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+        async for _ in signals:
+            scope.cancel()
+            return
+
+
+async def _serve_toolsets(options: argparse.Namespace) -> None:
     async with AsyncExitStack() as stack:
         toolkit: list[Any] = []
         if options.pyrepl:

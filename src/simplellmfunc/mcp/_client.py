@@ -25,7 +25,6 @@ if TYPE_CHECKING:
 __all__ = ["MCPToolset"]
 
 
-
 class MCPToolset(ServerLink):
     """One MCP server as a tool provider: put it in ``toolkit=[...]`` next to ``@tool`` functions.
 

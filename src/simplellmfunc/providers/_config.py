@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
@@ -14,9 +14,13 @@ from ..exceptions import ConfigError
 from ._retry import RetryPolicy
 
 if TYPE_CHECKING:
-    from ._openai import OpenAICompatible
+    from ._base import LLMInterface
 
 __all__ = ["env_settings", "load_provider_json", "openai_from_env"]
+
+# Any interface class whose constructor takes (keys, model_name, base_url, *, max_retries=...,
+# ...) as OpenAICompatible's does.
+_I = TypeVar("_I", bound="LLMInterface")
 
 
 class _ModelEntry(BaseModel):
@@ -38,9 +42,7 @@ class _ModelEntry(BaseModel):
 _FILE = TypeAdapter(dict[str, list[_ModelEntry]])
 
 
-def load_provider_json(
-    cls: type[OpenAICompatible], path: str | Path
-) -> dict[str, dict[str, OpenAICompatible]]:
+def load_provider_json(cls: Callable[..., _I], path: str | Path) -> dict[str, dict[str, _I]]:
     """Parse ``provider.json`` into ``{provider: {model_name: interface}}``.
 
     Raises:
@@ -63,7 +65,7 @@ def load_provider_json(
             f"{_loc(err['loc'])}: {err['msg']}" for err in exc.errors(include_url=False)
         )
         raise ConfigError(f"{file}: {problems}") from None
-    result: dict[str, dict[str, OpenAICompatible]] = {}
+    result: dict[str, dict[str, _I]] = {}
     for provider, entries in parsed.items():
         models = result.setdefault(provider, {})
         for n, entry in enumerate(entries):
@@ -82,7 +84,7 @@ def _loc(loc: tuple[Any, ...]) -> str:
     return out
 
 
-def _build(cls: type[OpenAICompatible], provider: str, entry: _ModelEntry) -> OpenAICompatible:
+def _build(cls: Callable[..., _I], provider: str, entry: _ModelEntry) -> _I:
     extra = dict(entry.model_extra or {})
     retry = None
     if entry.retry_delay is not None:  # the first backoff delay, in seconds
@@ -113,9 +115,7 @@ def env_settings(environ: Mapping[str, str] | None = None) -> dict[str, str]:
     return values
 
 
-def openai_from_env(
-    cls: type[OpenAICompatible], environ: Mapping[str, str] | None = None
-) -> OpenAICompatible:
+def openai_from_env(cls: Callable[..., _I], environ: Mapping[str, str] | None = None) -> _I:
     """Build an interface from ``OPENAI_API_KEY`` (comma-separated for several keys),
     ``OPENAI_BASE_URL`` and ``OPENAI_MODEL``.
 

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Any, Final, cast
 
 import anyio
 import httpx
@@ -25,7 +25,7 @@ from ._ratelimit import TokenBucket
 from ._redact import fingerprint, redact
 from ._retry import RetryPolicy
 
-__all__ = ["HTTPSettings", "HTTPTransport", "encode_json"]
+__all__ = ["HTTPSettings", "HTTPTransport", "encode_json", "next_chunk", "read_timeout"]
 
 logger = logging.getLogger("simplellmfunc.providers")
 
@@ -148,9 +148,18 @@ class HTTPTransport:
         return data
 
     async def _read_within(self, response: httpx.Response, deadline: float, attempt: int) -> bytes:
+        """The whole (decoded) body, read within the deadline.
+
+        Raises:
+            ProviderTimeoutError: When the deadline passes.
+            ProviderConnectionError: When the connection breaks (retryable).
+        """
+        body = cast("AsyncGenerator[bytes, None]", response.aiter_bytes())
+        limit = read_timeout(response)
+        parts = []
         try:
-            with anyio.fail_after(max(deadline - anyio.current_time(), 0)):
-                return await response.aread()
+            while (part := await next_chunk(body, deadline, limit)) is not None:
+                parts.append(part)
         except TimeoutError:
             raise self._timeout(attempt) from None
         except httpx.HTTPError as exc:
@@ -161,6 +170,9 @@ class HTTPTransport:
                 attempts=attempt,
                 retryable=True,
             ) from exc
+        finally:
+            await body.aclose()
+        return b"".join(parts)
 
     @asynccontextmanager
     async def open(
@@ -193,8 +205,12 @@ class HTTPTransport:
                 self._release(key)
 
     async def _acquire(self, deadline: float, attempt: int) -> str | None:
-        if self.rate_limit is None and self.keys is None:
-            return None  # the common case: nothing to wait for, no cancel scope to pay for
+        if self.rate_limit is None:
+            # The common cases: no limits, or a key ready now. No cancel scope to pay for.
+            if self.keys is None:
+                return None
+            if (key := self.keys.try_acquire()) is not None:
+                return key
         try:
             with anyio.fail_after(max(deadline - anyio.current_time(), 0)):
                 if self.rate_limit is not None:
@@ -334,6 +350,35 @@ class HTTPTransport:
     def key_label(self, key: str | None) -> str:
         """A loggable label of ``key``."""
         return fingerprint(key) if key else "-"
+
+
+def read_timeout(response: httpx.Response) -> float | None:
+    """The per-read timeout httpx applies to ``response``'s body (``None``: no limit)."""
+    timeouts = response.request.extensions.get("timeout")
+    value = timeouts.get("read") if isinstance(timeouts, dict) else None
+    return float(value) if value is not None else None
+
+
+async def next_chunk(
+    body: AsyncIterator[bytes], deadline: float, read_limit: float | None
+) -> bytes | None:
+    """The next chunk of a response body, or ``None`` at its end, within the call's deadline.
+
+    httpx already bounds each network read by ``read_limit``; while more time than that is left
+    before the deadline, one read cannot pass it, so no cancel scope is needed. That matters on
+    the hot path: a stream brings one chunk per event, and a scope costs about 10 µs. Closer to
+    the deadline every read runs under a scope that ends exactly at it (at once, if a slow drip
+    already took the call past it).
+
+    Raises:
+        TimeoutError: When the deadline passes.
+        httpx.HTTPError: When the connection fails.
+    """
+    if read_limit is not None and deadline - anyio.current_time() > read_limit:
+        return await anext(body, None)
+    with anyio.CancelScope(deadline=deadline):
+        return await anext(body, None)
+    raise TimeoutError  # reached only when the scope cancelled the read
 
 
 def _error_message(body: str) -> str:

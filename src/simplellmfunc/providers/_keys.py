@@ -79,6 +79,20 @@ class APIKeyPool:
             return min(s.cooldown_until for s in live) - now
         return min(ready, key=lambda s: (s.in_flight, s.last_used))
 
+    def try_acquire(self) -> str | None:
+        """The key to use now, or ``None`` when every live key cools down (never waits).
+
+        Raises:
+            NoUsableKeyError: If every key is disabled.
+        """
+        picked = self._pick()
+        if not isinstance(picked, _KeyState):
+            return None
+        picked.in_flight += 1
+        self._uses += 1
+        picked.last_used = self._uses
+        return picked.key
+
     async def acquire(self) -> str:
         """Return the key to use now, waiting while every live key cools down.
 
@@ -87,14 +101,11 @@ class APIKeyPool:
         Raises:
             NoUsableKeyError: If every key is disabled.
         """
-        while True:
-            picked = self._pick()
-            if isinstance(picked, _KeyState):
-                picked.in_flight += 1
-                self._uses += 1
-                picked.last_used = self._uses
-                return picked.key
-            await anyio.sleep(picked)
+        while (key := self.try_acquire()) is None:
+            wait = self._pick()
+            if isinstance(wait, float):
+                await anyio.sleep(wait)
+        return key
 
     def has_live_key(self) -> bool:
         """Whether some key is not disabled (it may be cooling down)."""

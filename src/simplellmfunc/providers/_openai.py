@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import AsyncGenerator, AsyncIterator, Mapping, Sequence
-from contextlib import aclosing
 from dataclasses import replace
 from pathlib import Path
 from typing import Any, cast
@@ -12,37 +11,33 @@ from typing import Any, cast
 import anyio
 import httpx
 
-from .._messages import AssistantMessage
 from .._usage import Usage
 from ..exceptions import (
     ProviderError,
     ProviderTimeoutError,
     StreamError,
 )
-from ._assembly import ToolCallAssembler
 from ._base import (
     Capabilities,
     FinishEvent,
     LLMInterface,
     LLMRequest,
     LLMResponse,
-    ReasoningDelta,
     StreamEvent,
-    TextDelta,
     UsageEvent,
 )
-from ._http import HTTPSettings, HTTPTransport
+from ._http import HTTPSettings, HTTPTransport, next_chunk, read_timeout
 from ._keys import APIKeyPool
-from ._openai_wire import build_chat_body, parse_chat_response, reasoning_details
+from ._openai_wire import ChatStreamParser, build_chat_body, parse_chat_response, stream_error
 from ._ratelimit import TokenBucket
 from ._redact import fingerprint
 from ._retry import RetryPolicy
-from ._sse import SSEDecoder
 from ._tokens import count_message_tokens, count_text_tokens
 
 __all__ = ["OpenAICompatible"]
 
 _DRAIN_SECONDS = 1.0
+_PATH = "/chat/completions"
 
 
 def _pool(keys: str | Sequence[str] | APIKeyPool | None, provider: str) -> APIKeyPool | None:
@@ -150,9 +145,7 @@ class OpenAICompatible(LLMInterface):
             ProviderError: (a subclass) when the call fails after retries.
         """
         deadline = self._http.deadline(request.timeout)
-        data, headers = await self._http.post_json(
-            "/chat/completions", self._body(request, False), deadline
-        )
+        data, headers = await self._http.post_json(_PATH, self._body(request, False), deadline)
         request_id = headers.get("x-request-id")
         if "error" in data and not data.get("choices"):
             raise StreamError(
@@ -197,30 +190,34 @@ class OpenAICompatible(LLMInterface):
         """
         deadline = self._http.deadline(request.timeout)
         started = False
-        try:
-            async with aclosing(self._stream_once(request, deadline)) as events:
-                async for event in events:
-                    started = True
-                    yield event
-        except ProviderError as exc:
-            rejected = exc.status == 400 and "stream_options" in str(exc)
-            if started or not (self._stream_usage and rejected):
-                raise
-            self._stream_usage = False  # this server refuses include_usage: count locally
-            async with aclosing(self._stream_once(request, deadline)) as events:
-                async for event in events:
-                    yield event
-
-    async def _stream_once(
-        self, request: LLMRequest, deadline: float
-    ) -> AsyncGenerator[StreamEvent, None]:
-        async with self._http.open(
-            "/chat/completions", self._body(request, True), deadline
-        ) as response:
-            state = _StreamState(self, request, response.headers.get("x-request-id"))
-            async with aclosing(state.events(response, deadline)) as events:
-                async for event in events:
-                    yield event
+        while True:
+            asked_usage = self._stream_usage
+            try:
+                async with self._http.open(_PATH, self._body(request, True), deadline) as response:
+                    parser = ChatStreamParser(
+                        self.provider_name, response.headers.get("x-request-id")
+                    )
+                    body, limit = _body_chunks(response), read_timeout(response)
+                    try:
+                        while events := await _next_events(body, parser, deadline, limit):
+                            for event in events:
+                                started = True
+                                yield event
+                    finally:
+                        await body.aclose()
+                    final = parser.response()
+                # The connection and the key are back in their pools before the last events.
+                if parser.usage is None:
+                    final = await self._with_estimate(request, final)
+                else:
+                    yield UsageEvent(parser.usage)
+                yield FinishEvent(final)
+                return
+            except ProviderError as exc:
+                rejected = exc.status == 400 and "stream_options" in str(exc)
+                if started or not (asked_usage and rejected):
+                    raise
+                self._stream_usage = False  # this server refuses include_usage: count locally
 
     def __repr__(self) -> str:
         pool = self._http.keys
@@ -258,161 +255,54 @@ class OpenAICompatible(LLMInterface):
         return openai_from_env(cls, environ)
 
 
-class _StreamState:
-    """Turns SSE chunks into stream events and assembles the final response."""
-
-    def __init__(self, llm: OpenAICompatible, request: LLMRequest, request_id: str | None):
-        self.llm = llm
-        self.request = request
-        self.request_id = request_id
-        self.text: list[str] = []
-        self.reasoning: list[str] = []
-        self.tools = ToolCallAssembler()
-        self.usage: Usage | None = None
-        self.finish_reason: str | None = None
-        self.model = ""
-
-    async def events(
-        self, response: httpx.Response, deadline: float
-    ) -> AsyncGenerator[StreamEvent, None]:
-        decoder = SSEDecoder()
-        done = False
-        async with aclosing(_read_chunks(self.llm, response, deadline)) as chunks:
-            async for chunk in chunks:
-                for sse in decoder.feed(chunk):
-                    if sse.data == "[DONE]":
-                        done = True
-                        break
-                    for event in self._handle(sse.event, sse.data):
-                        yield event
-                if done:
-                    break
-            if done:
-                await _drain(chunks, deadline)
-        if not done and self.finish_reason is None:
-            raise StreamError(
-                f"{self.llm.provider_name}: stream ended before the reply was complete",
-                status=200,
-                request_id=self.request_id,
-                provider=self.llm.provider_name,
-            )
-        final = await self._response()
-        if self.usage is not None:
-            yield UsageEvent(self.usage)
-        yield FinishEvent(final)
-
-    def _handle(self, event: str, data: str) -> list[StreamEvent]:
-        chunk = _decode_chunk(self.llm.provider_name, event, data, self.request_id)
-        out: list[StreamEvent] = []
-        if isinstance(chunk.get("usage"), dict):
-            self.usage = Usage.from_openai(chunk["usage"])
-        self.model = chunk.get("model") or self.model
-        choices = chunk.get("choices") or ()
-        if not choices:
-            return out
-        choice = choices[0]
-        delta = choice.get("delta") if isinstance(choice, dict) else None
-        if not isinstance(delta, dict):
-            if choice.get("finish_reason") if isinstance(choice, dict) else False:
-                self.finish_reason = choice["finish_reason"]
-                return out
-            raise _stream_error(self.llm.provider_name, "chunk without a delta", self.request_id)
-        reasoning = delta.get("reasoning_content") or delta.get("reasoning")
-        if reasoning and isinstance(reasoning, str):
-            self.reasoning.append(reasoning)
-            out.append(ReasoningDelta(reasoning))
-        text = delta.get("content")
-        if text and isinstance(text, str):
-            self.text.append(text)
-            out.append(TextDelta(text))
-        for raw_call in delta.get("tool_calls") or ():
-            normalized = self.tools.add(raw_call)
-            if normalized is not None:
-                out.append(normalized)
-        if choice.get("finish_reason"):
-            self.finish_reason = choice["finish_reason"]
-        return out
-
-    async def _response(self) -> LLMResponse:
-        message = AssistantMessage(
-            "".join(self.text) or None,
-            self.tools.finish(),
-            reasoning_details("".join(self.reasoning)),
-        )
-        response = LLMResponse(
-            message=message,
-            finish_reason=self.finish_reason,
-            usage=self.usage or Usage(),
-            model=self.model,
-            request_id=self.request_id,
-            provider=self.llm.provider_name,
-        )
-        if self.usage is None:
-            response = await self.llm._with_estimate(self.request, response)
-        return response
+# Kept under these names for the other adapters that share them.
+_stream_error = stream_error
 
 
-def _stream_error(
-    provider: str, message: str, request_id: str | None, *, retryable: bool = False
-) -> StreamError:
-    return StreamError(
-        f"{provider}: {message}",
-        status=200,
-        request_id=request_id,
-        retryable=retryable,
-        provider=provider,
-    )
+def _body_chunks(response: httpx.Response) -> AsyncGenerator[bytes, None]:
+    """The body's chunks; raw when the server applied no ``Content-Encoding`` (one generator
+    less per chunk), decoded otherwise (some proxies gzip even event streams)."""
+    chunks = response.aiter_raw() if "content-encoding" not in response.headers else None
+    # httpx types these as AsyncIterator, but they are async generators: the caller closes
+    # them, or the loop's finalizer hook would, later, in a task of its own.
+    return cast("AsyncGenerator[bytes, None]", chunks or response.aiter_bytes())
 
 
-def _decode_chunk(provider: str, event: str, data: str, request_id: str | None) -> dict[str, Any]:
-    if event == "error":
-        raise _stream_error(provider, f"error event in stream: {data[:300]}", request_id)
-    try:
-        chunk = json.loads(data)
-    except ValueError:
-        message = f"malformed stream chunk: {data[:120]!r}"
-        raise _stream_error(provider, message, request_id) from None
-    if not isinstance(chunk, dict):
-        raise _stream_error(provider, f"stream chunk is not an object: {data[:120]!r}", request_id)
-    if chunk.get("error"):
-        raise _stream_error(provider, f"error in stream: {str(chunk['error'])[:300]}", request_id)
-    return chunk
+async def _next_events(
+    body: AsyncGenerator[bytes, None],
+    parser: ChatStreamParser,
+    deadline: float,
+    limit: float | None,
+) -> list[StreamEvent] | None:
+    """Read chunks until one carries events; ``None`` once the stream is over.
 
+    After ``[DONE]`` the rest of the body (normally only the chunked encoding's end) is read,
+    so the connection goes back to the pool.
 
-async def _read_chunks(
-    llm: OpenAICompatible, response: httpx.Response, deadline: float
-) -> AsyncGenerator[bytes, None]:
-    """Decoded body chunks, each read under what is left of the call's deadline.
-
-    ``aiter_bytes`` (not ``aiter_raw``) undoes a ``Content-Encoding`` such as gzip, which some
-    proxies apply even to event streams.
+    Raises:
+        ProviderTimeoutError: When the call's deadline passes.
+        StreamError: When the stream breaks or carries an error (see :class:`ChatStreamParser`).
     """
-    # httpx types it as an AsyncIterator, but it is an async generator: close it here, or the
-    # loop's finalizer hook closes it later in a task of its own.
-    body = cast("AsyncGenerator[bytes, None]", response.aiter_bytes())
-    async with aclosing(body) as iterator:
-        while True:
-            try:
-                with anyio.fail_after(max(deadline - anyio.current_time(), 0)):
-                    chunk = await anext(iterator)
-            except StopAsyncIteration:
-                return
-            except TimeoutError:
-                raise ProviderTimeoutError(
-                    f"{llm.provider_name}: call deadline passed while streaming",
-                    status=200,
-                    request_id=response.headers.get("x-request-id"),
-                    provider=llm.provider_name,
-                ) from None
-            except httpx.HTTPError as exc:
-                # The response had arrived: a broken stream, which a new call may not hit.
-                raise _stream_error(
-                    llm.provider_name,
-                    f"stream broken: {type(exc).__name__}",
-                    response.headers.get("x-request-id"),
-                    retryable=True,
-                ) from exc
-            yield chunk
+    while not parser.done:
+        try:
+            chunk = await next_chunk(body, deadline, limit)
+        except TimeoutError:
+            raise ProviderTimeoutError(
+                f"{parser.provider}: call deadline passed while streaming",
+                status=200,
+                request_id=parser.request_id,
+                provider=parser.provider,
+            ) from None
+        except httpx.HTTPError as exc:
+            # The response had arrived: a broken stream, which a new call may not hit.
+            message = f"stream broken: {type(exc).__name__}"
+            raise stream_error(parser.provider, message, parser.request_id, retryable=True) from exc
+        if chunk is None:
+            return None
+        if events := parser.feed_bytes(chunk):
+            return events
+    await _drain(body, deadline)
+    return None
 
 
 async def _drain(chunks: AsyncIterator[bytes], deadline: float) -> None:
@@ -423,5 +313,8 @@ async def _drain(chunks: AsyncIterator[bytes], deadline: float) -> None:
     short grace period, then the connection is dropped.
     """
     with anyio.move_on_after(min(_DRAIN_SECONDS, max(deadline - anyio.current_time(), 0))):
-        async for _ in chunks:
-            pass
+        try:
+            async for _ in chunks:
+                pass
+        except httpx.HTTPError:
+            pass  # the reply is complete; the connection is simply not reused

@@ -25,8 +25,10 @@ from typing import Any, Final, Self
 import anyio
 
 from ..exceptions import UserError
+from ._render_anthropic import CountTokensRenderer, MessagesRenderer
 from ._render_openai import ChatCompletionsRenderer
-from ._script import RecordedRequest, Script, ScriptItem, redact_headers
+from ._render_responses import ResponsesRenderer
+from ._script import RecordedRequest, Reply, Script, ScriptItem, redact_headers
 from ._wire import CLOSE, Renderer, RequestHead, Step, build_plan, parse_head, simple_response
 
 __all__ = ["MockLLMServer"]
@@ -173,7 +175,12 @@ class MockLLMServer:
         self._closed = False
         self._seq = count(1)
         self._callable_errors: list[Exception] = []
-        self._routes: dict[str, Renderer] = {"/v1/chat/completions": ChatCompletionsRenderer()}
+        self._routes: dict[str, Renderer] = {
+            "/v1/chat/completions": ChatCompletionsRenderer(),
+            "/v1/responses": ResponsesRenderer(),
+            "/v1/messages": MessagesRenderer(),
+            "/v1/messages/count_tokens": CountTokensRenderer(),
+        }
 
     @property
     def default(self) -> ScriptItem | None:
@@ -291,6 +298,8 @@ class MockLLMServer:
             return self._fail(405, f"{head.method} not allowed", head)
         if not isinstance(parsed, dict):
             return self._fail(400, "the body must be a JSON object", head)
+        if not getattr(renderer, "scripted", True):  # e.g. count_tokens: no reply consumed
+            return build_plan(Reply(), renderer.render(Reply(), request, seq), head.keep_alive, seq)
         try:
             reply = self._script.next_reply(request)
         except Exception as exc:  # boundary: a test's callable failed; answer and report later

