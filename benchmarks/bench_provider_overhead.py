@@ -1,24 +1,27 @@
 """What OpenAICompatible costs over raw httpx, against the mock server in a separate process.
 
-Four variants, each run in a fresh worker process (so peak RSS and warmed caches do not mix):
+Variants, per API (``complete`` and ``stream``):
 
-- ``floor complete``: ``httpx.AsyncClient.post`` + ``response.json()``;
-- ``floor stream``: ``client.stream("POST")``, iterate raw chunks, split SSE lines, ``json.loads``
+- floor ``complete``: ``httpx.AsyncClient.post`` + ``response.json()``;
+- floor ``stream``: ``client.stream("POST")``, iterate raw chunks, split SSE lines, ``json.loads``
   each data line;
-- ``OpenAICompatible.complete`` and ``OpenAICompatible.stream`` (every event consumed).
+- ``OpenAICompatible.complete`` / ``OpenAICompatible.stream`` (every event consumed).
 
 Floor and provider send the same body with the same API key header, through clients with the
-same ``httpx.Limits`` and timeouts. Each worker warms up, then measures latency at concurrency 1,
-throughput at each concurrency (after a warm-up burst that opens that many connections), its
-CPU seconds per call (``time.process_time``) and its peak RSS. Variants run in interleaved
-rounds and the best round of each figure is kept, which filters out noise from other processes.
+same ``httpx.Limits`` and timeouts. The mock server runs in its own process.
+
+Method. Both variants of an API run in one worker process, interleaved in blocks (latency:
+blocks of calls at concurrency 1; throughput: alternating bursts at each concurrency, each on a
+warm pool), so they share whatever else the machine is doing; CPU is this process's
+``time.process_time`` per call. Peak RSS is a per-process figure, so each variant also runs alone
+in a short worker (a burst at the highest concurrency) that reports ``ru_maxrss``.
 
 Targets (issue 2): latency <= 1.10x the floor at concurrency 1; throughput >= 0.9x the floor at
 concurrency 500; CPU per call <= 1.25x the floor.
 
 Usage::
 
-    python benchmarks/bench_provider_overhead.py [--rounds 3] [--calls 500]
+    python benchmarks/bench_provider_overhead.py [--calls 500] [--rounds 3]
     python benchmarks/bench_provider_overhead.py --profile stream   # cProfile of the provider
 """
 
@@ -28,6 +31,7 @@ import argparse
 import cProfile
 import json
 import pstats
+import statistics
 import sys
 import time
 from collections.abc import Awaitable, Callable
@@ -36,20 +40,15 @@ from typing import Any
 import anyio
 import httpx
 import psutil
-from _common import (
-    MockServerProcess,
-    measure,
-    peak_rss_mb,
-    print_table,
-    run_worker,
-    summarize,
-)
+from _common import MockServerProcess, measure, peak_rss_mb, print_table, run_worker, summarize
 
 from simplellmfunc._messages import UserMessage
 from simplellmfunc.providers import FinishEvent, LLMRequest, OpenAICompatible
 
-VARIANTS = ("floor-complete", "provider-complete", "floor-stream", "provider-stream")
+APIS = ("complete", "stream")
+KINDS = ("floor", "provider")
 CONCURRENCY = (100, 500)
+BLOCK = 50  # calls per latency block
 KEY = "sk-bench-0000000000000000000000000000"
 MODEL = "gpt-4o-mini"
 PROMPT = "Say hello."
@@ -74,19 +73,19 @@ def _floor_body(stream: bool) -> dict[str, Any]:
     return body
 
 
-def _floor_calls(client: httpx.AsyncClient, url: str) -> tuple[Call, Call]:
+def _floor_call(client: httpx.AsyncClient, url: str, api: str) -> Call:
     headers = {"authorization": f"Bearer {KEY}"}
     endpoint = f"{url}/chat/completions"
-    complete_body, stream_body = _floor_body(False), _floor_body(True)
+    body = _floor_body(api == "stream")
 
     async def complete() -> object:
-        response = await client.post(endpoint, json=complete_body, headers=headers)
+        response = await client.post(endpoint, json=body, headers=headers)
         response.raise_for_status()
         return response.json()
 
     async def stream() -> object:
         events = []
-        async with client.stream("POST", endpoint, json=stream_body, headers=headers) as response:
+        async with client.stream("POST", endpoint, json=body, headers=headers) as response:
             response.raise_for_status()
             buffer = b""
             async for chunk in response.aiter_raw():
@@ -97,10 +96,10 @@ def _floor_calls(client: httpx.AsyncClient, url: str) -> tuple[Call, Call]:
                         events.append(json.loads(line[6:]))
         return events
 
-    return complete, stream
+    return complete if api == "complete" else stream
 
 
-def _provider_calls(llm: OpenAICompatible) -> tuple[Call, Call]:
+def _provider_call(llm: OpenAICompatible, api: str) -> Call:
     request = LLMRequest((UserMessage(PROMPT),))
 
     async def complete() -> object:
@@ -115,26 +114,36 @@ def _provider_calls(llm: OpenAICompatible) -> tuple[Call, Call]:
         assert final.text == REPLY
         return final
 
-    return complete, stream
+    return complete if api == "complete" else stream
 
 
-# -- the worker ----------------------------------------------------------------------------------
+def _client() -> httpx.AsyncClient:
+    limits = httpx.Limits(
+        max_connections=MAX_CONNECTIONS, max_keepalive_connections=MAX_CONNECTIONS
+    )
+    return httpx.AsyncClient(limits=limits, timeout=TIMEOUT)
 
 
-async def _latency(call: Call, calls: int) -> dict[str, float]:
+def _provider(url: str) -> OpenAICompatible:
+    return OpenAICompatible(KEY, MODEL, url, max_connections=MAX_CONNECTIONS)
+
+
+# -- measuring -----------------------------------------------------------------------------------
+
+
+async def _block(call: Call, calls: int) -> tuple[list[float], float]:
+    """``calls`` sequential calls: their latencies and the CPU seconds per call."""
     latencies = []
     with measure() as m:
         for _ in range(calls):
             start = time.perf_counter()
             await call()
             latencies.append(time.perf_counter() - start)
-    stats = summarize(latencies)
-    return {"p50": stats.median, "p95": stats.p95, "cpu_per_call": m.cpu / calls}
+    return latencies, m.cpu / calls
 
 
-async def _throughput(
-    call: Call, concurrency: int, calls: int, server: psutil.Process
-) -> dict[str, float]:
+async def _burst(call: Call, concurrency: int, calls: int) -> tuple[float, float]:
+    """``calls`` calls by ``concurrency`` workers: requests per second and CPU per call."""
     remaining = calls
 
     async def worker() -> None:
@@ -143,78 +152,105 @@ async def _throughput(
             remaining -= 1
             await call()
 
-    server_cpu = sum(server.cpu_times()[:2])
     with measure() as m:
         async with anyio.create_task_group() as group:
             for _ in range(concurrency):
                 group.start_soon(worker)
-    server_cpu = sum(server.cpu_times()[:2]) - server_cpu
-    return {
-        "rps": calls / m.wall,
-        "cpu_per_call": m.cpu / calls,
-        "server_cpu_pct": 100 * server_cpu / m.wall,
-    }
+    return calls / m.wall, m.cpu / calls
 
 
-async def _worker(variant: str, url: str, calls: int, throughput_calls: int, pid: int) -> dict:
+async def _compare(api: str, url: str, calls: int, burst: int, rounds: int, pid: int) -> dict:
+    """Floor and provider of one API, interleaved (see the module docstring)."""
     server = psutil.Process(pid)
-    limits = httpx.Limits(
-        max_connections=MAX_CONNECTIONS, max_keepalive_connections=MAX_CONNECTIONS
-    )
-    async with (
-        httpx.AsyncClient(limits=limits, timeout=TIMEOUT) as client,
-        OpenAICompatible(KEY, MODEL, url, max_connections=MAX_CONNECTIONS) as llm,
-    ):
-        kind, api = variant.split("-")
-        pair = _floor_calls(client, url) if kind == "floor" else _provider_calls(llm)
-        call = pair[0] if api == "complete" else pair[1]
-        for _ in range(50):  # warm up: imports, caches, the first connection
-            await call()
-        result: dict[str, Any] = {"variant": variant, "latency": await _latency(call, calls)}
+    async with _client() as client, _provider(url) as llm:
+        runs = {"floor": _floor_call(client, url, api), "provider": _provider_call(llm, api)}
+        for call in runs.values():  # warm up: imports, caches, the first connection
+            await _block(call, BLOCK)
+        out: dict[str, Any] = {kind: {"lat": [], "cpu1": []} for kind in KINDS}
+        for _ in range(max(1, calls // BLOCK)):
+            for kind, call in runs.items():
+                latencies, cpu = await _block(call, BLOCK)
+                out[kind]["lat"] += latencies
+                out[kind]["cpu1"].append(cpu)
         for concurrency in CONCURRENCY:
-            # Open this load's connections first: the figure is the keep-alive steady state.
-            await _throughput(call, concurrency, concurrency, server)
-            total = max(throughput_calls, 4 * concurrency)
-            result[f"c{concurrency}"] = await _throughput(call, concurrency, total, server)
-    result["peak_rss_mb"] = peak_rss_mb()
-    return result
+            total = max(burst, 2 * concurrency)
+            for call in runs.values():  # open this load's connections: measure keep-alive
+                await _burst(call, concurrency, concurrency)
+            server_cpu = sum(server.cpu_times()[:2])
+            started = time.perf_counter()
+            for _ in range(rounds):
+                for kind, call in runs.items():
+                    rps, cpu = await _burst(call, concurrency, total)
+                    out[kind].setdefault(f"rps{concurrency}", []).append(rps)
+                    out[kind].setdefault(f"cpu{concurrency}", []).append(cpu)
+            busy = sum(server.cpu_times()[:2]) - server_cpu
+            out[f"server{concurrency}"] = 100 * busy / (time.perf_counter() - started)
+    return out
+
+
+async def _rss(kind: str, api: str, url: str, burst: int) -> dict:
+    """One variant alone, through a burst at the highest concurrency: its peak RSS."""
+    concurrency = max(CONCURRENCY)
+    async with _client() as client, _provider(url) as llm:
+        call = _floor_call(client, url, api) if kind == "floor" else _provider_call(llm, api)
+        await _block(call, BLOCK)
+        await _burst(call, concurrency, max(burst, 2 * concurrency))
+    return {"rss": peak_rss_mb()}
 
 
 # -- the report ----------------------------------------------------------------------------------
 
 
-def _best(runs: list[dict[str, Any]]) -> dict[str, Any]:
-    """The best round of each figure (lowest latency and CPU, highest throughput)."""
-    best: dict[str, Any] = {
-        "p50": min(r["latency"]["p50"] for r in runs),
-        "p95": min(r["latency"]["p95"] for r in runs),
-        "cpu": min(r["latency"]["cpu_per_call"] for r in runs),
-        "rss": min(r["peak_rss_mb"] for r in runs),
+def _figures(result: dict[str, Any], kind: str) -> dict[str, float]:
+    data = result[kind]
+    stats = summarize(data["lat"])
+    figures = {
+        "p50": stats.median * 1e3,
+        "p95": stats.p95 * 1e3,
+        "cpu1": statistics.median(data["cpu1"]) * 1e6,
     }
     for c in CONCURRENCY:
-        best[f"rps{c}"] = max(r[f"c{c}"]["rps"] for r in runs)
-        best[f"cpu{c}"] = min(r[f"c{c}"]["cpu_per_call"] for r in runs)
-        best[f"server{c}"] = max(r[f"c{c}"]["server_cpu_pct"] for r in runs)
-    return best
+        figures[f"rps{c}"] = statistics.median(data[f"rps{c}"])
+        figures[f"cpu{c}"] = statistics.median(data[f"cpu{c}"]) * 1e6
+    return figures
 
 
-def _report(results: dict[str, list[dict[str, Any]]]) -> bool:
-    best = {variant: _best(runs) for variant, runs in results.items()}
-    rows = []
-    for variant in VARIANTS:
-        b = best[variant]
-        rows.append(
-            [
-                variant,
-                b["p50"] * 1000,
-                b["p95"] * 1000,
-                *(b[f"rps{c}"] for c in CONCURRENCY),
-                b["cpu"] * 1e6,
-                *(b[f"cpu{c}"] * 1e6 for c in CONCURRENCY),
-                b["rss"],
-                *(b[f"server{c}"] for c in CONCURRENCY),
-            ]
-        )
+def _report(results: dict[str, Any], rss: dict[str, float]) -> bool:
+    rows, ratio_rows, ok = [], [], True
+    for api in APIS:
+        figs = {kind: _figures(results[api], kind) for kind in KINDS}
+        for kind in KINDS:
+            f = figs[kind]
+            rows.append(
+                [
+                    f"{kind} {api}",
+                    f["p50"],
+                    f["p95"],
+                    *(f[f"rps{c}"] for c in CONCURRENCY),
+                    f["cpu1"],
+                    *(f[f"cpu{c}"] for c in CONCURRENCY),
+                    rss[f"{kind}-{api}"],
+                    *(results[api][f"server{c}"] for c in CONCURRENCY),
+                ]
+            )
+        floor, prov = figs["floor"], figs["provider"]
+        checks = [
+            ("latency p50 c1", prov["p50"] / floor["p50"], TARGETS["latency"], "<="),
+            ("latency p95 c1", prov["p95"] / floor["p95"], None, ""),
+            ("throughput c100", prov["rps100"] / floor["rps100"], None, ""),
+            ("throughput c500", prov["rps500"] / floor["rps500"], TARGETS["throughput"], ">="),
+            ("cpu/call c1", prov["cpu1"] / floor["cpu1"], TARGETS["cpu"], "<="),
+            ("cpu/call c100", prov["cpu100"] / floor["cpu100"], TARGETS["cpu"], "<="),
+            ("cpu/call c500", prov["cpu500"] / floor["cpu500"], TARGETS["cpu"], "<="),
+            ("peak rss", rss[f"provider-{api}"] / rss[f"floor-{api}"], None, ""),
+        ]
+        for name, ratio, target, op in checks:
+            verdict = wanted = ""
+            if target is not None:
+                passed = ratio <= target if op == "<=" else ratio >= target
+                ok = ok and passed
+                verdict, wanted = ("ok" if passed else "MISSED"), f"{op} {target:.2f}"
+            ratio_rows.append([api, name, f"{ratio:.3f}x", wanted, verdict])
     headers = [
         "variant",
         "p50 ms",
@@ -225,84 +261,70 @@ def _report(results: dict[str, list[dict[str, Any]]]) -> bool:
         "peak rss MiB",
         *(f"server cpu% c{c}" for c in CONCURRENCY),
     ]
-    print_table(headers, rows, title="\nFigures (best of rounds)")
-
-    ok = True
-    ratio_rows = []
-    for api in ("complete", "stream"):
-        floor, provider = best[f"floor-{api}"], best[f"provider-{api}"]
-        checks = [
-            ("latency p50 c1", provider["p50"] / floor["p50"], TARGETS["latency"], "<="),
-            ("latency p95 c1", provider["p95"] / floor["p95"], None, ""),
-            ("throughput c100", provider["rps100"] / floor["rps100"], None, ""),
-            ("throughput c500", provider["rps500"] / floor["rps500"], TARGETS["throughput"], ">="),
-            ("cpu/call c1", provider["cpu"] / floor["cpu"], TARGETS["cpu"], "<="),
-            ("cpu/call c500", provider["cpu500"] / floor["cpu500"], TARGETS["cpu"], "<="),
-            ("peak rss", provider["rss"] / floor["rss"], None, ""),
-        ]
-        for name, ratio, target, op in checks:
-            verdict = ""
-            if target is not None:
-                passed = ratio <= target if op == "<=" else ratio >= target
-                ok = ok and passed
-                verdict = "ok" if passed else "MISSED"
-            wanted = f"{op} {target:.2f}" if target is not None else ""
-            ratio_rows.append([api, name, f"{ratio:.3f}x", wanted, verdict])
-    print_table(
-        ["api", "provider / floor", "ratio", "target", ""],
-        ratio_rows,
-        title="\nRatios (OpenAICompatible / raw httpx)",
-    )
+    print_table(headers, rows, title="\nFigures (latency over all calls; others: median of rounds)")
+    print_table(["api", "provider / floor", "ratio", "target", ""], ratio_rows, title="\nRatios")
     return ok
 
 
-def _profile(api: str, url: str, pid: int, calls: int) -> None:
-    profiler = cProfile.Profile()
-    profiler.enable()
-    anyio.run(_worker, f"provider-{api}", url, calls, calls * 4, pid)
-    profiler.disable()
-    pstats.Stats(profiler).sort_stats("tottime").print_stats(35)
+def _profile(api: str, url: str, calls: int) -> None:
+    async def run() -> None:
+        async with _provider(url) as llm:
+            call = _provider_call(llm, api)
+            await _block(call, BLOCK)
+            profiler = cProfile.Profile()
+            profiler.enable()
+            await _block(call, calls)
+            await _burst(call, max(CONCURRENCY), calls)
+            profiler.disable()
+        pstats.Stats(profiler).sort_stats("tottime").print_stats(35)
+
+    anyio.run(run)
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--rounds", type=int, default=2, help="interleaved rounds per variant")
     parser.add_argument("--calls", type=int, default=500, help="calls at concurrency 1")
-    parser.add_argument("--throughput-calls", type=int, default=2000, help="calls per load")
-    parser.add_argument("--profile", choices=("complete", "stream"), help="profile the provider")
-    parser.add_argument("--worker", choices=VARIANTS, help=argparse.SUPPRESS)
+    parser.add_argument("--burst", type=int, default=600, help="calls per throughput burst")
+    parser.add_argument("--rounds", type=int, default=3, help="bursts per variant and load")
+    parser.add_argument("--profile", choices=APIS, help="profile the provider instead")
+    parser.add_argument("--worker", help=argparse.SUPPRESS)
     parser.add_argument("--url", help=argparse.SUPPRESS)
     parser.add_argument("--server-pid", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
 
-    if args.worker:
-        result = anyio.run(
-            _worker, args.worker, args.url, args.calls, args.throughput_calls, args.server_pid
-        )
-        print(json.dumps(result))
+    if args.worker:  # "compare-<api>" or "rss-<kind>-<api>"
+        role, *rest = args.worker.split("-")
+        if role == "compare":
+            coro = _compare(rest[0], args.url, args.calls, args.burst, args.rounds, args.server_pid)
+        else:
+            coro = _rss(rest[0], rest[1], args.url, args.burst)
+        print(json.dumps(anyio.run(lambda: coro)))
         return 0
 
-    server_args = ["--reply-text", REPLY, "--chunks", str(CHUNKS)]
-    with MockServerProcess(server_args) as server:
+    with MockServerProcess(["--reply-text", REPLY, "--chunks", str(CHUNKS)]) as server:
         if args.profile:
-            _profile(args.profile, server.url, server.pid, args.calls)
+            _profile(args.profile, server.url, args.calls)
             return 0
         print(
             f"mock server {server.url} (pid {server.pid}); reply {len(REPLY)} chars in {CHUNKS}"
-            f" chunks; {args.calls} calls at c1, {args.throughput_calls} per load;"
-            f" {args.rounds} rounds"
+            f" chunks; {args.calls} calls per variant at c1; {args.rounds} bursts of"
+            f" {args.burst} calls per variant and load"
         )
-        results: dict[str, list[dict[str, Any]]] = {v: [] for v in VARIANTS}
+        common = ["--url", server.url, "--server-pid", str(server.pid)]
+        common += ["--calls", str(args.calls), "--burst", str(args.burst)]
+        common += ["--rounds", str(args.rounds)]
         started = time.perf_counter()
-        for round_ in range(args.rounds):
-            for variant in VARIANTS:
-                worker_args = [
-                    "--worker", variant, "--url", server.url, "--server-pid", str(server.pid),
-                    "--calls", str(args.calls), "--throughput-calls", str(args.throughput_calls),
-                ]  # fmt: skip
-                results[variant].append(run_worker(__file__, worker_args))
-            print(f"round {round_ + 1}/{args.rounds} done ({time.perf_counter() - started:.0f} s)")
-    ok = _report(results)
+        results = {}
+        for api in APIS:
+            results[api] = run_worker(__file__, ["--worker", f"compare-{api}", *common])
+            print(f"{api}: compared ({time.perf_counter() - started:.0f} s)")
+        rss = {}
+        for api in APIS:
+            for kind in KINDS:
+                worker = f"rss-{kind}-{api}"
+                rss[f"{kind}-{api}"] = run_worker(__file__, ["--worker", worker, *common])["rss"]
+        print(f"peak RSS measured ({time.perf_counter() - started:.0f} s)")
+    ok = _report(results, rss)
     print("\nall targets met" if ok else "\nsome targets MISSED")
     return 0
 

@@ -9,6 +9,7 @@ a kernel from a warm KernelPool is ready (target: well under 100 ms).
 from __future__ import annotations
 
 import os
+import shutil
 import statistics
 import sys
 import tempfile
@@ -37,7 +38,7 @@ async def timed(call: Callable[[], Awaitable[Any]]) -> float:
 
 async def raw_kernel() -> tuple[Any, Any]:
     """A bare kernel configured like PyRepl's (IPC sockets, no history database)."""
-    directory = tempfile.mkdtemp(prefix="bench-raw-")
+    directory = tempfile.mkdtemp(prefix="bench-raw-", dir=LOGS)
     km = AsyncKernelManager(
         kernel_name="python3",
         transport="ipc",
@@ -183,4 +184,7 @@ async def main() -> None:
 
 
 if __name__ == "__main__":
-    anyio.run(main)
+    try:
+        anyio.run(main)
+    finally:
+        shutil.rmtree(LOGS, ignore_errors=True)

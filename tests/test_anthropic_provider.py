@@ -448,6 +448,22 @@ async def test_a_request_the_api_refuses_is_a_400(
     assert (info.value.status, len(mock_server.requests)) == (400, 1)
 
 
+async def test_the_mock_refuses_tool_blocks_the_api_refuses(
+    mock_server: MockLLMServer, llm: AnthropicCompatible
+) -> None:
+    mock_server.default = Reply.text("unused")
+    orphan = (UserMessage("hi"), ToolMessage("nope", "result"))
+    with pytest.raises(ProviderError, match="unexpected `tool_use_id`"):
+        await llm.complete(LLMRequest(orphan))
+    unanswered = (
+        UserMessage("hi"),
+        AssistantMessage(None, (ToolCall("t1", "f"),)),
+        UserMessage("?"),
+    )
+    with pytest.raises(ProviderError, match="without `tool_result` blocks"):
+        await llm.complete(LLMRequest(unanswered))
+
+
 async def test_slow_drip_ends_at_the_deadline(
     mock_server: MockLLMServer, llm: AnthropicCompatible
 ) -> None:

@@ -281,3 +281,37 @@ async def test_llm_function_event_mode_abort_raises_after_the_end_event(
     assert isinstance(end, ReactEndEvent)
     assert end.aborted
     validate_history(history_from_dicts(end.final_messages))
+
+
+async def test_abort_in_plain_mode_from_another_task(
+    server: MockLLMServer, llm: OpenAICompatible
+) -> None:
+    started = anyio.Event()
+
+    @tool
+    async def slow() -> str:
+        """Never finishes."""
+        started.set()
+        await anyio.sleep_forever()
+        return "never"
+
+    server.script(Reply.tool_calls(ToolCallSpec("slow", id="c1"), text="Working on it."))
+    abort = AbortSignal()
+
+    @llm_chat(llm, toolkit=[slow])
+    async def agent(message: str, history: list[dict[str, Any]]) -> None:
+        """Agent."""
+
+    async def stop() -> None:
+        await started.wait()
+        abort.abort("stop")
+
+    with anyio.fail_after(GUARD):
+        async with anyio.create_task_group() as group:
+            group.start_soon(stop)
+            async with aclosing(agent("go", history=[], _abort_signal=abort)) as stream:
+                outputs = [item async for item in stream]
+    assert [text for text, _ in outputs] == ["Working on it.", ""]
+    history = outputs[-1][1]
+    history_from_dicts(history)
+    assert history[-1]["cancelled"] is True

@@ -10,7 +10,7 @@ import anyio
 import pytest
 
 from simplellmfunc import OpenAICompatible, llm_chat, llm_function, tool
-from simplellmfunc.engine import Emitter, Invocation, RunHook, RunView, run_react
+from simplellmfunc.engine import Emitter, Invocation, ReactRun, RunHook, RunView, run_react
 from simplellmfunc.exceptions import ProviderError, StreamError
 from simplellmfunc.hooks import (
     CustomEvent,
@@ -352,3 +352,96 @@ async def test_hooks_contribute_mutations_before_calls_and_after_batches(
     # Experiences are compile-time context: never stored in the messages.
     assert "Experiences" not in str(result.messages)
     assert {i.origin.agent_call_id for i in received} == {"run1"}
+
+
+async def test_seq_is_monotonic_with_many_concurrent_emitters(
+    server: MockLLMServer, llm: OpenAICompatible
+) -> None:
+    @tool
+    async def chatty(event_emitter: ToolEventEmitter, n: int) -> int:
+        """Emit many events."""
+        for i in range(60):
+            await event_emitter.emit("tick", (n, i))
+        return n
+
+    calls = [ToolCallSpec("chatty", {"n": n}, id=f"c{n}") for n in range(8)]
+    server.script(Reply.tool_calls(*calls), Reply.text("done"))
+
+    @llm_chat(llm, toolkit=[chatty], enable_event=True)
+    async def agent(message: str, history: list[dict[str, Any]]) -> None:
+        """Agent."""
+
+    items = await collect(agent("go", history=[]))
+    seqs = [i.origin.seq for i in items if isinstance(i, EventYield)]
+    assert seqs == list(range(1, len(seqs) + 1))
+    ticks = [i.event.data for i in items if isinstance(i, EventYield) and i.event.kind == "custom"]
+    assert len(ticks) == 8 * 60
+    for n in range(8):  # each tool's events arrive in the order it emitted them
+        assert [i for m, i in ticks if m == n] == list(range(60))
+
+
+async def test_run_steps_and_on_end_when_left_early(
+    server: MockLLMServer, llm: OpenAICompatible
+) -> None:
+    server.script(Reply.tool_calls(ToolCallSpec("add", {"a": 1, "b": 2}, id="c1")), Reply.text("3"))
+    hook = RecordingHook()
+    invocation = Invocation(llm=llm, tools=(add,), hooks=(hook,))
+    transcript = Transcript([UserMessage("1+2?")])
+    emitter = Emitter(None, EventOrigin(), wants_events=False)
+    with anyio.fail_after(GUARD):
+        async with ReactRun(invocation, transcript, emitter) as run:
+            assert await run.step()  # the LLM phase: a tool call
+            assert transcript.pending_tool_calls
+            assert await run.step()  # the tool phase
+            assert not transcript.pending_tool_calls
+    # Left before the answer: the hooks heard of the end anyway, once.
+    assert (hook.before, hook.after, hook.ended) == ([1], [1], [1])
+    assert run.state.iteration == 1
+    assert not await run.step()
+
+
+async def test_on_end_runs_when_the_run_is_cancelled(
+    server: MockLLMServer, llm: OpenAICompatible
+) -> None:
+    arrived = anyio.Event()
+
+    def slow(request: Any) -> Reply:
+        arrived.set()
+        return Reply.text("late", ttft=30)
+
+    server.script(slow)
+    hook = RecordingHook()
+    invocation = Invocation(llm=llm, hooks=(hook,))
+    emitter = Emitter(None, EventOrigin(), wants_events=False)
+    with anyio.fail_after(GUARD):
+        async with anyio.create_task_group() as group:
+            group.start_soon(run_react, invocation, Transcript([UserMessage("hi")]), emitter)
+            await arrived.wait()
+            group.cancel_scope.cancel()
+    assert hook.ended == [1]
+
+
+async def test_breaking_out_early_in_plain_mode(
+    server: MockLLMServer, llm: OpenAICompatible
+) -> None:
+    server.script(
+        Reply.tool_calls(ToolCallSpec("add", {"a": 1, "b": 2}, id="c1"), text="Adding."),
+        Reply.text("3"),
+    )
+    hook = RecordingHook()
+
+    class Agent(RunHook):  # a hook, through the SelfReference seam of @llm_chat
+        def run_hook(self, key: str) -> RunHook:
+            return hook
+
+    @llm_chat(llm, toolkit=[add], self_reference=Agent())
+    async def agent(message: str, history: list[dict[str, Any]]) -> None:
+        """Agent."""
+
+    with anyio.fail_after(GUARD):
+        async with aclosing(agent("go", history=[])) as stream:
+            async for text, _ in stream:
+                assert text == "Adding."
+                break
+    assert len(server.requests) == 1  # the run stopped where the consumer left
+    assert hook.ended == [1]

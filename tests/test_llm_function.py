@@ -95,6 +95,8 @@ RETURN_CASES: list[tuple[Any, str, Any]] = [
     ),
     (dict[str, int], '{"result": {"a": 1, "b": 2}}', {"a": 1, "b": 2}),
     (dict[str, int], '{"a": 1}', {"a": 1}),
+    (dict[str, int], '{"result": 5}', {"result": 5}),
+    (dict[str, dict[str, int]], '{"result": {"result": 5}}', {"result": {"result": 5}}),
     (Optional[int], '{"result": null}', None),  # noqa: UP045 - the spelling users write
     (int | None, '{"result": 7}', 7),
     (Literal["yes", "no"], '{"result": "no"}', "no"),

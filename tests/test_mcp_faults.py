@@ -193,3 +193,18 @@ async def test_closing_in_another_task_still_stops_the_server(
     opened_elsewhere: MCPToolset,
 ) -> None:
     toolset_pid.append(await pid_of(opened_elsewhere))
+
+
+@pytest.mark.parametrize("mode", ["auto", "legacy"])
+async def test_a_restarted_http_server_is_reached_again(tmp_path: Path, mode: str) -> None:
+    port = free_port()
+    toolset = MCPToolset.http(f"http://127.0.0.1:{port}/mcp", name="web", mode=mode)
+    async with serving(demo_http(port, tmp_path), port):
+        await toolset.connect()
+        first = await pid_of(toolset)
+    try:
+        # A new server process on the same port knows nothing of our session.
+        async with serving(demo_http(port, tmp_path), port):
+            assert await pid_of(toolset) != first
+    finally:
+        await toolset.aclose()

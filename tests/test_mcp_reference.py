@@ -182,3 +182,18 @@ async def test_a_failing_server_in_a_config_stops_the_others(tmp_path: Path) -> 
     group = MCPToolset.from_config(config)
     with pytest.raises(MCPError, match="cannot connect to MCP server broken: command not found"):
         await group.connect()
+
+
+async def test_a_restarted_everything_server_gets_a_new_session(everything: list[str]) -> None:
+    port = free_port()
+    env = {"PATH": "/usr/bin:/bin", "PORT": str(port)}
+    toolset = MCPToolset.http(f"http://127.0.0.1:{port}/mcp", name="everything")
+    async with serving([*everything, "streamableHttp"], port, env=env):
+        await toolset.connect()
+        assert "is 3." in (await toolset.call_tool("get-sum", {"a": 1, "b": 2})).text
+    try:
+        # The new process answers our old session id with "No valid session ID provided".
+        async with serving([*everything, "streamableHttp"], port, env=env):
+            assert "is 5." in (await toolset.call_tool("get-sum", {"a": 2, "b": 3})).text
+    finally:
+        await toolset.aclose()

@@ -10,12 +10,15 @@ import mcp.types as types
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from mcp.shared.exceptions import MCPError as SDKError
+from pydantic import ValidationError
 
 import simplellmfunc.mcp as mcp_pkg
 from simplellmfunc._content import ImgUrl, Text
 from simplellmfunc.exceptions import ConfigError, ToolDefinitionError
 from simplellmfunc.mcp import HttpSpec, MCPResult, StdioSpec, load_config, model_name
 from simplellmfunc.mcp._config import child_environment, stdio_spec
+from simplellmfunc.mcp._errors import describe, translate
 from simplellmfunc.mcp._names import NameMap, check_unique
 from simplellmfunc.mcp._process import parse_line
 from simplellmfunc.mcp._results import prompt_messages, resource_result, tool_result
@@ -248,3 +251,70 @@ def test_input_schemas_pass_through_as_object_schemas() -> None:
     schema = {"$schema": "x", "type": "object", "properties": {"a": {"type": "number"}}}
     assert model_schema(schema) == {"type": "object", "properties": {"a": {"type": "number"}}}
     assert model_schema({}) == {"type": "object", "properties": {}}
+
+
+# --- failures ---------------------------------------------------------------------------------
+
+
+def sdk_error(code: int, message: str) -> SDKError:
+    return SDKError(code=code, message=message)
+
+
+@pytest.mark.parametrize(
+    ("exc", "text", "lost", "unsent"),
+    [
+        (
+            sdk_error(types.CONNECTION_CLOSED, "Connection closed"),
+            "disconnected during",
+            True,
+            False,
+        ),
+        (
+            sdk_error(types.REQUEST_TIMEOUT, "Request 'tools/call' timed out"),
+            "timed out",
+            False,
+            False,
+        ),
+        (sdk_error(-32001, "Tool busy"), "failed on MCP server s: Tool busy", False, False),
+        (sdk_error(-32000, "Out of quota"), "failed on MCP server s: Out of quota", False, False),
+        (sdk_error(types.INVALID_REQUEST, "Session terminated"), "no longer knows", True, True),
+        (sdk_error(-32001, "Session not found"), "no longer knows", True, True),
+        (sdk_error(-32000, "Bad Request: No valid session ID provided"), "no longer", True, True),
+        (
+            sdk_error(types.INVALID_PARAMS, "Unknown tool: x"),
+            "failed on MCP server s: Unknown",
+            False,
+            False,
+        ),
+        (ConnectionResetError("reset"), "cannot reach MCP server s", True, False),
+        (RuntimeError("Invalid structured content"), "Invalid structured content", False, False),
+    ],
+)
+def test_failures_say_what_broke_and_what_it_means(
+    exc: Exception, text: str, lost: bool, unsent: bool
+) -> None:
+    failure = translate(exc, "tool 'x'", "s")
+    assert text in str(failure.error)
+    assert (failure.lost, failure.unsent) == (lost, unsent)
+
+
+def test_a_rejected_session_makes_any_error_retryable() -> None:
+    failure = translate(
+        sdk_error(types.INTERNAL_ERROR, "Server returned an error response"), "x", "s", True
+    )
+    assert (failure.lost, failure.unsent) == (True, True)
+
+
+def test_malformed_results_are_reported_with_the_field() -> None:
+    try:
+        types.CallToolResult.model_validate({"content": "nope"})
+    except ValidationError as exc:
+        failure = translate(exc, "tool 'x'", "s")
+    assert "malformed result for tool 'x': content:" in str(failure.error)
+    assert not failure.lost
+
+
+def test_describe_looks_inside_groups() -> None:
+    group = ExceptionGroup("outer", [FileNotFoundError(2, "No such file", "/bin/nope")])
+    assert describe(group) == "command not found: /bin/nope"
+    assert describe(TimeoutError()) == "no answer in time"

@@ -128,6 +128,15 @@ async def test_abort_interrupts_the_running_cell(repl: PyRepl) -> None:
     assert (await repl.execute("kept"))["return_value"] == "'yes'"
 
 
+async def test_already_aborted_signal_does_not_run_the_code(repl: PyRepl) -> None:
+    abort = AbortSignal()
+    abort.abort("stopped early")
+    result = await repl.execute("ran = True", abort_signal=abort)
+    assert result["success"] is False
+    assert "aborted (stopped early) before it started" in result["error"]
+    assert (await repl.execute("'ran' in globals()"))["return_value"] == "False"
+
+
 async def test_cancelled_caller_interrupts_the_kernel(repl: PyRepl) -> None:
     await repl.execute("kept = 'yes'")
     with anyio.move_on_after(0.3):

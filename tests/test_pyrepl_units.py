@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -126,3 +127,28 @@ def test_render_without_images_is_text() -> None:
     assert "[stdout]\npartial" in text
     assert "[error]\nNameError" in text
     assert "[image not attached] image file not found" in text
+
+
+def test_sweep_removes_private_dirs_of_dead_owners(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    from simplellmfunc.builtin import _kernel_reaper
+
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], check=True,
+                          capture_output=True, text=True)  # fmt: skip
+    for name, owner in (
+        ("slf-kernel-dead", dead.stdout.strip()),
+        ("slf-kernel-live", str(os.getpid())),
+        ("slf-bridge-dead", dead.stdout.strip()),
+    ):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "owner.pid").write_text(owner)
+    (tmp_path / "slf-kernel-no-owner").mkdir()
+    (tmp_path / "unrelated").mkdir()
+    _kernel_reaper._sweep_stale(str(tmp_path))
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        "slf-kernel-live",
+        "slf-kernel-no-owner",
+        "unrelated",
+    ]

@@ -628,7 +628,7 @@ async def test_streamed_call_without_a_name_is_an_error(
 ) -> None:
     delta = {"type": "response.function_call_arguments.delta", "output_index": 0, "delta": "{}"}
     mock_server.script(Reply.error(200, body=sse(delta, completed())))
-    with pytest.raises(StreamError, match="no function name"):
+    with pytest.raises(StreamError, match="function call has no name"):
         await collect(llm)
 
 

@@ -11,13 +11,21 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from ._bridge_pack import PrimitivePack
     from ._files import FileToolset
+    from ._kernel_pool import KernelPool
     from ._pyrepl import PyRepl
     from ._selfref import SelfReference
 
-__all__ = ["FileToolset", "PyRepl", "SelfReference"]
+__all__ = ["FileToolset", "KernelPool", "PrimitivePack", "PyRepl", "SelfReference"]
 
-_MODULES = {"FileToolset": "._files", "PyRepl": "._pyrepl", "SelfReference": "._selfref"}
+_MODULES = {
+    "FileToolset": "._files",
+    "KernelPool": "._kernel_pool",
+    "PrimitivePack": "._bridge_pack",
+    "PyRepl": "._pyrepl",
+    "SelfReference": "._selfref",
+}
 
 
 def __getattr__(name: str) -> Any:

@@ -20,7 +20,6 @@ import os
 import secrets
 import shutil
 import socket
-import tempfile
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -31,6 +30,7 @@ from anyio.streams.buffered import BufferedByteReceiveStream
 from pydantic_core import to_jsonable_python
 
 from ._bridge_pack import Primitive, PrimitivePack
+from ._kernel_reaper import make_private_dir
 
 __all__ = ["BridgeServer"]
 
@@ -53,7 +53,7 @@ class BridgeServer:
         if self._listener is not None:
             return
         if hasattr(socket, "AF_UNIX"):
-            self._dir = await anyio.to_thread.run_sync(tempfile.mkdtemp, "", "slf-bridge-")
+            self._dir = await anyio.to_thread.run_sync(make_private_dir, "slf-bridge-")
             path = os.path.join(self._dir, "bridge.sock")
             self._listener = await anyio.create_unix_listener(path, mode=0o600)
             self._address = {"family": "unix", "address": path}

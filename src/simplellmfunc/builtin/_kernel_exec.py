@@ -56,6 +56,7 @@ class CellOutcome:
     recovered: bool = True
     death: str | None = None
     inputs: int = 0
+    ran: bool = True
 
 
 class CellRun:

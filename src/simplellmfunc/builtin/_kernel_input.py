@@ -13,15 +13,9 @@ def delivers_live(emitter: ToolEventEmitter | None) -> bool:
     """Whether someone receives ``emitter``'s events while the tool runs (and can answer).
 
     A standalone ``ToolEventEmitter()`` only collects events for later, so an ``input()``
-    request would wait for nobody: input is enabled only for an emitter with a sink (or one
-    that says so through a boolean ``live`` attribute).
+    request would wait for nobody: input is enabled only for a ``live`` emitter.
     """
-    if emitter is None:
-        return False
-    live = getattr(emitter, "live", None)
-    if isinstance(live, bool):
-        return live
-    return getattr(emitter, "_sink", None) is not None
+    return emitter is not None and emitter.live
 
 
 class InputBroker:

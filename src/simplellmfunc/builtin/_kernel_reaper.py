@@ -3,6 +3,10 @@
 Sessions register here when their kernel starts and unregister when they shut it down. The
 ``atexit`` hook is installed on the first registration (never at import time) and works without an
 event loop: it signals process groups and removes private directories synchronously.
+
+A host killed outright (SIGKILL, SIGTERM) runs no exit hook: its kernels notice and exit on their
+own (ipykernel watches its parent), but their private directories stay. Each private directory
+records its owner's pid, and the first directory a process creates sweeps those of dead owners.
 """
 
 from __future__ import annotations
@@ -11,10 +15,14 @@ import atexit
 import os
 import shutil
 import signal
+import tempfile
 import threading
 from dataclasses import dataclass
 
-__all__ = ["LiveKernel", "kill_group", "register", "unregister"]
+__all__ = ["LiveKernel", "kill_group", "make_private_dir", "register", "unregister"]
+
+PREFIXES = ("slf-kernel-", "slf-bridge-")
+_OWNER = "owner.pid"
 
 
 @dataclass(frozen=True, slots=True)
@@ -29,6 +37,7 @@ class LiveKernel:
 _LIVE: dict[int, LiveKernel] = {}
 _LOCK = threading.Lock()
 _HOOKED = [False]
+_SWEPT = [False]
 
 
 def kill_group(pgid: int | None, pid: int) -> None:
@@ -43,6 +52,40 @@ def kill_group(pgid: int | None, pid: int) -> None:
             os.kill(pid, signal.SIGKILL)
     except OSError:
         pass
+
+
+def make_private_dir(prefix: str) -> str:
+    """Create a 0700 directory owned by this process (blocking: call from a worker thread)."""
+    with _LOCK:
+        sweep, _SWEPT[0] = not _SWEPT[0], True
+    if sweep:
+        _sweep_stale(tempfile.gettempdir())
+    path = tempfile.mkdtemp(prefix=prefix)
+    with open(os.path.join(path, _OWNER), "w", encoding="ascii") as handle:
+        handle.write(str(os.getpid()))
+    return path
+
+
+def _owner_alive(path: str) -> bool:
+    try:
+        with open(os.path.join(path, _OWNER), encoding="ascii") as handle:
+            pid = int(handle.read().strip())
+        os.kill(pid, 0)
+    except (OSError, ValueError) as exc:
+        # No owner file (yet, or an older layout), or another user's live process: keep it.
+        return not isinstance(exc, ProcessLookupError)
+    return True
+
+
+def _sweep_stale(root: str) -> None:
+    try:
+        names = [n for n in os.listdir(root) if n.startswith(PREFIXES)]
+    except OSError:
+        return
+    for name in names:
+        path = os.path.join(root, name)
+        if not _owner_alive(path):
+            shutil.rmtree(path, ignore_errors=True)
 
 
 def register(kernel: LiveKernel) -> None:

@@ -12,7 +12,6 @@ import json
 import os
 import shutil
 import sys
-import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -67,7 +66,7 @@ class SessionOptions:
 
 
 def _make_private_dir() -> str:
-    path = tempfile.mkdtemp(prefix="slf-kernel-")
+    path = _kernel_reaper.make_private_dir("slf-kernel-")
     os.mkdir(os.path.join(path, "tmp"))
     return path
 
@@ -121,6 +120,9 @@ class KernelSession:
                 await session.destroy()
             else:
                 await _destroy_unstarted(km, private_dir)
+            if isinstance(exc, TimeoutError):
+                why = f"it did not answer within {options.startup_timeout:g} s"
+                raise KernelError(f"the Python kernel failed to start: {why}{tail}") from exc
             if isinstance(exc, Exception) and not isinstance(exc, KernelError):
                 raise KernelError(f"the Python kernel failed to start: {exc}{tail}") from exc
             raise

@@ -238,7 +238,7 @@ class PyRepl:
             notice = self._kernel.take_notice()
             self._sequence += 1
             if abort_signal is not None and abort_signal.aborted:
-                outcome = CellOutcome(verdict="aborted")
+                outcome = CellOutcome(verdict="aborted", ran=False)
             else:
                 run = CellRun(
                     session,

@@ -142,6 +142,10 @@ class ManagedKernel:
         else:
             options = SessionOptions(settings.cwd, settings.env, settings.startup_timeout)
             session = await KernelSession.start(options)
+        if self.closed:
+            # close() ran while the kernel was starting: it must not outlive the instance.
+            await session.destroy()
+            raise KernelError("this PyRepl is closed")
         self.session = session
         return session
 

@@ -136,7 +136,9 @@ def _error(out: CellOutcome, ctx: ResultContext) -> tuple[str | None, dict[str, 
     else:
         message = "Execution aborted" + (f" ({ctx.abort_reason})" if ctx.abort_reason else "")
         kind = "AbortedError"
-    if out.recovered:
+    if not out.ran:
+        message += " before it started; variables and imports are kept."
+    elif out.recovered:
         message += " and was interrupted; variables and imports are kept."
     else:
         message += (

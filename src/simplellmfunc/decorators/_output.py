@@ -84,7 +84,14 @@ class OutputSpec:
         except ValueError:
             return self._validate_scalar(body)
         if self.wrapped and isinstance(value, dict) and set(value) == {"result"}:
-            value = value["result"]
+            try:
+                return self.adapter.validate_python(value["result"])
+            except ValidationError as exc:
+                # A dict return type may have a "result" key of its own: try the whole value.
+                try:
+                    return self.adapter.validate_python(value)
+                except ValidationError:
+                    raise ValueError(_describe(exc)) from None
         try:
             return self.adapter.validate_python(value)
         except ValidationError as exc:

@@ -189,8 +189,9 @@ async def _invoke(
 def _context(
     tool: Tool, call: ToolCall, emitter: Emitter, abort: AbortSignal | None
 ) -> ToolContext:
-    sink = emitter.custom if emitter.wants_events else _discard
-    events = ToolEventEmitter(tool_name=tool.name, tool_call_id=call.id, sink=sink)
+    live = emitter.wants_events
+    sink = emitter.custom if live else _discard
+    events = ToolEventEmitter(tool_name=tool.name, tool_call_id=call.id, sink=sink, live=live)
     return ToolContext(call.id, tool.name, events, abort)
 
 
@@ -200,12 +201,13 @@ async def _discard(_event: Any) -> None:
 
 async def _render(invocation: Invocation, tool: Tool, raw: Any) -> RenderedResult:
     value = tool.render(raw)
-    if isinstance(value, str) and len(value) < invocation.tool_result_budget:
+    budget = tool.result_budget or invocation.tool_result_budget
+    if isinstance(value, str) and len(value) < budget:
         # Fewer characters than budget tokens is under budget whatever the tokenizer: there
         # is nothing to count, read or spill, so the text goes out as it is.
         return RenderedResult(value)
     options: dict[str, Any] = {
-        "budget_tokens": invocation.tool_result_budget,
+        "budget_tokens": budget,
         "too_long_to_file": tool.too_long_to_file,
         "tool_name": tool.name,
         "model": invocation.llm.model_name,

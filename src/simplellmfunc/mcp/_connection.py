@@ -1,4 +1,4 @@
-"""One live MCP session, owned by a supervisor task, and what its failures mean."""
+"""One live MCP session, owned by a supervisor task that opens, holds and ends it."""
 
 from __future__ import annotations
 
@@ -22,15 +22,13 @@ from mcp.client.subscriptions import (
     ResourceUpdated,
     ServerEvent,
 )
-from mcp.shared.exceptions import MCPError as SDKError
 from mcp.types.version import MODERN_PROTOCOL_VERSIONS
-from pydantic import ValidationError
 
-from ..exceptions import MCPError
 from ._config import HttpSpec, ServerSpec, StdioSpec
+from ._errors import UNKNOWN_SESSION, describe
 from ._process import open_stdio
 
-__all__ = ["Connection", "Failure", "ListKind", "Options", "describe", "supervise", "translate"]
+__all__ = ["Connection", "ListKind", "Options", "SessionWatch", "supervise"]
 
 logger = logging.getLogger("simplellmfunc.mcp")
 
@@ -57,15 +55,42 @@ class Options:
     client_info: types.Implementation
 
 
+class SessionWatch:
+    """Notices an HTTP server rejecting our session id (it restarted, or expired the session).
+
+    The SDK reports some of those rejections only as "Server returned an error response", so
+    the HTTP client's response hook reads the (small) error body itself.
+    """
+
+    __slots__ = ("rejected",)
+
+    def __init__(self) -> None:
+        self.rejected = False
+
+    async def on_response(self, response: httpx2.Response) -> None:
+        """``httpx2`` response hook."""
+        if (
+            response.status_code not in (400, 404)
+            or "mcp-session-id" not in response.request.headers
+        ):
+            return
+        body = await response.aread()
+        if UNKNOWN_SESSION.search(body[:2000].decode("utf-8", "replace")):
+            self.rejected = True
+
+
 class Connection:
     """An entered ``mcp.Client``; ``done`` is set when it is lost or closed."""
 
-    __slots__ = ("client", "done", "ended")
+    __slots__ = ("client", "done", "ended", "watch")
 
-    def __init__(self, client: Client, done: anyio.Event, ended: anyio.Event) -> None:
+    def __init__(
+        self, client: Client, done: anyio.Event, ended: anyio.Event, watch: SessionWatch
+    ) -> None:
         self.client = client
         self.done = done
         self.ended = ended
+        self.watch = watch
 
     @property
     def alive(self) -> bool:
@@ -90,13 +115,14 @@ async def supervise(
     only end this session (the next call opens a new one).
     """
     done, ended = anyio.Event(), anyio.Event()
+    watch = SessionWatch()
     started = False
     try:
         # The deadline covers the handshake only; the scope must outlive it, since the
         # session's task groups are entered inside it.
         with anyio.CancelScope(deadline=anyio.current_time() + options.connect_timeout) as scope:
             async with Client(
-                _transport(spec, options.label, done),
+                _transport(spec, options.label, done, watch),
                 mode=options.mode,
                 cache=None,
                 client_info=options.client_info,
@@ -108,7 +134,7 @@ async def supervise(
                     if client.protocol_version in MODERN_PROTOCOL_VERSIONS:
                         group.start_soon(_listen, client, on_changed, options.label)
                     started = True
-                    task_status.started(Connection(client, done, ended))
+                    task_status.started(Connection(client, done, ended, watch))
                     await done.wait()
                     group.cancel_scope.cancel()
         if not started:
@@ -122,17 +148,24 @@ async def supervise(
         ended.set()
 
 
-def _transport(spec: ServerSpec, label: str, lost: anyio.Event) -> AbstractAsyncContextManager[Any]:
+def _transport(
+    spec: ServerSpec, label: str, lost: anyio.Event, watch: SessionWatch
+) -> AbstractAsyncContextManager[Any]:
     if isinstance(spec, StdioSpec):
         return open_stdio(spec, label, lost)
     if spec.transport == "sse":
         return sse_client(spec.url, headers=dict(spec.headers), auth=spec.auth)
-    return _streamable_http(spec)
+    return _streamable_http(spec, watch)
 
 
 @asynccontextmanager
-async def _streamable_http(spec: HttpSpec) -> AsyncIterator[Any]:
-    client = httpx2.AsyncClient(headers=dict(spec.headers), auth=spec.auth, timeout=_HTTP_TIMEOUT)
+async def _streamable_http(spec: HttpSpec, watch: SessionWatch) -> AsyncIterator[Any]:
+    client = httpx2.AsyncClient(
+        headers=dict(spec.headers),
+        auth=spec.auth,
+        timeout=_HTTP_TIMEOUT,
+        event_hooks={"response": [watch.on_response]},
+    )
     async with client, streamable_http_client(spec.url, http_client=client) as streams:
         yield streams
 
@@ -195,58 +228,3 @@ def _event_kind(event: ServerEvent) -> ListKind:
     if isinstance(event, ResourcesListChanged | ResourceUpdated):
         return "resources"
     return "tools"
-
-
-@dataclass(frozen=True, slots=True)
-class Failure:
-    """A failed request: the error to raise and what it says about the session."""
-
-    error: MCPError
-    lost: bool  # the session is gone: the next request opens a new one
-    unsent: bool  # the server certainly did not act on the request: it may be sent again
-
-
-def translate(exc: Exception, what: str, label: str) -> Failure:
-    """Turn an SDK or transport failure of ``what`` into a clear :class:`MCPError`."""
-    if isinstance(exc, SDKError):
-        if exc.code == types.CONNECTION_CLOSED:
-            message = f"MCP server {label} disconnected during {what}"
-            return Failure(MCPError(message), lost=True, unsent=False)
-        if exc.code == types.REQUEST_TIMEOUT:
-            return Failure(MCPError(f"{what} on MCP server {label} timed out"), False, False)
-        if exc.code == types.INVALID_REQUEST and exc.error.message == "Session terminated":
-            message = f"MCP server {label} no longer knows our session ({what})"
-            return Failure(MCPError(message), lost=True, unsent=True)
-        return Failure(
-            MCPError(f"{what} failed on MCP server {label}: {exc.error.message}"), False, False
-        )
-    if isinstance(exc, ValidationError):
-        message = f"MCP server {label} sent a malformed result for {what}: {_first_error(exc)}"
-        return Failure(MCPError(message), lost=False, unsent=False)
-    if isinstance(exc, httpx2.HTTPError | OSError | anyio.BrokenResourceError):
-        message = f"cannot reach MCP server {label} for {what}: {describe(exc)}"
-        return Failure(MCPError(message), lost=True, unsent=False)
-    # RuntimeError: an SDK-side check (output schema, an input request we cannot answer).
-    return Failure(MCPError(f"{what} failed on MCP server {label}: {describe(exc)}"), False, False)
-
-
-def _first_error(exc: ValidationError) -> str:
-    errors = exc.errors(include_url=False)
-    if not errors:
-        return str(exc)
-    first = errors[0]
-    return f"{'.'.join(str(p) for p in first['loc']) or 'result'}: {first['msg']}"
-
-
-def describe(exc: BaseException) -> str:
-    """A one-line reason, looking inside exception groups."""
-    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
-        exc = exc.exceptions[0]
-    if isinstance(exc, TimeoutError):
-        return "no answer in time"
-    if isinstance(exc, FileNotFoundError):
-        return f"command not found: {exc.filename or exc}"
-    if isinstance(exc, SDKError):
-        return exc.error.message
-    text = str(exc).strip()
-    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__

@@ -18,7 +18,8 @@ from pydantic import ValidationError
 from .._abort import AbortSignal
 from ..exceptions import AbortedError, MCPError, UserError
 from ._config import ServerSpec
-from ._connection import Connection, ListKind, Options, describe, supervise, translate
+from ._connection import Connection, ListKind, Options, supervise
+from ._errors import describe, translate
 
 __all__ = ["ServerLink"]
 
@@ -193,7 +194,7 @@ class ServerLink:
             try:
                 return await _abortable(send(conn.client), abort)
             except _SDK_FAILURES as exc:
-                failure = translate(exc, what, self.name)
+                failure = translate(exc, what, self.name, conn.watch.rejected)
                 if failure.lost:
                     conn.close()
                 if failure.unsent and attempt == 0:

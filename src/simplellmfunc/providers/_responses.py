@@ -3,37 +3,38 @@
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncGenerator, Callable, Mapping, Sequence
-from contextlib import aclosing
+from collections.abc import AsyncGenerator, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, Final, cast
+from typing import Any, Final
 
 import anyio
 import httpx
 
 from .._usage import Usage
-from ..exceptions import ProviderError, ProviderTimeoutError, StreamError
+from ..exceptions import ProviderError, ProviderTimeoutError
 from ._base import (
     Capabilities,
     FinishEvent,
     LLMInterface,
     LLMRequest,
     LLMResponse,
-    ReasoningDelta,
     StreamEvent,
-    TextDelta,
-    ToolCallDelta,
     UsageEvent,
 )
-from ._http import HTTPSettings, HTTPTransport
+from ._http import HTTPSettings, HTTPTransport, next_chunk, read_timeout
 from ._keys import APIKeyPool
-from ._openai import _drain, _pool, _stream_error
+from ._openai import _body_chunks, _drain, _pool
+from ._openai_wire import stream_error
 from ._ratelimit import TokenBucket
 from ._redact import fingerprint
-from ._responses_wire import build_responses_body, failure_message, parse_response
+from ._responses_wire import (
+    ResponsesStreamParser,
+    build_responses_body,
+    failure_message,
+    parse_response,
+)
 from ._retry import RetryPolicy
-from ._sse import SSEDecoder
 from ._tokens import count_message_tokens, count_text_tokens
 
 __all__ = ["OpenAIResponsesCompatible"]
@@ -152,7 +153,7 @@ class OpenAIResponsesCompatible(LLMInterface):
         failure = failure_message(data)
         if failure is not None:
             message = f"response failed: {failure[:300]}"
-            raise _stream_error(self.provider_name, message, request_id)
+            raise stream_error(self.provider_name, message, request_id)
         if not isinstance(data.get("output"), list):
             raise ProviderError(
                 f"{self.provider_name}: response has no output",
@@ -191,10 +192,21 @@ class OpenAIResponsesCompatible(LLMInterface):
         """
         deadline = self._http.deadline(request.timeout)
         async with self._http.open(_PATH, self._body(request, True), deadline) as response:
-            state = _StreamState(self, request, response.headers.get("x-request-id"))
-            async with aclosing(state.events(response, deadline)) as events:
-                async for event in events:
-                    yield event
+            parser = ResponsesStreamParser(self.provider_name, response.headers.get("x-request-id"))
+            body, limit = _body_chunks(response), read_timeout(response)
+            try:
+                while events := await _next_events(body, parser, deadline, limit):
+                    for event in events:
+                        yield event
+            finally:
+                await body.aclose()
+            final = parser.response()
+        # The connection and the key are back in their pools before the last events.
+        if final.usage.calls == 0:
+            final = await self._with_estimate(request, final)
+        else:
+            yield UsageEvent(final.usage)
+        yield FinishEvent(final)
 
     def __repr__(self) -> str:
         pool = self._http.keys
@@ -230,207 +242,38 @@ class OpenAIResponsesCompatible(LLMInterface):
         return openai_from_env(cls, environ)
 
 
-Handler = Callable[["_StreamState", dict[str, Any]], Sequence[StreamEvent]]
+async def _next_events(
+    body: AsyncGenerator[bytes, None],
+    parser: ResponsesStreamParser,
+    deadline: float,
+    limit: float | None,
+) -> list[StreamEvent] | None:
+    """Read chunks until one carries events; ``None`` once the stream is over.
 
+    After the terminal event the rest of the body (normally only the chunked encoding's end) is
+    read, so the connection goes back to the pool.
 
-class _StreamState:
-    """Turns Responses stream events into stream events and assembles the final response.
-
-    The final response is the one ``response.completed`` carries; the items seen in the stream
-    stand in for its ``output`` when a server leaves that out.
+    Raises:
+        ProviderTimeoutError: When the call's deadline passes.
+        StreamError: When the stream breaks or carries an error.
     """
-
-    def __init__(
-        self, llm: OpenAIResponsesCompatible, request: LLMRequest, request_id: str | None
-    ) -> None:
-        self.llm = llm
-        self.request = request
-        self.request_id = request_id
-        self.items: dict[int, dict[str, Any]] = {}  # output_index -> latest item
-        self.by_id: dict[str, int] = {}  # item id -> output_index
-        self.texts: dict[int, list[str]] = {}
-        self.arguments: dict[int, list[str]] = {}
-        self.calls: dict[int, tuple[int, str | None]] = {}  # output_index -> position, call_id
-        self.final: dict[str, Any] | None = None
-
-    async def events(
-        self, response: httpx.Response, deadline: float
-    ) -> AsyncGenerator[StreamEvent, None]:
-        decoder = SSEDecoder()
-        provider = self.llm.provider_name
-        async with aclosing(_read_chunks(provider, response, deadline)) as chunks:
-            async for chunk in chunks:
-                for sse in decoder.feed(chunk):
-                    for event in self._handle(sse.event, sse.data):
-                        yield event
-                    if self.final is not None:
-                        break
-                if self.final is not None:
-                    await _drain(chunks, deadline)
-                    break
-        if self.final is None:
-            message = "stream ended before response.completed"
-            raise _stream_error(provider, message, self.request_id)
-        final = await self._response(self.final)
-        if final.usage.calls and not final.usage.estimated:
-            yield UsageEvent(final.usage)
-        yield FinishEvent(final)
-
-    def _handle(self, name: str, data: str) -> Sequence[StreamEvent]:
+    while not parser.done:
         try:
-            payload = json.loads(data)
-        except ValueError:
-            raise self._error(f"malformed stream event: {data[:120]!r}") from None
-        if not isinstance(payload, dict):
-            raise self._error(f"stream event is not an object: {data[:120]!r}")
-        kind = payload.get("type")
-        if not isinstance(kind, str):
-            kind = "error" if "error" in payload else name
-        handler = _HANDLERS.get(kind)
-        return handler(self, payload) if handler is not None else ()
-
-    def _error(self, message: str) -> StreamError:
-        return _stream_error(self.llm.provider_name, message, self.request_id)
-
-    def _index(self, payload: dict[str, Any]) -> int:
-        index = payload.get("output_index")
-        if isinstance(index, int):
-            return index
-        known = self.by_id.get(str(payload.get("item_id")))
-        return known if known is not None else -1
-
-    def text(self, payload: dict[str, Any]) -> Sequence[StreamEvent]:
-        delta = payload.get("delta")
-        if not isinstance(delta, str) or not delta:
-            return ()
-        self.texts.setdefault(self._index(payload), []).append(delta)
-        return (TextDelta(delta),)
-
-    def reasoning(self, payload: dict[str, Any]) -> Sequence[StreamEvent]:
-        delta = payload.get("delta")
-        return (ReasoningDelta(delta),) if isinstance(delta, str) and delta else ()
-
-    def item(self, payload: dict[str, Any]) -> Sequence[StreamEvent]:
-        item = payload.get("item")
-        if not isinstance(item, dict):
-            raise self._error(f"{payload.get('type')} without an item")
-        index = self._index(payload)
-        if index < 0:
-            index = len(self.items)
-        self.items[index] = item
-        if isinstance(item.get("id"), str):
-            self.by_id[item["id"]] = index
-        if item.get("type") != "function_call" or index in self.calls:
-            return ()
-        call_id = _string(item.get("call_id"))
-        self.calls[index] = (len(self.calls), call_id)
-        arguments = _string(item.get("arguments")) or ""
-        return (ToolCallDelta(self.calls[index][0], call_id, _string(item.get("name")), arguments),)
-
-    def arguments_delta(self, payload: dict[str, Any]) -> Sequence[StreamEvent]:
-        delta = payload.get("delta")
-        if not isinstance(delta, str) or not delta:
-            return ()
-        index = self._index(payload)
-        self.arguments.setdefault(index, []).append(delta)
-        position, call_id = self.calls.setdefault(index, (len(self.calls), None))
-        return (ToolCallDelta(position, call_id, None, delta),)
-
-    def finished(self, payload: dict[str, Any]) -> Sequence[StreamEvent]:
-        response = payload.get("response")
-        if not isinstance(response, dict):
-            raise self._error(f"{payload.get('type')} without a response object")
-        self.final = response
-        return ()
-
-    def failed(self, payload: dict[str, Any]) -> Sequence[StreamEvent]:
-        response = payload.get("response")
-        failure = failure_message(response) if isinstance(response, dict) else None
-        raise self._error(f"response failed: {(failure or 'no details')[:300]}")
-
-    def error(self, payload: dict[str, Any]) -> Sequence[StreamEvent]:
-        error = payload.get("error")
-        details = error if isinstance(error, dict) else payload
-        message, code = details.get("message"), details.get("code")
-        text = str(message or error or "no details")[:300]
-        raise self._error(f"error event in stream: {text}" + (f" ({code})" if code else ""))
-
-    def _output(self, final: dict[str, Any]) -> list[Any]:
-        output = final.get("output")
-        if isinstance(output, list) and output:
-            return output
-        rebuilt = []
-        for index in sorted(self.items.keys() | self.texts.keys() | self.arguments.keys()):
-            item = dict(self.items.get(index) or {})
-            if index in self.texts and not item.get("content"):
-                item.setdefault("type", "message")
-                item["content"] = [{"type": "output_text", "text": "".join(self.texts[index])}]
-            if index in self.arguments and not item.get("arguments"):
-                item.setdefault("type", "function_call")
-                item["arguments"] = "".join(self.arguments[index])
-            rebuilt.append(item)
-        return rebuilt
-
-    async def _response(self, final: dict[str, Any]) -> LLMResponse:
-        data = {**final, "output": self._output(final)}
-        failure = failure_message(data)
-        if failure is not None:
-            raise self._error(f"response failed: {failure[:300]}")
-        response = parse_response(data, self.llm.provider_name, self.request_id)
-        if any(not call.name for call in response.message.tool_calls):
-            raise self._error("streamed tool call has no function name")
-        response = replace(response, raw=None)
-        if response.usage.calls == 0:
-            response = await self.llm._with_estimate(self.request, response)
-        return response
-
-
-_TEXT: Final = ("response.output_text.delta", "response.refusal.delta")
-_REASONING: Final = ("response.reasoning_summary_text.delta", "response.reasoning_text.delta")
-_HANDLERS: Final[dict[str, Handler]] = {
-    **dict.fromkeys(_TEXT, _StreamState.text),
-    **dict.fromkeys(_REASONING, _StreamState.reasoning),
-    "response.output_item.added": _StreamState.item,
-    "response.output_item.done": _StreamState.item,
-    "response.function_call_arguments.delta": _StreamState.arguments_delta,
-    "response.completed": _StreamState.finished,
-    "response.incomplete": _StreamState.finished,
-    "response.failed": _StreamState.failed,
-    "error": _StreamState.error,
-}
-
-
-def _string(value: Any) -> str | None:
-    return value if isinstance(value, str) and value else None
-
-
-async def _read_chunks(
-    provider: str, response: httpx.Response, deadline: float
-) -> AsyncGenerator[bytes, None]:
-    """Decoded body chunks, each read under the call's deadline.
-
-    As the chat-completions adapter reads them, but with a bare ``CancelScope`` per chunk instead
-    of ``fail_after`` (half the cost, and a stream event is often a chunk of its own).
-    ``aiter_bytes`` undoes a ``Content-Encoding`` some proxies apply even to event streams.
-    """
-    body = cast("AsyncGenerator[bytes, None]", response.aiter_bytes())
-    request_id = response.headers.get("x-request-id")
-    async with aclosing(body) as iterator:
-        while True:
-            try:
-                with anyio.CancelScope(deadline=deadline) as scope:
-                    chunk = await anext(iterator)
-            except StopAsyncIteration:
-                return
-            except httpx.HTTPError as exc:
-                # The response had arrived: a broken stream, which a new call may not hit.
-                message = f"stream broken: {type(exc).__name__}"
-                raise _stream_error(provider, message, request_id, retryable=True) from exc
-            if scope.cancelled_caught:
-                raise ProviderTimeoutError(
-                    f"{provider}: call deadline passed while streaming",
-                    status=200,
-                    request_id=request_id,
-                    provider=provider,
-                )
-            yield chunk
+            chunk = await next_chunk(body, deadline, limit)
+        except TimeoutError:
+            raise ProviderTimeoutError(
+                f"{parser.provider}: call deadline passed while streaming",
+                status=200,
+                request_id=parser.request_id,
+                provider=parser.provider,
+            ) from None
+        except httpx.HTTPError as exc:
+            # The response had arrived: a broken stream, which a new call may not hit.
+            message = f"stream broken: {type(exc).__name__}"
+            raise stream_error(parser.provider, message, parser.request_id, retryable=True) from exc
+        if chunk is None:
+            return None
+        if events := parser.feed_bytes(chunk):
+            return events
+    await _drain(body, deadline)
+    return None

@@ -20,7 +20,7 @@ class ToolEventEmitter:
     (``ToolEventEmitter()``), it collects the events for :meth:`get_events`.
     """
 
-    __slots__ = ("_events", "_sink", "tool_call_id", "tool_name")
+    __slots__ = ("_events", "_sink", "live", "tool_call_id", "tool_name")
 
     def __init__(
         self,
@@ -28,10 +28,14 @@ class ToolEventEmitter:
         tool_name: str | None = None,
         tool_call_id: str | None = None,
         sink: EventSink | None = None,
+        live: bool | None = None,
     ) -> None:
         self.tool_name = tool_name
         self.tool_call_id = tool_call_id
         self._sink = sink
+        #: Whether someone receives the events while the tool runs (and could answer them,
+        #: e.g. an ``input()`` request). Defaults to "has a sink".
+        self.live = sink is not None if live is None else live
         self._events: list[EventYield] = []
 
     async def emit(self, event_name: str, data: Any = None) -> None:

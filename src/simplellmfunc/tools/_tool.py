@@ -78,6 +78,8 @@ class Tool:
         prompt_injection_builder: Builds extra tool guidance text for the system prompt.
         too_long_to_file: Save oversized results to a file and tell the model its path.
         timeout: Per-call timeout in seconds (``None``: the run's default).
+        result_budget: Max tokens of one result shown to the model (``None``: the run's
+            default); tools that fit their own output, like PyRepl, raise it.
 
     Raises:
         ToolDefinitionError: For an invalid name, an unsupported signature, or neither
@@ -97,6 +99,7 @@ class Tool:
         prompt_injection_builder: PromptInjectionBuilder | None = None,
         too_long_to_file: bool = False,
         timeout: float | None = None,
+        result_budget: int | None = None,
     ) -> None:
         if func is None and not self._overrides_run():
             raise ToolDefinitionError(f"{type(self).__name__}: pass func= or override run()")
@@ -110,6 +113,7 @@ class Tool:
         self.prompt_injection_builder = prompt_injection_builder
         self.too_long_to_file = too_long_to_file
         self.timeout = timeout
+        self.result_budget = result_budget
 
     def _doc_text(self, func: Callable[..., Any] | None) -> ParsedDocstring:
         """The docstring that documents the tool: the function's, or the subclass's + run()'s."""
@@ -260,6 +264,7 @@ def tool(
     prompt_injection_builder: PromptInjectionBuilder | None = None,
     too_long_to_file: bool = False,
     timeout: float | None = None,
+    result_budget: int | None = None,
 ) -> Callable[[Callable[..., Any]], FunctionTool]: ...
 
 

@@ -1,0 +1,83 @@
+"""What a failed MCP request means: a clear error, and whether the session is gone."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+import anyio
+import httpx2
+import mcp.types as types
+from mcp.shared.exceptions import MCPError as SDKError
+from pydantic import ValidationError
+
+from ..exceptions import MCPError
+
+__all__ = ["UNKNOWN_SESSION", "Failure", "describe", "translate"]
+
+# How servers say "unknown session" (the Python SDK, the TypeScript SDK, common servers).
+UNKNOWN_SESSION = re.compile(
+    r"session (not found|terminated|expired)|no valid session|(unknown|invalid) session", re.I
+)
+
+_SDK_TIMEOUT = re.compile(r"Request '[^']*' timed out$")
+
+
+@dataclass(frozen=True, slots=True)
+class Failure:
+    """A failed request: the error to raise and what it says about the session."""
+
+    error: MCPError
+    lost: bool  # the session is gone: the next request opens a new one
+    unsent: bool  # the server certainly did not act on the request: it may be sent again
+
+
+def translate(exc: Exception, what: str, label: str, session_rejected: bool = False) -> Failure:
+    """Turn an SDK or transport failure of ``what`` into a clear :class:`MCPError`.
+
+    ``session_rejected``: the HTTP server said it does not know our session.
+    """
+    if isinstance(exc, SDKError):
+        text = exc.error.message
+        if session_rejected or UNKNOWN_SESSION.search(text):
+            # An HTTP server restarted or expired the session; it rejected the request unread.
+            message = f"MCP server {label} no longer knows our session ({what})"
+            return Failure(MCPError(message), lost=True, unsent=True)
+        # The SDK's own codes for these are also used by servers for their own errors, so the
+        # SDK's exact wording tells a local disconnect or timeout from an error the server sent.
+        if exc.code == types.CONNECTION_CLOSED and text == "Connection closed":
+            message = f"MCP server {label} disconnected during {what}"
+            return Failure(MCPError(message), lost=True, unsent=False)
+        if exc.code == types.REQUEST_TIMEOUT and _SDK_TIMEOUT.match(text):
+            return Failure(MCPError(f"{what} on MCP server {label} timed out"), False, False)
+        return Failure(MCPError(f"{what} failed on MCP server {label}: {text}"), False, False)
+    if isinstance(exc, ValidationError):
+        message = f"MCP server {label} sent a malformed result for {what}: {_first_error(exc)}"
+        return Failure(MCPError(message), lost=False, unsent=False)
+    if isinstance(exc, httpx2.HTTPError | OSError | anyio.BrokenResourceError):
+        message = f"cannot reach MCP server {label} for {what}: {describe(exc)}"
+        return Failure(MCPError(message), lost=True, unsent=False)
+    # RuntimeError: an SDK-side check (output schema, an input request we cannot answer).
+    return Failure(MCPError(f"{what} failed on MCP server {label}: {describe(exc)}"), False, False)
+
+
+def _first_error(exc: ValidationError) -> str:
+    errors = exc.errors(include_url=False)
+    if not errors:
+        return str(exc)
+    first = errors[0]
+    return f"{'.'.join(str(p) for p in first['loc']) or 'result'}: {first['msg']}"
+
+
+def describe(exc: BaseException) -> str:
+    """A one-line reason, looking inside exception groups."""
+    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
+        exc = exc.exceptions[0]
+    if isinstance(exc, TimeoutError):
+        return "no answer in time"
+    if isinstance(exc, FileNotFoundError):
+        return f"command not found: {exc.filename or exc}"
+    if isinstance(exc, SDKError):
+        return exc.error.message
+    text = str(exc).strip()
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
