@@ -74,7 +74,7 @@ def build() -> Path:
     built = next(out.rglob("bin/llama-server"))
     # Copy with its shared libraries (a default build links libllama/libggml dynamically).
     for lib in out.rglob("bin/*.so*"):
-        shutil.copy2(lib, CACHE / lib.name)
+        shutil.copy2(lib, CACHE / lib.name, follow_symlinks=False)
     shutil.copy2(built, BINARY)
     return BINARY
 

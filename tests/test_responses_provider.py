@@ -542,6 +542,22 @@ async def test_events_without_event_lines_and_unknown_events(
     assert (await collect(llm))[-1].response.text == "fine"
 
 
+async def test_refusal_and_reasoning_text_deltas(
+    mock_server: MockLLMServer, llm: OpenAIResponsesCompatible
+) -> None:
+    refusal = [{"type": "refusal", "refusal": "I can't help with that."}]
+    body = sse(
+        {"type": "response.reasoning_text.delta", "output_index": 0, "delta": "risky"},
+        {"type": "response.refusal.delta", "output_index": 1, "delta": "I can't help with that."},
+        completed([{"type": "message", "id": "msg_1", "content": refusal}]),
+    )
+    mock_server.script(Reply.error(200, body=body))
+    events = await collect(llm)
+    assert [type(e) for e in events] == [ReasoningDelta, TextDelta, FinishEvent]
+    assert events[-1].response.text == "I can't help with that."
+    assert events[-1].response.finish_reason == "stop"
+
+
 # -- errors ----------------------------------------------------------------------------------------
 
 

@@ -127,6 +127,7 @@ class ServerLink:
 
     async def _detach(self) -> None:
         conn, self._conn, self._group = self._conn, None, None
+        self._stale.update(("tools", "prompts", "resources"))  # the next session may differ
         if conn is None:
             return
         conn.close()

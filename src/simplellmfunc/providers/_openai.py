@@ -285,7 +285,10 @@ async def _next_events(
     """
     while not parser.done:
         try:
-            chunk = await next_chunk(body, deadline, limit)
+            if limit is not None and deadline - anyio.current_time() > limit:
+                chunk = await anext(body, None)  # next_chunk's fast path, inlined: hot loop
+            else:
+                chunk = await next_chunk(body, deadline, None)
         except TimeoutError:
             raise ProviderTimeoutError(
                 f"{parser.provider}: call deadline passed while streaming",

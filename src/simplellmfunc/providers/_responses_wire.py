@@ -10,6 +10,9 @@ Reasoning items come back verbatim: every ``reasoning`` output item is kept, as 
 item to the item that followed it (by item id, in order), so when a reply has reasoning items the
 order and ids of its output items are kept too, in one more ``reasoning_details`` entry of type
 :data:`ITEM_ORDER` (other providers skip entries whose type they do not know).
+
+Streams: :class:`ResponsesStreamParser` turns the SSE events into stream events and takes the
+final reply from the terminal ``response.completed`` / ``response.incomplete`` event.
 """
 
 from __future__ import annotations
@@ -34,6 +37,7 @@ from ._base import (
     TextDelta,
     ToolCallDelta,
 )
+from ._openai_wire import stream_error
 from ._sse import SSEDecoder
 
 __all__ = [
@@ -367,7 +371,8 @@ class ResponsesStreamParser:
         for sse in self.decoder.feed(chunk):
             if self.done:
                 break
-            self._handle(sse.event, sse.data, out)
+            if sse.event not in _UNUSED:
+                self._handle(sse.event, sse.data, out)
         return out
 
     def response(self) -> LLMResponse:
@@ -389,12 +394,7 @@ class ResponsesStreamParser:
         return replace(response, raw=None)
 
     def _fail(self, message: str) -> StreamError:
-        return StreamError(
-            f"{self.provider}: {message}",
-            status=200,
-            request_id=self.request_id,
-            provider=self.provider,
-        )
+        return stream_error(self.provider, message, self.request_id)
 
     def _handle(self, name: str, data: str, out: list[StreamEvent]) -> None:
         try:
@@ -502,6 +502,23 @@ def _string(value: Any) -> str | None:
     return value if isinstance(value, str) and value else None
 
 
+# Events named (by their ``event:`` line) as carrying nothing this parser needs are not decoded:
+# the two echoes of the request at the start are most of a short reply's bytes.
+_UNUSED: Final = frozenset(
+    {
+        "response.created",
+        "response.in_progress",
+        "response.queued",
+        "response.content_part.added",
+        "response.content_part.done",
+        "response.output_text.done",
+        "response.function_call_arguments.done",
+        "response.reasoning_summary_part.added",
+        "response.reasoning_summary_part.done",
+        "response.reasoning_summary_text.done",
+        "response.reasoning_text.done",
+    }
+)
 _Handler: TypeAlias = Callable[[ResponsesStreamParser, dict[str, Any], list[StreamEvent]], None]
 _HANDLERS: Final[dict[str, _Handler]] = {
     "response.refusal.delta": ResponsesStreamParser._refusal,
