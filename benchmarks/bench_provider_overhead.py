@@ -10,11 +10,12 @@ Variants, per API (``complete`` and ``stream``):
 Floor and provider send the same body with the same API key header, through clients with the
 same ``httpx.Limits`` and timeouts. The mock server runs in its own process.
 
-Method. Both variants of an API run in one worker process, interleaved in blocks (latency:
-blocks of calls at concurrency 1; throughput: alternating bursts at each concurrency, each on a
-warm pool), so they share whatever else the machine is doing; CPU is this process's
-``time.process_time`` per call. Peak RSS is a per-process figure, so each variant also runs alone
-in a short worker (a burst at the highest concurrency) that reports ``ru_maxrss``.
+Method. Both variants of an API run in one worker process, interleaved (latency: alternating
+blocks of calls at concurrency 1; throughput: alternating bursts at each concurrency, each a
+measured steady-state window after a ramp-up), so they share whatever else the machine is doing;
+CPU is this process's ``time.process_time`` per call. Peak RSS is a per-process figure, so each
+variant also runs alone in a short worker (a burst at the highest concurrency) that reports
+``ru_maxrss``. Figures are medians over the interleaved blocks and windows.
 
 Targets (issue 2): latency <= 1.10x the floor at concurrency 1; throughput >= 0.9x the floor at
 concurrency 500; CPU per call <= 1.25x the floor.
@@ -49,6 +50,7 @@ APIS = ("complete", "stream")
 KINDS = ("floor", "provider")
 CONCURRENCY = (100, 500)
 BLOCK = 50  # calls per latency block
+RAMP_UP = 1.0  # seconds of each burst before its measured window (connections open)
 KEY = "sk-bench-0000000000000000000000000000"
 MODEL = "gpt-4o-mini"
 PROMPT = "Say hello."
@@ -142,24 +144,36 @@ async def _block(call: Call, calls: int) -> tuple[list[float], float]:
     return latencies, m.cpu / calls
 
 
-async def _burst(call: Call, concurrency: int, calls: int) -> tuple[float, float]:
-    """``calls`` calls by ``concurrency`` workers: requests per second and CPU per call."""
-    remaining = calls
+async def _burst(call: Call, concurrency: int, seconds: float) -> tuple[float, float]:
+    """``concurrency`` workers calling in a loop: requests per second and CPU per call.
+
+    Only a steady-state window is measured: after a ramp-up, for ``seconds``. Then the workers
+    are cancelled mid-call (httpcore scans its whole pool for every idle connection, so letting
+    hundreds of calls finish one by one would cost more than the window itself).
+    """
+    done = 0
 
     async def worker() -> None:
-        nonlocal remaining
-        while remaining > 0:
-            remaining -= 1
+        nonlocal done
+        while True:
             await call()
+            done += 1
 
-    with measure() as m:
-        async with anyio.create_task_group() as group:
-            for _ in range(concurrency):
-                group.start_soon(worker)
-    return calls / m.wall, m.cpu / calls
+    async with anyio.create_task_group() as group:
+        for _ in range(concurrency):
+            group.start_soon(worker)
+        await anyio.sleep(RAMP_UP)
+        start = done
+        with measure() as m:
+            await anyio.sleep(seconds)
+        calls = done - start
+        group.cancel_scope.cancel()
+    return calls / m.wall, m.cpu / max(calls, 1)
 
 
-async def _compare(api: str, url: str, calls: int, burst: int, rounds: int, pid: int) -> dict:
+async def _compare(
+    api: str, url: str, calls: int, window: float, rounds: int, pid: int
+) -> dict[str, Any]:
     """Floor and provider of one API, interleaved (see the module docstring)."""
     server = psutil.Process(pid)
     async with _client() as client, _provider(url) as llm:
@@ -173,14 +187,11 @@ async def _compare(api: str, url: str, calls: int, burst: int, rounds: int, pid:
                 out[kind]["lat"] += latencies
                 out[kind]["cpu1"].append(cpu)
         for concurrency in CONCURRENCY:
-            total = max(burst, 2 * concurrency)
-            for call in runs.values():  # open this load's connections: measure keep-alive
-                await _burst(call, concurrency, concurrency)
             server_cpu = sum(server.cpu_times()[:2])
             started = time.perf_counter()
             for _ in range(rounds):
                 for kind, call in runs.items():
-                    rps, cpu = await _burst(call, concurrency, total)
+                    rps, cpu = await _burst(call, concurrency, window)
                     out[kind].setdefault(f"rps{concurrency}", []).append(rps)
                     out[kind].setdefault(f"cpu{concurrency}", []).append(cpu)
             busy = sum(server.cpu_times()[:2]) - server_cpu
@@ -188,13 +199,12 @@ async def _compare(api: str, url: str, calls: int, burst: int, rounds: int, pid:
     return out
 
 
-async def _rss(kind: str, api: str, url: str, burst: int) -> dict:
+async def _rss(kind: str, api: str, url: str, window: float) -> dict[str, float]:
     """One variant alone, through a burst at the highest concurrency: its peak RSS."""
-    concurrency = max(CONCURRENCY)
     async with _client() as client, _provider(url) as llm:
         call = _floor_call(client, url, api) if kind == "floor" else _provider_call(llm, api)
         await _block(call, BLOCK)
-        await _burst(call, concurrency, max(burst, 2 * concurrency))
+        await _burst(call, max(CONCURRENCY), window)
     return {"rss": peak_rss_mb()}
 
 
@@ -274,7 +284,7 @@ def _profile(api: str, url: str, calls: int) -> None:
             profiler = cProfile.Profile()
             profiler.enable()
             await _block(call, calls)
-            await _burst(call, max(CONCURRENCY), calls)
+            await _burst(call, max(CONCURRENCY), 2.0)
             profiler.disable()
         pstats.Stats(profiler).sort_stats("tottime").print_stats(35)
 
@@ -284,7 +294,7 @@ def _profile(api: str, url: str, calls: int) -> None:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--calls", type=int, default=500, help="calls at concurrency 1")
-    parser.add_argument("--burst", type=int, default=600, help="calls per throughput burst")
+    parser.add_argument("--window", type=float, default=2.0, help="seconds measured per burst")
     parser.add_argument("--rounds", type=int, default=3, help="bursts per variant and load")
     parser.add_argument("--profile", choices=APIS, help="profile the provider instead")
     parser.add_argument("--worker", help=argparse.SUPPRESS)
@@ -295,9 +305,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.worker:  # "compare-<api>" or "rss-<kind>-<api>"
         role, *rest = args.worker.split("-")
         if role == "compare":
-            coro = _compare(rest[0], args.url, args.calls, args.burst, args.rounds, args.server_pid)
+            coro = _compare(rest[0], args.url, args.calls, args.window, args.rounds, args.server_pid)
         else:
-            coro = _rss(rest[0], rest[1], args.url, args.burst)
+            coro = _rss(rest[0], rest[1], args.url, args.window)
         print(json.dumps(anyio.run(lambda: coro)))
         return 0
 
@@ -307,11 +317,11 @@ def main(argv: list[str] | None = None) -> int:
             return 0
         print(
             f"mock server {server.url} (pid {server.pid}); reply {len(REPLY)} chars in {CHUNKS}"
-            f" chunks; {args.calls} calls per variant at c1; {args.rounds} bursts of"
-            f" {args.burst} calls per variant and load"
+            f" chunks; {args.calls} calls per variant at c1; {args.rounds} windows of"
+            f" {args.window:g} s per variant and load"
         )
         common = ["--url", server.url, "--server-pid", str(server.pid)]
-        common += ["--calls", str(args.calls), "--burst", str(args.burst)]
+        common += ["--calls", str(args.calls), "--window", str(args.window)]
         common += ["--rounds", str(args.rounds)]
         started = time.perf_counter()
         results = {}

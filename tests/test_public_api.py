@@ -19,6 +19,10 @@ import simplellmfunc.types
 EXPECTED_TOP = {
     "APIKeyPool",
     "AbortSignal",
+    "FileToolset",
+    "MCPToolset",
+    "OpenAIResponsesCompatible",
+    "PyRepl",
     "ImgPath",
     "ImgUrl",
     "LLMInterface",
@@ -48,8 +52,7 @@ def test_all_is_sorted_and_resolvable(module: object) -> None:
     names = list(module.__all__)  # type: ignore[attr-defined]
     assert names == sorted(names)
     for name in names:
-        if name != "SelfReference":
-            assert getattr(module, name) is not None
+        assert getattr(module, name) is not None
 
 
 def test_top_level_surface() -> None:

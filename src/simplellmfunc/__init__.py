@@ -9,19 +9,30 @@ from typing import TYPE_CHECKING, Any
 from ._abort import AbortSignal
 from ._content import ImgPath, ImgUrl, Text
 from .decorators import llm_chat, llm_function
-from .providers import APIKeyPool, LLMInterface, OpenAICompatible, TokenBucket
+from .providers import (
+    APIKeyPool,
+    LLMInterface,
+    OpenAICompatible,
+    OpenAIResponsesCompatible,
+    TokenBucket,
+)
 from .tools import Tool, ToolEventEmitter, tool
 
 if TYPE_CHECKING:
-    from .builtin import SelfReference
+    from .builtin import FileToolset, PyRepl, SelfReference
+    from .mcp import MCPToolset
 
 __all__ = [
     "APIKeyPool",
     "AbortSignal",
+    "FileToolset",
     "ImgPath",
     "ImgUrl",
     "LLMInterface",
+    "MCPToolset",
     "OpenAICompatible",
+    "OpenAIResponsesCompatible",
+    "PyRepl",
     "SelfReference",
     "Text",
     "TokenBucket",
@@ -34,7 +45,12 @@ __all__ = [
 
 __version__ = "0.1.0"
 
-_LAZY = {"SelfReference": "simplellmfunc.builtin"}
+_LAZY = {
+    "FileToolset": "simplellmfunc.builtin",
+    "MCPToolset": "simplellmfunc.mcp",
+    "PyRepl": "simplellmfunc.builtin",
+    "SelfReference": "simplellmfunc.builtin",
+}
 
 
 def __getattr__(name: str) -> Any:

@@ -18,6 +18,7 @@ from ._http import HTTPSettings
 from ._keys import APIKeyPool
 from ._openai import OpenAICompatible
 from ._ratelimit import TokenBucket
+from ._responses import OpenAIResponsesCompatible
 from ._retry import RetryPolicy
 from ._tokens import count_message_tokens, count_text_tokens
 
@@ -30,6 +31,7 @@ __all__ = [
     "LLMRequest",
     "LLMResponse",
     "OpenAICompatible",
+    "OpenAIResponsesCompatible",
     "ReasoningDelta",
     "ResponseFormat",
     "RetryPolicy",
