@@ -25,6 +25,7 @@ test: install ## Run the test suite (offline, no real model needed)
 
 test-live: install ## End-to-end tests against a real local model (SmolLM2 via llama.cpp)
 	$(BIN)/python scripts/local_model.py install
+	$(BIN)/python scripts/llama_server.py build
 	$(BIN)/python -m pytest -q -m live
 
 lint: install ## ruff check + format check

@@ -305,7 +305,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.worker:  # "compare-<api>" or "rss-<kind>-<api>"
         role, *rest = args.worker.split("-")
         if role == "compare":
-            coro = _compare(rest[0], args.url, args.calls, args.window, args.rounds, args.server_pid)
+            pid = args.server_pid
+            coro = _compare(rest[0], args.url, args.calls, args.window, args.rounds, pid)
         else:
             coro = _rss(rest[0], rest[1], args.url, args.window)
         print(json.dumps(anyio.run(lambda: coro)))

@@ -19,6 +19,7 @@ import simplellmfunc.types
 EXPECTED_TOP = {
     "APIKeyPool",
     "AbortSignal",
+    "AnthropicCompatible",
     "FileToolset",
     "MCPToolset",
     "OpenAIResponsesCompatible",

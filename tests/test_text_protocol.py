@@ -41,14 +41,16 @@ TABLE: list[tuple[str, list[Action], str | None, str]] = [
     ("The answer is 42. Task complete.", [], None, "none"),
     # Nested objects and strings containing braces.
     (
-        '```json\n{"action": "search", "input": {"query": "a {b} c", "filters": {"year": {"gte": 2020}}}}\n```',
+        '```json\n{"action": "search", "input": '
+        '{"query": "a {b} c", "filters": {"year": {"gte": 2020}}}}\n```',
         [Action("search", {"query": "a {b} c", "filters": {"year": {"gte": 2020}}})],
         None,
         "json_block",
     ),
     # Prose before and after inline JSON.
     (
-        'Sure! First {"tool": "get_weather", "arguments": {"city": "Paris"}} and then I will report back.',
+        'Sure! First {"tool": "get_weather", "arguments": {"city": "Paris"}} '
+        "and then I will report back.",
         [Action("get_weather", {"city": "Paris"})],
         None,
         "inline_json",
@@ -88,7 +90,7 @@ TABLE: list[tuple[str, list[Action], str | None, str]] = [
     ('```json\n{"action": "sum", "input": {"numbers": [1,2,}\n```', [], None, "json_block"),
     # XML with whitespace and a terminate.
     (
-        "Done.\n<action> terminate </action>\n<input>{\"answer\": \"Paris\"}</input>",
+        'Done.\n<action> terminate </action>\n<input>{"answer": "Paris"}</input>',
         [],
         "Paris",
         "xml",

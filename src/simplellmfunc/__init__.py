@@ -10,6 +10,7 @@ from ._abort import AbortSignal
 from ._content import ImgPath, ImgUrl, Text
 from .decorators import llm_chat, llm_function
 from .providers import (
+    AnthropicCompatible,
     APIKeyPool,
     LLMInterface,
     OpenAICompatible,
@@ -25,6 +26,7 @@ if TYPE_CHECKING:
 __all__ = [
     "APIKeyPool",
     "AbortSignal",
+    "AnthropicCompatible",
     "FileToolset",
     "ImgPath",
     "ImgUrl",

@@ -53,9 +53,7 @@ class ExecuteCodeTool(Tool):
         # PyRepl fits its own output (head + tail + spill file) to ~max_output_tokens: leave
         # room for that plus the summary, so the engine never cuts it a second time.
         budget = int(repl._max_output_tokens * 1.2) + 1000
-        super().__init__(
-            name="execute_code", description=EXECUTE_DESCRIPTION, result_budget=budget
-        )
+        super().__init__(name="execute_code", description=EXECUTE_DESCRIPTION, result_budget=budget)
 
     async def run(
         self,

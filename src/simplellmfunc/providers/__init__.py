@@ -1,5 +1,6 @@
 """Providers: the ``LLMInterface`` contract and adapters for model APIs."""
 
+from ._anthropic import AnthropicCompatible
 from ._base import (
     Capabilities,
     FinishEvent,
@@ -24,6 +25,7 @@ from ._tokens import count_message_tokens, count_text_tokens
 
 __all__ = [
     "APIKeyPool",
+    "AnthropicCompatible",
     "Capabilities",
     "FinishEvent",
     "HTTPSettings",

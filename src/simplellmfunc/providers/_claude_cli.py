@@ -404,14 +404,16 @@ async def _run_cli(
         TimeoutError: When ``timeout`` seconds passed.
         OSError: When the process cannot be started.
     """
-    process = await anyio.open_process(
-        list(argv),
-        stdin=subprocess.DEVNULL if stdin is None else subprocess.PIPE,
-        cwd=cwd,
-        env=env,
-        start_new_session=True,
-    )
-    # No await between the spawn and the try: a cancellation there would leak the process.
+    # Shielded: cancelled while asyncio connects the pipes, the spawn would kill the process but
+    # not its group. The spawn is quick; a pending cancellation lands in the try below.
+    with anyio.CancelScope(shield=True):
+        process = await anyio.open_process(
+            list(argv),
+            stdin=subprocess.DEVNULL if stdin is None else subprocess.PIPE,
+            cwd=cwd,
+            env=env,
+            start_new_session=True,
+        )
     out, err = bytearray(), bytearray()
     try:
         with anyio.fail_after(timeout):

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping
-from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any, Final, cast
 
@@ -25,7 +24,14 @@ from ._ratelimit import TokenBucket
 from ._redact import fingerprint, redact
 from ._retry import RetryPolicy
 
-__all__ = ["HTTPSettings", "HTTPTransport", "encode_json", "next_chunk", "read_timeout"]
+__all__ = [
+    "HTTPSettings",
+    "HTTPTransport",
+    "OpenResponse",
+    "encode_json",
+    "next_chunk",
+    "read_timeout",
+]
 
 logger = logging.getLogger("simplellmfunc.providers")
 
@@ -120,21 +126,16 @@ class HTTPTransport:
         content = encode_json(body)
         attempt = 0
         while True:
-            attempt += 1
-            key = await self._acquire(deadline, attempt)
+            response, key, attempt = await self._connect(path, content, deadline, attempt)
             try:
-                response = await self._attempt(path, content, key, deadline, attempt)
-                if response is None:
-                    continue
                 try:
                     raw = await self._read_within(response, deadline, attempt)
-                except ProviderConnectionError as error:
-                    await self._maybe_sleep(error, None, attempt, deadline)
-                    continue
                 finally:
                     await response.aclose()
-            finally:
-                self._release(key)
+                    self._release(key)
+            except ProviderConnectionError as error:
+                await self._maybe_sleep(error, None, attempt, deadline)
+                continue
             return self._decode(raw, response), response.headers
 
     def _decode(self, raw: bytes, response: httpx.Response) -> dict[str, Any]:
@@ -174,35 +175,43 @@ class HTTPTransport:
             await body.aclose()
         return b"".join(parts)
 
-    @asynccontextmanager
-    async def open(
-        self, path: str, body: Mapping[str, Any], deadline: float
-    ) -> AsyncIterator[httpx.Response]:
-        """Send the request, retrying until a 2xx response's headers arrive, and yield it.
+    def open(self, path: str, body: Mapping[str, Any], deadline: float) -> OpenResponse:
+        """``async with transport.open(...) as response``: send the request, retrying until a
+        2xx response's headers arrive.
 
-        The body is not read; nothing is retried after this yields. The response is closed (and
-        the key released) when the block exits, however it exits.
+        The body is not read; nothing is retried once the block is entered. The response is
+        closed (and the key released) when the block exits, however it exits.
+
+        Raises:
+            ProviderError: (a subclass, on entering) after the retries are spent or for a
+                non-retryable error.
+            UserError: (on entering) when the interface was closed.
+        """
+        return OpenResponse(self, path, encode_json(body), deadline)
+
+    async def _connect(
+        self, path: str, content: bytes, deadline: float, attempt: int = 0
+    ) -> tuple[httpx.Response, str | None, int]:
+        """Retry until a 2xx response's headers arrive.
+
+        Returns:
+            The response (body unread), the key it used (still held: release it) and the
+            number of the attempt that succeeded.
 
         Raises:
             ProviderError: (a subclass) after the retries are spent or for a non-retryable error.
-            UserError: When the interface was closed.
         """
-        content = encode_json(body)
-        attempt = 0
         while True:
             attempt += 1
             key = await self._acquire(deadline, attempt)
             try:
                 response = await self._attempt(path, content, key, deadline, attempt)
-                if response is None:
-                    continue
-                try:
-                    yield response
-                finally:
-                    await response.aclose()
-                return
-            finally:
+            except BaseException:
                 self._release(key)
+                raise
+            if response is not None:
+                return response, key, attempt
+            self._release(key)
 
     async def _acquire(self, deadline: float, attempt: int) -> str | None:
         if self.rate_limit is None:
@@ -350,6 +359,33 @@ class HTTPTransport:
     def key_label(self, key: str | None) -> str:
         """A loggable label of ``key``."""
         return fingerprint(key) if key else "-"
+
+
+class OpenResponse:
+    """The async context manager :meth:`HTTPTransport.open` returns (a class, not a generator:
+    it is on every streamed call's path)."""
+
+    __slots__ = ("_content", "_deadline", "_key", "_path", "_response", "_transport")
+
+    def __init__(self, transport: HTTPTransport, path: str, content: bytes, deadline: float):
+        self._transport = transport
+        self._path = path
+        self._content = content
+        self._deadline = deadline
+        self._response: httpx.Response | None = None
+        self._key: str | None = None
+
+    async def __aenter__(self) -> httpx.Response:
+        connect = self._transport._connect
+        self._response, self._key, _ = await connect(self._path, self._content, self._deadline)
+        return self._response
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        try:
+            if self._response is not None:
+                await self._response.aclose()
+        finally:
+            self._transport._release(self._key)
 
 
 def read_timeout(response: httpx.Response) -> float | None:

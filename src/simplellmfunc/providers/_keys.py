@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -66,18 +67,31 @@ class APIKeyPool:
         ]
 
     def _pick(self) -> _KeyState | float:
-        """The least-loaded usable key, or the seconds until the first cooldown ends."""
+        """The least-loaded usable key, or the seconds until the first cooldown ends.
+
+        One pass, no allocation: this runs on every call.
+        """
         now = time.monotonic()
-        live = [s for s in self._states if s.disabled_reason is None]
-        if not live:
+        best: _KeyState | None = None
+        first_back = math.inf
+        for state in self._states:
+            if state.disabled_reason is not None:
+                continue
+            if state.cooldown_until > now:
+                first_back = min(first_back, state.cooldown_until)
+            elif best is None or (state.in_flight, state.last_used) < (
+                best.in_flight,
+                best.last_used,
+            ):
+                best = state
+        if best is not None:
+            return best
+        if first_back == math.inf:
             reasons = "; ".join(f"{fingerprint(s.key)}: {s.disabled_reason}" for s in self._states)
             raise NoUsableKeyError(
                 f"every API key is disabled ({reasons})", provider=self.provider_id
             )
-        ready = [s for s in live if s.cooldown_until <= now]
-        if not ready:
-            return min(s.cooldown_until for s in live) - now
-        return min(ready, key=lambda s: (s.in_flight, s.last_used))
+        return first_back - now
 
     def try_acquire(self) -> str | None:
         """The key to use now, or ``None`` when every live key cools down (never waits).

@@ -315,7 +315,7 @@ async def _drain(chunks: AsyncIterator[bytes], deadline: float) -> None:
     costs a new connection on the next call. A server that keeps talking after ``[DONE]`` gets a
     short grace period, then the connection is dropped.
     """
-    with anyio.move_on_after(min(_DRAIN_SECONDS, max(deadline - anyio.current_time(), 0))):
+    with anyio.CancelScope(deadline=min(deadline, anyio.current_time() + _DRAIN_SECONDS)):
         try:
             async for _ in chunks:
                 pass

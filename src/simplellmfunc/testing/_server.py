@@ -152,7 +152,8 @@ class MockLLMServer:
         ...     server.script(Reply.text("Hello world", chunks=3))
         ...     # POST f"{server.url}/chat/completions" with any HTTP client
 
-    Speaks OpenAI Chat Completions (JSON and SSE). Each request to an API endpoint consumes the
+    Speaks OpenAI Chat Completions, OpenAI Responses and Anthropic Messages (JSON and SSE), each
+    rendered from the same provider-neutral replies. Each request to an API endpoint consumes the
     next scripted reply (see :meth:`script`); when none is left the ``default`` answers, and
     without a default the server answers HTTP 500 ``no scripted reply``. Every request is
     recorded in :attr:`requests`, with credentials replaced by fingerprints.

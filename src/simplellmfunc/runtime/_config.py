@@ -1,0 +1,320 @@
+"""The agent config (seed §10): what a YAML / TOML / JSON agent file may say, validated by pydantic.
+
+A minimal file::
+
+    model: deepseek:deepseek-chat
+    system: You are a helpful assistant.
+
+Every section, with its defaults, is a model below; the shipped ``examples/agents/*.yml``
+show them in use. Shorthands are accepted and normalised before validation (see
+:func:`~._precedence.normalize`): ``model: "provider:model"``, ``pyrepl: true``,
+``files: ./workspace``, chain steps as plain strings. Reading the files, the precedence of
+command line > environment > file > defaults and the error messages with lines live in
+:mod:`._config_file` and :mod:`._precedence`.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+__all__ = [
+    "AgentConfig",
+    "AgentToolConfig",
+    "ChainStep",
+    "CheckpointConfig",
+    "FilesConfig",
+    "HistoryConfig",
+    "LimitsConfig",
+    "MemoryConfig",
+    "ModelConfig",
+    "PyReplConfig",
+    "ShellToolConfig",
+    "TerminationConfig",
+    "ToolkitConfig",
+    "TraceConfig",
+]
+
+Positive = Annotated[float, Field(gt=0)]
+Name = Annotated[str, Field(pattern=r"^[A-Za-z0-9_.-]{1,64}$")]
+ToolName = Annotated[str, Field(pattern=r"^[A-Za-z0-9_-]{1,64}$")]
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class ModelConfig(_Section):
+    """Which model answers: a preset spec, or an entry of a ``provider.json`` file.
+
+    Attributes:
+        preset: ``"<provider>:<model>"`` of a known preset, e.g. ``"deepseek:deepseek-chat"``
+            (the key comes from the preset's variable, e.g. ``DEEPSEEK_API_KEY``).
+        provider_file: A ``provider.json`` file; with ``provider`` and ``model`` naming the entry.
+        provider: The provider of that entry.
+        model: The model of that entry.
+        base_url: Another API root than the preset's or the entry's.
+        api_key_env: An environment variable holding the key(s) (comma-separated for several),
+            used instead of the preset's; the key itself never goes in the file.
+        temperature: Sampling temperature of every call.
+        max_tokens: Reply token cap of every call.
+        params: Further body parameters of every call.
+        timeout: Per-call deadline in seconds.
+        context_window: The model's context window in tokens (for the history window).
+        capabilities: What the server supports (``streaming_with_tools``, ``json_schema`` ...),
+            over the preset's.
+        fallback: Models tried in order when this one is unavailable.
+    """
+
+    preset: str | None = None
+    provider_file: str | None = None
+    provider: str | None = None
+    model: str | None = None
+    base_url: str | None = None
+    api_key_env: str | None = None
+    temperature: float | None = None
+    max_tokens: Annotated[int, Field(ge=1)] | None = None
+    params: dict[str, Any] = {}
+    timeout: Positive | None = None
+    context_window: Annotated[int, Field(ge=1)] | None = None
+    capabilities: dict[str, bool] = {}
+    fallback: list[ModelConfig] = []
+
+    @model_validator(mode="after")
+    def _one_source(self) -> ModelConfig:
+        if self.preset is None and self.provider_file is None:
+            raise ValueError("name a model: 'preset' ('provider:model') or 'provider_file'")
+        if self.preset is not None and self.provider_file is not None:
+            raise ValueError("give either 'preset' or 'provider_file', not both")
+        if self.provider_file is not None and (not self.provider or not self.model):
+            raise ValueError("'provider_file' needs 'provider' and 'model'")
+        return self
+
+
+class PyReplConfig(_Section):
+    """A Python kernel (``PyRepl``) as tools: ``execute_code``, ``reset_repl``, ``list_variables``."""
+
+    working_directory: str | None = None
+    timeout: Positive = 120.0
+    memory_limit_mb: Annotated[int, Field(ge=16)] | None = None
+    max_output_tokens: Annotated[int, Field(ge=100)] = 20_000
+
+
+class FilesConfig(_Section):
+    """Workspace file tools (``FileToolset``): read, grep, sed, write inside ``workspace``."""
+
+    workspace: str = "."
+
+
+class ShellToolConfig(_Section):
+    """A shell command as a tool (see :class:`~._shell.ShellTool`)."""
+
+    name: ToolName
+    command: Annotated[str, Field(min_length=1)]
+    timeout: Positive = 30.0
+    description: str | None = None
+    parameters: list[Annotated[str, Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")]] | None = None
+    cwd: str | None = None
+    max_output_chars: Annotated[int, Field(ge=1)] = 20_000
+
+
+class AgentToolConfig(_Section):
+    """Another agent (any command reading stdin) as a tool (see :class:`~._shell.CLIAgentTool`)."""
+
+    name: ToolName
+    command: Annotated[str, Field(min_length=1)]
+    description: str | None = None
+    timeout: Positive = 300.0
+    output: Literal["text", "json"] = "text"
+    cwd: str | None = None
+
+
+class ToolkitConfig(_Section):
+    """The agent's tools.
+
+    Attributes:
+        pyrepl: A Python kernel (``true`` or options).
+        files: Workspace file tools (``true``, a directory, or options).
+        mcpServers: MCP servers in the common ``{"name": {command, args, env} | {url}}`` shape,
+            or the path of a JSON file holding ``{"mcpServers": ...}``.
+        mcp_prefix: Put the server name before each MCP tool name (``demo_get_sum``).
+        mcp_timeout: Per-call timeout of MCP tools, in seconds.
+        shell: Shell command tools.
+        agents: Agents (commands) as tools.
+    """
+
+    pyrepl: PyReplConfig | None = None
+    files: FilesConfig | None = None
+    mcpServers: dict[str, dict[str, Any]] | str = {}
+    mcp_prefix: bool = True
+    mcp_timeout: Positive | None = 60.0
+    shell: list[ShellToolConfig] = []
+    agents: list[AgentToolConfig] = []
+
+    def is_empty(self) -> bool:
+        """Whether no tool is configured."""
+        return not (self.pyrepl or self.files or self.mcpServers or self.shell or self.agents)
+
+
+class MemoryConfig(_Section):
+    """Agent memory: a store, its namespace, and what is saved (seed §8).
+
+    Attributes:
+        store: ``none`` (no memory), ``memory`` (this process), ``sqlite`` (a file; needs
+            ``path``) or ``redis`` (several processes; needs ``url``).
+        path: The SQLite file.
+        url: The Redis URL.
+        prefix: The Redis key prefix.
+        agent: The namespace's agent name (default: the config's ``name``).
+        session: The namespace's session name.
+        recent: How many of the newest items each LLM call sees.
+        ttl: Seconds an item lives (``null``: forever).
+        max_items: Most items kept (least recently used go first).
+        auto_save: Strategies run after each tool batch and answered turn.
+        save_turns: Also save answered turns (what the user said, what the agent answered).
+    """
+
+    store: Literal["none", "memory", "sqlite", "redis"] = "none"
+    path: str | None = None
+    url: str | None = None
+    prefix: str = "simplellmfunc"
+    agent: Name | None = None
+    session: Name = "default"
+    recent: Annotated[int, Field(ge=0)] = 5
+    ttl: Positive | None = None
+    max_items: Annotated[int, Field(ge=1)] | None = None
+    auto_save: list[Literal["step_triple", "key_value", "llm_summary"]] = ["step_triple"]
+    save_turns: bool = True
+
+
+class LimitsConfig(_Section):
+    """Limits of one run.
+
+    Attributes:
+        max_steps: Most LLM calls of a run (the last one is asked for a final answer).
+        tool_timeout: Default per-tool timeout in seconds (``null``: none).
+        max_tool_concurrency: Most tools of one batch running at once.
+    """
+
+    max_steps: Annotated[int, Field(ge=1)] = 10
+    tool_timeout: Positive | None = 30.0
+    max_tool_concurrency: Annotated[int, Field(ge=1)] | None = None
+
+
+class TerminationConfig(_Section):
+    """When a run stops besides "no tool calls" (seed §5).
+
+    Attributes:
+        signals: Implicit termination phrases (``null``: the built-in list).
+        implicit: Use them: ``true`` / ``false``, or ``null`` for "with the text protocol only".
+    """
+
+    signals: list[Annotated[str, Field(min_length=1)]] | None = None
+    implicit: bool | None = None
+
+
+class HistoryConfig(_Section):
+    """The history window (seed §2.4): what of a long conversation is sent."""
+
+    max_tokens: Annotated[int, Field(ge=1)] | None = None
+    keep_recent_turns: Annotated[int, Field(ge=1)] = 20
+    strategy: Literal["truncate", "summarize"] = "truncate"
+    reserve_tokens: Annotated[int, Field(ge=0)] = 4096
+
+
+class TraceConfig(_Section):
+    """The trace of a run (seed §9).
+
+    Attributes:
+        timeline: Print the step timeline after each run (``--trace``).
+        file: Also write every record to this file: ``.jsonl`` (JSON lines) or ``.db`` /
+            ``.sqlite`` (SQLite).
+        max_chars: Longest input / output kept per record.
+    """
+
+    timeline: bool = False
+    file: str | None = None
+    max_chars: Annotated[int, Field(ge=20)] = 500
+
+
+class CheckpointConfig(_Section):
+    """Checkpoints (seed §20): ``:save`` / ``:load`` in the REPL, and saves every N steps.
+
+    Attributes:
+        dir: Where the checkpoint files go (needed for any checkpoint).
+        every: Save after every N-th iteration with tool calls (``0``: only on request).
+        max: How many checkpoint files to keep.
+    """
+
+    dir: str | None = None
+    every: Annotated[int, Field(ge=0)] = 0
+    max: Annotated[int, Field(ge=1)] = 10
+
+
+class ChainStep(_Section):
+    """One stage of a chain: ``prompt`` with ``{input}`` (the previous stage's output)."""
+
+    prompt: Annotated[str, Field(min_length=1)]
+    name: str | None = None
+    system: str | None = None
+
+
+class AgentConfig(_Section):
+    """One agent, as a config file describes it.
+
+    Attributes:
+        name: The agent's name (memory namespace, trace labels); default: the file's stem.
+        description: What the agent does (for humans, and for agents calling it).
+        kind: ``simple`` (one LLM call, no tools), ``react`` (the tool loop) or ``chain``
+            (``chain`` stages, each one LLM call fed the previous output).
+        model: The model (see :class:`ModelConfig`).
+        system: The system prompt.
+        tool_protocol: ``native`` function calling, ``text`` (prompted actions, for models
+            without tools) or ``auto`` (native when the provider supports it).
+        toolkit: Tools.
+        memory: Agent memory.
+        limits: Limits of a run.
+        termination: Termination signals.
+        history: The history window.
+        trace: Trace options.
+        checkpoints: Checkpoint options.
+        chain: The stages of a ``chain`` agent.
+    """
+
+    name: Name = "agent"
+    description: str = ""
+    kind: Literal["simple", "react", "chain"] = "react"
+    model: ModelConfig
+    system: str = ""
+    tool_protocol: Literal["auto", "native", "text"] = "auto"
+    toolkit: ToolkitConfig = ToolkitConfig()
+    memory: MemoryConfig = MemoryConfig()
+    limits: LimitsConfig = LimitsConfig()
+    termination: TerminationConfig = TerminationConfig()
+    history: HistoryConfig = HistoryConfig()
+    trace: TraceConfig = TraceConfig()
+    checkpoints: CheckpointConfig = CheckpointConfig()
+    chain: list[ChainStep] = []
+
+
+def semantic_problems(config: AgentConfig) -> list[tuple[tuple[str | int, ...], str]]:
+    """Problems no single field shows: ``(path of the key to blame, message)`` pairs."""
+    problems: list[tuple[tuple[str | int, ...], str]] = []
+    if config.kind == "chain" and not config.chain:
+        problems.append((("kind",), "a chain agent needs 'chain': a list of stage prompts"))
+    if config.kind != "chain" and config.chain:
+        problems.append((("chain",), f"only a chain agent has stages; this one is {config.kind}"))
+    if config.kind == "simple" and not config.toolkit.is_empty():
+        problems.append((("toolkit",), "a simple agent calls no tools; use kind: react"))
+    memory = config.memory
+    if memory.store == "sqlite" and not memory.path:
+        problems.append((("memory", "store"), "a sqlite store needs memory.path"))
+    if memory.store == "redis" and not memory.url:
+        problems.append((("memory", "store"), "a redis store needs memory.url"))
+    if config.checkpoints.every and not config.checkpoints.dir:
+        problems.append((("checkpoints", "every"), "checkpoints need checkpoints.dir"))
+    names = [t.name for t in (*config.toolkit.shell, *config.toolkit.agents)]
+    for duplicate in sorted({n for n in names if names.count(n) > 1}):
+        problems.append((("toolkit",), f"two tools are named {duplicate!r}"))
+    return problems

@@ -1,0 +1,338 @@
+"""Where each setting comes from (seed §10): command line > environment > file > defaults.
+
+The rule holds for every section, because the layers are merged as plain data before pydantic
+sees them; nothing reads a setting from one layer only.
+
+* **defaults**: the models' defaults in :mod:`._config`, and ``name`` = the file's stem.
+* **file**: the agent config file; relative paths in it are relative to its directory.
+* **environment**: ``SIMPLELLMFUNC_<SECTION>[__<KEY>...]=value``, e.g.
+  ``SIMPLELLMFUNC_LIMITS__MAX_STEPS=5``, ``SIMPLELLMFUNC_MODEL=openai:gpt-4o-mini``,
+  ``SIMPLELLMFUNC_TOOLKIT__PYREPL=false``. Values are text (pydantic converts numbers);
+  ``true`` / ``false`` / ``null`` and JSON-ish ``[...]`` / ``{...}`` are parsed. Relative
+  paths are relative to the working directory.
+* **command line** (or ``run_config`` keyword overrides): a section as a mapping
+  (``memory={"store": "sqlite", "path": "m.db"}``), a shortcut (``max_steps``,
+  ``tool_timeout``, ``trace_file``, ``timeline``, ``session``), ``tools={"sub": "cmd"}`` (agents
+  as tools, added to ``toolkit.agents``), or ``set=["limits.max_steps=3", ...]``.
+
+Mappings merge key by key; any other value replaces the lower layer's. ``model`` given as text
+replaces only which model is used (``preset`` or the ``provider_file`` entry) and keeps the
+lower layers' ``base_url``, ``params`` ...; a name without a known ``provider:`` prefix only
+changes the model name (``--model deepseek-reasoner``).
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from ..exceptions import ConfigError
+from ._config import AgentConfig
+from ._config_file import KeyPath, LineMap
+
+__all__ = ["ENV_PREFIX", "Layer", "env_layer", "file_layer", "merge_layers", "override_layer"]
+
+ENV_PREFIX = "SIMPLELLMFUNC_"
+_SECTIONS = {name.lower(): name for name in AgentConfig.model_fields}
+_SHORTCUTS: dict[str, KeyPath] = {
+    "max_steps": ("limits", "max_steps"),
+    "tool_timeout": ("limits", "tool_timeout"),
+    "trace_file": ("trace", "file"),
+    "timeline": ("trace", "timeline"),
+    "session": ("memory", "session"),
+}
+_SELECTION = ("preset", "provider_file", "provider", "model")
+# Keys holding paths; "*" is any key or index.
+_PATHS: tuple[KeyPath, ...] = (
+    ("model", "provider_file"),
+    ("memory", "path"),
+    ("trace", "file"),
+    ("checkpoints", "dir"),
+    ("toolkit", "files", "workspace"),
+    ("toolkit", "pyrepl", "working_directory"),
+    ("toolkit", "shell", "*", "cwd"),
+    ("toolkit", "agents", "*", "cwd"),
+    ("toolkit", "mcpServers", "*", "cwd"),
+)
+
+
+@dataclass(slots=True)
+class Layer:
+    """One source of settings.
+
+    Attributes:
+        kind: ``"defaults"``, ``"file"``, ``"env"`` or ``"override"``.
+        data: The settings, normalised (shorthands expanded, paths absolute).
+        label: How errors name the source: the file path, or ``""``.
+        lines: For a file: key path → line.
+        origins: For the environment and overrides: key path → variable or option name.
+    """
+
+    kind: str
+    data: dict[str, Any]
+    label: str = ""
+    lines: LineMap = field(default_factory=dict)
+    origins: dict[KeyPath, str] = field(default_factory=dict)
+
+    def where(self, key: KeyPath) -> str:
+        """``file:line``, ``$VARIABLE`` or ``override name`` for the setting at ``key``."""
+        for end in range(len(key), 0, -1):
+            prefix = key[:end]
+            if self.kind == "file" and prefix in self.lines:
+                return f"{self.label}:{self.lines[prefix]}"
+            if prefix in self.origins:
+                return self.origins[prefix]
+        return self.label or self.kind
+
+
+# --- shorthands and paths -----------------------------------------------------------------
+
+
+def _known_preset(spec: str) -> bool:
+    from ..providers._presets import PRESETS
+
+    return spec.partition(":")[0].strip().lower() in PRESETS and ":" in spec
+
+
+def normalize(data: Mapping[str, Any]) -> dict[str, Any]:
+    """Expand shorthands: tool switches, ``files: DIR``, chain steps as text, ``memory: KIND``."""
+    out = copy.deepcopy(dict(data))
+    toolkit = out.get("toolkit")
+    if isinstance(toolkit, dict):
+        for key in ("pyrepl", "files"):
+            value = toolkit.get(key, None)
+            if value is True:
+                toolkit[key] = {}
+            elif value is False:
+                toolkit[key] = None
+        if isinstance(toolkit.get("files"), str):
+            toolkit["files"] = {"workspace": toolkit["files"]}
+    if isinstance(out.get("chain"), list):
+        out["chain"] = [{"prompt": s} if isinstance(s, str) else s for s in out["chain"]]
+    if isinstance(out.get("memory"), str):
+        out["memory"] = {"store": out["memory"]}
+    return out
+
+
+def _resolve_paths(data: dict[str, Any], base: Path) -> None:
+    for pattern in _PATHS:
+        _resolve_at(data, pattern, base)
+    model = data.get("model")
+    if isinstance(model, dict):
+        for fallback in model.get("fallback") or []:
+            if isinstance(fallback, dict):
+                _resolve_at(fallback, ("provider_file",), base)
+    servers = (data.get("toolkit") or {}).get("mcpServers") if _is_dict(data, "toolkit") else None
+    if isinstance(servers, str):
+        data["toolkit"]["mcpServers"] = _absolute(servers, base)
+
+
+def _is_dict(data: Mapping[str, Any], key: str) -> bool:
+    return isinstance(data.get(key), dict)
+
+
+def _absolute(value: str, base: Path) -> str:
+    if value == ":memory:":
+        return value
+    path = Path(value).expanduser()
+    return str(path if path.is_absolute() else base / path)
+
+
+def _resolve_at(node: Any, pattern: KeyPath, base: Path) -> None:
+    if not pattern:
+        return
+    head, rest = pattern[0], pattern[1:]
+    if head == "*":
+        children = (
+            node.values() if isinstance(node, dict) else node if isinstance(node, list) else []
+        )
+        for child in children:
+            _resolve_at(child, rest, base)
+        return
+    if not isinstance(node, dict) or head not in node:
+        return
+    if not rest:
+        if isinstance(node[head], str):
+            node[head] = _absolute(node[head], base)
+        return
+    _resolve_at(node[head], rest, base)
+
+
+# --- layers ---------------------------------------------------------------------------------
+
+
+def file_layer(data: Mapping[str, Any], path: Path, lines: LineMap) -> Layer:
+    """The file's settings: shorthands expanded, paths relative to the file's directory, and
+    each stdio MCP server started in that directory unless it says otherwise."""
+    base = path.resolve().parent
+    normalized = normalize(data)
+    if isinstance(normalized.get("model"), str):
+        normalized["model"] = {"preset": normalized["model"]}
+    servers = (
+        normalized.get("toolkit", {}).get("mcpServers") if _is_dict(normalized, "toolkit") else None
+    )
+    if isinstance(servers, dict):
+        for entry in servers.values():
+            if isinstance(entry, dict) and "command" in entry:
+                entry.setdefault("cwd", str(base))
+    _resolve_paths(normalized, base)
+    return Layer("file", normalized, str(path), lines)
+
+
+def _env_value(text: str) -> Any:
+    lowered = text.strip().lower()
+    if lowered in ("true", "false"):
+        return lowered == "true"
+    if lowered == "null":
+        return None
+    if text.strip()[:1] in ("[", "{"):
+        try:
+            return yaml.safe_load(text)
+        except yaml.YAMLError:
+            return text
+    return text
+
+
+def _set_path(data: dict[str, Any], key: KeyPath, value: Any) -> None:
+    node = data
+    for part in key[:-1]:
+        child = node.get(part)
+        if not isinstance(child, dict):
+            child = node[str(part)] = {}
+        node = child
+    node[str(key[-1])] = value
+
+
+def env_layer(environ: Mapping[str, str] | None = None) -> Layer:
+    """``SIMPLELLMFUNC_<SECTION>[__<KEY>...]`` variables; other names are ignored."""
+    env = os.environ if environ is None else environ
+    data: dict[str, Any] = {}
+    origins: dict[KeyPath, str] = {}
+    for name in sorted(env):
+        if not name.upper().startswith(ENV_PREFIX):
+            continue
+        parts = name[len(ENV_PREFIX) :].split("__")
+        section = _SECTIONS.get(parts[0].lower())
+        if section is None or not all(parts):
+            continue
+        key: KeyPath = (section, *(_env_key(p) for p in parts[1:]))
+        _set_path(data, key, _env_value(env[name]))
+        origins[key] = f"${name}"
+    layer = Layer("env", normalize(data), "environment", origins=origins)
+    _resolve_paths(layer.data, Path.cwd())
+    return layer
+
+
+def _env_key(part: str) -> str:
+    """Variable names are upper case; config keys are lower case (except ``mcpServers``)."""
+    return "mcpServers" if part.lower() == "mcpservers" else part.lower()
+
+
+def _parse_assignment(text: str) -> tuple[KeyPath, Any]:
+    dotted, sep, value = text.partition("=")
+    parts = tuple(p for p in re.split(r"\.", dotted.strip()) if p)
+    if not sep or not parts:
+        raise ConfigError(f"--set {text!r}: write KEY=VALUE, e.g. limits.max_steps=5")
+    return parts, _env_value(value)
+
+
+def override_layer(overrides: Mapping[str, Any]) -> Layer:
+    """Command-line / keyword overrides (see the module docstring).
+
+    Raises:
+        ConfigError: For an unknown override name or a malformed ``set`` entry.
+    """
+    data: dict[str, Any] = {}
+    origins: dict[KeyPath, str] = {}
+    for name, value in overrides.items():
+        if value is None:
+            continue
+        if name in _SHORTCUTS:
+            _set_path(data, _SHORTCUTS[name], value)
+            origins[_SHORTCUTS[name]] = f"override {name}"
+        elif name in AgentConfig.model_fields:
+            data[name] = copy.deepcopy(value)
+            origins[(name,)] = f"override {name}"
+        elif name == "set":
+            for text in [value] if isinstance(value, str) else value:
+                key, parsed = _parse_assignment(text)
+                _set_path(data, key, parsed)
+                origins[key] = f"--set {text}"
+        elif name == "tools":
+            _add_tools(data, origins, value)
+        else:
+            raise ConfigError(f"unknown override {name!r}")
+    layer = Layer("override", normalize(data), "override", origins=origins)
+    _resolve_paths(layer.data, Path.cwd())
+    return layer
+
+
+def _add_tools(data: dict[str, Any], origins: dict[KeyPath, str], tools: Any) -> None:
+    pairs = tools.items() if isinstance(tools, Mapping) else tools
+    entries = [{"name": name, "command": command} for name, command in pairs]
+    data.setdefault("+agents", []).extend(entries)
+    if entries:
+        origins[("toolkit", "agents")] = "--tool " + ", ".join(e["name"] for e in entries)
+
+
+# --- merging --------------------------------------------------------------------------------
+
+
+def _merge_model(lower: Any, value: Any) -> Any:
+    if not isinstance(value, str):
+        return value
+    base = dict(lower) if isinstance(lower, dict) else {}
+    if _known_preset(value) or not (base.get("preset") or base.get("provider_file")):
+        for key in _SELECTION:
+            base.pop(key, None)
+        base["preset"] = value
+    elif base.get("provider_file"):
+        base["model"] = value
+    else:
+        base["preset"] = f"{str(base['preset']).partition(':')[0]}:{value}"
+    return base
+
+
+def _merge(lower: Any, upper: Any, key: KeyPath, owners: dict[KeyPath, Layer], layer: Layer) -> Any:
+    if key == ("model",):
+        upper = _merge_model(lower, upper)
+    if isinstance(lower, dict) and isinstance(upper, dict):
+        merged = dict(lower)
+        for name, value in upper.items():
+            merged[name] = _merge(lower.get(name), value, (*key, name), owners, layer)
+        owners.setdefault(key, layer)
+        return merged
+    for owned in [k for k in owners if k[: len(key)] == key]:
+        del owners[owned]
+    owners[key] = layer
+    return copy.deepcopy(upper)
+
+
+def merge_layers(layers: Sequence[Layer]) -> tuple[dict[str, Any], dict[KeyPath, Layer]]:
+    """Merge ``layers`` (lowest first); also return which layer set each key path.
+
+    ``+agents`` entries of an override layer are appended to ``toolkit.agents`` (replacing a
+    tool of the same name) instead of replacing the list.
+    """
+    merged: dict[str, Any] = {}
+    owners: dict[KeyPath, Layer] = {}
+    for layer in layers:
+        data = dict(layer.data)
+        extra = data.pop("+agents", [])
+        merged = _merge(merged, data, (), owners, layer)
+        if extra:
+            toolkit = merged.setdefault("toolkit", {})
+            if isinstance(toolkit, dict):
+                names = {e["name"] for e in extra}
+                agents = toolkit.get("agents") or []
+                kept = [a for a in agents if not (isinstance(a, dict) and a.get("name") in names)]
+                toolkit["agents"] = [*kept, *extra]
+                owners[("toolkit", "agents")] = layer
+    return merged, owners
