@@ -171,40 +171,58 @@ async def _burst(call: Call, concurrency: int, seconds: float) -> tuple[float, f
     return calls / m.wall, m.cpu / max(calls, 1)
 
 
+def _variant(kind: str, api: str, url: str) -> tuple[Call, Callable[[], Awaitable[None]]]:
+    """A fresh client (own pool) for ``kind``, its call, and how to close it."""
+    if kind == "floor":
+        client = _client()
+        return _floor_call(client, url, api), client.aclose
+    llm = _provider(url)
+    return _provider_call(llm, api), llm.aclose
+
+
 async def _compare(
     api: str, url: str, calls: int, window: float, rounds: int, pid: int
 ) -> dict[str, Any]:
     """Floor and provider of one API, interleaved (see the module docstring)."""
     server = psutil.Process(pid)
-    async with _client() as client, _provider(url) as llm:
-        runs = {"floor": _floor_call(client, url, api), "provider": _provider_call(llm, api)}
-        for call in runs.values():  # warm up: imports, caches, the first connection
-            await _block(call, BLOCK)
-        out: dict[str, Any] = {kind: {"lat": [], "cpu1": []} for kind in KINDS}
-        for _ in range(max(1, calls // BLOCK)):
-            for kind, call in runs.items():
-                latencies, cpu = await _block(call, BLOCK)
-                out[kind]["lat"] += latencies
-                out[kind]["cpu1"].append(cpu)
-        for concurrency in CONCURRENCY:
-            server_cpu = sum(server.cpu_times()[:2])
-            started = time.perf_counter()
-            for _ in range(rounds):
-                for kind, call in runs.items():
+    out: dict[str, Any] = {kind: {"lat": [], "cpu1": []} for kind in KINDS}
+    variants = {kind: _variant(kind, api, url) for kind in KINDS}
+    for call, _ in variants.values():  # warm up: imports, caches, the first connection
+        await _block(call, BLOCK)
+    for _ in range(max(1, calls // BLOCK)):
+        for kind, (call, _) in variants.items():
+            latencies, cpu = await _block(call, BLOCK)
+            out[kind]["lat"] += latencies
+            out[kind]["cpu1"].append(cpu)
+    for _, close in variants.values():
+        await close()
+    for concurrency in CONCURRENCY:
+        server_cpu = sum(server.cpu_times()[:2])
+        started = time.perf_counter()
+        for _ in range(rounds):
+            for kind in KINDS:
+                # A fresh pool per burst: what a cancelled burst leaves behind (idle
+                # connections, which httpcore scans on every request) must not weigh on the next.
+                call, close = _variant(kind, api, url)
+                try:
                     rps, cpu = await _burst(call, concurrency, window)
-                    out[kind].setdefault(f"rps{concurrency}", []).append(rps)
-                    out[kind].setdefault(f"cpu{concurrency}", []).append(cpu)
-            busy = sum(server.cpu_times()[:2]) - server_cpu
-            out[f"server{concurrency}"] = 100 * busy / (time.perf_counter() - started)
+                finally:
+                    await close()
+                out[kind].setdefault(f"rps{concurrency}", []).append(rps)
+                out[kind].setdefault(f"cpu{concurrency}", []).append(cpu)
+        busy = sum(server.cpu_times()[:2]) - server_cpu
+        out[f"server{concurrency}"] = 100 * busy / (time.perf_counter() - started)
     return out
 
 
 async def _rss(kind: str, api: str, url: str, window: float) -> dict[str, float]:
     """One variant alone, through a burst at the highest concurrency: its peak RSS."""
-    async with _client() as client, _provider(url) as llm:
-        call = _floor_call(client, url, api) if kind == "floor" else _provider_call(llm, api)
+    call, close = _variant(kind, api, url)
+    try:
         await _block(call, BLOCK)
         await _burst(call, max(CONCURRENCY), window)
+    finally:
+        await close()
     return {"rss": peak_rss_mb()}
 
 

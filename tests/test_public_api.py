@@ -20,6 +20,7 @@ EXPECTED_TOP = {
     "APIKeyPool",
     "AbortSignal",
     "AnthropicCompatible",
+    "FallbackLLM",
     "FileToolset",
     "MCPToolset",
     "OpenAIResponsesCompatible",
@@ -35,6 +36,7 @@ EXPECTED_TOP = {
     "ToolEventEmitter",
     "llm_chat",
     "llm_function",
+    "make_llm",
     "tool",
 }
 

@@ -12,10 +12,12 @@ from .decorators import llm_chat, llm_function
 from .providers import (
     AnthropicCompatible,
     APIKeyPool,
+    FallbackLLM,
     LLMInterface,
     OpenAICompatible,
     OpenAIResponsesCompatible,
     TokenBucket,
+    make_llm,
 )
 from .tools import Tool, ToolEventEmitter, tool
 
@@ -27,6 +29,7 @@ __all__ = [
     "APIKeyPool",
     "AbortSignal",
     "AnthropicCompatible",
+    "FallbackLLM",
     "FileToolset",
     "ImgPath",
     "ImgUrl",
@@ -42,6 +45,7 @@ __all__ = [
     "ToolEventEmitter",
     "llm_chat",
     "llm_function",
+    "make_llm",
     "tool",
 ]
 

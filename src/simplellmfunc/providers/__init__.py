@@ -15,18 +15,24 @@ from ._base import (
     ToolSpec,
     UsageEvent,
 )
+from ._claude_cli import ClaudeCodeCLI
+from ._fallback import FallbackLLM
 from ._http import HTTPSettings
 from ._keys import APIKeyPool
 from ._openai import OpenAICompatible
+from ._presets import PRESETS, Preset, make_llm
 from ._ratelimit import TokenBucket
 from ._responses import OpenAIResponsesCompatible
 from ._retry import RetryPolicy
 from ._tokens import count_message_tokens, count_text_tokens
 
 __all__ = [
+    "PRESETS",
     "APIKeyPool",
     "AnthropicCompatible",
     "Capabilities",
+    "ClaudeCodeCLI",
+    "FallbackLLM",
     "FinishEvent",
     "HTTPSettings",
     "LLMInterface",
@@ -34,6 +40,7 @@ __all__ = [
     "LLMResponse",
     "OpenAICompatible",
     "OpenAIResponsesCompatible",
+    "Preset",
     "ReasoningDelta",
     "ResponseFormat",
     "RetryPolicy",
@@ -45,4 +52,5 @@ __all__ = [
     "UsageEvent",
     "count_message_tokens",
     "count_text_tokens",
+    "make_llm",
 ]

@@ -8,17 +8,26 @@
 * Traces: :class:`TraceRecorder` turns the event stream into :class:`TraceRecord` s, with
   :class:`JSONLSink` and :class:`SQLiteTraceSink`.
 * Checkpoints: :class:`Checkpoint`, :class:`CheckpointManager`, :class:`CheckpointHook`.
+* Agents from config files: :class:`AgentConfig` read by :func:`load_agent_config`
+  (command line > environment > file > defaults), run once by :func:`run_config` or turn after
+  turn by :class:`ConfiguredAgent`.
+* Command lines as tools: :class:`ShellTool`, and :class:`CLIAgentTool` for agents calling agents.
 """
 
+from ._agent import ConfiguredAgent, RunObserver, TurnResult
 from ._autosave import Action, AutoSave, KeyValueExtraction, LLMSummary, Step, StepTriple
 from ._checkpoint import Checkpoint, serialize_value
 from ._checkpoint_hook import CheckpointHook
 from ._checkpoints import CheckpointInfo, CheckpointManager, load_checkpoint, save_checkpoint
+from ._config import AgentConfig
+from ._config_load import load_agent_config
 from ._memory import MemoryHook, render_memory, strip_memory
 from ._memory_store import InMemoryStore
 from ._namespaces import Namespace
 from ._open_store import StoreKind, open_store
 from ._redis_store import RedisStore
+from ._run import RunResult, run_config
+from ._shell import CLIAgentTool, CommandOutput, ShellTool, run_command
 from ._sqlite import SQLiteDatabase
 from ._sqlite_store import SQLiteStore
 from ._stores import ScopedStore, Store, StoreItem
@@ -28,11 +37,15 @@ from ._trace_sinks import JSONLSink, SQLiteTraceSink, TraceSink, read_jsonl
 
 __all__ = [
     "Action",
+    "AgentConfig",
     "AutoSave",
+    "CLIAgentTool",
     "Checkpoint",
     "CheckpointHook",
     "CheckpointInfo",
     "CheckpointManager",
+    "CommandOutput",
+    "ConfiguredAgent",
     "InMemoryStore",
     "JSONLSink",
     "KeyValueExtraction",
@@ -40,10 +53,13 @@ __all__ = [
     "MemoryHook",
     "Namespace",
     "RedisStore",
+    "RunObserver",
+    "RunResult",
     "SQLiteDatabase",
     "SQLiteStore",
     "SQLiteTraceSink",
     "ScopedStore",
+    "ShellTool",
     "Step",
     "StepTriple",
     "Store",
@@ -53,10 +69,14 @@ __all__ = [
     "TraceRecorder",
     "TraceSink",
     "TraceStats",
+    "TurnResult",
+    "load_agent_config",
     "load_checkpoint",
     "open_store",
     "read_jsonl",
     "render_memory",
+    "run_command",
+    "run_config",
     "save_checkpoint",
     "serialize_value",
     "strip_memory",

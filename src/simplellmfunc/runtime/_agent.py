@@ -1,0 +1,335 @@
+"""ConfiguredAgent: an agent built from an :class:`AgentConfig`, owning what it opened.
+
+``async with ConfiguredAgent(config) as agent`` opens the model, the toolkit (kernel, MCP
+servers), the memory store and the trace files, in this task, and closes them in reverse
+order when left. :meth:`ConfiguredAgent.run` runs one turn:
+
+* ``simple``: one LLM call without tools;
+* ``react``: the tool loop, at most ``limits.max_steps`` LLM calls (the last one is asked for
+  the final answer);
+* ``chain``: one LLM call per stage, each stage's ``{input}`` being the previous output.
+
+The agent keeps the conversation (``history``) across turns, so one instance is a REPL
+session; memory persists beyond it when the store does. Each turn is an ``@llm_chat`` call
+with events on, fed through the agent's :class:`TraceRecorder`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from contextlib import AsyncExitStack
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from .._abort import AbortSignal
+from .._events import EventYield, ReactEndEvent, is_event_yield, is_response_yield
+from ..decorators import llm_chat
+from ..engine._invocation import RunHook
+from ..exceptions import UserError
+from ..providers._base import LLMInterface
+from ..tools import Tool
+from ._build import (
+    build_llm,
+    build_memory,
+    build_recorder,
+    build_termination,
+    build_toolkit,
+    build_window,
+)
+from ._checkpoint import Checkpoint
+from ._checkpoint_hook import CheckpointHook
+from ._checkpoints import CheckpointInfo, CheckpointManager
+from ._config import AgentConfig, ChainStep
+from ._stores import ScopedStore
+from ._trace import TraceRecorder
+
+__all__ = ["ConfiguredAgent", "RunObserver", "TurnResult"]
+
+ChatFunction = Callable[..., AsyncIterator[Any]]
+
+
+class RunObserver:
+    """Learns what a run does while it runs (the CLI prints it); override what you need."""
+
+    async def event(self, item: EventYield) -> None:
+        """Every event of the run, in order (text deltas included)."""
+
+    async def stage(self, index: int, total: int, name: str) -> None:
+        """A chain stage (0-based ``index`` of ``total``) starts."""
+
+
+@dataclass(frozen=True, slots=True)
+class TurnResult:
+    """How one turn ended.
+
+    Attributes:
+        text: The answer (partial when the turn was aborted).
+        history: The conversation after the turn (valid for the next provider call).
+        terminated_by: Why the (last) run ended: ``answer``, ``max_steps``, ``aborted`` ...
+    """
+
+    text: str
+    history: list[dict[str, Any]]
+    terminated_by: str
+
+    @property
+    def aborted(self) -> bool:
+        """Whether an abort ended the turn."""
+        return self.terminated_by == "aborted"
+
+
+def _fill(prompt: str, text: str) -> str:
+    """The stage's prompt with ``{input}`` replaced (or the input appended when it has none)."""
+    if "{input}" in prompt:
+        return prompt.replace("{input}", text)
+    return f"{prompt}\n\n{text}"
+
+
+class ConfiguredAgent:
+    """An agent from a config; use ``async with`` (one task opens and closes it).
+
+    Args:
+        config: The validated config.
+        environ: Variables to read keys from instead of the environment.
+        history: A conversation to continue.
+    """
+
+    def __init__(
+        self,
+        config: AgentConfig,
+        *,
+        environ: Mapping[str, str] | None = None,
+        history: Sequence[Mapping[str, Any]] = (),
+    ) -> None:
+        self.config = config
+        self.environ = environ
+        self.history: list[dict[str, Any]] = [dict(m) for m in history]
+        self._stack: AsyncExitStack | None = None
+        self._llm: LLMInterface | None = None
+        self._recorder: TraceRecorder | None = None
+        self.memory: ScopedStore | None = None
+        self.toolkit: list[Any] = []
+        self.checkpoints: CheckpointManager | None = None
+        self._chat: ChatFunction | None = None
+        self._stages: list[tuple[ChainStep, ChatFunction]] = []
+
+    # -- lifecycle ---------------------------------------------------------------------------
+
+    async def __aenter__(self) -> ConfiguredAgent:
+        await self.open()
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.aclose()
+
+    async def open(self) -> None:
+        """Open the model, tools, memory and trace sinks.
+
+        Raises:
+            ConfigError: For a model or store that cannot be used.
+            MCPError: When an MCP server cannot be started.
+            KernelError: When the Python kernel cannot be started.
+        """
+        if self._stack is not None:
+            raise UserError("the agent is open already")
+        stack = AsyncExitStack()
+        await stack.__aenter__()
+        self._stack = stack
+        try:
+            await self._open(stack)
+        except BaseException:
+            await self.aclose()
+            raise
+
+    async def _open(self, stack: AsyncExitStack) -> None:
+        config = self.config
+        self._llm = await stack.enter_async_context(build_llm(config.model, self.environ))
+        self._recorder = await build_recorder(config, stack)
+        hooks: list[RunHook] = []
+        memory = await build_memory(config, self._llm, stack)
+        if memory is not None:
+            self.memory, hook = memory
+            hooks.append(hook)
+        if config.checkpoints.dir:
+            self.checkpoints = CheckpointManager(config.checkpoints.dir, config.checkpoints.max)
+            if config.checkpoints.every:
+                every = config.checkpoints.every
+                hooks.append(
+                    CheckpointHook(
+                        self.checkpoints, every=every, memory=self.memory, recorder=self._recorder
+                    )
+                )
+        if config.kind == "chain":
+            self._stages = [
+                (step, self._chat_function(step.system or config.system, [], hooks, False))
+                for step in config.chain
+            ]
+            return
+        self.toolkit = await build_toolkit(config, stack)
+        self._chat = self._chat_function(config.system, self.toolkit, hooks, True)
+
+    async def aclose(self) -> None:
+        """Close everything the agent opened (in reverse order)."""
+        stack, self._stack = self._stack, None
+        self._chat, self._stages = None, []
+        if stack is not None:
+            await stack.aclose()
+
+    # -- parts -------------------------------------------------------------------------------
+
+    @property
+    def llm(self) -> LLMInterface:
+        """The model interface.
+
+        Raises:
+            UserError: If the agent is not open.
+        """
+        if self._llm is None:
+            raise UserError("the agent is not open; use 'async with'")
+        return self._llm
+
+    @property
+    def recorder(self) -> TraceRecorder:
+        """The trace of every turn so far.
+
+        Raises:
+            UserError: If the agent is not open.
+        """
+        if self._recorder is None:
+            raise UserError("the agent is not open; use 'async with'")
+        return self._recorder
+
+    async def tool_names(self) -> list[str]:
+        """The names of the tools the model sees (MCP servers are asked)."""
+        names: list[str] = []
+        for item in self.toolkit:
+            if isinstance(item, Tool):
+                names.append(item.name)
+            else:
+                names.extend(tool.name for tool in await item.list_tools())
+        return names
+
+    def _chat_function(
+        self, system: str, toolkit: list[Any], hooks: list[RunHook], loop: bool
+    ) -> ChatFunction:
+        config = self.config
+        limits = config.limits
+        options: dict[str, Any] = {"tool_timeout": limits.tool_timeout}
+        if limits.max_tool_concurrency is not None:
+            options["max_tool_concurrency"] = limits.max_tool_concurrency
+
+        async def agent(message: str, history: list[dict[str, Any]] | None = None) -> None:
+            """(replaced by the system prompt)"""
+
+        agent.__doc__ = system
+        tools = toolkit if loop and config.kind == "react" else []
+        extra = {
+            "hooks": tuple(hooks),
+            "tool_protocol": config.tool_protocol,
+            "termination": build_termination(config.termination),
+            "history_window": build_window(config.history),
+        }
+        import inspect  # TEMP until llm_chat takes these
+
+        known = inspect.signature(llm_chat).parameters
+        extra = {k: v for k, v in extra.items() if k in known}
+        decorate = llm_chat(
+            self.llm,
+            toolkit=tools or None,
+            max_tool_calls=limits.max_steps - 1 if tools else None,
+            stream=True,
+            enable_event=True,
+            **extra,
+            **options,
+        )
+        return decorate(agent)
+
+    # -- running -----------------------------------------------------------------------------
+
+    async def run(
+        self, text: str, *, abort: AbortSignal | None = None, observer: RunObserver | None = None
+    ) -> TurnResult:
+        """Run one turn on ``text``; the conversation goes on from the agent's history.
+
+        Raises:
+            UserError: If the agent is not open.
+            ProviderError: When the model fails after retries.
+        """
+        observer = observer or RunObserver()
+        if self._stages:
+            return await self._run_chain(text, abort, observer)
+        if self._chat is None:
+            raise UserError("the agent is not open; use 'async with'")
+        result = await self._turn(self._chat, text, self.history, abort, observer)
+        self.history = result.history
+        return result
+
+    async def _run_chain(
+        self, text: str, abort: AbortSignal | None, observer: RunObserver
+    ) -> TurnResult:
+        result = TurnResult(text, [], "answer")
+        for index, (step, chat) in enumerate(self._stages):
+            await observer.stage(index, len(self._stages), step.name or f"stage {index + 1}")
+            result = await self._turn(chat, _fill(step.prompt, result.text), [], abort, observer)
+            if result.terminated_by in ("aborted", "error"):
+                break
+        return result
+
+    async def _turn(
+        self,
+        chat: ChatFunction,
+        text: str,
+        history: list[dict[str, Any]],
+        abort: AbortSignal | None,
+        observer: RunObserver,
+    ) -> TurnResult:
+        answer, messages, ended = "", history, "answer"
+        items = chat(text, history=history, _abort_signal=abort)
+        async for item in self.recorder.wrap(items):
+            if is_event_yield(item):
+                if isinstance(item.event, ReactEndEvent):
+                    ended = item.event.terminated_by
+                await observer.event(item)
+            elif is_response_yield(item):
+                answer, messages = str(item.response), list(item.messages)
+        return TurnResult(answer, messages, ended)
+
+    # -- checkpoints -------------------------------------------------------------------------
+
+    def _manager(self) -> CheckpointManager:
+        if self.checkpoints is None:
+            directory = Path.cwd() / ".simplellmfunc" / "checkpoints" / self.config.name
+            self.checkpoints = CheckpointManager(directory, self.config.checkpoints.max)
+        return self.checkpoints
+
+    async def save_checkpoint(self, description: str = "") -> CheckpointInfo:
+        """Save the conversation, memory and trace (``checkpoints.dir``, else
+        ``./.simplellmfunc/checkpoints/<name>``).
+
+        Raises:
+            RunError: If the file cannot be written or the store fails.
+        """
+        checkpoint = await Checkpoint.capture(
+            history=self.history,
+            memory=self.memory,
+            recorder=self.recorder,
+            description=description,
+            metadata={"agent": self.config.name},
+        )
+        return await self._manager().save(checkpoint)
+
+    async def load_checkpoint(self, number: int | None = None) -> Checkpoint:
+        """Restore the conversation, memory and trace of checkpoint ``number`` (default: the
+        newest).
+
+        Raises:
+            ConfigError: If there is no such checkpoint, or its major version differs.
+            RunError: If the file cannot be read or the store fails.
+        """
+        checkpoint = await self._manager().load(number)
+        self.history = [dict(m) for m in checkpoint.history]
+        if self.memory is not None:
+            await checkpoint.restore_memory(self.memory)
+        checkpoint.restore_trace(self.recorder)
+        return checkpoint
