@@ -85,11 +85,16 @@ def env(server: MockLLMServer, tmp_path: Path) -> dict[str, str]:
         {
             "DEEPSEEK_API_KEY": "sk-test-123456789",
             "DEEPSEEK_BASE_URL": server.url,
-            "SIMPLELLMFUNC_TOOLKIT__MCPSERVERS__DEMO__COMMAND": sys.executable,
             "SIMPLELLMFUNC_MEMORY__PATH": str(tmp_path / "memory.db"),
             "SIMPLELLMFUNC_CHECKPOINTS__DIR": str(tmp_path / "checkpoints"),
         }
     )
+
+
+@pytest.fixture
+def mcp_env(env: dict[str, str]) -> dict[str, str]:
+    """``env``, with the demo MCP server of agent-config.yml started by this interpreter."""
+    return {**env, "SIMPLELLMFUNC_TOOLKIT__MCPSERVERS__DEMO__COMMAND": sys.executable}
 
 
 def systems(server: MockLLMServer) -> list[str]:
@@ -127,7 +132,7 @@ async def test_2_react_agent_ends_with_a_final_answer(
 
 
 async def test_3_mcp_tool_answers_5050(
-    server: MockLLMServer, env: dict[str, str], tmp_path: Path
+    server: MockLLMServer, mcp_env: dict[str, str], tmp_path: Path
 ) -> None:
     done = await cli(
         "run",
@@ -136,7 +141,7 @@ async def test_3_mcp_tool_answers_5050(
         "--trace",
         "--format",
         "json",
-        env=env,
+        env=mcp_env,
         cwd=tmp_path,
     )
     assert done.code == 0, done.stderr
@@ -173,14 +178,14 @@ async def test_4_chain_is_one_step_per_stage(
 
 
 async def test_5_repl_remembers_across_turns_and_restarts(
-    server: MockLLMServer, env: dict[str, str], tmp_path: Path
+    server: MockLLMServer, mcp_env: dict[str, str], tmp_path: Path
 ) -> None:
     config = agent_file("agent-config.yml")
     first = await cli(
         "repl",
         config,
         stdin="remember: my name is Alice\nwhat is my name?\n:memory\n:stats\n:tools\n:quit\n",
-        env=env,
+        env=mcp_env,
         cwd=tmp_path,
     )
     assert first.code == 0, first.stderr
@@ -190,16 +195,16 @@ async def test_5_repl_remembers_across_turns_and_restarts(
     assert "llm_calls: 2" in lines  # :stats
     assert "demo_get_sum" in lines  # :tools
     # A new process: the conversation is gone, the SQLite memory is not.
-    second = await cli("repl", config, stdin="what is my name?\n", env=env, cwd=tmp_path)
+    second = await cli("repl", config, stdin="what is my name?\n", env=mcp_env, cwd=tmp_path)
     assert second.code == 0, second.stderr
     assert second.stdout.splitlines()[0] == "Your name is Alice."
     assert "Alice" in systems(server)[-1]  # it came from memory, in the system prompt
 
 
 async def test_5b_without_a_persistent_store_a_restart_forgets(
-    server: MockLLMServer, env: dict[str, str], tmp_path: Path
+    server: MockLLMServer, mcp_env: dict[str, str], tmp_path: Path
 ) -> None:
-    env = {**env, "SIMPLELLMFUNC_MEMORY__STORE": "memory"}
+    env = {**mcp_env, "SIMPLELLMFUNC_MEMORY__STORE": "memory"}
     config = agent_file("agent-config.yml")
     first = await cli("repl", config, stdin="remember: my name is Alice\n", env=env, cwd=tmp_path)
     assert first.code == 0, first.stderr
@@ -208,11 +213,11 @@ async def test_5b_without_a_persistent_store_a_restart_forgets(
 
 
 async def test_5c_repl_checkpoints_save_and_load(
-    server: MockLLMServer, env: dict[str, str], tmp_path: Path
+    server: MockLLMServer, mcp_env: dict[str, str], tmp_path: Path
 ) -> None:
     config = agent_file("agent-config.yml")
     script = "remember: my name is Alice\n:save after alice\n:clear\n:load\nwhat is my name?\n"
-    done = await cli("repl", config, stdin=script, env=env, cwd=tmp_path)
+    done = await cli("repl", config, stdin=script, env=mcp_env, cwd=tmp_path)
     assert done.code == 0, done.stderr
     lines = done.stdout.splitlines()
     assert lines[1].startswith("saved checkpoint 1 (")

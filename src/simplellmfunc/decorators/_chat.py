@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import functools
 import inspect
-from collections.abc import AsyncIterator, Callable, Iterable
+from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from contextlib import aclosing
 from typing import Any, Literal
 
@@ -18,9 +18,18 @@ from ..engine._llm_step import RawItem, TextChunk
 from ..engine._loop import ReactRun, run_react
 from ..engine._pump import Finished, Send, event_pump
 from ..engine._state import RunResult
+from ..engine._termination import TerminationPolicy
+from ..engine._window import HistoryWindow
 from ..exceptions import DecoratorError
 from ..providers._base import LLMInterface
-from ._common import new_call_id, resolve_tools, split_call_kwargs, static_tools
+from ._common import (
+    ToolProtocol,
+    new_call_id,
+    resolve_protocol,
+    resolve_tools,
+    split_call_kwargs,
+    static_tools,
+)
 from ._prompt import HISTORY_NAMES, docstring_of, fill_template, render_arguments
 
 __all__ = ["llm_chat"]
@@ -37,6 +46,11 @@ def llm_chat(
     enable_event: bool = False,
     self_reference: Any = None,
     self_reference_key: str | None = None,
+    *,
+    tool_protocol: ToolProtocol = "auto",
+    termination: TerminationPolicy | None = None,
+    history_window: HistoryWindow | None = None,
+    hooks: Sequence[RunHook] = (),
     **llm_kwargs: Any,
 ) -> Callable[[Callable[..., Any]], Callable[..., AsyncIterator[Any]]]:
     """Turn an ``async def`` into a chat agent that yields ``(text, updated_history)``.
@@ -63,6 +77,12 @@ def llm_chat(
         enable_event: Yield typed events and a final response.
         self_reference: A ``SelfReference`` memory backend.
         self_reference_key: The memory key of this agent.
+        tool_protocol: ``"native"`` function calling, ``"text"`` (tools described in the prompt,
+            calls parsed from the reply) or ``"auto"`` (text when the provider has no native
+            tools).
+        termination: Implicit termination signals (default: on only with the text protocol).
+        history_window: Send only the system prompt and recent turns within a token budget.
+        hooks: Extra run hooks (memory, checkpoints, ...), called after SelfReference's.
         **llm_kwargs: Body parameters for every call; engine options ``tool_timeout``,
             ``max_tool_concurrency`` and ``tool_result_budget`` are taken out first.
 
@@ -103,7 +123,10 @@ def llm_chat(
                 stream=stream,
                 max_tool_calls=max_tool_calls,
                 params=llm_kwargs,
-                hooks=(hook,) if hook is not None else (),
+                hooks=((hook,) if hook is not None else ()) + tuple(hooks),
+                tool_protocol=resolve_protocol(tool_protocol, llm_interface),
+                termination=termination or TerminationPolicy(),
+                history_window=history_window,
                 **engine_options,
             )
             return _Call(invocation, transcript, options.abort, user.text, enable_event, raw)

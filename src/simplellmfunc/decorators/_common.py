@@ -5,16 +5,19 @@ from __future__ import annotations
 import inspect
 import os
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any
+from typing import Any, Literal
 
 from .._abort import AbortSignal
 from ..exceptions import DecoratorError, ToolDefinitionError
+from ..providers._base import LLMInterface
 from ..tools._tool import FunctionTool, Tool, ToolProvider
 
 __all__ = [
     "CallOptions",
+    "ToolProtocol",
     "check_async",
     "new_call_id",
+    "resolve_protocol",
     "resolve_tools",
     "split_call_kwargs",
     "static_tools",
@@ -87,6 +90,16 @@ async def resolve_tools(tools: list[Tool], providers: list[ToolProvider]) -> tup
         resolved.extend(await provider.list_tools())
     _check_unique(resolved)
     return tuple(resolved)
+
+
+ToolProtocol = Literal["auto", "native", "text"]
+
+
+def resolve_protocol(protocol: ToolProtocol, llm: LLMInterface) -> Literal["native", "text"]:
+    """``"auto"`` means the text protocol for providers without native function calling."""
+    if protocol == "auto":
+        return "native" if llm.capabilities.native_tools else "text"
+    return protocol
 
 
 def new_call_id() -> str:

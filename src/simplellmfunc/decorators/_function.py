@@ -20,8 +20,10 @@ from ..exceptions import AbortedError, OutputParseError
 from ..providers._base import LLMInterface
 from ._common import (
     CallOptions,
+    ToolProtocol,
     check_async,
     new_call_id,
+    resolve_protocol,
     resolve_tools,
     split_call_kwargs,
     static_tools,
@@ -42,6 +44,8 @@ def llm_function(
     user_prompt_template: str | None = None,
     enable_event: bool = False,
     retries: int = 2,
+    *,
+    tool_protocol: ToolProtocol = "auto",
     **llm_kwargs: Any,
 ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """Turn a typed, docstring-only ``async def`` into an LLM call.
@@ -60,6 +64,8 @@ def llm_function(
         user_prompt_template: Template of the user message; placeholder ``{parameters}``.
         enable_event: Return an async iterator of ``EventYield`` and one final ``ResponseYield``.
         retries: Repair attempts when the reply does not match the return type.
+        tool_protocol: ``"native"``, ``"text"`` (prompted tool calls) or ``"auto"`` (text when
+            the provider has no native function calling).
         **llm_kwargs: Body parameters for every call (``temperature`` ...).
 
     Raises:
@@ -98,6 +104,7 @@ def llm_function(
                 params=llm_kwargs,
                 answer_check=parser.check if parser is not None else None,
                 max_repairs=retries,
+                tool_protocol=resolve_protocol(tool_protocol, llm_interface),
             )
             transcript = Transcript([SystemMessage(system), user])
             return _Prepared(invocation, transcript, options, parser, user.text)

@@ -7,10 +7,13 @@ output contract.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from .._messages import Message, SystemMessage, UserMessage
 from .._transcript import Transcript, render_experiences
 from ..providers._base import LLMRequest
 from ._invocation import Invocation
+from ._text_protocol import render_catalogue, to_text_transcript
 
 __all__ = ["FINAL_ANSWER_INSTRUCTION", "compile_request", "system_context"]
 
@@ -26,6 +29,8 @@ def system_context(invocation: Invocation, transcript: Transcript, base: str) ->
     guidance = [f"### {t.name}\n{text}" for t in invocation.tools if (text := t.guidance().strip())]
     if guidance:
         sections.append("## Tool guidance\n" + "\n\n".join(guidance))
+    if invocation.text_protocol and invocation.tools:
+        sections.append(render_catalogue([t.spec() for t in invocation.tools]))
     experiences = render_experiences(transcript.experiences)
     if experiences:
         sections.append(experiences)
@@ -35,7 +40,11 @@ def system_context(invocation: Invocation, transcript: Transcript, base: str) ->
 
 
 def compile_request(
-    invocation: Invocation, transcript: Transcript, *, final_answer: bool = False
+    invocation: Invocation,
+    transcript: Transcript,
+    *,
+    final_answer: bool = False,
+    window: Sequence[Message] | None = None,
 ) -> LLMRequest:
     """Build the provider request for the next LLM call.
 
@@ -43,8 +52,11 @@ def compile_request(
         invocation: The call's configuration.
         transcript: The working transcript, mutations applied.
         final_answer: Compile the forced final-answer call (no tools, explicit instruction).
+        window: The messages to send instead of the whole transcript (a history window).
     """
-    messages: list[Message] = list(transcript.messages)
+    messages: list[Message] = list(transcript.messages if window is None else window)
+    if invocation.text_protocol:
+        messages = list(to_text_transcript(messages))
     if messages and isinstance(messages[0], SystemMessage):
         first = messages[0]
         content = system_context(invocation, transcript, first.content)
@@ -56,7 +68,7 @@ def compile_request(
             messages.insert(0, SystemMessage(content))
     if final_answer:
         messages.append(UserMessage(FINAL_ANSWER_INSTRUCTION))
-    use_tools = bool(invocation.tools) and not final_answer
+    use_tools = bool(invocation.tools) and not final_answer and not invocation.text_protocol
     tools = tuple(t.spec() for t in invocation.tools) if use_tools else ()
     return LLMRequest(
         messages=tuple(messages),

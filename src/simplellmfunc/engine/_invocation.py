@@ -7,6 +7,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
 from ..providers._base import LLMInterface, ResponseFormat
+from ._termination import TerminationPolicy
+from ._window import HistoryWindow
 
 if TYPE_CHECKING:
     from .._mutations import ContextMutation
@@ -62,7 +64,11 @@ class Invocation:
         hooks: Run hooks (SelfReference ...).
         tool_result_budget: Max tokens of one tool result shown to the model.
         tool_choice: Passed to the provider when tools are present.
-        tool_protocol: ``"native"`` function calling or ``"text"`` (prompted) tool calls.
+        tool_protocol: ``"native"`` function calling or ``"text"`` (prompted) tool calls;
+            decorators resolve ``"auto"`` from ``llm.capabilities.native_tools``.
+        termination: Implicit termination signals and when they apply.
+        history_window: What part of a long transcript is sent (``None``: all of it).
+        keyword_heuristic: In text mode, also guess calls from "use the X tool" prose.
         session_id: Label tying several calls of one conversation together.
         answer_check: Checks a final answer (the output contract of ``@llm_function``):
             ``None`` when it is usable, else the message that asks the model to redo it.
@@ -89,6 +95,14 @@ class Invocation:
     parent_call_id: str | None = None
     answer_check: Callable[[str], str | None] | None = None
     max_repairs: int = 0
+    termination: TerminationPolicy = field(default_factory=TerminationPolicy)
+    history_window: HistoryWindow | None = None
+    keyword_heuristic: bool = False
+
+    @property
+    def text_protocol(self) -> bool:
+        """Whether tool calls go through the text protocol instead of native tools."""
+        return self.tool_protocol == "text"
 
     def tool_named(self, name: str) -> Tool | None:
         """The tool called ``name``, if any."""

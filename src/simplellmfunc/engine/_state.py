@@ -50,6 +50,7 @@ class RunState:
         started: ``perf_counter`` at the start.
         used_ids: Tool call ids in the transcript (filled on first need).
         repairs: Answers sent back to the model for repair so far.
+        window_summary: The history window's LLM summary, keyed by how many messages it covers.
     """
 
     transcript: Transcript
@@ -64,6 +65,7 @@ class RunState:
     started: float = field(default_factory=time.perf_counter)
     used_ids: set[str] | None = None
     repairs: int = 0
+    window_summary: tuple[int, str] | None = None
 
     def result(self) -> RunResult:
         """The result of the run (call once it has ended)."""

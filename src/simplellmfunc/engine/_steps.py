@@ -24,12 +24,15 @@ from .._mutations import (
     ContextMutation,
     UserMessageMutation,
 )
+from ..exceptions import ProviderError
 from ._compile import compile_request
 from ._emit import Emitter
 from ._invocation import Invocation, RunView
 from ._llm_step import TextChunk, call_llm
+from ._plan import plan_reply
 from ._scheduler import run_tool_batch
 from ._state import RunState
+from ._windowing import windowed
 
 __all__ = ["aborted", "act", "think"]
 
@@ -75,8 +78,18 @@ async def think(
         and state.tool_iterations >= invocation.max_tool_calls
         and bool(invocation.tools)
     )
-    request = compile_request(invocation, state.transcript, final_answer=final)
-    outcome = await call_llm(invocation, request, state.iteration, emitter, abort)
+    window = await windowed(invocation, state)
+    request = compile_request(invocation, state.transcript, final_answer=final, window=window)
+    try:
+        outcome = await call_llm(invocation, request, state.iteration, emitter, abort)
+    except ProviderError:
+        fallback = _last_assistant_text(state) if final else None
+        if fallback is None:
+            raise
+        # Seed 001 §5.3: the extraction call failed, so the last assistant text is the answer.
+        state.final_text, state.terminated_by = fallback, "max_steps"
+        await _iteration_end(emitter, state, 0)
+        return None
     if outcome.response is None:  # aborted mid-call
         aborted(state, abort)
         state.final_text = outcome.partial_text
@@ -87,14 +100,20 @@ async def think(
     state.last_response = response
     state.usage = state.usage + response.usage
     message = response.message
-    calls = _unique_ids(state, () if final else message.tool_calls)
+    plan = plan_reply(invocation, message, state.iteration, final=final)
+    calls = _unique_ids(state, plan.calls)
     state.transcript.apply(_assistant_mutation(message, calls))
     if calls and message.content and _wants_reply_text(invocation, emitter):
         await emitter.raw(TextChunk(message.content))
     if calls:
         return calls
-    state.final_text = response.text
-    state.terminated_by = "max_steps" if final else "answer"
+    if plan.feedback is not None:  # a malformed text-protocol call: it costs a step
+        state.tool_iterations += 1
+        state.transcript.apply(plan.feedback)
+        await _iteration_end(emitter, state, 0)
+        return ()
+    state.final_text = plan.answer
+    state.terminated_by = plan.terminated_by
     repair = _repair(invocation, state)
     if repair is not None:
         state.transcript.apply(repair)
@@ -154,6 +173,13 @@ def _repair(invocation: Invocation, state: RunState) -> ContextMutation | None:
         return None
     state.repairs += 1
     return UserMessageMutation({"role": "user", "content": problem})
+
+
+def _last_assistant_text(state: RunState) -> str | None:
+    for message in reversed(state.transcript.messages):
+        if isinstance(message, AssistantMessage) and message.content:
+            return message.content
+    return None
 
 
 def _unique_ids(state: RunState, calls: tuple[ToolCall, ...]) -> tuple[ToolCall, ...]:

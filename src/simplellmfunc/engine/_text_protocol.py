@@ -53,6 +53,14 @@ class Action:
     tool: str
     input: dict[str, Any] = field(default_factory=dict)
     error: str | None = None
+    raw: str = field(default="", compare=False)
+
+    def arguments(self) -> str:
+        """The arguments as JSON text; for an unusable input, the text as the model wrote it
+        (so argument validation reports the problem to the model)."""
+        if self.error is not None:
+            return self.raw or "null"
+        return json.dumps(self.input, ensure_ascii=False)
 
 
 @dataclass(frozen=True, slots=True)
@@ -188,7 +196,8 @@ def _from_json(candidate: str, source: str) -> ParsedReply | None:
         if isinstance(arguments, dict):
             actions.append(Action(name, arguments))
         else:
-            actions.append(Action(name, {}, "the tool input must be a JSON object"))
+            raw = json.dumps(arguments, ensure_ascii=False)
+            actions.append(Action(name, {}, "the tool input must be a JSON object", raw))
     return ParsedReply(tuple(actions), None, None, source)
 
 
@@ -225,7 +234,7 @@ def _from_xml(text: str) -> ParsedReply | None:
         try:
             arguments = json.loads(raw) if raw else {}
         except ValueError:
-            actions.append(Action(name, {}, f"<input> is not valid JSON: {raw[:80]!r}"))
+            actions.append(Action(name, {}, f"<input> is not valid JSON: {raw[:80]!r}", raw))
             continue
         if name == TERMINATE:
             answer = arguments.get("answer") if isinstance(arguments, dict) else arguments
@@ -235,7 +244,7 @@ def _from_xml(text: str) -> ParsedReply | None:
         if isinstance(arguments, dict):
             actions.append(Action(name, arguments))
         else:
-            actions.append(Action(name, {}, "the tool input must be a JSON object"))
+            actions.append(Action(name, {}, "the tool input must be a JSON object", raw))
     return ParsedReply(tuple(actions), None, None, "xml") if actions else None
 
 
@@ -255,6 +264,9 @@ def to_text_transcript(messages: Sequence[Message]) -> tuple[Message, ...]:
     out: list[Message] = []
     for message in messages:
         if isinstance(message, AssistantMessage) and message.tool_calls:
+            if message.content and _has_calls(message.content):
+                out.append(AssistantMessage(message.content))  # written in text mode already
+                continue
             calls = [
                 {"action": c.name, "input": _loads_or_raw(c.arguments)} for c in message.tool_calls
             ]
@@ -275,6 +287,10 @@ def to_text_transcript(messages: Sequence[Message]) -> tuple[Message, ...]:
         else:
             out.append(message)
     return tuple(out)
+
+
+def _has_calls(text: str) -> bool:
+    return bool(parse_reply(text, ()).actions)
 
 
 def _loads_or_raw(raw: str) -> Any:

@@ -1,0 +1,329 @@
+"""The command line (as subprocesses) and ``run_config`` / ``ConfiguredAgent`` (in process):
+exit codes, output formats, streams, trace files, precedence end to end, memory, checkpoints."""
+
+from __future__ import annotations
+
+import json
+import signal
+import sqlite3
+import sys
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import anyio
+import psutil
+import pytest
+
+from acceptance_support import clean_env, cli, finish, start_cli, write
+from simplellmfunc import AbortSignal
+from simplellmfunc.exceptions import ConfigError
+from simplellmfunc.hooks import EventYield, LLMChunkArriveEvent
+from simplellmfunc.runtime import (
+    ConfiguredAgent,
+    RunObserver,
+    load_agent_config,
+    read_jsonl,
+    run_config,
+)
+from simplellmfunc.testing import MockLLMServer, RecordedRequest, Reply, ToolCallSpec
+
+GUARD = 30  # seconds: a deadlock guard, never an assertion on speed
+
+
+def always_a_tool(request: RecordedRequest) -> Reply:
+    """Call ``echo_tool`` whenever it is offered; answer when it is not (the final call)."""
+    if request.json.get("tools"):
+        return Reply.tool_calls(ToolCallSpec("echo_tool", {"input": "x"}), text="Working.")
+    return Reply.text("done at last", chunks=3)
+
+
+@pytest.fixture
+async def server() -> AsyncIterator[MockLLMServer]:
+    async with MockLLMServer(default=Reply.text("Hi there!", chunks=3)) as mock:
+        yield mock
+
+
+@pytest.fixture
+def env(server: MockLLMServer) -> dict[str, str]:
+    return clean_env({"OPENAI_API_KEY": "sk-test-123456789", "OPENAI_BASE_URL": server.url})
+
+
+@pytest.fixture
+def simple(tmp_path: Path) -> Path:
+    return write(tmp_path / "simple.yml", "kind: simple\nmodel: openai:mock-model\nsystem: Be brief.\n")
+
+
+@pytest.fixture
+def looping(tmp_path: Path) -> Path:
+    return write(
+        tmp_path / "loop.yml",
+        "model: openai:mock-model\nlimits:\n  max_steps: 5\n"
+        "toolkit:\n  shell:\n    - {name: echo_tool, command: 'echo {}'}\n",
+    )
+
+
+# --- exit codes ---------------------------------------------------------------------------
+
+
+async def test_bad_config_exits_2_with_key_and_line(tmp_path: Path, env: dict[str, str]) -> None:
+    bad = write(tmp_path / "bad.yml", "model: openai:m\nlimits:\n  max_stepz: 3\n")
+    for command in ("run", "validate", "repl"):
+        args = [command, bad, "hi"] if command == "run" else [command, bad]
+        done = await cli(*args, env=env, cwd=tmp_path)
+        assert done.code == 2, command
+        assert f"{bad}:3: limits.max_stepz: unknown key (did you mean 'max_steps'?)" in done.stderr
+        assert "Traceback" not in done.stderr
+
+
+async def test_validate_prints_a_summary(simple: Path, env: dict[str, str], tmp_path: Path) -> None:
+    done = await cli("validate", simple, env=env, cwd=tmp_path)
+    assert done.code == 0, done.stderr
+    assert done.stdout.startswith(f"ok: {simple}: agent 'simple'; simple; model openai:mock-model")
+    missing_key = await cli("validate", simple, env=clean_env(), cwd=tmp_path)
+    assert missing_key.code == 2
+    assert "no API key; set OPENAI_API_KEY" in missing_key.stderr
+
+
+async def test_provider_failure_exits_3(
+    server: MockLLMServer, simple: Path, env: dict[str, str], tmp_path: Path
+) -> None:
+    server.default = Reply.error(401, "invalid key")
+    done = await cli("run", simple, "hi", "--trace", env=env, cwd=tmp_path)
+    assert done.code == 3
+    assert "error: provider failure:" in done.stderr and "invalid key" in done.stderr
+    assert "end   error" in done.stderr  # --trace: the partial trace
+    as_json = await cli("run", simple, "hi", "--format", "json", env=env, cwd=tmp_path)
+    assert as_json.code == 3
+    assert json.loads(as_json.stdout)["error"]["kind"] == "provider failure"
+
+
+async def test_tool_failure_exits_4(tmp_path: Path, env: dict[str, str]) -> None:
+    config = write(
+        tmp_path / "mcp.yml",
+        "model: openai:m\ntoolkit:\n  mcpServers:\n    broken: {command: /nonexistent/server}\n",
+    )
+    done = await cli("run", config, "hi", env=env, cwd=tmp_path)
+    assert done.code == 4, done.stderr
+    assert "error: tool failure:" in done.stderr and "Traceback" not in done.stderr
+
+
+async def test_unusable_store_fails_loudly(tmp_path: Path, env: dict[str, str]) -> None:
+    config = write(
+        tmp_path / "redis.yml",
+        "model: openai:m\nmemory: {store: redis, url: 'redis://127.0.0.1:1/0'}\n",
+    )
+    done = await cli("run", config, "hi", env=env, cwd=tmp_path)
+    assert done.code == 2
+    assert "config error" in done.stderr and "redis" in done.stderr.lower()
+
+
+async def test_command_line_mistakes_exit_2(simple: Path, env: dict[str, str], tmp_path: Path) -> None:
+    done = await cli("run", simple, "hi", "--tool", "no-equals-sign", env=env, cwd=tmp_path)
+    assert done.code == 2 and "expected NAME=COMMAND" in done.stderr
+    done = await cli("run", simple, "hi", "--set", "kind", env=env, cwd=tmp_path)
+    assert done.code == 2 and "write KEY=VALUE" in done.stderr
+
+
+# --- output -------------------------------------------------------------------------------
+
+
+async def test_stdin_input_and_streams(
+    server: MockLLMServer, looping: Path, env: dict[str, str], tmp_path: Path
+) -> None:
+    server.default = always_a_tool
+    done = await cli("run", looping, "-", "--max-steps", "2", stdin="the task", env=env, cwd=tmp_path)
+    assert done.code == 0, done.stderr
+    assert done.stdout == "done at last\n"  # only the answer on stdout
+    assert "→ echo_tool(" in done.stderr and "← echo_tool" in done.stderr
+    assert server.requests[0].json["messages"][-1]["content"] == "the task"
+    streamed = await cli("run", looping, "-", "--max-steps", "2", "--stream", "--quiet",
+                         stdin="the task", env=env, cwd=tmp_path)
+    assert streamed.code == 0
+    assert streamed.stdout == "Working.\ndone at last\n"  # every reply's text, as it came
+    assert streamed.stderr == ""
+
+
+async def test_json_format_has_result_trace_stats_history(
+    simple: Path, env: dict[str, str], tmp_path: Path
+) -> None:
+    done = await cli("run", simple, "hi", "--format", "json", env=env, cwd=tmp_path)
+    assert done.code == 0, done.stderr
+    result = json.loads(done.stdout)
+    assert result["result"] == "Hi there!"
+    assert result["terminated_by"] == "answer"
+    assert result["stats"]["llm_calls"] == 1 and result["stats"]["total_tokens"] == 15
+    assert [r["kind"] for r in result["trace"]] == ["llm", "end"]
+    assert [m["role"] for m in result["history"]] == ["system", "user", "assistant"]
+
+
+async def test_trace_files(simple: Path, env: dict[str, str], tmp_path: Path) -> None:
+    done = await cli("run", simple, "hi", "--trace-file", "out/t.jsonl", env=env, cwd=tmp_path)
+    assert done.code == 0, done.stderr
+    records = await read_jsonl(tmp_path / "out" / "t.jsonl")
+    assert [r.kind for r in records] == ["llm", "end"]
+    env = {**env, "SIMPLELLMFUNC_TRACE__FILE": str(tmp_path / "t.db")}
+    done = await cli("run", simple, "hi", env=env, cwd=tmp_path)
+    assert done.code == 0, done.stderr
+    with sqlite3.connect(tmp_path / "t.db") as db:
+        assert db.execute("select count(*) from trace_records").fetchone() == (2,)
+
+
+# --- precedence, end to end ---------------------------------------------------------------
+
+
+async def test_max_steps_command_line_over_environment_over_file(
+    server: MockLLMServer, looping: Path, env: dict[str, str], tmp_path: Path
+) -> None:
+    server.default = always_a_tool
+
+    async def llm_calls(extra_env: dict[str, str], *options: str) -> int:
+        before = len(server.requests)
+        done = await cli("run", looping, "go", *options, env={**env, **extra_env}, cwd=tmp_path)
+        assert done.code == 0, done.stderr
+        return len(server.requests) - before
+
+    three = {"SIMPLELLMFUNC_LIMITS__MAX_STEPS": "3"}
+    assert await llm_calls({}) == 5
+    assert await llm_calls(three) == 3
+    assert await llm_calls(three, "--max-steps", "2") == 2
+    assert await llm_calls(three, "--set", "limits.max_steps=4") == 4
+
+
+async def test_model_from_the_command_line(
+    server: MockLLMServer, simple: Path, env: dict[str, str], tmp_path: Path
+) -> None:
+    done = await cli("run", simple, "hi", "--model", "other-model", env=env, cwd=tmp_path)
+    assert done.code == 0, done.stderr
+    assert server.requests[-1].json["model"] == "other-model"
+    env = {**env, "SIMPLELLMFUNC_MODEL": "openai:env-model"}
+    await cli("run", simple, "hi", env=env, cwd=tmp_path)
+    assert server.requests[-1].json["model"] == "env-model"
+
+
+# --- Ctrl-C -------------------------------------------------------------------------------
+
+
+async def test_ctrl_c_during_a_tool_kills_it_and_exits_130(
+    server: MockLLMServer, env: dict[str, str], tmp_path: Path
+) -> None:
+    pid_file = tmp_path / "tool.pid"
+    config = write(
+        tmp_path / "slow.yml",
+        "model: openai:m\ntoolkit:\n  shell:\n"
+        f"    - {{name: echo_tool, command: 'sleep 60 & echo $! > {pid_file}; wait', timeout: 120}}\n",
+    )
+    server.default = always_a_tool
+    process = await start_cli("run", config, "go", env=env, cwd=tmp_path)
+    with anyio.fail_after(GUARD):
+        while not pid_file.exists() or not pid_file.read_text().strip():
+            await anyio.sleep(0.02)
+    process.send_signal(signal.SIGINT)
+    done = await finish(process)
+    assert done.code == 130, done.stderr
+    assert "[1] tool  echo_tool" in done.stderr and "cancelled" in done.stderr
+    child = int(pid_file.read_text())
+    with anyio.fail_after(GUARD):
+        while psutil.pid_exists(child) and psutil.Process(child).status() != psutil.STATUS_ZOMBIE:
+            await anyio.sleep(0.02)
+
+
+# --- in process: run_config and ConfiguredAgent --------------------------------------------
+
+
+def environ(server: MockLLMServer) -> dict[str, str]:
+    return {"OPENAI_API_KEY": "sk-test-123456789", "OPENAI_BASE_URL": server.url}
+
+
+async def test_run_config_returns_result_trace_stats_history(
+    server: MockLLMServer, looping: Path
+) -> None:
+    server.default = always_a_tool
+    with anyio.fail_after(GUARD):
+        result = await run_config(looping, "go", environ=environ(server), max_steps=2)
+    assert result.result == "done at last"
+    assert [r.kind for r in result.trace] == ["llm", "tool", "llm", "end"]
+    assert result.stats.llm_calls == 2 and result.stats.tool_calls == 1
+    assert result.history[-1] == {"role": "assistant", "content": "done at last"}
+    assert "[1] tool  echo_tool" in result.timeline()
+    assert json.loads(json.dumps(result.to_dict()))["terminated_by"] == "answer"
+
+
+async def test_run_config_streams_to_an_observer_and_aborts(
+    server: MockLLMServer, simple: Path
+) -> None:
+    server.default = Reply.text("never ending", drip=0.02)
+    abort = AbortSignal()
+    seen: list[str] = []
+
+    class Watcher(RunObserver):
+        async def event(self, item: EventYield) -> None:
+            if isinstance(item.event, LLMChunkArriveEvent):
+                seen.append(item.event.text)
+                abort.abort("enough")
+
+    with anyio.fail_after(GUARD):
+        result = await run_config(simple, "hi", abort=abort, observer=Watcher(), environ=environ(server))
+    assert seen and result.aborted
+    assert result.trace[-1].kind == "end" and result.trace[-1].terminated_by == "aborted"
+
+
+async def test_memory_persists_across_runs_in_sqlite(server: MockLLMServer, tmp_path: Path) -> None:
+    config = write(
+        tmp_path / "mem.yml",
+        "kind: simple\nmodel: openai:m\nsystem: You remember.\n"
+        "memory: {store: sqlite, path: memory.db, session: alice}\n",
+    )
+    server.default = Reply.text("noted")
+    with anyio.fail_after(GUARD):
+        await run_config(config, "my name is Alice", environ=environ(server))
+        await run_config(config, "who am I?", environ=environ(server))
+        await run_config(config, "who am I?", environ=environ(server), session="bob")
+    systems = [r.json["messages"][0]["content"] for r in server.requests]
+    assert "## Agent Memory" not in systems[0]
+    assert "my name is Alice" in systems[1]
+    assert "Alice" not in systems[2]  # another session, another namespace
+
+
+async def test_checkpoints_save_load_and_every_n_steps(
+    server: MockLLMServer, tmp_path: Path
+) -> None:
+    config = load_agent_config(
+        write(
+            tmp_path / "cp.yml",
+            "model: openai:m\nlimits: {max_steps: 3}\nmemory: memory\n"
+            "checkpoints: {dir: cps, every: 1, max: 5}\n"
+            "toolkit:\n  shell: [{name: echo_tool, command: 'echo {}'}]\n",
+        ),
+        environ=environ(server),
+    )
+    server.default = always_a_tool
+    with anyio.fail_after(GUARD):
+        async with ConfiguredAgent(config, environ=environ(server)) as agent:
+            await agent.run("go")
+            saved = sorted(p.name for p in (tmp_path / "cps").iterdir() if p.suffix == ".json")
+            assert saved == ["cp_001.json", "cp_002.json"]  # after each of the 2 tool batches
+            info = await agent.save_checkpoint("by hand")
+            assert info.number == 3
+            history = list(agent.history)
+            agent.history = []
+            checkpoint = await agent.load_checkpoint()
+            assert checkpoint.description == "by hand"
+            assert agent.history == history
+            with pytest.raises(ConfigError):
+                await agent.load_checkpoint(99)
+
+
+async def test_tool_names_include_mcp_servers(server: MockLLMServer, tmp_path: Path) -> None:
+    demo = Path(__file__).parent / "mcp_servers" / "demo_server.py"
+    config = load_agent_config(
+        write(
+            tmp_path / "tools.yml",
+            f"model: openai:m\ntoolkit:\n  files: .\n  mcpServers:\n"
+            f"    demo: {{command: {sys.executable}, args: [{demo}]}}\n",
+        ),
+        environ=environ(server),
+    )
+    with anyio.fail_after(GUARD):
+        async with ConfiguredAgent(config, environ=environ(server)) as agent:
+            names = await agent.tool_names()
+    assert "read_file" in names and "demo_get_sum" in names
