@@ -6,33 +6,22 @@ import json
 import logging
 from collections.abc import AsyncGenerator, Mapping, Sequence
 from contextlib import aclosing
-from dataclasses import replace
-from pathlib import Path
-from typing import Any, Final
-
-import anyio
-import httpx
+from typing import Any, ClassVar, Final
 
 from .._messages import Message
-from .._usage import Usage
 from ..exceptions import ProviderError
 from ._anthropic_stream import MessagesStream, error_event, request_id
 from ._anthropic_wire import build_messages_body, parse_messages_response, wire_messages
 from ._base import (
     Capabilities,
     FinishEvent,
-    LLMInterface,
     LLMRequest,
     LLMResponse,
     StreamEvent,
     UsageEvent,
 )
-from ._http import HTTPSettings, HTTPTransport
+from ._http_interface import HTTPInterface
 from ._keys import APIKeyPool
-from ._ratelimit import TokenBucket
-from ._redact import fingerprint
-from ._retry import RetryPolicy
-from ._tokens import count_message_tokens, count_text_tokens
 
 __all__ = ["AnthropicCompatible"]
 
@@ -42,7 +31,7 @@ DEFAULT_CAPABILITIES: Final = Capabilities(json_schema=False)
 _NOT_OFFERED: Final = frozenset({404, 405, 501})  # count_tokens: the server has no such endpoint
 
 
-class AnthropicCompatible(LLMInterface):
+class AnthropicCompatible(HTTPInterface):
     """A model behind the Anthropic Messages API (api.anthropic.com or a compatible server).
 
     Sends ``x-api-key`` and ``anthropic-version``; 429, 5xx and 529 (overloaded) are retried with
@@ -76,67 +65,31 @@ class AnthropicCompatible(LLMInterface):
         ConfigError: For an empty key list.
     """
 
+    default_base_url: ClassVar[str] = "https://api.anthropic.com/v1"
+    default_provider_name: ClassVar[str] = "anthropic"
+    default_capabilities: ClassVar[Capabilities] = DEFAULT_CAPABILITIES
+    env_prefix: ClassVar[str] = "ANTHROPIC"
+
     def __init__(
         self,
         api_key_pool: str | Sequence[str] | APIKeyPool | None,
         model_name: str,
-        base_url: str = "https://api.anthropic.com/v1",
+        base_url: str | None = None,
         *,
         max_tokens: int = 4096,
         anthropic_version: str = "2023-06-01",
-        max_retries: int = 2,
-        retry_policy: RetryPolicy | None = None,
-        timeout: float = 600.0,
-        connect_timeout: float = 10.0,
-        read_timeout: float = 120.0,
-        max_connections: int = 1000,
-        rate_limit_capacity: float | None = None,
-        rate_limit_refill_rate: float = 1.0,
-        rate_limit: TokenBucket | None = None,
-        capabilities: Capabilities | None = None,
-        context_window: int | None = None,
-        headers: Mapping[str, str] | None = None,
-        provider_name: str = "anthropic",
-        http_client: httpx.AsyncClient | None = None,
-        **default_params: Any,
+        **options: Any,
     ) -> None:
-        self.model_name = model_name
-        self.provider_name = provider_name
-        self.capabilities = capabilities or DEFAULT_CAPABILITIES
-        self.context_window = context_window
         self.max_tokens = max_tokens
-        self.default_params = dict(default_params)
+        self.anthropic_version = anthropic_version
         self._count_endpoint = True  # until the server says it has no count_tokens
-        if rate_limit is None and rate_limit_capacity is not None:
-            rate_limit = TokenBucket(rate_limit_capacity, rate_limit_refill_rate)
-        keys = api_key_pool
-        if keys is not None and not isinstance(keys, APIKeyPool):
-            keys = APIKeyPool(keys, provider_name)
-        self._http = HTTPTransport(
-            base_url=base_url,
-            keys=keys,
-            auth=lambda key: {"x-api-key": key},
-            provider=provider_name,
-            retry=retry_policy or RetryPolicy(max_retries=max_retries),
-            settings=HTTPSettings(timeout, connect_timeout, read_timeout, max_connections),
-            rate_limit=rate_limit,
-            headers={"anthropic-version": anthropic_version, **(headers or {})},
-            client=http_client,
-        )
+        super().__init__(api_key_pool, model_name, base_url, **options)
 
-    @property
-    def base_url(self) -> str:
-        """The API root."""
-        return self._http.base_url
+    def _auth_headers(self, key: str) -> Mapping[str, str]:
+        return {"x-api-key": key}
 
-    @property
-    def key_pool(self) -> APIKeyPool | None:
-        """The key pool (never log its keys)."""
-        return self._http.keys
-
-    async def aclose(self) -> None:
-        """Close the HTTP client."""
-        await self._http.aclose()
+    def _fixed_headers(self) -> Mapping[str, str]:
+        return {"anthropic-version": self.anthropic_version}
 
     def _body(self, request: LLMRequest, stream: bool) -> dict[str, Any]:
         return build_messages_body(
@@ -173,21 +126,6 @@ class AnthropicCompatible(LLMInterface):
         if response.usage.calls == 0:
             response = await self._with_estimate(request, response)
         return response
-
-    async def _with_estimate(self, request: LLMRequest, response: LLMResponse) -> LLMResponse:
-        """Count usage locally (the server reported none), in a worker thread: tiktoken's first
-        load is slow."""
-        text = response.text + "".join(c.name + c.arguments for c in response.message.tool_calls)
-
-        def count() -> tuple[int, int]:
-            return (
-                count_message_tokens(request.messages, self.model_name),
-                count_text_tokens(text, self.model_name),
-            )
-
-        prompt, completion = await anyio.to_thread.run_sync(count)
-        usage = Usage(prompt, completion, prompt + completion, calls=1, estimated=True)
-        return replace(response, usage=usage)
 
     async def stream(self, request: LLMRequest) -> AsyncGenerator[StreamEvent, None]:
         """Run the request streaming (SSE); the last event is a :class:`FinishEvent`.
@@ -232,24 +170,3 @@ class AnthropicCompatible(LLMInterface):
                 if isinstance(count, int) and not isinstance(count, bool):
                     return count
         return await super().count_tokens(messages)
-
-    def __repr__(self) -> str:
-        pool = self._http.keys
-        keys = ",".join(fingerprint(k) for k in pool.keys) if pool else "-"
-        return (
-            f"AnthropicCompatible(model={self.model_name!r}, base_url={self.base_url!r}, "
-            f"keys=[{keys}])"
-        )
-
-    @classmethod
-    def load_from_json_file(cls, path: str | Path) -> dict[str, dict[str, AnthropicCompatible]]:
-        """Load interfaces from a SimpleLLMFunc ``provider.json`` (same format as
-        :meth:`OpenAICompatible.load_from_json_file`; extra entry keys such as ``max_tokens``
-        become constructor arguments).
-
-        Raises:
-            ConfigError: For a missing, unreadable or malformed file, naming what is wrong.
-        """
-        from ._config import load_provider_json
-
-        return load_provider_json(cls, path)

@@ -16,7 +16,7 @@ from ._retry import RetryPolicy
 if TYPE_CHECKING:
     from ._base import LLMInterface
 
-__all__ = ["env_settings", "load_provider_json", "openai_from_env"]
+__all__ = ["env_settings", "interface_from_env", "load_provider_json"]
 
 # Any interface class whose constructor takes (keys, model_name, base_url, *, max_retries=...,
 # ...) as OpenAICompatible's does.
@@ -115,17 +115,22 @@ def env_settings(environ: Mapping[str, str] | None = None) -> dict[str, str]:
     return values
 
 
-def openai_from_env(cls: Callable[..., _I], environ: Mapping[str, str] | None = None) -> _I:
-    """Build an interface from ``OPENAI_API_KEY`` (comma-separated for several keys),
-    ``OPENAI_BASE_URL`` and ``OPENAI_MODEL``.
+def interface_from_env(
+    cls: Callable[..., _I],
+    environ: Mapping[str, str] | None = None,
+    prefix: str = "OPENAI",
+    default_base_url: str = "https://api.openai.com/v1",
+) -> _I:
+    """Build an interface from ``<prefix>_API_KEY`` (comma-separated for several keys),
+    ``<prefix>_BASE_URL`` and ``<prefix>_MODEL``.
 
     Raises:
-        ConfigError: If ``OPENAI_MODEL`` or ``OPENAI_API_KEY`` is missing.
+        ConfigError: If the model or the key is missing.
     """
     env = env_settings(environ)
-    model = env.get("OPENAI_MODEL", "").strip()
-    keys = [k.strip() for k in env.get("OPENAI_API_KEY", "").split(",") if k.strip()]
+    model = env.get(f"{prefix}_MODEL", "").strip()
+    keys = [k.strip() for k in env.get(f"{prefix}_API_KEY", "").split(",") if k.strip()]
     if not model or not keys:
-        raise ConfigError("set OPENAI_MODEL and OPENAI_API_KEY (in the environment or .env)")
-    base_url = env.get("OPENAI_BASE_URL", "").strip() or "https://api.openai.com/v1"
+        raise ConfigError(f"set {prefix}_MODEL and {prefix}_API_KEY (in the environment or .env)")
+    base_url = env.get(f"{prefix}_BASE_URL", "").strip() or default_base_url
     return cls(keys, model, base_url)

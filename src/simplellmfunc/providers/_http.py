@@ -134,7 +134,7 @@ class HTTPTransport:
                     await response.aclose()
                     self._release(key)
             except ProviderConnectionError as error:
-                await self._maybe_sleep(error, None, attempt, deadline)
+                await self._wait_to_retry(error, None, attempt, deadline)
                 continue
             return self._decode(raw, response), response.headers
 
@@ -205,13 +205,14 @@ class HTTPTransport:
             attempt += 1
             key = await self._acquire(deadline, attempt)
             try:
-                response = await self._attempt(path, content, key, deadline, attempt)
+                outcome = await self._attempt(path, content, key, deadline, attempt)
             except BaseException:
                 self._release(key)
                 raise
-            if response is not None:
-                return response, key, attempt
-            self._release(key)
+            if isinstance(outcome, httpx.Response):
+                return outcome, key, attempt
+            self._release(key)  # before the wait: a sleeping call is not in flight
+            await self._wait_to_retry(*outcome, attempt, deadline)
 
     async def _acquire(self, deadline: float, attempt: int) -> str | None:
         if self.rate_limit is None:
@@ -234,21 +235,20 @@ class HTTPTransport:
 
     async def _attempt(
         self, path: str, content: bytes, key: str | None, deadline: float, attempt: int
-    ) -> httpx.Response | None:
-        """One attempt: the 2xx response, or ``None`` once the wait before a retry is over.
+    ) -> httpx.Response | tuple[ProviderError, float | None]:
+        """One attempt: the 2xx response, or the failure and the wait it asks for (``None``:
+        the policy's backoff).
 
         Raises:
-            ProviderError: (a subclass) when this failure is final.
+            ProviderError: (a subclass) when the failure cannot be retried.
         """
         try:
             response = await self._send(path, content, key, deadline, attempt)
         except ProviderConnectionError as error:
-            await self._maybe_sleep(error, None, attempt, deadline)
-            return None
+            return error, None
         if response.is_success:
             return response
-        await self._handle_failure(response, key, attempt, deadline)
-        return None
+        return await self._failure(response, key, attempt, deadline)
 
     async def _send(
         self, path: str, content: bytes, key: str | None, deadline: float, attempt: int
@@ -273,10 +273,10 @@ class HTTPTransport:
             ) from exc
         raise self._timeout(attempt)  # reached only when the deadline cancelled the send
 
-    async def _handle_failure(
+    async def _failure(
         self, response: httpx.Response, key: str | None, attempt: int, deadline: float
-    ) -> None:
-        """Read the error, update the key pool, then sleep before a retry or raise."""
+    ) -> tuple[ProviderError, float]:
+        """Read an error response, update the key pool; return the error and the wait."""
         try:
             raw = await self._read_within(response, deadline, attempt)
         except ProviderConnectionError:
@@ -305,20 +305,21 @@ class HTTPTransport:
             delay = 0.0
         else:
             error.retryable = self.retry.should_retry(status, headers)
-        await self._maybe_sleep(error, None, attempt, deadline, delay)
+        return error, delay
 
-    async def _maybe_sleep(
-        self,
-        error: ProviderError,
-        headers: httpx.Headers | None,
-        attempt: int,
-        deadline: float,
-        delay: float | None = None,
+    async def _wait_to_retry(
+        self, error: ProviderError, delay: float | None, attempt: int, deadline: float
     ) -> None:
+        """Sleep before the next attempt (``delay`` ``None``: the policy's backoff).
+
+        Raises:
+            ProviderError: ``error`` itself, when it is final: not retryable, the retries are
+                spent, or the wait would pass the deadline.
+        """
         if not error.retryable or attempt > self.retry.max_retries:
             raise error
         if delay is None:
-            delay = self.retry.delay(attempt - 1, headers or {})
+            delay = self.retry.delay(attempt - 1, {})
         if anyio.current_time() + delay >= deadline:
             raise error  # the last real error says more than a timeout would
         logger.info(

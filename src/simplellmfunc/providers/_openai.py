@@ -3,36 +3,27 @@
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncGenerator, AsyncIterator, Mapping, Sequence
-from dataclasses import replace
-from pathlib import Path
+from collections.abc import AsyncGenerator, AsyncIterator
 from typing import Any, cast
 
 import anyio
 import httpx
 
-from .._usage import Usage
 from ..exceptions import (
     ProviderError,
     ProviderTimeoutError,
     StreamError,
 )
 from ._base import (
-    Capabilities,
     FinishEvent,
-    LLMInterface,
     LLMRequest,
     LLMResponse,
     StreamEvent,
     UsageEvent,
 )
-from ._http import HTTPSettings, HTTPTransport, next_chunk, read_timeout
-from ._keys import APIKeyPool
+from ._http import next_chunk, read_timeout
+from ._http_interface import HTTPInterface
 from ._openai_wire import ChatStreamParser, build_chat_body, parse_chat_response, stream_error
-from ._ratelimit import TokenBucket
-from ._redact import fingerprint
-from ._retry import RetryPolicy
-from ._tokens import count_message_tokens, count_text_tokens
 
 __all__ = ["OpenAICompatible"]
 
@@ -40,93 +31,20 @@ _DRAIN_SECONDS = 1.0
 _PATH = "/chat/completions"
 
 
-def _pool(keys: str | Sequence[str] | APIKeyPool | None, provider: str) -> APIKeyPool | None:
-    if keys is None or isinstance(keys, APIKeyPool):
-        return keys
-    return APIKeyPool(keys, provider)
-
-
-class OpenAICompatible(LLMInterface):
+class OpenAICompatible(HTTPInterface):
     """A model behind an OpenAI-compatible ``/chat/completions`` endpoint.
 
-    Args:
-        api_key_pool: An :class:`APIKeyPool`, one key or a list of keys (``None``: no auth).
-        model_name: The model to request.
-        base_url: The API root, e.g. ``https://api.openai.com/v1``.
-        max_retries: Retries after the first attempt (see :class:`RetryPolicy`).
-        retry_policy: Full retry settings (overrides ``max_retries``).
-        timeout: Overall deadline per call in seconds (retries and streaming included).
-        connect_timeout: Seconds to connect.
-        read_timeout: Seconds to wait for each chunk.
-        rate_limit_capacity: Token-bucket capacity (with ``rate_limit_refill_rate``);
-            ``None`` disables client-side rate limiting.
-        rate_limit_refill_rate: Requests per second refilled.
-        rate_limit: A :class:`TokenBucket` to use (overrides the two above).
-        capabilities: What the server supports (defaults: everything).
-        context_window: The model's context size in tokens, if known.
-        headers: Extra HTTP headers.
-        provider_name: Label used in events and errors.
-        **default_params: Body parameters sent with every call (``temperature`` ...).
+    Takes the arguments of :class:`HTTPInterface`: ``(api_key_pool, model_name, base_url,
+    *, max_retries, retry_policy, timeout, connect_timeout, read_timeout, max_connections,
+    rate_limit_capacity, rate_limit_refill_rate, rate_limit, capabilities, context_window,
+    headers, provider_name, http_client, **default_params)``.
 
     Raises:
         ConfigError: For an empty key list.
     """
 
-    def __init__(
-        self,
-        api_key_pool: str | Sequence[str] | APIKeyPool | None,
-        model_name: str,
-        base_url: str = "https://api.openai.com/v1",
-        *,
-        max_retries: int = 2,
-        retry_policy: RetryPolicy | None = None,
-        timeout: float = 600.0,
-        connect_timeout: float = 10.0,
-        read_timeout: float = 120.0,
-        max_connections: int = 1000,
-        rate_limit_capacity: float | None = None,
-        rate_limit_refill_rate: float = 1.0,
-        rate_limit: TokenBucket | None = None,
-        capabilities: Capabilities | None = None,
-        context_window: int | None = None,
-        headers: Mapping[str, str] | None = None,
-        provider_name: str = "openai",
-        http_client: httpx.AsyncClient | None = None,
-        **default_params: Any,
-    ) -> None:
-        self.model_name = model_name
-        self.provider_name = provider_name
-        self.capabilities = capabilities or Capabilities()
-        self.context_window = context_window
-        self.default_params = dict(default_params)
-        if rate_limit is None and rate_limit_capacity is not None:
-            rate_limit = TokenBucket(rate_limit_capacity, rate_limit_refill_rate)
-        self._stream_usage = self.capabilities.stream_usage
-        self._http = HTTPTransport(
-            base_url=base_url,
-            keys=_pool(api_key_pool, provider_name),
-            auth=lambda key: {"authorization": f"Bearer {key}"},
-            provider=provider_name,
-            retry=retry_policy or RetryPolicy(max_retries=max_retries),
-            settings=HTTPSettings(timeout, connect_timeout, read_timeout, max_connections),
-            rate_limit=rate_limit,
-            headers=headers,
-            client=http_client,
-        )
-
-    @property
-    def base_url(self) -> str:
-        """The API root."""
-        return self._http.base_url
-
-    @property
-    def key_pool(self) -> APIKeyPool | None:
-        """The key pool (never log its keys)."""
-        return self._http.keys
-
-    async def aclose(self) -> None:
-        """Close the HTTP client."""
-        await self._http.aclose()
+    #: Whether to ask for ``stream_options.include_usage``; ``None`` until a server refuses it.
+    _stream_usage: bool | None = None
 
     def _body(self, request: LLMRequest, stream: bool) -> dict[str, Any]:
         return build_chat_body(
@@ -134,7 +52,7 @@ class OpenAICompatible(LLMInterface):
             model=self.model_name,
             caps=self.capabilities,
             stream=stream,
-            include_usage=self._stream_usage,
+            include_usage=self._include_usage(),
             defaults=self.default_params,
         )
 
@@ -167,20 +85,8 @@ class OpenAICompatible(LLMInterface):
             response = await self._with_estimate(request, response)
         return response
 
-    async def _with_estimate(self, request: LLMRequest, response: LLMResponse) -> LLMResponse:
-        """Count usage locally (the server reported none); tiktoken's first load is slow, so
-        counting runs in a worker thread."""
-        text = response.text + "".join(c.name + c.arguments for c in response.message.tool_calls)
-
-        def count() -> tuple[int, int]:
-            return (
-                count_message_tokens(request.messages, self.model_name),
-                count_text_tokens(text, self.model_name),
-            )
-
-        prompt, completion = await anyio.to_thread.run_sync(count)
-        usage = Usage(prompt, completion, prompt + completion, calls=1, estimated=True)
-        return replace(response, usage=usage)
+    def _include_usage(self) -> bool:
+        return self.capabilities.stream_usage if self._stream_usage is None else self._stream_usage
 
     async def stream(self, request: LLMRequest) -> AsyncGenerator[StreamEvent, None]:
         """Run the request streaming (SSE); the last event is a :class:`FinishEvent`.
@@ -191,7 +97,7 @@ class OpenAICompatible(LLMInterface):
         deadline = self._http.deadline(request.timeout)
         started = False
         while True:
-            asked_usage = self._stream_usage
+            asked_usage = self._include_usage()
             try:
                 async with self._http.open(_PATH, self._body(request, True), deadline) as response:
                     parser = ChatStreamParser(
@@ -218,41 +124,6 @@ class OpenAICompatible(LLMInterface):
                 if started or not (asked_usage and rejected):
                     raise
                 self._stream_usage = False  # this server refuses include_usage: count locally
-
-    def __repr__(self) -> str:
-        pool = self._http.keys
-        keys = ",".join(fingerprint(k) for k in pool.keys) if pool else "-"
-        return (
-            f"OpenAICompatible(model={self.model_name!r}, base_url={self.base_url!r}, "
-            f"keys=[{keys}])"
-        )
-
-    @classmethod
-    def load_from_json_file(cls, path: str | Path) -> dict[str, dict[str, OpenAICompatible]]:
-        """Load interfaces from a SimpleLLMFunc ``provider.json``.
-
-        The file maps provider names to lists of ``{"model_name", "api_keys", "base_url", ...}``
-        entries; the result maps provider → model name → interface.
-
-        Raises:
-            ConfigError: For a missing, unreadable or malformed file, naming what is wrong.
-        """
-        from ._config import load_provider_json
-
-        return load_provider_json(cls, path)
-
-    @classmethod
-    def from_env(cls, environ: Mapping[str, str] | None = None) -> OpenAICompatible:
-        """Build the interface from ``OPENAI_API_KEY`` / ``OPENAI_BASE_URL`` / ``OPENAI_MODEL``.
-
-        Values come from ``environ`` (default: the process environment over ``./.env``).
-
-        Raises:
-            ConfigError: If no model or key is configured.
-        """
-        from ._config import openai_from_env
-
-        return openai_from_env(cls, environ)
 
 
 # Kept under these names for the other adapters that share them.

@@ -3,46 +3,36 @@
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncGenerator, Mapping, Sequence
-from dataclasses import replace
-from pathlib import Path
+from collections.abc import AsyncGenerator
 from typing import Any, Final
 
-import anyio
 import httpx
 
-from .._usage import Usage
 from ..exceptions import ProviderError, ProviderTimeoutError
 from ._base import (
-    Capabilities,
     FinishEvent,
-    LLMInterface,
     LLMRequest,
     LLMResponse,
     StreamEvent,
     UsageEvent,
 )
-from ._http import HTTPSettings, HTTPTransport, next_chunk, read_timeout
-from ._keys import APIKeyPool
-from ._openai import _body_chunks, _drain, _pool
+from ._http import next_chunk, read_timeout
+from ._http_interface import HTTPInterface
+from ._openai import _body_chunks, _drain
 from ._openai_wire import stream_error
-from ._ratelimit import TokenBucket
-from ._redact import fingerprint
 from ._responses_wire import (
     ResponsesStreamParser,
     build_responses_body,
     failure_message,
     parse_response,
 )
-from ._retry import RetryPolicy
-from ._tokens import count_message_tokens, count_text_tokens
 
 __all__ = ["OpenAIResponsesCompatible"]
 
 _PATH: Final = "/responses"
 
 
-class OpenAIResponsesCompatible(LLMInterface):
+class OpenAIResponsesCompatible(HTTPInterface):
     """A model behind an OpenAI Responses API (``POST /responses``) endpoint.
 
     The transcript is sent whole on every call (no ``previous_response_id``): the framework owns
@@ -50,86 +40,12 @@ class OpenAIResponsesCompatible(LLMInterface):
     ``AssistantMessage.reasoning_details`` and sent back on the next call; with ``store=False``
     pass ``include=["reasoning.encrypted_content"]`` so that they carry their content.
 
-    Args:
-        api_key_pool: An :class:`APIKeyPool`, one key or a list of keys (``None``: no auth).
-        model_name: The model to request.
-        base_url: The API root, e.g. ``https://api.openai.com/v1``.
-        max_retries: Retries after the first attempt (see :class:`RetryPolicy`).
-        retry_policy: Full retry settings (overrides ``max_retries``).
-        timeout: Overall deadline per call in seconds (retries and streaming included).
-        connect_timeout: Seconds to connect.
-        read_timeout: Seconds to wait for each chunk.
-        max_connections: Connection pool size.
-        rate_limit_capacity: Token-bucket capacity (with ``rate_limit_refill_rate``);
-            ``None`` disables client-side rate limiting.
-        rate_limit_refill_rate: Requests per second refilled.
-        rate_limit: A :class:`TokenBucket` to use (overrides the two above).
-        capabilities: What the server supports (defaults: everything).
-        context_window: The model's context size in tokens, if known.
-        headers: Extra HTTP headers.
-        provider_name: Label used in events and errors.
-        http_client: An ``httpx.AsyncClient`` to use (not closed by :meth:`aclose`).
-        **default_params: Body parameters sent with every call (``temperature``, ``reasoning``,
-            ``store``, ``include`` ...); ``max_tokens`` is sent as ``max_output_tokens``.
+    Takes the arguments of :class:`HTTPInterface`; ``max_tokens`` in the body parameters is sent
+    as ``max_output_tokens``.
 
     Raises:
         ConfigError: For an empty key list.
     """
-
-    def __init__(
-        self,
-        api_key_pool: str | Sequence[str] | APIKeyPool | None,
-        model_name: str,
-        base_url: str = "https://api.openai.com/v1",
-        *,
-        max_retries: int = 2,
-        retry_policy: RetryPolicy | None = None,
-        timeout: float = 600.0,
-        connect_timeout: float = 10.0,
-        read_timeout: float = 120.0,
-        max_connections: int = 1000,
-        rate_limit_capacity: float | None = None,
-        rate_limit_refill_rate: float = 1.0,
-        rate_limit: TokenBucket | None = None,
-        capabilities: Capabilities | None = None,
-        context_window: int | None = None,
-        headers: Mapping[str, str] | None = None,
-        provider_name: str = "openai",
-        http_client: httpx.AsyncClient | None = None,
-        **default_params: Any,
-    ) -> None:
-        self.model_name = model_name
-        self.provider_name = provider_name
-        self.capabilities = capabilities or Capabilities()
-        self.context_window = context_window
-        self.default_params = dict(default_params)
-        if rate_limit is None and rate_limit_capacity is not None:
-            rate_limit = TokenBucket(rate_limit_capacity, rate_limit_refill_rate)
-        self._http = HTTPTransport(
-            base_url=base_url,
-            keys=_pool(api_key_pool, provider_name),
-            auth=lambda key: {"authorization": f"Bearer {key}"},
-            provider=provider_name,
-            retry=retry_policy or RetryPolicy(max_retries=max_retries),
-            settings=HTTPSettings(timeout, connect_timeout, read_timeout, max_connections),
-            rate_limit=rate_limit,
-            headers=headers,
-            client=http_client,
-        )
-
-    @property
-    def base_url(self) -> str:
-        """The API root."""
-        return self._http.base_url
-
-    @property
-    def key_pool(self) -> APIKeyPool | None:
-        """The key pool (never log its keys)."""
-        return self._http.keys
-
-    async def aclose(self) -> None:
-        """Close the HTTP client."""
-        await self._http.aclose()
 
     def _body(self, request: LLMRequest, stream: bool) -> dict[str, Any]:
         return build_responses_body(
@@ -167,21 +83,6 @@ class OpenAIResponsesCompatible(LLMInterface):
             response = await self._with_estimate(request, response)
         return response
 
-    async def _with_estimate(self, request: LLMRequest, response: LLMResponse) -> LLMResponse:
-        """Count usage locally (the server reported none), in a worker thread: tiktoken's first
-        load is slow."""
-        text = response.text + "".join(c.name + c.arguments for c in response.message.tool_calls)
-
-        def count() -> tuple[int, int]:
-            return (
-                count_message_tokens(request.messages, self.model_name),
-                count_text_tokens(text, self.model_name),
-            )
-
-        prompt, completion = await anyio.to_thread.run_sync(count)
-        usage = Usage(prompt, completion, prompt + completion, calls=1, estimated=True)
-        return replace(response, usage=usage)
-
     async def stream(self, request: LLMRequest) -> AsyncGenerator[StreamEvent, None]:
         """Run the request streaming (SSE); the last event is a :class:`FinishEvent`.
 
@@ -207,39 +108,6 @@ class OpenAIResponsesCompatible(LLMInterface):
         else:
             yield UsageEvent(final.usage)
         yield FinishEvent(final)
-
-    def __repr__(self) -> str:
-        pool = self._http.keys
-        keys = ",".join(fingerprint(k) for k in pool.keys) if pool else "-"
-        return (
-            f"OpenAIResponsesCompatible(model={self.model_name!r}, base_url={self.base_url!r}, "
-            f"keys=[{keys}])"
-        )
-
-    @classmethod
-    def load_from_json_file(
-        cls, path: str | Path
-    ) -> dict[str, dict[str, OpenAIResponsesCompatible]]:
-        """Load interfaces from a SimpleLLMFunc ``provider.json`` (the same file format as
-        :meth:`OpenAICompatible.load_from_json_file`).
-
-        Raises:
-            ConfigError: For a missing, unreadable or malformed file, naming what is wrong.
-        """
-        from ._config import load_provider_json
-
-        return load_provider_json(cls, path)
-
-    @classmethod
-    def from_env(cls, environ: Mapping[str, str] | None = None) -> OpenAIResponsesCompatible:
-        """Build the interface from ``OPENAI_API_KEY`` / ``OPENAI_BASE_URL`` / ``OPENAI_MODEL``.
-
-        Raises:
-            ConfigError: If no model or key is configured.
-        """
-        from ._config import openai_from_env
-
-        return openai_from_env(cls, environ)
 
 
 async def _next_events(
