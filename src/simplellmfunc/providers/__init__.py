@@ -18,6 +18,7 @@ from ._base import (
 from ._claude_cli import ClaudeCodeCLI
 from ._fallback import FallbackLLM
 from ._http import HTTPSettings
+from ._http_interface import HTTPInterface
 from ._keys import APIKeyPool
 from ._openai import OpenAICompatible
 from ._presets import PRESETS, Preset, make_llm
@@ -34,6 +35,7 @@ __all__ = [
     "ClaudeCodeCLI",
     "FallbackLLM",
     "FinishEvent",
+    "HTTPInterface",
     "HTTPSettings",
     "LLMInterface",
     "LLMRequest",
