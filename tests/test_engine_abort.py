@@ -148,12 +148,6 @@ async def test_abort_during_a_tool_batch(server: MockLLMServer, llm: OpenAICompa
     assert end.tool_calls == 2
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=TimeoutError,
-    reason="Tool._call (tools/_tool.py) runs sync tools with anyio.to_thread.run_sync without "
-    "abandon_on_cancel=True, so an abort (or a timeout) waits for the thread to finish",
-)
 async def test_abort_of_a_sync_tool_does_not_wait_for_its_thread(
     server: MockLLMServer, llm: OpenAICompatible
 ) -> None:

@@ -16,15 +16,18 @@ from ._script import (
     ToolCallSpec,
     key_fingerprint,
 )
+from ._scripted import Canned, ScriptedLLM
 from ._server import MockLLMServer
 
 __all__ = [
+    "Canned",
     "DeltaShape",
     "LineEnding",
     "MockLLMServer",
     "RecordedRequest",
     "Reply",
     "ReplyOptions",
+    "ScriptedLLM",
     "ToolCallSpec",
     "key_fingerprint",
 ]

@@ -191,8 +191,11 @@ class Tool:
         target = self._func if self._func is not None else self.run
         if inspect.iscoroutinefunction(target):
             return await target(**kwargs)
-        # Sync tools run in a worker thread so they never block the event loop.
-        result = await anyio.to_thread.run_sync(functools.partial(target, **kwargs))
+        # Sync tools run in a worker thread so they never block the event loop. A thread cannot
+        # be interrupted: on abort or timeout the run goes on without it (the scheduler says so
+        # in the cancellation record) instead of waiting for the thread to finish.
+        call = functools.partial(target, **kwargs)
+        result = await anyio.to_thread.run_sync(call, abandon_on_cancel=True)
         if inspect.isawaitable(result):
             return await result
         return result
