@@ -12,11 +12,12 @@ import shlex
 import signal
 import subprocess
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 import anyio
+import psutil
 from anyio.abc import Process
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -40,7 +41,8 @@ def clean_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
     env = {
         k: v
         for k, v in os.environ.items()
-        if not k.endswith("_API_KEY") and not k.endswith("_BASE_URL")
+        if not k.endswith("_API_KEY")
+        and not k.endswith("_BASE_URL")
         and not k.upper().startswith("SIMPLELLMFUNC_")
     }
     env["PYTHONUNBUFFERED"] = "1"
@@ -101,6 +103,33 @@ async def finish(process: Process, guard: float = GUARD) -> Completed:
         await process.aclose()
     assert process.returncode is not None
     return Completed(process.returncode, out.decode(), err.decode())
+
+
+async def eventually(check: Callable[[], bool], guard: float = GUARD) -> bool:
+    """Poll ``check`` until it holds (``True``) or ``guard`` seconds pass (``False``)."""
+    with anyio.move_on_after(guard):
+        while True:
+            if check():
+                return True
+            await anyio.sleep(0.02)
+    return check()
+
+
+def read_pid(path: Path) -> int | None:
+    """The pid a command wrote to ``path``, once it has."""
+    try:
+        text = path.read_text().strip()
+    except FileNotFoundError:
+        return None
+    return int(text) if text else None
+
+
+def alive(pid: int) -> bool:
+    """Whether ``pid`` runs (a zombie does not: it only waits to be reaped)."""
+    try:
+        return bool(psutil.Process(pid).status() != psutil.STATUS_ZOMBIE)
+    except psutil.NoSuchProcess:
+        return False
 
 
 def agent_file(name: str) -> Path:

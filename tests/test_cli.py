@@ -8,13 +8,13 @@ import signal
 import sqlite3
 import sys
 from collections.abc import AsyncIterator
+from contextlib import closing
 from pathlib import Path
 
 import anyio
-import psutil
 import pytest
 
-from acceptance_support import clean_env, cli, finish, start_cli, write
+from acceptance_support import alive, clean_env, cli, eventually, finish, read_pid, start_cli, write
 from simplellmfunc import AbortSignal
 from simplellmfunc.exceptions import ConfigError
 from simplellmfunc.hooks import EventYield, LLMChunkArriveEvent
@@ -50,7 +50,9 @@ def env(server: MockLLMServer) -> dict[str, str]:
 
 @pytest.fixture
 def simple(tmp_path: Path) -> Path:
-    return write(tmp_path / "simple.yml", "kind: simple\nmodel: openai:mock-model\nsystem: Be brief.\n")
+    return write(
+        tmp_path / "simple.yml", "kind: simple\nmodel: openai:mock-model\nsystem: Be brief.\n"
+    )
 
 
 @pytest.fixture
@@ -90,7 +92,8 @@ async def test_provider_failure_exits_3(
     server.default = Reply.error(401, "invalid key")
     done = await cli("run", simple, "hi", "--trace", env=env, cwd=tmp_path)
     assert done.code == 3
-    assert "error: provider failure:" in done.stderr and "invalid key" in done.stderr
+    assert "error: provider failure:" in done.stderr
+    assert "invalid key" in done.stderr
     assert "end   error" in done.stderr  # --trace: the partial trace
     as_json = await cli("run", simple, "hi", "--format", "json", env=env, cwd=tmp_path)
     assert as_json.code == 3
@@ -104,7 +107,8 @@ async def test_tool_failure_exits_4(tmp_path: Path, env: dict[str, str]) -> None
     )
     done = await cli("run", config, "hi", env=env, cwd=tmp_path)
     assert done.code == 4, done.stderr
-    assert "error: tool failure:" in done.stderr and "Traceback" not in done.stderr
+    assert "error: tool failure:" in done.stderr
+    assert "Traceback" not in done.stderr
 
 
 async def test_unusable_store_fails_loudly(tmp_path: Path, env: dict[str, str]) -> None:
@@ -114,14 +118,19 @@ async def test_unusable_store_fails_loudly(tmp_path: Path, env: dict[str, str]) 
     )
     done = await cli("run", config, "hi", env=env, cwd=tmp_path)
     assert done.code == 2
-    assert "config error" in done.stderr and "redis" in done.stderr.lower()
+    assert "config error" in done.stderr
+    assert "redis" in done.stderr.lower()
 
 
-async def test_command_line_mistakes_exit_2(simple: Path, env: dict[str, str], tmp_path: Path) -> None:
+async def test_command_line_mistakes_exit_2(
+    simple: Path, env: dict[str, str], tmp_path: Path
+) -> None:
     done = await cli("run", simple, "hi", "--tool", "no-equals-sign", env=env, cwd=tmp_path)
-    assert done.code == 2 and "expected NAME=COMMAND" in done.stderr
+    assert done.code == 2
+    assert "expected NAME=COMMAND" in done.stderr
     done = await cli("run", simple, "hi", "--set", "kind", env=env, cwd=tmp_path)
-    assert done.code == 2 and "write KEY=VALUE" in done.stderr
+    assert done.code == 2
+    assert "write KEY=VALUE" in done.stderr
 
 
 # --- output -------------------------------------------------------------------------------
@@ -131,13 +140,26 @@ async def test_stdin_input_and_streams(
     server: MockLLMServer, looping: Path, env: dict[str, str], tmp_path: Path
 ) -> None:
     server.default = always_a_tool
-    done = await cli("run", looping, "-", "--max-steps", "2", stdin="the task", env=env, cwd=tmp_path)
+    done = await cli(
+        "run", looping, "-", "--max-steps", "2", stdin="the task", env=env, cwd=tmp_path
+    )
     assert done.code == 0, done.stderr
     assert done.stdout == "done at last\n"  # only the answer on stdout
-    assert "→ echo_tool(" in done.stderr and "← echo_tool" in done.stderr
+    assert "→ echo_tool(" in done.stderr
+    assert "← echo_tool" in done.stderr
     assert server.requests[0].json["messages"][-1]["content"] == "the task"
-    streamed = await cli("run", looping, "-", "--max-steps", "2", "--stream", "--quiet",
-                         stdin="the task", env=env, cwd=tmp_path)
+    streamed = await cli(
+        "run",
+        looping,
+        "-",
+        "--max-steps",
+        "2",
+        "--stream",
+        "--quiet",
+        stdin="the task",
+        env=env,
+        cwd=tmp_path,
+    )
     assert streamed.code == 0
     assert streamed.stdout == "Working.\ndone at last\n"  # every reply's text, as it came
     assert streamed.stderr == ""
@@ -151,7 +173,8 @@ async def test_json_format_has_result_trace_stats_history(
     result = json.loads(done.stdout)
     assert result["result"] == "Hi there!"
     assert result["terminated_by"] == "answer"
-    assert result["stats"]["llm_calls"] == 1 and result["stats"]["total_tokens"] == 15
+    assert result["stats"]["llm_calls"] == 1
+    assert result["stats"]["total_tokens"] == 15
     assert [r["kind"] for r in result["trace"]] == ["llm", "end"]
     assert [m["role"] for m in result["history"]] == ["system", "user", "assistant"]
 
@@ -164,7 +187,7 @@ async def test_trace_files(simple: Path, env: dict[str, str], tmp_path: Path) ->
     env = {**env, "SIMPLELLMFUNC_TRACE__FILE": str(tmp_path / "t.db")}
     done = await cli("run", simple, "hi", env=env, cwd=tmp_path)
     assert done.code == 0, done.stderr
-    with sqlite3.connect(tmp_path / "t.db") as db:
+    with closing(sqlite3.connect(tmp_path / "t.db")) as db:
         assert db.execute("select count(*) from trace_records").fetchone() == (2,)
 
 
@@ -200,6 +223,34 @@ async def test_model_from_the_command_line(
     assert server.requests[-1].json["model"] == "env-model"
 
 
+# --- the repl -----------------------------------------------------------------------------
+
+
+async def test_repl_commands(
+    server: MockLLMServer, simple: Path, env: dict[str, str], tmp_path: Path
+) -> None:
+    script = (
+        "hi\n:trace 1\n:stats\n:tools\n:memory\n:bogus\n:load\n:help\n"
+        ":reload\nhi again\n:trace\n:exit\nnever sent\n"
+    )
+    done = await cli("repl", simple, stdin=script, env=env, cwd=tmp_path)
+    assert done.code == 0, done.stderr
+    out = done.stdout
+    assert out.startswith("Hi there!\n[1] end   answer")  # :trace 1 shows the last step only
+    assert "[0] llm" not in out.split("total_steps")[0]
+    assert "total_steps: 2" in out  # :stats
+    assert "(no tools)" in out
+    assert "memory is off (memory.store: none)" in out
+    assert "unknown command :bogus" in out
+    assert "error: config error: no checkpoint in" in done.stderr  # :load before any :save
+    assert ":reload" in out  # :help
+    assert f"reloaded {simple}" in out
+    assert "[2] llm" in out  # the trace goes on after a reload
+    contents = [m["content"] for m in server.requests[-1].json["messages"]]
+    assert contents == ["Be brief.", "hi", "Hi there!", "hi again"]  # history kept on reload
+    assert len(server.requests) == 2  # nothing after :exit
+
+
 # --- Ctrl-C -------------------------------------------------------------------------------
 
 
@@ -210,21 +261,20 @@ async def test_ctrl_c_during_a_tool_kills_it_and_exits_130(
     config = write(
         tmp_path / "slow.yml",
         "model: openai:m\ntoolkit:\n  shell:\n"
-        f"    - {{name: echo_tool, command: 'sleep 60 & echo $! > {pid_file}; wait', timeout: 120}}\n",
+        f"    - {{name: echo_tool, command: 'sleep 60 & echo $! > {pid_file}; wait; echo {{}}',"
+        " timeout: 120}\n",
     )
     server.default = always_a_tool
     process = await start_cli("run", config, "go", env=env, cwd=tmp_path)
-    with anyio.fail_after(GUARD):
-        while not pid_file.exists() or not pid_file.read_text().strip():
-            await anyio.sleep(0.02)
+    assert await eventually(lambda: read_pid(pid_file) is not None)
     process.send_signal(signal.SIGINT)
     done = await finish(process)
     assert done.code == 130, done.stderr
-    assert "[1] tool  echo_tool" in done.stderr and "cancelled" in done.stderr
-    child = int(pid_file.read_text())
-    with anyio.fail_after(GUARD):
-        while psutil.pid_exists(child) and psutil.Process(child).status() != psutil.STATUS_ZOMBIE:
-            await anyio.sleep(0.02)
+    assert "[1] tool  echo_tool" in done.stderr
+    assert "cancelled" in done.stderr
+    child = read_pid(pid_file)
+    assert child is not None
+    assert await eventually(lambda: not alive(child)), "the tool's child survived Ctrl-C"
 
 
 # --- in process: run_config and ConfiguredAgent --------------------------------------------
@@ -242,10 +292,11 @@ async def test_run_config_returns_result_trace_stats_history(
         result = await run_config(looping, "go", environ=environ(server), max_steps=2)
     assert result.result == "done at last"
     assert [r.kind for r in result.trace] == ["llm", "tool", "llm", "end"]
-    assert result.stats.llm_calls == 2 and result.stats.tool_calls == 1
+    assert result.stats.llm_calls == 2
+    assert result.stats.tool_calls == 1
     assert result.history[-1] == {"role": "assistant", "content": "done at last"}
     assert "[1] tool  echo_tool" in result.timeline()
-    assert json.loads(json.dumps(result.to_dict()))["terminated_by"] == "answer"
+    assert json.loads(json.dumps(result.to_dict()))["terminated_by"] == "max_steps"
 
 
 async def test_run_config_streams_to_an_observer_and_aborts(
@@ -262,9 +313,13 @@ async def test_run_config_streams_to_an_observer_and_aborts(
                 abort.abort("enough")
 
     with anyio.fail_after(GUARD):
-        result = await run_config(simple, "hi", abort=abort, observer=Watcher(), environ=environ(server))
-    assert seen and result.aborted
-    assert result.trace[-1].kind == "end" and result.trace[-1].terminated_by == "aborted"
+        result = await run_config(
+            simple, "hi", abort=abort, observer=Watcher(), environ=environ(server)
+        )
+    assert seen
+    assert result.aborted
+    assert result.trace[-1].kind == "end"
+    assert result.trace[-1].terminated_by == "aborted"
 
 
 async def test_memory_persists_across_runs_in_sqlite(server: MockLLMServer, tmp_path: Path) -> None:
@@ -326,4 +381,5 @@ async def test_tool_names_include_mcp_servers(server: MockLLMServer, tmp_path: P
     with anyio.fail_after(GUARD):
         async with ConfiguredAgent(config, environ=environ(server)) as agent:
             names = await agent.tool_names()
-    assert "read_file" in names and "demo_get_sum" in names
+    assert "read_file" in names
+    assert "demo_get_sum" in names

@@ -40,7 +40,8 @@ def test_minimal_file_gets_the_defaults(tmp_path: Path) -> None:
     assert (config.kind, config.tool_protocol) == ("react", "auto")
     assert config.model.preset == "deepseek:deepseek-chat"
     assert (config.limits.max_steps, config.limits.tool_timeout) == (10, 30.0)
-    assert config.memory.store == "none" and config.toolkit.is_empty()
+    assert config.memory.store == "none"
+    assert config.toolkit.is_empty()
 
 
 def test_yaml_toml_and_json_say_the_same(tmp_path: Path) -> None:
@@ -117,15 +118,17 @@ def test_toml_and_json_errors_have_lines_too(tmp_path: Path) -> None:
     toml = write(
         tmp_path,
         'model = "x:y"\nsystem = """\nlimits = 1\n"""\n[limits]\nmax_steps = -1\n'
-        '[[toolkit.shell]]\nname = "a"\ncommand = "ls"\n[[toolkit.shell]]\nname = "b"\ntimeout = 0\n'
-        'command = "ls"\n',
+        '[[toolkit.shell]]\nname = "a"\ncommand = "ls"\n'
+        '[[toolkit.shell]]\nname = "b"\ntimeout = 0\ncommand = "ls"\n',
         "a.toml",
     )
     text = problems(toml)
     assert "a.toml:6: limits.max_steps:" in text
     assert "a.toml:12: toolkit.shell[1].timeout:" in text
     json_file = write(
-        tmp_path, '{"model": {"preset": "x:y",\n  "temperature": "hot"},\n "kind": "loop"}', "a.json"
+        tmp_path,
+        '{"model": {"preset": "x:y",\n  "temperature": "hot"},\n "kind": "loop"}',
+        "a.json",
     )
     text = problems(json_file)
     assert "a.json:2: model.temperature: Input should be a valid number" in text
@@ -147,7 +150,8 @@ def test_json_that_yaml_cannot_read_still_gets_lines(tmp_path: Path) -> None:
         (BASE + "memory: {store: redis}\n", "agent.yml:2: memory.store: a redis store needs"),
         (BASE + "checkpoints: {every: 2}\n", "checkpoints.every: checkpoints need"),
         (
-            BASE + "toolkit:\n  shell: [{name: a, command: x}]\n  agents: [{name: a, command: y}]\n",
+            BASE
+            + "toolkit:\n  shell: [{name: a, command: x}]\n  agents: [{name: a, command: y}]\n",
             "toolkit: two tools are named 'a'",
         ),
         ("system: hi\n", "agent.yml: model: missing (required)"),
@@ -204,34 +208,77 @@ checkpoints: {dir: cps, every: 1, max: 3}
 SECTIONS: list[tuple[str, tuple[str, str], dict[str, Any], tuple[Any, Any, Any]]] = [
     ("name", ("NAME", "from-env"), {"name": "from-cli"}, ("from-file", "from-env", "from-cli")),
     ("description", ("DESCRIPTION", "env"), {"description": "cli"}, ("file", "env", "cli")),
-    ("model.preset", ("MODEL", "openai:gpt-4o"), {"model": "anthropic:c"},
-     ("deepseek:deepseek-chat", "openai:gpt-4o", "anthropic:c")),
-    ("model.base_url", ("MODEL__BASE_URL", "http://env/v1"), {"set": ["model.base_url=http://c/v1"]},
-     ("http://file.example/v1", "http://env/v1", "http://c/v1")),
-    ("model.temperature", ("MODEL__TEMPERATURE", "0.5"), {"model": {"temperature": 0.9}},
-     (0.1, 0.5, 0.9)),
-    ("system", ("SYSTEM", "env: system"), {"system": "cli system"},
-     ("file system", "env: system", "cli system")),
-    ("tool_protocol", ("TOOL_PROTOCOL", "text"), {"tool_protocol": "auto"},
-     ("native", "text", "auto")),
-    ("toolkit.mcp_timeout", ("TOOLKIT__MCP_TIMEOUT", "20"), {"toolkit": {"mcp_timeout": 30}},
-     (10, 20, 30)),
-    ("toolkit.shell.0.command", ("TOOLKIT__SHELL", '[{"name": "e", "command": "echo env"}]'),
-     {"set": ['toolkit.shell=[{"name": "c", "command": "echo cli"}]']},
-     ("echo file", "echo env", "echo cli")),
+    (
+        "model.preset",
+        ("MODEL", "openai:gpt-4o"),
+        {"model": "anthropic:c"},
+        ("deepseek:deepseek-chat", "openai:gpt-4o", "anthropic:c"),
+    ),
+    (
+        "model.base_url",
+        ("MODEL__BASE_URL", "http://env/v1"),
+        {"set": ["model.base_url=http://c/v1"]},
+        ("http://file.example/v1", "http://env/v1", "http://c/v1"),
+    ),
+    (
+        "model.temperature",
+        ("MODEL__TEMPERATURE", "0.5"),
+        {"model": {"temperature": 0.9}},
+        (0.1, 0.5, 0.9),
+    ),
+    (
+        "system",
+        ("SYSTEM", "env: system"),
+        {"system": "cli system"},
+        ("file system", "env: system", "cli system"),
+    ),
+    (
+        "tool_protocol",
+        ("TOOL_PROTOCOL", "text"),
+        {"tool_protocol": "auto"},
+        ("native", "text", "auto"),
+    ),
+    (
+        "toolkit.mcp_timeout",
+        ("TOOLKIT__MCP_TIMEOUT", "20"),
+        {"toolkit": {"mcp_timeout": 30}},
+        (10, 20, 30),
+    ),
+    (
+        "toolkit.shell.0.command",
+        ("TOOLKIT__SHELL", '[{"name": "e", "command": "echo env"}]'),
+        {"set": ['toolkit.shell=[{"name": "c", "command": "echo cli"}]']},
+        ("echo file", "echo env", "echo cli"),
+    ),
     ("memory.session", ("MEMORY__SESSION", "env"), {"session": "cli"}, ("file", "env", "cli")),
     ("memory.recent", ("MEMORY__RECENT", "2"), {"memory": {"recent": 3}}, (1, 2, 3)),
     ("limits.max_steps", ("LIMITS__MAX_STEPS", "5"), {"max_steps": 6}, (4, 5, 6)),
     ("limits.tool_timeout", ("LIMITS__TOOL_TIMEOUT", "12"), {"tool_timeout": 13}, (11, 12, 13)),
-    ("termination.signals", ("TERMINATION__SIGNALS", "[env]"),
-     {"termination": {"signals": ["cli"]}}, (["file"], ["env"], ["cli"])),
-    ("termination.implicit", ("TERMINATION__IMPLICIT", "true"),
-     {"set": ["termination.implicit=null"]}, (False, True, None)),
-    ("history.keep_recent_turns", ("HISTORY__KEEP_RECENT_TURNS", "5"),
-     {"history": {"keep_recent_turns": 6}}, (4, 5, 6)),
+    (
+        "termination.signals",
+        ("TERMINATION__SIGNALS", "[env]"),
+        {"termination": {"signals": ["cli"]}},
+        (["file"], ["env"], ["cli"]),
+    ),
+    (
+        "termination.implicit",
+        ("TERMINATION__IMPLICIT", "true"),
+        {"set": ["termination.implicit=null"]},
+        (False, True, None),
+    ),
+    (
+        "history.keep_recent_turns",
+        ("HISTORY__KEEP_RECENT_TURNS", "5"),
+        {"history": {"keep_recent_turns": 6}},
+        (4, 5, 6),
+    ),
     ("trace.timeline", ("TRACE__TIMELINE", "false"), {"timeline": True}, (False, False, True)),
-    ("trace.max_chars", ("TRACE__MAX_CHARS", "200"), {"trace": {"max_chars": 300}},
-     (100, 200, 300)),
+    (
+        "trace.max_chars",
+        ("TRACE__MAX_CHARS", "200"),
+        {"trace": {"max_chars": 300}},
+        (100, 200, 300),
+    ),
     ("checkpoints.every", ("CHECKPOINTS__EVERY", "2"), {"checkpoints": {"every": 3}}, (1, 2, 3)),
     ("checkpoints.max", ("CHECKPOINTS__MAX", "4"), {"set": ["checkpoints.max=5"]}, (3, 4, 5)),
 ]
@@ -244,7 +291,9 @@ def _get(config: Any, accessor: str) -> Any:
     return value
 
 
-@pytest.mark.parametrize(("accessor", "env", "override", "expected"), SECTIONS, ids=[s[0] for s in SECTIONS])
+@pytest.mark.parametrize(
+    ("accessor", "env", "override", "expected"), SECTIONS, ids=[s[0] for s in SECTIONS]
+)
 def test_precedence_of_every_section(
     tmp_path: Path,
     accessor: str,
@@ -269,6 +318,14 @@ def test_precedence_of_the_kind(tmp_path: Path) -> None:
     assert "only a chain agent" in problems(path, environ, kind="react")
 
 
+def test_precedence_of_the_chain(tmp_path: Path) -> None:
+    path = write(tmp_path, BASE + "kind: chain\nchain: [file]\n")
+    environ = {"SIMPLELLMFUNC_CHAIN": '["env one", "env two"]'}
+    assert [s.prompt for s in load(path).chain] == ["file"]
+    assert [s.prompt for s in load(path, environ).chain] == ["env one", "env two"]
+    assert [s.prompt for s in load(path, environ, chain=["cli"]).chain] == ["cli"]
+
+
 def test_defaults_are_the_lowest_layer(tmp_path: Path) -> None:
     path = write(tmp_path, BASE)
     assert load(path).limits.max_steps == 10
@@ -278,9 +335,11 @@ def test_defaults_are_the_lowest_layer(tmp_path: Path) -> None:
 def test_switching_a_tool_off_from_the_environment(tmp_path: Path) -> None:
     path = write(tmp_path, BASE + "toolkit:\n  pyrepl: true\n  files: .\n")
     config = load(path)
-    assert config.toolkit.pyrepl is not None and config.toolkit.files is not None
+    assert config.toolkit.pyrepl is not None
+    assert config.toolkit.files is not None
     config = load(path, {"SIMPLELLMFUNC_TOOLKIT__PYREPL": "false"}, set=["toolkit.files=false"])
-    assert config.toolkit.pyrepl is None and config.toolkit.files is None
+    assert config.toolkit.pyrepl is None
+    assert config.toolkit.files is None
 
 
 def test_a_model_name_alone_keeps_the_provider(tmp_path: Path) -> None:
@@ -298,10 +357,21 @@ def test_a_model_name_alone_keeps_the_provider(tmp_path: Path) -> None:
     assert config.model.provider_file == str(tmp_path / "p.json")
 
 
+def test_model_text_and_model_keys_in_one_layer(tmp_path: Path) -> None:
+    path = write(tmp_path, FULL)
+    env = {"SIMPLELLMFUNC_MODEL": "openai:gpt-4o", "SIMPLELLMFUNC_MODEL__TIMEOUT": "9"}
+    model = load(path, env).model
+    assert (model.preset, model.timeout) == ("openai:gpt-4o", 9)
+    assert (model.base_url, model.temperature) == ("http://file.example/v1", 0.1)
+    model = load(path, env, set=["model=gpt-4o-mini", "model.max_tokens=5"]).model
+    assert (model.preset, model.max_tokens, model.timeout) == ("openai:gpt-4o-mini", 5, 9)
+
+
 def test_tools_from_the_command_line_add_to_the_file(tmp_path: Path) -> None:
     path = write(
         tmp_path,
-        BASE + "toolkit:\n  agents:\n    - {name: a, command: one}\n    - {name: b, command: two}\n",
+        BASE
+        + "toolkit:\n  agents:\n    - {name: a, command: one}\n    - {name: b, command: two}\n",
     )
     config = load(path, tools=[("b", "three"), ("c", "four")])
     assert [(a.name, a.command) for a in config.toolkit.agents] == [
@@ -380,7 +450,7 @@ async def test_model_from_a_provider_file(tmp_path: Path) -> None:
     assert llm.capabilities.json_schema is False
     await llm.aclose()
     missing = load(path, model="huge").model
-    with pytest.raises(ConfigError, match="no model 'huge' under 'acme'.*large, small"):
+    with pytest.raises(ConfigError, match=r"no model 'huge' under 'acme'.*large, small"):
         build_llm(missing, {})
 
 

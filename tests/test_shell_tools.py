@@ -10,9 +10,9 @@ from pathlib import Path
 from typing import Any
 
 import anyio
-import psutil
 import pytest
 
+from acceptance_support import alive, eventually, read_pid
 from simplellmfunc import OpenAICompatible, llm_chat
 from simplellmfunc.exceptions import ToolExecutionError, UserError
 from simplellmfunc.runtime import CLIAgentTool, ShellTool, run_command
@@ -22,31 +22,21 @@ from simplellmfunc.tools import ArgumentsError
 GUARD = 20  # seconds: a deadlock guard, never an assertion on speed
 
 
-def alive(pid: int) -> bool:
-    try:
-        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
-    except psutil.NoSuchProcess:
-        return False
-
-
-async def wait_for_file(path: Path) -> str:
-    with anyio.fail_after(GUARD):
-        while not path.exists() or not path.read_text().strip():
-            await anyio.sleep(0.02)
-    return path.read_text().strip()
+async def wait_for_pid(path: Path) -> int:
+    assert await eventually(lambda: read_pid(path) is not None, GUARD)
+    pid = read_pid(path)
+    assert pid is not None
+    return pid
 
 
 async def wait_dead(pid: int) -> bool:
-    with anyio.move_on_after(GUARD):
-        while alive(pid):
-            await anyio.sleep(0.02)
-    return not alive(pid)
+    return await eventually(lambda: not alive(pid), GUARD)
 
 
 async def test_an_argument_is_one_quoted_word(tmp_path: Path) -> None:
     marker = tmp_path / "pwned"
     nasty = (
-        f"it's \"quoted\"; touch {marker} $(touch {marker}) `touch {marker}` | cat "
+        f'it\'s "quoted"; touch {marker} $(touch {marker}) `touch {marker}` | cat '
         f"&& touch {marker}\nsecond line * ${{HOME}}"
     )
     tool = ShellTool("echo_arg", "printf '%s|' {}")
@@ -57,7 +47,9 @@ async def test_an_argument_is_one_quoted_word(tmp_path: Path) -> None:
 
 async def test_named_parameters_and_other_braces() -> None:
     tool = ShellTool(
-        "pair", "printf '%s+%s ' {a} {b}; echo '{not_a_param}' | awk '{print $1}'", parameters=["a", "b"]
+        "pair",
+        "printf '%s+%s ' {a} {b}; echo '{not_a_param}' | awk '{print $1}'",
+        parameters=["a", "b"],
     )
     assert set(tool.parameters["properties"]) == {"a", "b"}
     assert tool.command_line({"a": "x y", "b": 3}) == (
@@ -107,7 +99,7 @@ async def test_stderr_of_a_success_is_shown_after_stdout() -> None:
 async def test_timeout_kills_the_whole_process_group(tmp_path: Path) -> None:
     pid_file = tmp_path / "child.pid"
     tool = ShellTool("slow", f"sleep 60 & echo $! > {pid_file}; echo started; wait", timeout=0.5)
-    with anyio.fail_after(GUARD), pytest.raises(ToolExecutionError, match="timed out after 0.5"):
+    with anyio.fail_after(GUARD), pytest.raises(ToolExecutionError, match=r"timed out after 0\.5"):
         await tool()
     child = int(pid_file.read_text())
     assert await wait_dead(child), "the background child survived the timeout"
@@ -125,9 +117,19 @@ async def test_cancellation_kills_the_process_group(tmp_path: Path) -> None:
     with anyio.fail_after(GUARD):
         async with anyio.create_task_group() as group:
             group.start_soon(tool.invoke, {})
-            child = int(await wait_for_file(pid_file))
+            child = await wait_for_pid(pid_file)
             group.cancel_scope.cancel()
     assert await wait_dead(child), "the background child survived the cancellation"
+
+
+async def test_cancellation_while_starting_leaves_nothing(tmp_path: Path) -> None:
+    pid_file = tmp_path / "shell.pid"
+    tool = ShellTool("slow", f"echo $$ > {pid_file}; sleep 60", timeout=None)
+    with anyio.move_on_after(0):  # cancelled at the first checkpoint: while starting
+        await tool.invoke({})
+    # A shell that did start gets a second to write its pid; then it must die.
+    if await eventually(lambda: read_pid(pid_file) is not None, 1):
+        assert await wait_dead(await wait_for_pid(pid_file))
 
 
 async def test_leftovers_of_a_finished_command_are_killed(tmp_path: Path) -> None:
@@ -139,7 +141,9 @@ async def test_leftovers_of_a_finished_command_are_killed(tmp_path: Path) -> Non
 
 
 async def test_output_is_capped_without_blocking_the_command() -> None:
-    tool = ShellTool("big", "head -c 5000000 /dev/zero | tr '\\0' y; echo; echo tail", max_output_chars=100)
+    tool = ShellTool(
+        "big", "head -c 5000000 /dev/zero | tr '\\0' y; echo; echo tail", max_output_chars=100
+    )
     with anyio.fail_after(GUARD):
         text = await tool()
     assert text.startswith("y" * 100)
@@ -193,7 +197,9 @@ async def llm(mock_server: MockLLMServer) -> AsyncIterator[OpenAICompatible]:
         yield model
 
 
-async def test_an_agent_calls_a_shell_tool(mock_server: MockLLMServer, llm: OpenAICompatible) -> None:
+async def test_an_agent_calls_a_shell_tool(
+    mock_server: MockLLMServer, llm: OpenAICompatible
+) -> None:
     calc = ShellTool("calc", "expr {a} {op} {b}", parameters=["a", "op", "b"], timeout=5)
     mock_server.script(
         Reply.tool_calls(ToolCallSpec("calc", {"a": 6, "op": "*", "b": 7}, id="c1")),

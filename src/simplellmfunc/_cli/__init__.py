@@ -59,7 +59,9 @@ def _add_run_options(parser: argparse.ArgumentParser) -> None:
     stream.add_argument(
         "--stream", dest="stream", action="store_true", default=None, help="stream the answer"
     )
-    stream.add_argument("--no-stream", dest="stream", action="store_false", help="print it at the end")
+    stream.add_argument(
+        "--no-stream", dest="stream", action="store_false", help="print it at the end"
+    )
 
 
 def build_parser() -> argparse.ArgumentParser:

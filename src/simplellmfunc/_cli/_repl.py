@@ -201,7 +201,7 @@ class Repl:
 
     async def _reload(self, rest: str) -> None:
         config = load_agent_config(self.args.config, overrides=overrides_from(self.args))
-        history = self.agent.history
+        history, records = self.agent.history, self.agent.recorder.records
         await self.agent.aclose()
         self.agent = ConfiguredAgent(config, history=history)
         try:
@@ -209,7 +209,9 @@ class Repl:
         except SimpleLLMFuncError:
             self.agent = ConfiguredAgent(self.config, history=history)
             await self.agent.open()  # back to the config that worked
+            self.agent.recorder.load(records)
             raise
+        self.agent.recorder.load(records)  # one trace across reloads
         self.config = config
         self.say(f"reloaded {self.args.config}")
 

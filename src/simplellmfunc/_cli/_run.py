@@ -107,7 +107,9 @@ async def _run_agent(
     return EXIT_OK
 
 
-def _print_result(agent: ConfiguredAgent, turn: TurnResult, printer: Printer, as_json: bool) -> None:
+def _print_result(
+    agent: ConfiguredAgent, turn: TurnResult, printer: Printer, as_json: bool
+) -> None:
     if not as_json:
         printer.finish(turn.text)
         return

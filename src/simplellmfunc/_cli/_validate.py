@@ -23,7 +23,7 @@ def describe(config: AgentConfig) -> str:
     which = model.preset or f"{model.provider}:{model.model} ({model.provider_file})"
     toolkit = config.toolkit
     tools = [name for name in ("pyrepl", "files") if getattr(toolkit, name) is not None]
-    tools += [t.name for t in (*toolkit.shell, *toolkit.agents)]
+    tools += [t.name for t in toolkit.shell] + [t.name for t in toolkit.agents]
     if toolkit.mcpServers:
         servers = toolkit.mcpServers
         tools += [f"mcp:{n}" for n in servers] if isinstance(servers, dict) else ["mcp:" + servers]

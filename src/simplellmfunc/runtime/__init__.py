@@ -19,6 +19,7 @@ from ._autosave import Action, AutoSave, KeyValueExtraction, LLMSummary, Step, S
 from ._checkpoint import Checkpoint, serialize_value
 from ._checkpoint_hook import CheckpointHook
 from ._checkpoints import CheckpointInfo, CheckpointManager, load_checkpoint, save_checkpoint
+from ._command import CommandOutput, run_command
 from ._config import AgentConfig
 from ._config_load import load_agent_config
 from ._memory import MemoryHook, render_memory, strip_memory
@@ -27,7 +28,7 @@ from ._namespaces import Namespace
 from ._open_store import StoreKind, open_store
 from ._redis_store import RedisStore
 from ._run import RunResult, run_config
-from ._shell import CLIAgentTool, CommandOutput, ShellTool, run_command
+from ._shell import CLIAgentTool, ShellTool
 from ._sqlite import SQLiteDatabase
 from ._sqlite_store import SQLiteStore
 from ._stores import ScopedStore, Store, StoreItem

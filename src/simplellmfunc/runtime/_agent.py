@@ -162,12 +162,12 @@ class ConfiguredAgent:
                 )
         if config.kind == "chain":
             self._stages = [
-                (step, self._chat_function(step.system or config.system, [], hooks, False))
+                (step, self._chat_function(step.system or config.system, [], hooks))
                 for step in config.chain
             ]
             return
         self.toolkit = await build_toolkit(config, stack)
-        self._chat = self._chat_function(config.system, self.toolkit, hooks, True)
+        self._chat = self._chat_function(config.system, self.toolkit, hooks)
 
     async def aclose(self) -> None:
         """Close everything the agent opened (in reverse order)."""
@@ -210,9 +210,9 @@ class ConfiguredAgent:
                 names.extend(tool.name for tool in await item.list_tools())
         return names
 
-    def _chat_function(
-        self, system: str, toolkit: list[Any], hooks: list[RunHook], loop: bool
-    ) -> ChatFunction:
+    def _chat_function(self, system: str, tools: list[Any], hooks: list[RunHook]) -> ChatFunction:
+        """An ``@llm_chat`` agent with ``system`` as its prompt (a simple agent has no tools,
+        a chain stage neither)."""
         config = self.config
         limits = config.limits
         options: dict[str, Any] = {"tool_timeout": limits.tool_timeout}
@@ -223,24 +223,16 @@ class ConfiguredAgent:
             """(replaced by the system prompt)"""
 
         agent.__doc__ = system
-        tools = toolkit if loop and config.kind == "react" else []
-        extra = {
-            "hooks": tuple(hooks),
-            "tool_protocol": config.tool_protocol,
-            "termination": build_termination(config.termination),
-            "history_window": build_window(config.history),
-        }
-        import inspect  # TEMP until llm_chat takes these
-
-        known = inspect.signature(llm_chat).parameters
-        extra = {k: v for k, v in extra.items() if k in known}
         decorate = llm_chat(
             self.llm,
             toolkit=tools or None,
             max_tool_calls=limits.max_steps - 1 if tools else None,
             stream=True,
             enable_event=True,
-            **extra,
+            hooks=tuple(hooks),
+            tool_protocol=config.tool_protocol,
+            termination=build_termination(config.termination),
+            history_window=build_window(config.history),
             **options,
         )
         return decorate(agent)

@@ -74,14 +74,14 @@ def _options(model: ModelConfig, environ: Mapping[str, str] | None) -> dict[str,
 def _from_preset(model: ModelConfig, environ: Mapping[str, str] | None) -> LLMInterface:
     from ..providers._presets import PRESETS, make_llm
 
-    assert model.preset is not None
+    spec = model.preset or ""
     options = _options(model, environ)
     if model.capabilities:
-        preset = PRESETS.get(model.preset.partition(":")[0].strip().lower())
+        preset = PRESETS.get(spec.partition(":")[0].strip().lower())
         options["capabilities"] = _capabilities(
             preset.capabilities if preset else None, model.capabilities
         )
-    return make_llm(model.preset, environ=environ, **options)
+    return make_llm(spec, environ=environ, **options)
 
 
 def _from_file(model: ModelConfig, environ: Mapping[str, str] | None) -> LLMInterface:
@@ -100,8 +100,8 @@ def _from_file(model: ModelConfig, environ: Mapping[str, str] | None) -> LLMInte
             return None
         return OpenAICompatible(keys or entry_keys, name, base_url or url, **{**kwargs, **options})
 
-    assert model.provider_file is not None and model.provider is not None
-    found = load_provider_json(factory, model.provider_file).get(model.provider, {})
+    # The section's validator guarantees provider_file, provider and model here.
+    found = load_provider_json(factory, model.provider_file or "").get(model.provider or "", {})
     interface = found.get(model.model or "")
     if interface is None:
         known = ", ".join(sorted(found)) or "none"

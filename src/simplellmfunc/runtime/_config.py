@@ -93,7 +93,7 @@ class ModelConfig(_Section):
 
 
 class PyReplConfig(_Section):
-    """A Python kernel (``PyRepl``) as tools: ``execute_code``, ``reset_repl``, ``list_variables``."""
+    """A Python kernel (``PyRepl``) as tools (``execute_code``, ``reset_repl`` ...)."""
 
     working_directory: str | None = None
     timeout: Positive = 120.0
@@ -296,25 +296,3 @@ class AgentConfig(_Section):
     trace: TraceConfig = TraceConfig()
     checkpoints: CheckpointConfig = CheckpointConfig()
     chain: list[ChainStep] = []
-
-
-def semantic_problems(config: AgentConfig) -> list[tuple[tuple[str | int, ...], str]]:
-    """Problems no single field shows: ``(path of the key to blame, message)`` pairs."""
-    problems: list[tuple[tuple[str | int, ...], str]] = []
-    if config.kind == "chain" and not config.chain:
-        problems.append((("kind",), "a chain agent needs 'chain': a list of stage prompts"))
-    if config.kind != "chain" and config.chain:
-        problems.append((("chain",), f"only a chain agent has stages; this one is {config.kind}"))
-    if config.kind == "simple" and not config.toolkit.is_empty():
-        problems.append((("toolkit",), "a simple agent calls no tools; use kind: react"))
-    memory = config.memory
-    if memory.store == "sqlite" and not memory.path:
-        problems.append((("memory", "store"), "a sqlite store needs memory.path"))
-    if memory.store == "redis" and not memory.url:
-        problems.append((("memory", "store"), "a redis store needs memory.url"))
-    if config.checkpoints.every and not config.checkpoints.dir:
-        problems.append((("checkpoints", "every"), "checkpoints need checkpoints.dir"))
-    names = [t.name for t in (*config.toolkit.shell, *config.toolkit.agents)]
-    for duplicate in sorted({n for n in names if names.count(n) > 1}):
-        problems.append((("toolkit",), f"two tools are named {duplicate!r}"))
-    return problems

@@ -23,7 +23,7 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 
 from ..exceptions import ConfigError
-from ._config import AgentConfig, semantic_problems
+from ._config import AgentConfig
 from ._config_file import KeyPath, dotted, read_config_file
 from ._precedence import Layer, env_layer, file_layer, merge_layers, override_layer
 
@@ -172,3 +172,25 @@ def _validation_problems(
         ConfigProblem(_where(key, owners, file), dotted(key), ", or ".join(messages))
         for key, messages in by_key.items()
     ]
+
+
+def semantic_problems(config: AgentConfig) -> list[tuple[tuple[str | int, ...], str]]:
+    """Problems no single field shows: ``(path of the key to blame, message)`` pairs."""
+    problems: list[tuple[tuple[str | int, ...], str]] = []
+    if config.kind == "chain" and not config.chain:
+        problems.append((("kind",), "a chain agent needs 'chain': a list of stage prompts"))
+    if config.kind != "chain" and config.chain:
+        problems.append((("chain",), f"only a chain agent has stages; this one is {config.kind}"))
+    if config.kind == "simple" and not config.toolkit.is_empty():
+        problems.append((("toolkit",), "a simple agent calls no tools; use kind: react"))
+    memory = config.memory
+    if memory.store == "sqlite" and not memory.path:
+        problems.append((("memory", "store"), "a sqlite store needs memory.path"))
+    if memory.store == "redis" and not memory.url:
+        problems.append((("memory", "store"), "a redis store needs memory.url"))
+    if config.checkpoints.every and not config.checkpoints.dir:
+        problems.append((("checkpoints", "every"), "checkpoints need checkpoints.dir"))
+    names = [t.name for t in config.toolkit.shell] + [t.name for t in config.toolkit.agents]
+    for duplicate in sorted({n for n in names if names.count(n) > 1}):
+        problems.append((("toolkit",), f"two tools are named {duplicate!r}"))
+    return problems

@@ -36,6 +36,7 @@ import yaml
 from ..exceptions import ConfigError
 from ._config import AgentConfig
 from ._config_file import KeyPath, LineMap
+from ._config_shapes import SPEC, is_dict, normalize, resolve_paths
 
 __all__ = ["ENV_PREFIX", "Layer", "env_layer", "file_layer", "merge_layers", "override_layer"]
 
@@ -49,18 +50,6 @@ _SHORTCUTS: dict[str, KeyPath] = {
     "session": ("memory", "session"),
 }
 _SELECTION = ("preset", "provider_file", "provider", "model")
-# Keys holding paths; "*" is any key or index.
-_PATHS: tuple[KeyPath, ...] = (
-    ("model", "provider_file"),
-    ("memory", "path"),
-    ("trace", "file"),
-    ("checkpoints", "dir"),
-    ("toolkit", "files", "workspace"),
-    ("toolkit", "pyrepl", "working_directory"),
-    ("toolkit", "shell", "*", "cwd"),
-    ("toolkit", "agents", "*", "cwd"),
-    ("toolkit", "mcpServers", "*", "cwd"),
-)
 
 
 @dataclass(slots=True)
@@ -92,77 +81,10 @@ class Layer:
         return self.label or self.kind
 
 
-# --- shorthands and paths -----------------------------------------------------------------
-
-
 def _known_preset(spec: str) -> bool:
     from ..providers._presets import PRESETS
 
     return spec.partition(":")[0].strip().lower() in PRESETS and ":" in spec
-
-
-def normalize(data: Mapping[str, Any]) -> dict[str, Any]:
-    """Expand shorthands: tool switches, ``files: DIR``, chain steps as text, ``memory: KIND``."""
-    out = copy.deepcopy(dict(data))
-    toolkit = out.get("toolkit")
-    if isinstance(toolkit, dict):
-        for key in ("pyrepl", "files"):
-            value = toolkit.get(key, None)
-            if value is True:
-                toolkit[key] = {}
-            elif value is False:
-                toolkit[key] = None
-        if isinstance(toolkit.get("files"), str):
-            toolkit["files"] = {"workspace": toolkit["files"]}
-    if isinstance(out.get("chain"), list):
-        out["chain"] = [{"prompt": s} if isinstance(s, str) else s for s in out["chain"]]
-    if isinstance(out.get("memory"), str):
-        out["memory"] = {"store": out["memory"]}
-    return out
-
-
-def _resolve_paths(data: dict[str, Any], base: Path) -> None:
-    for pattern in _PATHS:
-        _resolve_at(data, pattern, base)
-    model = data.get("model")
-    if isinstance(model, dict):
-        for fallback in model.get("fallback") or []:
-            if isinstance(fallback, dict):
-                _resolve_at(fallback, ("provider_file",), base)
-    servers = (data.get("toolkit") or {}).get("mcpServers") if _is_dict(data, "toolkit") else None
-    if isinstance(servers, str):
-        data["toolkit"]["mcpServers"] = _absolute(servers, base)
-
-
-def _is_dict(data: Mapping[str, Any], key: str) -> bool:
-    return isinstance(data.get(key), dict)
-
-
-def _absolute(value: str, base: Path) -> str:
-    if value == ":memory:":
-        return value
-    path = Path(value).expanduser()
-    return str(path if path.is_absolute() else base / path)
-
-
-def _resolve_at(node: Any, pattern: KeyPath, base: Path) -> None:
-    if not pattern:
-        return
-    head, rest = pattern[0], pattern[1:]
-    if head == "*":
-        children = (
-            node.values() if isinstance(node, dict) else node if isinstance(node, list) else []
-        )
-        for child in children:
-            _resolve_at(child, rest, base)
-        return
-    if not isinstance(node, dict) or head not in node:
-        return
-    if not rest:
-        if isinstance(node[head], str):
-            node[head] = _absolute(node[head], base)
-        return
-    _resolve_at(node[head], rest, base)
 
 
 # --- layers ---------------------------------------------------------------------------------
@@ -173,16 +95,14 @@ def file_layer(data: Mapping[str, Any], path: Path, lines: LineMap) -> Layer:
     each stdio MCP server started in that directory unless it says otherwise."""
     base = path.resolve().parent
     normalized = normalize(data)
-    if isinstance(normalized.get("model"), str):
-        normalized["model"] = {"preset": normalized["model"]}
     servers = (
-        normalized.get("toolkit", {}).get("mcpServers") if _is_dict(normalized, "toolkit") else None
+        normalized.get("toolkit", {}).get("mcpServers") if is_dict(normalized, "toolkit") else None
     )
     if isinstance(servers, dict):
         for entry in servers.values():
             if isinstance(entry, dict) and "command" in entry:
                 entry.setdefault("cwd", str(base))
-    _resolve_paths(normalized, base)
+    resolve_paths(normalized, base)
     return Layer("file", normalized, str(path), lines)
 
 
@@ -203,7 +123,9 @@ def _env_value(text: str) -> Any:
 def _set_path(data: dict[str, Any], key: KeyPath, value: Any) -> None:
     node = data
     for part in key[:-1]:
-        child = node.get(part)
+        child = node.get(str(part))
+        if isinstance(child, str) and node is data and part == "model":
+            child = node["model"] = {SPEC: child}  # SIMPLELLMFUNC_MODEL with MODEL__...
         if not isinstance(child, dict):
             child = node[str(part)] = {}
         node = child
@@ -226,7 +148,7 @@ def env_layer(environ: Mapping[str, str] | None = None) -> Layer:
         _set_path(data, key, _env_value(env[name]))
         origins[key] = f"${name}"
     layer = Layer("env", normalize(data), "environment", origins=origins)
-    _resolve_paths(layer.data, Path.cwd())
+    resolve_paths(layer.data, Path.cwd())
     return layer
 
 
@@ -270,7 +192,7 @@ def override_layer(overrides: Mapping[str, Any]) -> Layer:
         else:
             raise ConfigError(f"unknown override {name!r}")
     layer = Layer("override", normalize(data), "override", origins=origins)
-    _resolve_paths(layer.data, Path.cwd())
+    resolve_paths(layer.data, Path.cwd())
     return layer
 
 
@@ -285,10 +207,15 @@ def _add_tools(data: dict[str, Any], origins: dict[KeyPath, str], tools: Any) ->
 # --- merging --------------------------------------------------------------------------------
 
 
-def _merge_model(lower: Any, value: Any) -> Any:
-    if not isinstance(value, str):
-        return value
+def _resolve_model(lower: Any, upper: Any) -> tuple[Any, Any]:
+    """Apply a model given as text (``@spec``) to the lower layers' model section."""
+    if not isinstance(upper, dict) or SPEC not in upper:
+        return lower, upper
+    value = upper[SPEC]
+    rest = {k: v for k, v in upper.items() if k != SPEC}
     base = dict(lower) if isinstance(lower, dict) else {}
+    if not isinstance(value, str):
+        return base, {**rest, "preset": value}  # let validation say what is wrong
     if _known_preset(value) or not (base.get("preset") or base.get("provider_file")):
         for key in _SELECTION:
             base.pop(key, None)
@@ -297,12 +224,14 @@ def _merge_model(lower: Any, value: Any) -> Any:
         base["model"] = value
     else:
         base["preset"] = f"{str(base['preset']).partition(':')[0]}:{value}"
-    return base
+    return base, rest
 
 
 def _merge(lower: Any, upper: Any, key: KeyPath, owners: dict[KeyPath, Layer], layer: Layer) -> Any:
-    if key == ("model",):
-        upper = _merge_model(lower, upper)
+    if key == ("model",) and isinstance(upper, dict) and SPEC in upper:
+        lower, upper = _resolve_model(lower, upper)
+        for name in _SELECTION:
+            owners[(*key, name)] = layer
     if isinstance(lower, dict) and isinstance(upper, dict):
         merged = dict(lower)
         for name, value in upper.items():

@@ -1,4 +1,5 @@
-"""``run_config``: build an agent from its config file and run it once (seed §12 ``Runtime.execute``).
+"""``run_config``: build an agent from its config file and run it once (seed §12's
+``Runtime.execute``).
 
 ::
 

@@ -10,13 +10,10 @@ calling agents (seed §15 test 6).
   result, as text or as JSON (``--format json`` of ``simplellmfunc run`` prints
   ``{"result": ...}``). ``simplellmfunc run worker.yml --quiet -`` is such a command.
 
-Both run ``/bin/sh -c command`` in a new session, i.e. in a process group of its own. When the
-wall-clock ``timeout`` passes, or the call is cancelled (an abort, the run's tool timeout), the
-whole group is killed (SIGTERM, then SIGKILL after ``kill_grace`` seconds), so children the
-command started die too; when the command exits, what it left running in its group is killed.
-stdout and stderr are each capped at ``max_output_chars`` bytes (the rest is read and dropped,
-so a chatty command never blocks on a full pipe). A non-zero exit status is a tool error the
-model sees, with the end of stderr.
+Both run through :func:`~._command.run_command`: ``/bin/sh -c`` in a process group of its own,
+killed as a whole on the wall-clock ``timeout`` or a cancellation (an abort), output capped at
+``max_output_chars``. A non-zero exit status is a tool error the model sees, with the end of
+stderr.
 """
 
 from __future__ import annotations
@@ -25,190 +22,15 @@ import json
 import os
 import re
 import shlex
-import signal
-import subprocess
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-import anyio
-from anyio.abc import ByteReceiveStream, ByteSendStream, Process
-
 from ..exceptions import ToolExecutionError, UserError
 from ..tools import ArgumentsError, Tool, ToolContext, check_tool_name
+from ._command import CommandOutput, check_output, run_command, with_note
 
-__all__ = ["CLIAgentTool", "CommandOutput", "ShellTool", "run_command"]
-
-_SHELL = "/bin/sh"
-_TAIL_CHARS = 2000  # end of stderr shown with a failure
-_CLEANUP_SECONDS = 10.0  # bound on the shielded kill-and-reap after the command
-
-
-@dataclass(frozen=True, slots=True)
-class CommandOutput:
-    """What a finished (or killed) command produced.
-
-    Attributes:
-        returncode: The exit status (negative: killed by that signal).
-        stdout: Standard output, decoded as UTF-8 (invalid bytes replaced), cut at the cap.
-        stderr: Standard error, likewise.
-        stdout_dropped: Bytes of stdout beyond the cap.
-        stderr_dropped: Bytes of stderr beyond the cap.
-        timed_out: Whether the timeout killed the command.
-    """
-
-    returncode: int
-    stdout: str
-    stderr: str
-    stdout_dropped: int = 0
-    stderr_dropped: int = 0
-    timed_out: bool = False
-
-    def stdout_text(self) -> str:
-        """stdout with a note when it was cut."""
-        return _with_note(self.stdout, self.stdout_dropped)
-
-
-def _with_note(text: str, dropped: int) -> str:
-    return f"{text}\n[... {dropped} more bytes of output cut]" if dropped else text
-
-
-class _Capped:
-    """The first ``limit`` bytes of a stream, and a count of the rest."""
-
-    def __init__(self, limit: int) -> None:
-        self.limit = limit
-        self.data = bytearray()
-        self.dropped = 0
-
-    def add(self, chunk: bytes) -> None:
-        room = self.limit - len(self.data)
-        if room > 0:
-            self.data += chunk[:room]
-        self.dropped += max(len(chunk) - max(room, 0), 0)
-
-    def text(self) -> str:
-        return self.data.decode("utf-8", errors="replace")
-
-
-async def _drain(stream: ByteReceiveStream | None, sink: _Capped) -> None:
-    if stream is None:
-        return
-    async for chunk in stream:
-        sink.add(chunk)
-
-
-async def _feed(stream: ByteSendStream | None, data: bytes) -> None:
-    if stream is None:
-        return
-    try:
-        if data:
-            await stream.send(data)
-    except (anyio.BrokenResourceError, anyio.ClosedResourceError):
-        pass  # the command exited without reading all of its input: its business
-    finally:
-        await stream.aclose()
-
-
-def _signal_group(process: Process, sig: signal.Signals) -> None:
-    try:
-        os.killpg(process.pid, sig)
-    except (ProcessLookupError, PermissionError):
-        pass  # the group is gone already
-
-
-async def _stop(process: Process, kill_grace: float) -> None:
-    """Kill the command's process group (gently first if the command still runs) and reap it."""
-    if process.returncode is None:
-        _signal_group(process, signal.SIGTERM)
-        with anyio.move_on_after(kill_grace):
-            await process.wait()
-    _signal_group(process, signal.SIGKILL)  # the command, if it ignored SIGTERM, and leftovers
-    await process.wait()
-    await process.aclose()
-
-
-async def run_command(
-    command: str,
-    *,
-    stdin: str | None = None,
-    timeout: float | None = None,
-    max_output_chars: int = 20_000,
-    cwd: str | os.PathLike[str] | None = None,
-    env: Mapping[str, str] | None = None,
-    kill_grace: float = 2.0,
-) -> CommandOutput:
-    """Run ``/bin/sh -c command`` in its own process group and collect its output.
-
-    Args:
-        command: The shell command line.
-        stdin: Text for the command's stdin (``None``: no input, stdin is ``/dev/null``).
-        timeout: Wall-clock seconds before the group is killed (``None``: no limit).
-        max_output_chars: Bytes kept of stdout and of stderr, each.
-        cwd: Working directory.
-        env: Extra environment variables (on top of this process's environment).
-        kill_grace: Seconds between SIGTERM and SIGKILL.
-
-    Returns:
-        The output; ``timed_out`` is set when the timeout killed the command.
-
-    Raises:
-        ToolExecutionError: If the command cannot be started (missing ``cwd``, no shell).
-    """
-    out, err = _Capped(max_output_chars), _Capped(max_output_chars)
-    environment = {**os.environ, **env} if env else None
-    try:
-        process = await anyio.open_process(
-            [_SHELL, "-c", command],
-            stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            cwd=cwd,
-            env=environment,
-            start_new_session=True,
-        )
-    except OSError as exc:
-        raise ToolExecutionError(f"cannot start the command: {exc.strerror or exc}") from None
-    timed_out = False
-    try:
-        with anyio.move_on_after(timeout) as deadline:
-            async with anyio.create_task_group() as group:
-                group.start_soon(_drain, process.stdout, out)
-                group.start_soon(_drain, process.stderr, err)
-                if stdin is not None:
-                    group.start_soon(_feed, process.stdin, stdin.encode())
-                await process.wait()
-                # Whatever the command left running in its group would hold the pipes open.
-                _signal_group(process, signal.SIGKILL)
-        timed_out = deadline.cancelled_caught
-    finally:
-        with anyio.move_on_after(_CLEANUP_SECONDS + kill_grace, shield=True):
-            await _stop(process, kill_grace)
-    code = process.returncode if process.returncode is not None else -signal.SIGKILL
-    return CommandOutput(code, out.text(), err.text(), out.dropped, err.dropped, timed_out)
-
-
-def _tail(text: str) -> str:
-    text = text.strip()
-    return text if len(text) <= _TAIL_CHARS else "…" + text[-_TAIL_CHARS:]
-
-
-def _check_output(output: CommandOutput, timeout: float | None) -> None:
-    """Raise the model-facing error of a failed command.
-
-    Raises:
-        ToolExecutionError: On a timeout or a non-zero exit status.
-    """
-    if output.timed_out:
-        partial = _tail(output.stdout)
-        detail = f"; output so far:\n{partial}" if partial else ""
-        raise ToolExecutionError(
-            f"the command timed out after {timeout:g} seconds and was killed{detail}"
-        )
-    if output.returncode != 0:
-        detail = _tail(output.stderr) or _tail(output.stdout) or "no output"
-        raise ToolExecutionError(f"the command exited with status {output.returncode}: {detail}")
+__all__ = ["CLIAgentTool", "ShellTool"]
 
 
 def _object_schema(properties: Mapping[str, str]) -> dict[str, Any]:
@@ -287,12 +109,12 @@ class _CommandTool(Tool):
             env=self.env,
             kill_grace=self.kill_grace,
         )
-        _check_output(output, self.command_timeout)
+        check_output(output, self.command_timeout)
         return output
 
     async def run(self, **kwargs: Any) -> str:
         """Run the command with ``kwargs`` as its arguments."""
-        return await self.invoke(kwargs)
+        return str(await self.invoke(kwargs))
 
     async def __call__(self, **kwargs: Any) -> str:
         """Call the tool directly.
@@ -301,7 +123,7 @@ class _CommandTool(Tool):
             ArgumentsError: For wrong arguments.
             ToolExecutionError: When the command fails or times out.
         """
-        return await self.invoke(kwargs)
+        return str(await self.invoke(kwargs))
 
 
 class ShellTool(_CommandTool):
@@ -391,7 +213,7 @@ class ShellTool(_CommandTool):
         output = await self._run(self.command_line(arguments), None)
         text = output.stdout_text()
         if output.stderr.strip():
-            text += "\n[stderr]\n" + _with_note(output.stderr, output.stderr_dropped)
+            text += "\n[stderr]\n" + with_note(output.stderr, output.stderr_dropped)
         return text
 
 
@@ -462,7 +284,7 @@ class CLIAgentTool(_CommandTool):
         values = _string_arguments(arguments, ("input",))
         output = await self._run(self.command, values["input"])
         if self.output == "text":
-            return _with_note(output.stdout.strip(), output.stdout_dropped)
+            return with_note(output.stdout.strip(), output.stdout_dropped)
         return self._from_json(output.stdout)
 
     def _from_json(self, text: str) -> str:

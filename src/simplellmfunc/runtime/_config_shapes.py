@@ -1,0 +1,99 @@
+"""Config shapes: shorthands expanded and relative paths made absolute, per layer.
+
+Every layer (file, environment, command line) goes through :func:`normalize` before the layers
+are merged, so that a shorthand in one layer merges with the full form in another:
+``model: "provider:model"`` (kept as ``{"@spec": ...}`` until merged, see :mod:`._precedence`),
+``pyrepl: true``, ``files: DIR``, ``memory: KIND``, chain steps as plain strings.
+:func:`resolve_paths` makes each path setting absolute against the layer's base directory.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from ._config_file import KeyPath
+
+__all__ = ["SPEC", "is_dict", "normalize", "resolve_paths"]
+
+SPEC = "@spec"  # a model given as text, resolved against the lower layers when merging
+# Keys holding paths; "*" is any key or index.
+_PATHS: tuple[KeyPath, ...] = (
+    ("model", "provider_file"),
+    ("memory", "path"),
+    ("trace", "file"),
+    ("checkpoints", "dir"),
+    ("toolkit", "files", "workspace"),
+    ("toolkit", "pyrepl", "working_directory"),
+    ("toolkit", "shell", "*", "cwd"),
+    ("toolkit", "agents", "*", "cwd"),
+    ("toolkit", "mcpServers", "*", "cwd"),
+)
+
+
+def normalize(data: Mapping[str, Any]) -> dict[str, Any]:
+    """Expand shorthands: tool switches, ``files: DIR``, chain steps as text, ``memory: KIND``."""
+    out = copy.deepcopy(dict(data))
+    if isinstance(out.get("model"), str):
+        out["model"] = {SPEC: out["model"]}
+    toolkit = out.get("toolkit")
+    if isinstance(toolkit, dict):
+        for key in ("pyrepl", "files"):
+            value = toolkit.get(key, None)
+            if value is True:
+                toolkit[key] = {}
+            elif value is False:
+                toolkit[key] = None
+        if isinstance(toolkit.get("files"), str):
+            toolkit["files"] = {"workspace": toolkit["files"]}
+    if isinstance(out.get("chain"), list):
+        out["chain"] = [{"prompt": s} if isinstance(s, str) else s for s in out["chain"]]
+    if isinstance(out.get("memory"), str):
+        out["memory"] = {"store": out["memory"]}
+    return out
+
+
+def resolve_paths(data: dict[str, Any], base: Path) -> None:
+    for pattern in _PATHS:
+        _resolve_at(data, pattern, base)
+    model = data.get("model")
+    if isinstance(model, dict):
+        for fallback in model.get("fallback") or []:
+            if isinstance(fallback, dict):
+                _resolve_at(fallback, ("provider_file",), base)
+    servers = (data.get("toolkit") or {}).get("mcpServers") if is_dict(data, "toolkit") else None
+    if isinstance(servers, str):
+        data["toolkit"]["mcpServers"] = _absolute(servers, base)
+
+
+def is_dict(data: Mapping[str, Any], key: str) -> bool:
+    return isinstance(data.get(key), dict)
+
+
+def _absolute(value: str, base: Path) -> str:
+    if value == ":memory:":
+        return value
+    path = Path(value).expanduser()
+    return str(path if path.is_absolute() else base / path)
+
+
+def _resolve_at(node: Any, pattern: KeyPath, base: Path) -> None:
+    if not pattern:
+        return
+    head, rest = pattern[0], pattern[1:]
+    if head == "*":
+        children = (
+            node.values() if isinstance(node, dict) else node if isinstance(node, list) else []
+        )
+        for child in children:
+            _resolve_at(child, rest, base)
+        return
+    if not isinstance(node, dict) or head not in node:
+        return
+    if not rest:
+        if isinstance(node[head], str):
+            node[head] = _absolute(node[head], base)
+        return
+    _resolve_at(node[head], rest, base)
