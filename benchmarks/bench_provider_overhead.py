@@ -8,7 +8,13 @@ Variants, per API (``complete`` and ``stream``):
 - ``OpenAICompatible.complete`` / ``OpenAICompatible.stream`` (every event consumed).
 
 Floor and provider send the same body with the same API key header, through clients with the
-same ``httpx.Limits`` and timeouts. The mock server runs in its own process.
+same ``httpx.Limits`` (100 connections) and timeouts. The mock server runs in its own process.
+
+Why 100 connections: httpcore's pool scans every connection (and, for each idle one, every
+connection again) whenever a request starts or ends, so with hundreds of connections both
+variants spend milliseconds per call in the pool and, at concurrency 500, sometimes collapse to a
+few requests per second, which says nothing about the code above the pool. With 100, requests
+beyond that queue in the pool, for both variants alike.
 
 Method. Both variants of an API run in one worker process, interleaved (latency: alternating
 blocks of calls at concurrency 1; throughput: alternating bursts at each concurrency, each a
@@ -50,13 +56,13 @@ APIS = ("complete", "stream")
 KINDS = ("floor", "provider")
 CONCURRENCY = (100, 500)
 BLOCK = 50  # calls per latency block
-RAMP_UP = 1.0  # seconds of each burst before its measured window (connections open)
+RAMP_UP = 0.5  # seconds of each burst before its measured window (connections open)
 KEY = "sk-bench-0000000000000000000000000000"
 MODEL = "gpt-4o-mini"
 PROMPT = "Say hello."
 REPLY = "Hello! " * 30  # 210 characters
 CHUNKS = 16
-MAX_CONNECTIONS = 1000
+MAX_CONNECTIONS = 100  # see the module docstring
 TIMEOUT = httpx.Timeout(120.0, connect=10.0, pool=600.0)  # what OpenAICompatible builds
 TARGETS = {"latency": 1.10, "throughput": 0.90, "cpu": 1.25}
 
@@ -187,31 +193,29 @@ async def _compare(
     server = psutil.Process(pid)
     out: dict[str, Any] = {kind: {"lat": [], "cpu1": []} for kind in KINDS}
     variants = {kind: _variant(kind, api, url) for kind in KINDS}
-    for call, _ in variants.values():  # warm up: imports, caches, the first connection
-        await _block(call, BLOCK)
-    for _ in range(max(1, calls // BLOCK)):
-        for kind, (call, _) in variants.items():
-            latencies, cpu = await _block(call, BLOCK)
-            out[kind]["lat"] += latencies
-            out[kind]["cpu1"].append(cpu)
-    for _, close in variants.values():
-        await close()
-    for concurrency in CONCURRENCY:
-        server_cpu = sum(server.cpu_times()[:2])
-        started = time.perf_counter()
-        for _ in range(rounds):
-            for kind in KINDS:
-                # A fresh pool per burst: what a cancelled burst leaves behind (idle
-                # connections, which httpcore scans on every request) must not weigh on the next.
-                call, close = _variant(kind, api, url)
-                try:
+    try:
+        for call, _ in variants.values():  # warm up: imports, caches, the first connection
+            await _block(call, BLOCK)
+        for _ in range(max(1, calls // BLOCK)):
+            for kind, (call, _) in variants.items():
+                latencies, cpu = await _block(call, BLOCK)
+                out[kind]["lat"] += latencies
+                out[kind]["cpu1"].append(cpu)
+        for concurrency in CONCURRENCY:
+            for call, _ in variants.values():  # settle each pool at this load, unmeasured
+                await _burst(call, concurrency, RAMP_UP)
+            server_cpu = sum(server.cpu_times()[:2])
+            started = time.perf_counter()
+            for _ in range(rounds):
+                for kind, (call, _) in variants.items():
                     rps, cpu = await _burst(call, concurrency, window)
-                finally:
-                    await close()
-                out[kind].setdefault(f"rps{concurrency}", []).append(rps)
-                out[kind].setdefault(f"cpu{concurrency}", []).append(cpu)
-        busy = sum(server.cpu_times()[:2]) - server_cpu
-        out[f"server{concurrency}"] = 100 * busy / (time.perf_counter() - started)
+                    out[kind].setdefault(f"rps{concurrency}", []).append(rps)
+                    out[kind].setdefault(f"cpu{concurrency}", []).append(cpu)
+            busy = sum(server.cpu_times()[:2]) - server_cpu
+            out[f"server{concurrency}"] = 100 * busy / (time.perf_counter() - started)
+    finally:
+        for _, close in variants.values():
+            await close()
     return out
 
 
@@ -312,8 +316,8 @@ def _profile(api: str, url: str, calls: int) -> None:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--calls", type=int, default=500, help="calls at concurrency 1")
-    parser.add_argument("--window", type=float, default=2.0, help="seconds measured per burst")
-    parser.add_argument("--rounds", type=int, default=3, help="bursts per variant and load")
+    parser.add_argument("--window", type=float, default=1.0, help="seconds measured per burst")
+    parser.add_argument("--rounds", type=int, default=7, help="bursts per variant and load")
     parser.add_argument("--profile", choices=APIS, help="profile the provider instead")
     parser.add_argument("--worker", help=argparse.SUPPRESS)
     parser.add_argument("--url", help=argparse.SUPPRESS)

@@ -61,7 +61,7 @@ class HTTPSettings:
     timeout: float = 600.0
     connect_timeout: float = 10.0
     read_timeout: float = 120.0
-    max_connections: int = 1000
+    max_connections: int = 100
 
 
 class HTTPTransport:

@@ -67,7 +67,7 @@ class HTTPInterface(LLMInterface):
         timeout: float = 600.0,
         connect_timeout: float = 10.0,
         read_timeout: float = 120.0,
-        max_connections: int = 1000,
+        max_connections: int = 100,
         rate_limit_capacity: float | None = None,
         rate_limit_refill_rate: float = 1.0,
         rate_limit: TokenBucket | None = None,
