@@ -2,28 +2,32 @@
 
 ``@llm_function`` turns a typed, docstring-only ``async def`` into a typed LLM call;
 ``@llm_chat`` turns one into a streaming, tool-using agent with history.
+
+Every export loads its module on first access (``simplellmfunc._lazy``): importing the package
+is cheap and has no side effects.
 """
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from ._abort import AbortSignal
-from ._content import ImgPath, ImgUrl, Text
-from .decorators import llm_chat, llm_function
-from .providers import (
-    AnthropicCompatible,
-    APIKeyPool,
-    FallbackLLM,
-    LLMInterface,
-    OpenAICompatible,
-    OpenAIResponsesCompatible,
-    TokenBucket,
-    make_llm,
-)
-from .tools import Tool, ToolEventEmitter, tool
+from ._lazy import lazy_exports
 
 if TYPE_CHECKING:
+    from ._abort import AbortSignal
+    from ._content import ImgPath, ImgUrl, Text
     from .builtin import FileToolset, PyRepl, SelfReference
+    from .decorators import llm_chat, llm_function
     from .mcp import MCPToolset
+    from .providers import (
+        AnthropicCompatible,
+        APIKeyPool,
+        FallbackLLM,
+        LLMInterface,
+        OpenAICompatible,
+        OpenAIResponsesCompatible,
+        TokenBucket,
+        make_llm,
+    )
+    from .tools import Tool, ToolEventEmitter, tool
 
 __all__ = [
     "APIKeyPool",
@@ -51,18 +55,29 @@ __all__ = [
 
 __version__ = "0.1.0"
 
-_LAZY = {
-    "FileToolset": "simplellmfunc.builtin",
-    "MCPToolset": "simplellmfunc.mcp",
-    "PyRepl": "simplellmfunc.builtin",
-    "SelfReference": "simplellmfunc.builtin",
-}
-
-
-def __getattr__(name: str) -> Any:
-    # Builtins pull in jupyter_client and friends; import them only when asked for.
-    if name in _LAZY:
-        import importlib
-
-        return getattr(importlib.import_module(_LAZY[name]), name)
-    raise AttributeError(f"module 'simplellmfunc' has no attribute {name!r}")
+__getattr__, __dir__ = lazy_exports(
+    __name__,
+    {
+        "APIKeyPool": ".providers",
+        "AbortSignal": "._abort",
+        "AnthropicCompatible": ".providers",
+        "FallbackLLM": ".providers",
+        "FileToolset": ".builtin",
+        "ImgPath": "._content",
+        "ImgUrl": "._content",
+        "LLMInterface": ".providers",
+        "MCPToolset": ".mcp",
+        "OpenAICompatible": ".providers",
+        "OpenAIResponsesCompatible": ".providers",
+        "PyRepl": ".builtin",
+        "SelfReference": ".builtin",
+        "Text": "._content",
+        "TokenBucket": ".providers",
+        "Tool": ".tools",
+        "ToolEventEmitter": ".tools",
+        "llm_chat": ".decorators",
+        "llm_function": ".decorators",
+        "make_llm": ".providers",
+        "tool": ".tools",
+    },
+)

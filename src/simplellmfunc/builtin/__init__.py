@@ -7,8 +7,9 @@ tools should not pay for.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from .._lazy import lazy_exports
 
 if TYPE_CHECKING:
     from ._bridge_pack import PrimitivePack
@@ -19,16 +20,13 @@ if TYPE_CHECKING:
 
 __all__ = ["FileToolset", "KernelPool", "PrimitivePack", "PyRepl", "SelfReference"]
 
-_MODULES = {
-    "FileToolset": "._files",
-    "KernelPool": "._kernel_pool",
-    "PrimitivePack": "._bridge_pack",
-    "PyRepl": "._pyrepl",
-    "SelfReference": "._selfref",
-}
-
-
-def __getattr__(name: str) -> Any:
-    if name in _MODULES:
-        return getattr(importlib.import_module(_MODULES[name], __name__), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__getattr__, __dir__ = lazy_exports(
+    __name__,
+    {
+        "FileToolset": "._files",
+        "KernelPool": "._kernel_pool",
+        "PrimitivePack": "._bridge_pack",
+        "PyRepl": "._pyrepl",
+        "SelfReference": "._selfref",
+    },
+)

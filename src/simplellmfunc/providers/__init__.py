@@ -1,31 +1,39 @@
-"""Providers: the ``LLMInterface`` contract and adapters for model APIs."""
+"""Providers: the ``LLMInterface`` contract and adapters for model APIs.
 
-from ._anthropic import AnthropicCompatible
-from ._base import (
-    Capabilities,
-    FinishEvent,
-    LLMInterface,
-    LLMRequest,
-    LLMResponse,
-    ReasoningDelta,
-    ResponseFormat,
-    StreamEvent,
-    TextDelta,
-    ToolCallDelta,
-    ToolSpec,
-    UsageEvent,
-)
-from ._claude_cli import ClaudeCodeCLI
-from ._fallback import FallbackLLM
-from ._http import HTTPSettings
-from ._http_interface import HTTPInterface
-from ._keys import APIKeyPool
-from ._openai import OpenAICompatible
-from ._presets import PRESETS, Preset, make_llm
-from ._ratelimit import TokenBucket
-from ._responses import OpenAIResponsesCompatible
-from ._retry import RetryPolicy
-from ._tokens import count_message_tokens, count_text_tokens
+Exports load on first access (see ``simplellmfunc._lazy``).
+"""
+
+from typing import TYPE_CHECKING
+
+from .._lazy import lazy_exports
+
+if TYPE_CHECKING:
+    from ._anthropic import AnthropicCompatible
+    from ._base import (
+        Capabilities,
+        FinishEvent,
+        LLMInterface,
+        LLMRequest,
+        LLMResponse,
+        ReasoningDelta,
+        ResponseFormat,
+        StreamEvent,
+        TextDelta,
+        ToolCallDelta,
+        ToolSpec,
+        UsageEvent,
+    )
+    from ._claude_cli import ClaudeCodeCLI
+    from ._fallback import FallbackLLM
+    from ._http import HTTPSettings
+    from ._http_interface import HTTPInterface
+    from ._keys import APIKeyPool
+    from ._openai import OpenAICompatible
+    from ._presets import PRESETS, Preset, make_llm
+    from ._ratelimit import TokenBucket
+    from ._responses import OpenAIResponsesCompatible
+    from ._retry import RetryPolicy
+    from ._tokens import count_message_tokens, count_text_tokens
 
 __all__ = [
     "PRESETS",
@@ -56,3 +64,36 @@ __all__ = [
     "count_text_tokens",
     "make_llm",
 ]
+
+__getattr__, __dir__ = lazy_exports(
+    __name__,
+    {
+        "APIKeyPool": "._keys",
+        "AnthropicCompatible": "._anthropic",
+        "Capabilities": "._base",
+        "ClaudeCodeCLI": "._claude_cli",
+        "FallbackLLM": "._fallback",
+        "FinishEvent": "._base",
+        "HTTPInterface": "._http_interface",
+        "HTTPSettings": "._http",
+        "LLMInterface": "._base",
+        "LLMRequest": "._base",
+        "LLMResponse": "._base",
+        "OpenAICompatible": "._openai",
+        "OpenAIResponsesCompatible": "._responses",
+        "PRESETS": "._presets",
+        "Preset": "._presets",
+        "ReasoningDelta": "._base",
+        "ResponseFormat": "._base",
+        "RetryPolicy": "._retry",
+        "StreamEvent": "._base",
+        "TextDelta": "._base",
+        "TokenBucket": "._ratelimit",
+        "ToolCallDelta": "._base",
+        "ToolSpec": "._base",
+        "UsageEvent": "._base",
+        "count_message_tokens": "._tokens",
+        "count_text_tokens": "._tokens",
+        "make_llm": "._presets",
+    },
+)
