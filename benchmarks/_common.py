@@ -3,16 +3,18 @@
 Every benchmark measures a floor in the same run (e.g. raw httpx against the same server) and
 prints ratios to it, so figures from a busy or slow machine still compare like with like.
 
-Typical use::
+Typical use (benchmark scripts run as ``python benchmarks/bench_x.py``, so ``_common`` is
+importable by its bare name)::
 
-    from _common import MockServerProcess, measure, print_table, summarize
+    from _common import MockServerProcess, measure, print_table, run_worker, summarize
 
     with MockServerProcess(["--reply-text", "hello", "--chunks", "8"]) as server:
         ...  # point clients at server.url; server.cpu_seconds() tells its CPU use
 
     with measure() as m:
         ...  # m.wall, m.cpu after the block (this process only)
-    stats = summarize(latencies)  # median, p95, ...
+    stats = summarize(latencies)  # .median, .p95, .p99, .mean, .minimum
+    result = run_worker(__file__, ["--worker", "x"])  # the JSON a fresh process printed last
     print_table(["variant", "p50 ms"], [["floor", 1.2]])
 
 Run a benchmark's variants in fresh processes (:func:`run_worker`) when their memory or CPU must
@@ -24,8 +26,9 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import resource
+import selectors
+import signal
 import statistics
 import subprocess
 import sys
@@ -117,7 +120,7 @@ class MockServerProcess:
         if process is None:
             return
         if process.poll() is None:
-            process.send_signal(2)  # SIGINT: the server's clean shutdown
+            process.send_signal(signal.SIGINT)  # the server's clean shutdown
             try:
                 process.wait(timeout=5)
             except subprocess.TimeoutExpired:
@@ -129,18 +132,21 @@ class MockServerProcess:
 
 
 def _read_ready(process: subprocess.Popen[str]) -> str:
-    """The URL from the server's ``READY <url>`` line."""
+    """The URL from the server's ``READY <url>`` line (waiting at most ``READY_TIMEOUT``)."""
     assert process.stdout is not None
     deadline = time.monotonic() + READY_TIMEOUT
-    os.set_blocking(process.stdout.fileno(), True)
-    while time.monotonic() < deadline:
-        line = process.stdout.readline()
-        if not line:
-            stderr = process.stderr.read() if process.stderr else ""
-            raise RuntimeError(f"mock server exited before READY: {stderr.strip()[-500:]}")
-        if line.startswith("READY "):
-            return line.split(" ", 1)[1].strip()
-    raise RuntimeError("mock server did not print READY in time")
+    with selectors.DefaultSelector() as selector:
+        selector.register(process.stdout, selectors.EVENT_READ)
+        while (left := deadline - time.monotonic()) > 0:
+            if not selector.select(left):
+                continue
+            line = process.stdout.readline()
+            if not line:
+                stderr = process.stderr.read() if process.stderr else ""
+                raise RuntimeError(f"mock server exited before READY: {stderr.strip()[-500:]}")
+            if line.startswith("READY "):
+                return line.split(" ", 1)[1].strip()
+    raise RuntimeError(f"mock server did not print READY within {READY_TIMEOUT:g} s")
 
 
 def cpu_seconds() -> float:

@@ -365,6 +365,34 @@ class PyRepl:
         self._kernel.selfref_namespace = namespace
         self._kernel.invalidate()
 
+    def fork(self) -> PyRepl:
+        """A new, unstarted PyRepl with this one's settings, primitive packs and attached
+        ``self_reference``; its kernel is its own (nothing of this one's namespace is shared).
+
+        SelfReference forks give each child agent one. The caller owns the copy: close it.
+        """
+        settings, limits = self._kernel.settings, self._limits
+        clone = PyRepl(
+            self._cwd,
+            limits.execution_timeout,
+            limits.input_idle_timeout,
+            env=settings.env,
+            memory_limit_mb=settings.memory_limit_mb,
+            cpu_time_limit_s=settings.cpu_time_limit_s,
+            max_output_tokens=self._max_output_tokens,
+            interrupt_grace_seconds=limits.interrupt_grace,
+            pool=settings.pool,
+            log_dir=self._log_dir,
+            startup_timeout_seconds=settings.startup_timeout,
+            max_kernel_deaths=settings.max_deaths,
+            kernel_death_window_seconds=settings.death_window,
+            max_capture_chars=limits.max_capture_chars,
+        )
+        clone._kernel.packs.update(self._kernel.packs)
+        clone._kernel.selfref_namespace = self._kernel.selfref_namespace
+        clone._self_reference = self._self_reference
+        return clone
+
     def __repr__(self) -> str:
         closed = self._kernel.closed
         state = "closed" if closed else "running" if self.is_running else "not started"

@@ -55,6 +55,11 @@ class ExecuteCodeTool(Tool):
         budget = int(repl._max_output_tokens * 1.2) + 1000
         super().__init__(name="execute_code", description=EXECUTE_DESCRIPTION, result_budget=budget)
 
+    @property
+    def repl(self) -> PyRepl:
+        """The PyRepl this tool runs in."""
+        return self._repl
+
     async def run(
         self,
         code: str,
@@ -84,6 +89,11 @@ class ResetReplTool(Tool):
         self._repl = repl
         super().__init__(name="reset_repl", description=RESET_DESCRIPTION)
 
+    @property
+    def repl(self) -> PyRepl:
+        """The PyRepl this tool runs in."""
+        return self._repl
+
     async def run(self) -> str:
         """Clear REPL variables (self_reference and runtime primitives are kept)."""
         return await self._repl.reset()
@@ -95,6 +105,11 @@ class ListVariablesTool(Tool):
     def __init__(self, repl: PyRepl) -> None:
         self._repl = repl
         super().__init__(name="list_variables", description=LIST_DESCRIPTION)
+
+    @property
+    def repl(self) -> PyRepl:
+        """The PyRepl this tool runs in."""
+        return self._repl
 
     async def run(self) -> list[dict[str, str]]:
         """List user variables with their type names."""

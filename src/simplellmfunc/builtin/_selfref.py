@@ -31,6 +31,7 @@ from ..exceptions import InvalidHistoryError, UserError
 from ._selfref_memory import MemoryMap, normalise_edited, normalise_history
 from ._selfref_store import KeyState, MemoryStore, SelfRefStore, SQLiteStore
 from ._selfref_summary import summary_text
+from ._selfref_turn import current_turn
 
 if TYPE_CHECKING:
     from ..engine._invocation import RunHook
@@ -60,14 +61,27 @@ class SelfReference:
     Args:
         path: A SQLite file to persist to (created if missing); ``None`` keeps state in memory.
         store: An explicit store (overrides ``path``).
+        max_fork_depth: How deep forks may nest (a root agent is depth 0, its forks depth 1);
+            a spawn beyond it is refused.
+        max_concurrent_forks: Forks of one turn that run at once; further spawns are queued.
 
     Raises:
         ConfigError: If the database cannot be opened.
+        UserError: For a negative depth or a concurrency below 1.
     """
 
     def __init__(
-        self, path: str | Path | None = None, *, store: SelfRefStore | None = None
+        self,
+        path: str | Path | None = None,
+        *,
+        store: SelfRefStore | None = None,
+        max_fork_depth: int = 2,
+        max_concurrent_forks: int = 4,
     ) -> None:
+        if max_fork_depth < 0 or max_concurrent_forks < 1:
+            raise UserError("max_fork_depth must be >= 0 and max_concurrent_forks >= 1")
+        self.max_fork_depth = max_fork_depth
+        self.max_concurrent_forks = max_concurrent_forks
         if store is None:
             store = SQLiteStore(path) if path is not None else MemoryStore()
         self._store: SelfRefStore = store
@@ -101,6 +115,10 @@ class SelfReference:
         """Return the compaction checkpoints of ``key``, oldest first."""
         return copy.deepcopy([dict(s) for s in self.state(key).summaries])
 
+    def get_forks(self, key: str) -> dict[str, dict[str, Any]]:
+        """Return the fork handles of ``key`` by fork id (memory key, task, status, usage)."""
+        return copy.deepcopy({k: dict(v) for k, v in self.state(key).forks.items()})
+
     def keys(self) -> list[str]:
         """Return every key with stored state."""
         with self._lock:
@@ -119,7 +137,8 @@ class SelfReference:
         return selfref_pack(self)
 
     def active_key(self, key: str | None = None) -> str:
-        """``key``, or the key of the most recently started turn that is still running.
+        """``key``, or the key of the turn whose tool call is running in this context (else the
+        most recently started turn that is still running).
 
         Raises:
             UserError: If no key is given and no bound turn is running.
@@ -128,6 +147,9 @@ class SelfReference:
             if not isinstance(key, str) or not key:
                 raise UserError("a memory key must be a non-empty string")
             return key
+        turn = current_turn(self)
+        if turn is not None:  # the turn whose tool call is running (forks run concurrently)
+            return turn.key
         with self._lock:
             if not self._pending:
                 raise UserError(
@@ -249,6 +271,31 @@ class SelfReference:
             "summary_count": len(state.summaries),
             "last_summary": copy.deepcopy(dict(state.summaries[-1])) if state.summaries else None,
         }
+
+    # -- fork handles ------------------------------------------------------------------------
+
+    def open_fork(self, key: str, parent_fork_id: str | None, task: str) -> tuple[str, str]:
+        """Register a new fork of ``key``; return its ``(fork_id, memory_key)``.
+
+        The fork's key starts with ``key``'s experiences (same ids); fork numbers only grow.
+        """
+        with self._lock:
+            state = self.state(key)
+            n = len(state.forks) + 1
+            fork_id = f"{parent_fork_id}.{n}" if parent_fork_id else f"fork_{n}"
+            child = f"{key}::fork::{n}"
+            handle: dict[str, Any] = {"memory_key": child, "task": task, "status": "running"}
+            handle["created"] = time.time()
+            self._save(key, replace(state, forks={**state.forks, fork_id: handle}))
+            self._save(child, KeyState((), state.experiences, state.next_experience))
+        return fork_id, child
+
+    def close_fork(self, key: str, fork_id: str, outcome: Mapping[str, Any]) -> None:
+        """Record how the fork ``fork_id`` of ``key`` ended."""
+        with self._lock:
+            state = self.state(key)
+            handle = {**state.forks.get(fork_id, {}), **outcome}
+            self._save(key, replace(state, forks={**state.forks, fork_id: handle}))
 
     # -- internals shared with the memory handle and the run hook --------------------------
 

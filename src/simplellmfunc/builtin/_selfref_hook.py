@@ -14,6 +14,9 @@ What a turn does with memory (the documented contract):
   ``ContextSummaryMutation`` for compaction, then one ``ContextReplaceMutation`` carrying the
   edited stored history plus the turn's messages since the last sync (after a compaction those
   are dropped: the summary replaces them). After every tool batch the transcript is written back.
+* **Forks**: the turn is set as the active turn of its run's task, so primitives called from its
+  tool calls act on its key and spawn its forks (``_selfref_fork``). At the end, forks still
+  running are cancelled and waited for before anything else, so their usage is in the total.
 * **End** (``on_end``): the final transcript is written to the key, so the returned history and
   the stored one agree. Edits made in a batch that an abort cut short reach the store, not the
   returned history.
@@ -24,7 +27,9 @@ history's) does.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Sequence
+from contextvars import Token
 from typing import TYPE_CHECKING, Any
 
 import anyio.to_thread
@@ -45,6 +50,7 @@ from .._mutations import (
 from ..engine._invocation import RunHook, RunView
 from ..exceptions import InvalidHistoryError
 from ._selfref_store import KeyState
+from ._selfref_turn import ACTIVE_TURN, Turn
 
 if TYPE_CHECKING:
     from ._selfref import SelfReference
@@ -71,6 +77,13 @@ is shown under "## Experiences"; `runtime.selfref.context.forget(id)` removes it
 discoveries=[...], completed=[...], current_status=..., likely_next_work=..., \
 relevant_files_directories=[...], remember=[...])`: the conversation is replaced by that summary \
 and the system prompt is kept.
+- Parallel subtasks: `runtime.selfref.fork.spawn(task, instruction)` starts a fork, a child \
+agent that sees this conversation up to the current tool call plus the task, runs concurrently \
+with its own fresh Python REPL, and returns {{"fork_id", "status"}}; \
+`runtime.selfref.fork.gather_all(include_history=False)` waits for every fork and returns \
+{{fork_id: {{"status", "response", "result", "error", "usage", ...}}}} (check `status` first: \
+completed, failed or cancelled). Forks still running when you give your final answer are \
+cancelled; forks cannot nest deeper than the configured depth.
 - Edits reach your context when the current tool call has finished. `reset_repl` clears Python \
 variables only and never touches memory; forget explicitly with `delete`, `replace`, `clear` or \
 `forget`."""
@@ -117,13 +130,20 @@ def _replay_experiences(state: KeyState) -> list[ContextMutation]:
 
 
 class SelfReferenceHook(RunHook):
-    """Binds the turns of one ``@llm_chat`` function to ``key`` of ``owner``."""
+    """Binds the turns of one ``@llm_chat`` function to ``key`` of ``owner``.
+
+    Forks run in the run's task group, so the run must be driven by ``run_react``.
+    """
+
+    needs_task_group = True
 
     def __init__(self, owner: SelfReference, key: str) -> None:
         self._owner = owner
         self._key = key
         # Messages of the transcript as last written to the store, per running call.
         self._synced: dict[str, tuple[Message, ...]] = {}
+        # The running turns (what primitives act on), per running call.
+        self._turns: dict[str, tuple[Turn, Token[Turn | None]]] = {}
 
     @property
     def key(self) -> str:
@@ -145,7 +165,15 @@ class SelfReferenceHook(RunHook):
         return await self._merge(run, always_sync=True)
 
     async def on_end(self, run: RunView) -> None:
-        """Write the final transcript (or the edited store plus the turn's tail) to the key."""
+        """Wind down the turn's forks, then write the final transcript (or the edited store plus
+        the turn's tail) to the key."""
+        entry = self._turns.pop(run.agent_call_id, None)
+        if entry is not None:
+            turn, token = entry
+            if turn.forks is not None:
+                await turn.forks.close()
+            with contextlib.suppress(ValueError, RuntimeError):  # ended in another context
+                ACTIVE_TURN.reset(token)
         synced = self._synced.pop(run.agent_call_id, None)
         edits = self._owner.take_edits(self._key)
         self._owner.close_turn(self._key)
@@ -165,6 +193,9 @@ class SelfReferenceHook(RunHook):
 
     async def _start(self, run: RunView) -> list[ContextMutation]:
         self._owner.open_turn(self._key)
+        # Set in the run's task: its tool calls (and the primitives they call) see this turn.
+        turn = Turn(self._owner, self._key, self, run)
+        self._turns[run.agent_call_id] = (turn, ACTIVE_TURN.set(turn))
         state = await anyio.to_thread.run_sync(self._owner.state, self._key)
         messages = run.transcript.messages
         has_system = bool(messages) and isinstance(messages[0], SystemMessage)

@@ -6,9 +6,12 @@ Installed under the namespace ``selfref``. Kernel code sees it twice:
   handle API of :class:`~._selfref_memory.MemoryHandle`);
 * ``runtime.selfref.context.inspect() / remember(text) / forget(experience_id) / compact(...)``.
 
-The ``context`` primitives act on the key of the most recently started ``@llm_chat`` turn that
-is still running (the agent whose tool call is executing), or on ``key=`` when given. Store work
-runs in a worker thread (SQLite commits fsync). Forks are not implemented yet.
+* ``runtime.selfref.fork.spawn(task, instruction) / gather_all(include_history=False)``: child
+  agents of the running turn (see ``_selfref_fork``).
+
+The ``context`` primitives act on the key of the ``@llm_chat`` turn whose tool call is executing
+(else the most recently started turn that is still running), or on ``key=`` when given. Store
+work runs in a worker thread (SQLite commits fsync).
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 import anyio.to_thread
 
 from ._bridge_pack import PrimitivePack
+from ._selfref_turn import active_turn
 
 if TYPE_CHECKING:
     from ._selfref import SelfReference
@@ -27,6 +31,8 @@ if TYPE_CHECKING:
 __all__ = ["NAMESPACE", "selfref_pack"]
 
 NAMESPACE = "selfref"
+# gather_all waits for child agents; the execution's own time limit usually ends it first.
+_GATHER_TIMEOUT = 3600.0
 
 _MEMORY_METHODS: dict[str, str] = {
     "count": "count() -> int: number of stored messages",
@@ -57,7 +63,7 @@ def selfref_pack(owner: SelfReference) -> PrimitivePack:
     """Build the ``selfref`` primitive pack for ``owner`` (its ``backend``)."""
     pack = PrimitivePack(
         NAMESPACE,
-        description="SelfReference memory: history, experiences, compaction",
+        description="SelfReference memory: history, experiences, compaction, forks",
         backend=owner,
     )
     for method, contract in _MEMORY_METHODS.items():
@@ -107,4 +113,24 @@ def selfref_pack(owner: SelfReference) -> PrimitivePack:
         ("compact", compact),
     ):
         pack.add(f"context.{name}", func)
+    _add_fork_primitives(pack, owner)
     return pack
+
+
+def _add_fork_primitives(pack: PrimitivePack, owner: SelfReference) -> None:
+    async def spawn(task: str, instruction: str = "") -> dict[str, Any]:
+        """Start a fork: a child agent that sees your conversation up to this tool call plus
+        the task, and runs concurrently with its own fresh REPL; returns {"fork_id",
+        "memory_key", "depth", "status"} (status "running", or "queued" at the concurrency
+        limit)."""
+        return await active_turn(owner).fork_manager().spawn(task, instruction)
+
+    async def gather_all(include_history: bool = False) -> dict[str, dict[str, Any]]:
+        """Wait for every fork of this turn; returns {fork_id: {"status", "response", "result",
+        "error", "usage", "terminated_by", ...}} with status completed, failed or cancelled
+        ("result" is the reply parsed as JSON when it is JSON). If the execution times out
+        while waiting, the forks keep running: call gather_all again."""
+        return await active_turn(owner).fork_manager().gather_all(include_history)
+
+    pack.add("fork.spawn", spawn)
+    pack.add("fork.gather_all", gather_all, timeout=_GATHER_TIMEOUT)

@@ -135,8 +135,9 @@ def llm_chat(
         async def wrapper(*args: Any, **kwargs: Any) -> AsyncIterator[Any]:
             call = await prepare(args, kwargs)
             view = _HistoryView(call.transcript)
-            if enable_event or stream:
+            if enable_event or stream or _needs_task_group(call.invocation):
                 # Live events and stream deltas need the run in its own task: the event pump.
+                # So do hooks with background work (forks): run_react gives them a task group.
                 # aclosing: a consumer leaving early closes the pump here, in this task.
                 async with aclosing(event_pump(call.run)) as items:
                     async for item in items:
@@ -252,6 +253,10 @@ class _HistoryView:
             self._key = messages
             self._cache = history_to_dicts(messages)
         return list(self._cache)
+
+
+def _needs_task_group(invocation: Invocation) -> bool:
+    return any(hook.needs_task_group for hook in invocation.hooks)
 
 
 def _self_reference_hook(self_reference: Any, key: str | None) -> RunHook | None:

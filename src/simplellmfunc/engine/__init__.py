@@ -4,6 +4,7 @@ from ._compile import FINAL_ANSWER_INSTRUCTION, compile_request, system_context
 from ._emit import Emitter
 from ._invocation import Invocation, RunHook, RunView
 from ._loop import ReactRun, run_react
+from ._run_context import RunContext
 from ._scheduler import BatchResult, run_tool_batch
 from ._state import RunResult, RunState
 
@@ -13,6 +14,7 @@ __all__ = [
     "Emitter",
     "Invocation",
     "ReactRun",
+    "RunContext",
     "RunHook",
     "RunResult",
     "RunState",

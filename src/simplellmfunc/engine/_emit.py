@@ -42,6 +42,18 @@ class Emitter:
         """The id of this agent call."""
         return self._origin.agent_call_id
 
+    @property
+    def origin(self) -> EventOrigin:
+        """The origin stamped on this emitter's events (``seq`` aside)."""
+        return self._origin
+
+    def derive(self, origin: EventOrigin) -> Emitter:
+        """An emitter of events only, into the same stream, with ``origin`` (a fork's run).
+
+        Text and raw items are never sent: they are the parent's output.
+        """
+        return Emitter(self._send, origin, wants_events=self.wants_events)
+
     async def event(self, event: ReactEvent) -> None:
         """Send ``event`` if events are wanted."""
         if self.wants_events and self._send is not None:

@@ -14,25 +14,38 @@ if TYPE_CHECKING:
     from .._mutations import ContextMutation
     from .._transcript import Transcript
     from ..tools._tool import Tool
+    from ._run_context import RunContext
 
 __all__ = ["Invocation", "RunHook", "RunView"]
 
 
 @dataclass(frozen=True, slots=True)
 class RunView:
-    """What a hook may read about the running call."""
+    """What a hook may read about the running call.
+
+    ``context`` gives access to the run's task group, emitter, abort signal and usage total
+    (``None`` only for views built outside a run).
+    """
 
     transcript: Transcript
     iteration: int
     agent_call_id: str
     invocation: Invocation
+    context: RunContext | None = None
 
 
 class RunHook:
     """Contributes context mutations at fixed points of the loop (override what you need).
 
     SelfReference implements this to seed memory, inject experiences and merge memory edits.
+
+    Attributes:
+        needs_task_group: The hook starts background work through ``RunView.context`` (forks),
+            so the run must be driven by ``run_react``, which gives it a task group; decorators
+            then run it in a task of its own even when the caller wants no events.
     """
+
+    needs_task_group: bool = False
 
     async def before_llm_call(self, run: RunView) -> Sequence[ContextMutation]:
         """Mutations to apply before each LLM call (the seed's "hook" phase)."""

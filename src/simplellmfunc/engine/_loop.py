@@ -10,6 +10,11 @@ buffered during a phase and needs no task of its own. :func:`run_react` runs the
 (the event pump runs it in its own task, for live events). Steps are plain coroutines: no async
 generator sits between a consumer and the provider's socket (each one costs CPU on every
 suspension of the HTTP call).
+
+:meth:`ReactRun.run_to_end` (what :func:`run_react` does) runs the phases inside a task group of
+the run's own, handed to hooks through ``RunView.context``: hooks start background work there
+(SelfReference forks), and whatever is still running when the run ends is cancelled. A stepped
+run has no task group.
 """
 
 from __future__ import annotations
@@ -26,6 +31,7 @@ from .._transcript import Transcript
 from ..exceptions import ProviderError
 from ._emit import Emitter
 from ._invocation import Invocation, RunView
+from ._run_context import RunContext
 from ._state import RunResult, RunState
 from ._steps import act, think
 
@@ -47,9 +53,8 @@ async def run_react(
     Raises:
         ProviderError: When an LLM call fails after retries (the run ends with an event).
     """
-    async with ReactRun(invocation, transcript, emitter, abort, user_input=user_input) as run:
-        while await run.step():
-            pass
+    run = ReactRun(invocation, transcript, emitter, abort, user_input=user_input)
+    await run.run_to_end()
     return run.state.result()
 
 
@@ -80,6 +85,8 @@ class ReactRun:
         user_input: str = "",
     ) -> None:
         self.state = RunState(transcript)
+        if invocation.hooks:  # only hooks use it (and it ties the state in a reference cycle)
+            self.state.context = RunContext(self.state, emitter, abort)
         self._invocation = invocation
         self._emitter = emitter
         self._abort = abort
@@ -92,6 +99,42 @@ class ReactRun:
             tools = tuple(t.name for t in self._invocation.tools)
             await self._emitter.event(ReactStartEvent(self._user_input, tools))
         return self
+
+    async def run_to_end(self) -> None:
+        """Enter the run and step it to the end, inside a task group of its own.
+
+        Hooks reach the task group through ``RunView.context``; tasks still running when the
+        run ends are cancelled (and waited for) before this returns. The task group exists only
+        when a hook declares ``needs_task_group`` (it costs an event-loop turn per run).
+
+        Raises:
+            ProviderError: When an LLM call fails after retries (the run ends with an event).
+        """
+        if not any(hook.needs_task_group for hook in self._invocation.hooks):
+            # Nothing will start background work: no task group (and no cancel) to pay for.
+            async with self:
+                while await self.step():
+                    pass
+            return
+        context = self.state.context
+        try:
+            async with anyio.create_task_group() as tasks:
+                if context is not None:
+                    context.bind(tasks)
+                try:
+                    async with self:
+                        while await self.step():
+                            pass
+                finally:
+                    if context is not None:
+                        context.bind(None)
+                    tasks.cancel_scope.cancel()
+        except BaseExceptionGroup as group:
+            # The group only wraps what the run raised (background tasks catch their own
+            # failures): callers get the run's exception unchanged, as without a task group.
+            if len(group.exceptions) == 1:
+                raise group.exceptions[0] from None
+            raise
 
     async def step(self) -> bool:
         """Run the next phase; return whether the run goes on.
@@ -142,7 +185,9 @@ class ReactRun:
 async def _notify_hooks(invocation: Invocation, state: RunState, emitter: Emitter) -> None:
     for hook in invocation.hooks:
         await hook.on_end(
-            RunView(state.transcript, state.iteration, emitter.agent_call_id, invocation)
+            RunView(
+                state.transcript, state.iteration, emitter.agent_call_id, invocation, state.context
+            )
         )
 
 

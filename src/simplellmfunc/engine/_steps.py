@@ -51,7 +51,9 @@ def aborted(state: RunState, abort: AbortSignal | None) -> bool:
 
 
 def _view(invocation: Invocation, state: RunState, emitter: Emitter) -> RunView:
-    return RunView(state.transcript, state.iteration, emitter.agent_call_id, invocation)
+    return RunView(
+        state.transcript, state.iteration, emitter.agent_call_id, invocation, state.context
+    )
 
 
 async def think(
