@@ -145,7 +145,9 @@ class SSEDecoder:
             self._skip_lf = True
         events: list[ServerSentEvent] = []
         for line in lines:
-            if line:
+            if line[:6] == "data: ":  # the common line, handled inline: this loop is hot
+                self._data.append(line[6:])
+            elif line:
                 self._process_line(line)
             elif self._data:
                 events.append(self._dispatch())
