@@ -49,6 +49,7 @@ SYSTEM, USER = "You help.", "go"
 NAP = 0.2
 PARALLEL = 8
 SESSIONS = 1000
+CONNECTIONS = SESSIONS  # floor and engine share this connection limit
 KEY = "sk-bench-0123456789"
 TARGETS = {"cpu": 1.3, "ideal": 0.10, "rate": 0.8, "rss_kb": 100.0}
 Call = Callable[[], Awaitable[Any]]
@@ -74,7 +75,7 @@ def _floor_client(url: str) -> Any:
     return httpx.AsyncClient(
         base_url=url,
         headers={"authorization": f"Bearer {KEY}", "content-type": "application/json"},
-        limits=httpx.Limits(max_connections=SESSIONS, max_keepalive_connections=SESSIONS),
+        limits=httpx.Limits(max_connections=CONNECTIONS, max_keepalive_connections=CONNECTIONS),
         timeout=120,
     )
 
@@ -279,7 +280,8 @@ def _make_call(scenario: str, impl: str, url: str) -> tuple[Any, Call]:
         return client, _floor_turn(client, "nap" if scenario == "c" else "noop", _nap(scenario))
     from simplellmfunc import OpenAICompatible
 
-    llm = OpenAICompatible(KEY, "bench", url, max_retries=0)
+    # The same connection limit as the floor's client: like against like.
+    llm = OpenAICompatible(KEY, "bench", url, max_retries=0, max_connections=CONNECTIONS)
     if impl == "provider":
         return llm, _provider_extract(llm) if scenario == "a" else _provider_turn(llm)
     if scenario == "a":
