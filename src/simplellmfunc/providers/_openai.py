@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import AsyncGenerator, AsyncIterator
-from typing import Any, cast
+from typing import Any, Protocol, cast
 
 import anyio
 import httpx
@@ -139,9 +139,25 @@ def _body_chunks(response: httpx.Response) -> AsyncGenerator[bytes, None]:
     return cast("AsyncGenerator[bytes, None]", chunks or response.aiter_bytes())
 
 
+class StreamParser(Protocol):
+    """What :func:`next_events` needs of an adapter's stream parser."""
+
+    provider: str
+    request_id: str | None
+
+    @property
+    def done(self) -> bool:
+        """Whether the terminal event arrived."""
+        ...
+
+    def feed_bytes(self, chunk: bytes) -> list[StreamEvent]:
+        """The stream events completed by ``chunk``."""
+        ...
+
+
 async def _next_events(
     body: AsyncGenerator[bytes, None],
-    parser: ChatStreamParser,
+    parser: StreamParser,
     deadline: float,
     limit: float | None,
 ) -> list[StreamEvent] | None:

@@ -6,9 +6,7 @@ import json
 from collections.abc import AsyncGenerator
 from typing import Any, Final
 
-import httpx
-
-from ..exceptions import ProviderError, ProviderTimeoutError
+from ..exceptions import ProviderError
 from ._base import (
     FinishEvent,
     LLMRequest,
@@ -16,9 +14,9 @@ from ._base import (
     StreamEvent,
     UsageEvent,
 )
-from ._http import next_chunk, read_timeout
+from ._http import read_timeout
 from ._http_interface import HTTPInterface
-from ._openai import _body_chunks, _drain
+from ._openai import _body_chunks, _next_events
 from ._openai_wire import stream_error
 from ._responses_wire import (
     ResponsesStreamParser,
@@ -108,40 +106,3 @@ class OpenAIResponsesCompatible(HTTPInterface):
         else:
             yield UsageEvent(final.usage)
         yield FinishEvent(final)
-
-
-async def _next_events(
-    body: AsyncGenerator[bytes, None],
-    parser: ResponsesStreamParser,
-    deadline: float,
-    limit: float | None,
-) -> list[StreamEvent] | None:
-    """Read chunks until one carries events; ``None`` once the stream is over.
-
-    After the terminal event the rest of the body (normally only the chunked encoding's end) is
-    read, so the connection goes back to the pool.
-
-    Raises:
-        ProviderTimeoutError: When the call's deadline passes.
-        StreamError: When the stream breaks or carries an error.
-    """
-    while not parser.done:
-        try:
-            chunk = await next_chunk(body, deadline, limit)
-        except TimeoutError:
-            raise ProviderTimeoutError(
-                f"{parser.provider}: call deadline passed while streaming",
-                status=200,
-                request_id=parser.request_id,
-                provider=parser.provider,
-            ) from None
-        except httpx.HTTPError as exc:
-            # The response had arrived: a broken stream, which a new call may not hit.
-            message = f"stream broken: {type(exc).__name__}"
-            raise stream_error(parser.provider, message, parser.request_id, retryable=True) from exc
-        if chunk is None:
-            return None
-        if events := parser.feed_bytes(chunk):
-            return events
-    await _drain(body, deadline)
-    return None
