@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections import deque
 from collections.abc import Iterator
 from itertools import count
 from types import TracebackType
@@ -165,12 +166,17 @@ class MockLLMServer:
     Args:
         default: The reply (or callable) used when the script is empty.
         port: Port to listen on (0 picks a free one).
+        max_records: Keep only the last ``max_records`` requests (``None``: all of them). A
+            long-running server (benchmarks, demos) must bound them, or its memory grows without
+            end and garbage collection slows every response.
     """
 
-    def __init__(self, *, default: ScriptItem | None = None, port: int = 0) -> None:
+    def __init__(
+        self, *, default: ScriptItem | None = None, port: int = 0, max_records: int | None = None
+    ) -> None:
         self._script = Script(default)
         self._port = port
-        self._requests: list[RecordedRequest] = []
+        self._requests: deque[RecordedRequest] = deque(maxlen=max_records)
         self._connections: set[_Connection] = set()
         self._server: asyncio.Server | None = None
         self._closed = False

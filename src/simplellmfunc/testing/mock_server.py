@@ -89,7 +89,9 @@ def _react_reply(args: argparse.Namespace) -> ScriptItem:
 
 async def _serve(args: argparse.Namespace) -> None:
     with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
-        async with MockLLMServer(default=_react_reply(args), port=args.port) as server:
+        # Keep no request log: this server runs for whole benchmarks.
+        server_options = {"default": _react_reply(args), "port": args.port, "max_records": 0}
+        async with MockLLMServer(**server_options) as server:
             print(f"READY {server.url}", flush=True)
             async for _ in signals:
                 return
