@@ -20,9 +20,6 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 
-import anyio
-import httpx
-
 ROOT = Path(__file__).resolve().parents[1]
 CACHE = ROOT / ".cache" / "llama-server"
 VERSION = "0.3.36"
@@ -79,14 +76,6 @@ def build() -> Path:
     return BINARY
 
 
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 @asynccontextmanager
 async def llama_server(startup_timeout: float = 120.0) -> AsyncIterator[str]:
     """Start ``llama-server`` with SmolLM2, yield its base URL (``http://127.0.0.1:PORT``), stop it.
@@ -94,11 +83,11 @@ async def llama_server(startup_timeout: float = 120.0) -> AsyncIterator[str]:
     Raises:
         RuntimeError: If the binary is missing or the server exits during start-up.
     """
-    from local_model import model_path
+    from local_model import free_port, model_path, serve
 
     if not BINARY.exists():
         raise RuntimeError("llama-server is missing: run `python scripts/llama_server.py build`")
-    port = _free_port()
+    port = free_port()
     command = [
         str(BINARY),
         "--model",
@@ -113,38 +102,11 @@ async def llama_server(startup_timeout: float = 120.0) -> AsyncIterator[str]:
         "--threads",
         "2",
     ]
-    env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")}
-    env["LD_LIBRARY_PATH"] = os.pathsep.join(filter(None, [str(CACHE), env.get("LD_LIBRARY_PATH")]))
-    process = await anyio.open_process(
-        command,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        env=env,
-        start_new_session=True,
-    )
+    library_path = os.pathsep.join(filter(None, [str(CACHE), os.environ.get("LD_LIBRARY_PATH")]))
     base_url = f"http://127.0.0.1:{port}"
-    try:
-        async with httpx.AsyncClient() as client:
-            with anyio.fail_after(startup_timeout):
-                while True:
-                    try:
-                        if (await client.get(f"{base_url}/health")).is_success:
-                            break
-                    except httpx.TransportError:
-                        pass
-                    if process.returncode is not None:
-                        raise RuntimeError("llama-server exited during start-up")
-                    await anyio.sleep(0.25)
+    env = {"LD_LIBRARY_PATH": library_path}
+    async with serve(command, f"{base_url}/health", startup_timeout, env):
         yield base_url
-    finally:
-        with anyio.CancelScope(shield=True):
-            process.terminate()
-            with anyio.move_on_after(10):
-                await process.wait()
-            if process.returncode is None:
-                process.kill()
-                await process.wait()
-            await process.aclose()
 
 
 if __name__ == "__main__":

@@ -63,52 +63,45 @@ def model_path() -> Path:
     return Path(next(iter(spec.submodule_search_locations))) / "SmolLM2-135M-Instruct.Q4_1.gguf"
 
 
-def _free_port() -> int:
+def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
 
 
 @asynccontextmanager
-async def local_model(startup_timeout: float = 120.0) -> AsyncIterator[str]:
-    """Start the server, yield its base URL (``http://127.0.0.1:PORT/v1``), stop it after."""
-    port = _free_port()
-    command = [
-        sys.executable,
-        "-m",
-        "llama_cpp.server",
-        "--model",
-        str(model_path()),
-        "--host",
-        "127.0.0.1",
-        "--port",
-        str(port),
-        "--n_ctx",
-        "4096",
-        *SERVER_FLAGS,
-    ]
-    env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")}
+async def serve(
+    command: list[str],
+    health_url: str,
+    startup_timeout: float,
+    env: dict[str, str] | None = None,
+) -> AsyncIterator[None]:
+    """Run a server process until the block ends; ready once ``health_url`` answers 2xx.
+
+    The process gets its own session and no ``*_API_KEY`` variables; it is terminated (then
+    killed) afterwards, shielded from cancellation.
+    """
+    base_env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")}
     process = await anyio.open_process(
         command,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
-        env=env,
+        env={**base_env, **(env or {})},
         start_new_session=True,
     )
-    base_url = f"http://127.0.0.1:{port}/v1"
     try:
         async with httpx.AsyncClient() as client:
             with anyio.fail_after(startup_timeout):
                 while True:
                     try:
-                        if (await client.get(f"{base_url}/models")).is_success:
+                        if (await client.get(health_url)).is_success:
                             break
                     except httpx.TransportError:
                         pass
                     if process.returncode is not None:
-                        raise RuntimeError("the llama.cpp server exited during start-up")
+                        raise RuntimeError(f"{command[0]} exited during start-up")
                     await anyio.sleep(0.25)
-        yield base_url
+        yield
     finally:
         with anyio.CancelScope(shield=True):
             process.terminate()
@@ -118,6 +111,19 @@ async def local_model(startup_timeout: float = 120.0) -> AsyncIterator[str]:
                 process.kill()
                 await process.wait()
             await process.aclose()
+
+
+@asynccontextmanager
+async def local_model(startup_timeout: float = 120.0) -> AsyncIterator[str]:
+    """Start the server, yield its base URL (``http://127.0.0.1:PORT/v1``), stop it after."""
+    port = free_port()
+    command = [
+        sys.executable, "-m", "llama_cpp.server", "--model", str(model_path()),
+        "--host", "127.0.0.1", "--port", str(port), "--n_ctx", "4096", *SERVER_FLAGS,
+    ]  # fmt: skip
+    base_url = f"http://127.0.0.1:{port}/v1"
+    async with serve(command, f"{base_url}/models", startup_timeout):
+        yield base_url
 
 
 def local_llm(base_url: str) -> object:

@@ -9,6 +9,7 @@ every answer restarts the window), unanswered input, abort, or the death of the 
 
 from __future__ import annotations
 
+import logging
 import uuid
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
@@ -24,6 +25,8 @@ from ._kernel_session import KernelSession
 from ._pyrepl_output import StreamCapture
 
 __all__ = ["CellLimits", "CellOutcome", "CellRun", "InputBroker", "Verdict", "delivers_live"]
+
+logger = logging.getLogger("simplellmfunc.pyrepl")
 
 Verdict = Literal["done", "timeout", "input_timeout", "aborted", "died"]
 IMAGE_TYPES = ("image/png", "image/jpeg", "image/gif", "image/webp")
@@ -178,7 +181,8 @@ class CellRun:
     async def _reply(self) -> dict[str, Any] | None:
         try:
             return await self.session.reply(self.msg_id, _REPLY_TIMEOUT)
-        except Exception:  # boundary: a missing reply only loses the execution count
+        except Exception as exc:  # boundary: a missing reply only loses the execution count
+            logger.debug("no execute_reply from the kernel: %r", exc)
             return None
 
     # -- IOPub --------------------------------------------------------------------------------

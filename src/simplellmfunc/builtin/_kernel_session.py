@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ast
 import json
+import logging
 import os
 import shutil
 import sys
@@ -26,6 +27,8 @@ from . import _kernel_reaper
 from ._kernel_env import kernel_environment
 
 __all__ = ["KernelSession", "SessionOptions"]
+
+logger = logging.getLogger("simplellmfunc.pyrepl")
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
 _ALIAS = "_simplellmfunc_kernel"
@@ -199,8 +202,10 @@ class KernelSession:
         if not self.closed:
             try:
                 await self.km.interrupt_kernel()
-            except Exception:  # boundary: a dead kernel cannot be interrupted; death is handled
-                pass
+            except (
+                Exception
+            ) as exc:  # boundary: a dead kernel cannot be interrupted; death is handled
+                logger.debug("interrupting the kernel failed: %r", exc)
 
     async def destroy(self) -> None:
         """Kill the kernel's process group and remove every file; idempotent, never raises.
@@ -214,8 +219,8 @@ class KernelSession:
             try:
                 self.client.stop_channels()
                 await self.km.shutdown_kernel(now=True)
-            except Exception:  # boundary: fall back to killing the group ourselves
-                pass
+            except Exception as exc:  # boundary: fall back to killing the group ourselves
+                logger.debug("kernel shutdown failed, killing its process group: %r", exc)
             _kernel_reaper.kill_group(self.pgid, self.pid)
             await anyio.to_thread.run_sync(shutil.rmtree, self.private_dir, True)
         _kernel_reaper.unregister(self.pid)
@@ -261,8 +266,8 @@ async def _destroy_unstarted(km: Any, private_dir: str) -> None:
                 await km.shutdown_kernel(now=True)
             else:
                 await km.cleanup_resources()
-        except Exception:  # boundary: best effort, the directory goes anyway
-            pass
+        except Exception as exc:  # boundary: best effort, the directory goes anyway
+            logger.debug("cleaning up an unstarted kernel failed: %r", exc)
         await anyio.to_thread.run_sync(shutil.rmtree, private_dir, True)
 
 
