@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from simplellmfunc.builtin._atomic import atomic_write
+from simplellmfunc._persist import atomic_write
 from simplellmfunc.builtin._glob import compile_glob
 from simplellmfunc.builtin._paths import (
     WorkspacePath,

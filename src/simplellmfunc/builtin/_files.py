@@ -21,10 +21,10 @@ import anyio.to_thread
 from pydantic import Field
 
 from .._content import ImgPath
+from .._persist import atomic_write
 from ..exceptions import WorkspaceError
 from ..tools._docstring import parse_docstring
 from ..tools._tool import Tool
-from ._atomic import atomic_write
 from ._grep import GrepLimits, grep_workspace
 from ._image import load_image
 from ._paths import (

@@ -14,6 +14,7 @@
 * Command lines as tools: :class:`ShellTool`, and :class:`CLIAgentTool` for agents calling agents.
 """
 
+from .._persist import SQLiteDatabase
 from ._agent import ConfiguredAgent, RunObserver, TurnResult
 from ._autosave import Action, AutoSave, KeyValueExtraction, LLMSummary, Step, StepTriple
 from ._checkpoint import Checkpoint, serialize_value
@@ -29,7 +30,6 @@ from ._open_store import StoreKind, open_store
 from ._redis_store import RedisStore
 from ._run import RunResult, run_config
 from ._shell import CLIAgentTool, ShellTool
-from ._sqlite import SQLiteDatabase
 from ._sqlite_store import SQLiteStore
 from ._stores import ScopedStore, Store, StoreItem
 from ._trace import TraceRecorder

@@ -8,10 +8,10 @@ from typing import Literal, TypeAlias
 
 import anyio
 
+from .._persist import SQLiteDatabase
 from ..exceptions import ConfigError
 from ._memory_store import InMemoryStore
 from ._redis_store import RedisStore
-from ._sqlite import SQLiteDatabase
 from ._sqlite_store import SQLiteStore
 from ._stores import Clock, Store
 

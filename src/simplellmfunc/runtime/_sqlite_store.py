@@ -13,8 +13,8 @@ from __future__ import annotations
 import sqlite3
 import time
 
+from .._persist import DatabaseLike, open_database
 from ._namespaces import Namespace
-from ._sqlite import DatabaseLike, open_database
 from ._stores import Clock, Record, Store
 
 __all__ = ["SQLiteStore"]

@@ -20,8 +20,8 @@ from typing import Any
 
 import anyio
 
+from .._persist import DatabaseLike, open_database
 from ..exceptions import ConfigError, RunError
-from ._sqlite import DatabaseLike, open_database
 from ._trace_record import TraceRecord, record_from_dict
 
 __all__ = ["JSONLSink", "SQLiteTraceSink", "TraceSink", "read_jsonl"]

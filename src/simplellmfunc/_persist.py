@@ -1,7 +1,10 @@
-"""The one way the runtime talks to SQLite: :class:`SQLiteDatabase`.
+"""The one persistence helper: SQLite files and atomic file writes.
 
-Every persisted runtime piece (the memory store, the trace sink, anything added later) opens its
-file through this class, so all of them share the same choices:
+Everything the framework persists goes through this module, so every store makes the same
+choices.
+
+**SQLite** (:class:`SQLiteDatabase`), used by the runtime stores, the trace sink and the
+SelfReference store:
 
 * **WAL journal**: readers never block the writer, and a process killed mid-write leaves the last
   committed state readable.
@@ -18,11 +21,21 @@ file through this class, so all of them share the same choices:
 
 Several components may share one :class:`SQLiteDatabase` (pass the instance instead of a path):
 a component closes the database only when it opened it itself (:func:`open_database`).
+
+**Files** (:func:`atomic_write`, :func:`write_file_atomic`), used by the file tools, checkpoints
+and tool-output spill files: the new content goes to a temporary file in the same directory, is
+flushed to disk and renamed over the target. The rename replaces whatever directory entry has the
+target's name (a symlink swapped in included) instead of writing through it, readers never see a
+half-written file, and the file keeps its permission bits.
 """
 
 from __future__ import annotations
 
+import contextlib
+import os
+import secrets
 import sqlite3
+import stat
 import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -30,9 +43,16 @@ from typing import TypeVar
 
 import anyio.to_thread
 
-from ..exceptions import ConfigError, RunError
+from .exceptions import ConfigError, RunError
 
-__all__ = ["DatabaseLike", "SQLiteDatabase", "open_database"]
+__all__ = [
+    "DatabaseLike",
+    "SQLiteDatabase",
+    "atomic_write",
+    "fsync_dir",
+    "open_database",
+    "write_file_atomic",
+]
 
 T = TypeVar("T")
 
@@ -189,3 +209,76 @@ def open_database(
         database.close()
         raise
     return database, True
+
+
+_TMP_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        written = os.write(fd, view)
+        view = view[written:]
+
+
+def atomic_write(dir_fd: int, name: str, data: bytes, mode: int | None = None) -> None:
+    """Replace ``name`` in directory ``dir_fd`` with ``data``, atomically.
+
+    Args:
+        dir_fd: An open directory fd.
+        name: The file name inside that directory (a single component).
+        data: The complete new content.
+        mode: Permission bits to give the file (the old file's, to keep them); ``None`` for a
+            new file, which gets ``0o666`` minus the process umask.
+
+    Raises:
+        OSError: If the temporary file cannot be written or renamed; it is removed first.
+    """
+    tmp = f".{secrets.token_hex(8)}.slf-tmp"
+    # A new file gets 0o666 filtered by the umask from the kernel, with no racy os.umask() call;
+    # an existing file's mode is applied with fchmod before the rename makes it visible.
+    fd = os.open(tmp, _TMP_FLAGS, 0o600 if mode is not None else 0o666, dir_fd=dir_fd)
+    try:
+        try:
+            _write_all(fd, data)
+            if mode is not None:
+                os.fchmod(fd, stat.S_IMODE(mode))
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(tmp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
+    except BaseException:
+        try:
+            os.unlink(tmp, dir_fd=dir_fd)
+        except OSError:
+            pass  # already renamed or never created; the original error matters
+        raise
+    # Make the rename itself durable.
+    os.fsync(dir_fd)
+
+
+def fsync_dir(directory: str | Path) -> None:
+    """Make renames and new entries in ``directory`` durable (where the filesystem allows it)."""
+    with contextlib.suppress(OSError):  # not every platform / filesystem allows it
+        fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+
+def write_file_atomic(path: str | Path, data: bytes | str, *, mode: int | None = None) -> None:
+    """Replace the file at ``path`` with ``data`` atomically (see :func:`atomic_write`).
+
+    Text is written as UTF-8; lone surrogates become ``U+FFFD`` rather than failing the write.
+
+    Raises:
+        OSError: If the directory cannot be opened or the file cannot be written.
+    """
+    target = Path(path)
+    raw = data if isinstance(data, bytes) else data.encode("utf-8", "replace")
+    fd = os.open(target.parent, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        atomic_write(fd, target.name, raw, mode)
+    finally:
+        os.close(fd)
