@@ -5,8 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from simplellmfunc import OpenAICompatible, llm_chat, tool
-from simplellmfunc.engine._termination import TerminationPolicy
-from simplellmfunc.engine._window import HistoryWindow
+from simplellmfunc.engine import HistoryWindow, TerminationPolicy
 from simplellmfunc.hooks import ReactEndEvent, ToolCallEndEvent, is_event_yield
 from simplellmfunc.providers import Capabilities
 from simplellmfunc.testing import MockLLMServer, Reply, ToolCallSpec

@@ -10,6 +10,9 @@ from pathlib import Path
 import pytest
 
 import simplellmfunc
+import simplellmfunc.decorators
+import simplellmfunc.engine
+import simplellmfunc.events
 import simplellmfunc.hooks
 import simplellmfunc.providers
 import simplellmfunc.tools
@@ -19,8 +22,10 @@ EXPECTED_TOP = {
     "APIKeyPool",
     "AbortSignal",
     "AnthropicCompatible",
+    "EngineOptions",
     "FallbackLLM",
     "FileToolset",
+    "HistoryWindow",
     "MCPToolset",
     "OpenAIResponsesCompatible",
     "PyRepl",
@@ -29,6 +34,7 @@ EXPECTED_TOP = {
     "LLMInterface",
     "OpenAICompatible",
     "SelfReference",
+    "TerminationPolicy",
     "Text",
     "TokenBucket",
     "Tool",
@@ -44,6 +50,9 @@ EXPECTED_TOP = {
     "module",
     [
         simplellmfunc,
+        simplellmfunc.decorators,
+        simplellmfunc.engine,
+        simplellmfunc.events,
         simplellmfunc.hooks,
         simplellmfunc.providers,
         simplellmfunc.tools,
@@ -62,6 +71,46 @@ def test_all_is_sorted_and_resolvable(module: object) -> None:
 
 def test_top_level_surface() -> None:
     assert set(simplellmfunc.__all__) == EXPECTED_TOP
+
+
+EXPECTED_ENGINE = {
+    "DEFAULT_SIGNALS",
+    "FINAL_ANSWER_INSTRUCTION",
+    "SUMMARY_INSTRUCTION",
+    "BatchResult",
+    "Emitter",
+    "EngineOptions",
+    "HistoryWindow",
+    "Invocation",
+    "RawItem",
+    "ReactRun",
+    "Run",
+    "RunContext",
+    "RunHook",
+    "RunItem",
+    "RunResult",
+    "RunState",
+    "RunView",
+    "TerminationPolicy",
+    "TextAction",
+    "TextChunk",
+    "ToolProtocol",
+    "compile_request",
+    "new_call_id",
+    "parse_reply",
+    "render_catalogue",
+    "run_react",
+    "run_tool_batch",
+    "split_options",
+    "system_context",
+}
+
+
+def test_engine_surface() -> None:
+    """The one run API both decorators, the builtins and the runtime build on."""
+    assert set(simplellmfunc.engine.__all__) == EXPECTED_ENGINE
+    assert simplellmfunc.EngineOptions is simplellmfunc.engine.EngineOptions
+    assert simplellmfunc.engine.ReactRun is simplellmfunc.engine.Run  # the earlier name
 
 
 def test_seed_import_paths_exist() -> None:

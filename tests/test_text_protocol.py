@@ -6,35 +6,31 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from simplellmfunc.engine._text_protocol import (
-    Action,
-    parse_reply,
-    render_catalogue,
-    to_text_transcript,
-)
+from simplellmfunc.engine import TextAction, parse_reply, render_catalogue
+from simplellmfunc.engine._text_protocol import to_text_transcript
 from simplellmfunc.providers import ToolSpec
 from simplellmfunc.types import AssistantMessage, ToolCall, ToolMessage, UserMessage
 
 TOOLS = ["sum", "search", "get_weather", "read_file"]
 
 # (model output, expected actions, expected terminate answer, expected source)
-TABLE: list[tuple[str, list[Action], str | None, str]] = [
+TABLE: list[tuple[str, list[TextAction], str | None, str]] = [
     # The seed's examples (001 §4.2).
     (
         'Let me calculate... ```json\n{"action": "sum", "input": {"numbers": [1,2,3]}}\n```',
-        [Action("sum", {"numbers": [1, 2, 3]})],
+        [TextAction("sum", {"numbers": [1, 2, 3]})],
         None,
         "json_block",
     ),
     (
         'I\'ll use the sum tool. {"action": "sum", "input": {"numbers": [1,2,3]}}',
-        [Action("sum", {"numbers": [1, 2, 3]})],
+        [TextAction("sum", {"numbers": [1, 2, 3]})],
         None,
         "inline_json",
     ),
     (
         '<action>sum</action><input>{"numbers": [1,2,3]}</input>',
-        [Action("sum", {"numbers": [1, 2, 3]})],
+        [TextAction("sum", {"numbers": [1, 2, 3]})],
         None,
         "xml",
     ),
@@ -43,7 +39,7 @@ TABLE: list[tuple[str, list[Action], str | None, str]] = [
     (
         '```json\n{"action": "search", "input": '
         '{"query": "a {b} c", "filters": {"year": {"gte": 2020}}}}\n```',
-        [Action("search", {"query": "a {b} c", "filters": {"year": {"gte": 2020}}})],
+        [TextAction("search", {"query": "a {b} c", "filters": {"year": {"gte": 2020}}})],
         None,
         "json_block",
     ),
@@ -51,7 +47,7 @@ TABLE: list[tuple[str, list[Action], str | None, str]] = [
     (
         'Sure! First {"tool": "get_weather", "arguments": {"city": "Paris"}} '
         "and then I will report back.",
-        [Action("get_weather", {"city": "Paris"})],
+        [TextAction("get_weather", {"city": "Paris"})],
         None,
         "inline_json",
     ),
@@ -59,14 +55,14 @@ TABLE: list[tuple[str, list[Action], str | None, str]] = [
     (
         '```json\n[{"action": "get_weather", "input": {"city": "Paris"}}, '
         '{"action": "get_weather", "input": {"city": "Rome"}}]\n```',
-        [Action("get_weather", {"city": "Paris"}), Action("get_weather", {"city": "Rome"})],
+        [TextAction("get_weather", {"city": "Paris"}), TextAction("get_weather", {"city": "Rome"})],
         None,
         "json_block",
     ),
     # Arguments as a JSON string (OpenAI style function object).
     (
         '{"name": "read_file", "arguments": "{\\"path\\": \\"a.txt\\"}"}',
-        [Action("read_file", {"path": "a.txt"})],
+        [TextAction("read_file", {"path": "a.txt"})],
         None,
         "inline_json",
     ),
@@ -80,7 +76,7 @@ TABLE: list[tuple[str, list[Action], str | None, str]] = [
     # A fence without a language tag.
     (
         'Calling now:\n```\n{"action": "sum", "input": {"numbers": [4, 5]}}\n```',
-        [Action("sum", {"numbers": [4, 5]})],
+        [TextAction("sum", {"numbers": [4, 5]})],
         None,
         "json_block",
     ),
@@ -99,7 +95,7 @@ TABLE: list[tuple[str, list[Action], str | None, str]] = [
     (
         '<action>search</action><input>{"query": "x"}</input>\n'
         '<action>read_file</action><input>{"path": "y"}</input>',
-        [Action("search", {"query": "x"}), Action("read_file", {"path": "y"})],
+        [TextAction("search", {"query": "x"}), TextAction("read_file", {"path": "y"})],
         None,
         "xml",
     ),
@@ -108,14 +104,14 @@ TABLE: list[tuple[str, list[Action], str | None, str]] = [
     # Chinese prose around an inline call.
     (
         '我来计算一下：{"action": "sum", "input": {"numbers": [1, 2]}}，请稍等。',
-        [Action("sum", {"numbers": [1, 2]})],
+        [TextAction("sum", {"numbers": [1, 2]})],
         None,
         "inline_json",
     ),
     # Input that is not an object is reported on the action.
     (
         '{"action": "sum", "input": [1, 2, 3]}',
-        [Action("sum", {}, "the tool input must be a JSON object")],
+        [TextAction("sum", {}, "the tool input must be a JSON object")],
         None,
         "inline_json",
     ),
@@ -123,7 +119,7 @@ TABLE: list[tuple[str, list[Action], str | None, str]] = [
     (
         '```json\n{"action": "search", "input": {"query": "q"}}\n```\n'
         'Afterwards maybe {"action": "sum", "input": {}}',
-        [Action("search", {"query": "q"})],
+        [TextAction("search", {"query": "q"})],
         None,
         "json_block",
     ),
@@ -131,7 +127,7 @@ TABLE: list[tuple[str, list[Action], str | None, str]] = [
 
 
 @pytest.mark.parametrize(("text", "actions", "answer", "source"), TABLE)
-def test_table(text: str, actions: list[Action], answer: str | None, source: str) -> None:
+def test_table(text: str, actions: list[TextAction], answer: str | None, source: str) -> None:
     parsed = parse_reply(text, TOOLS)
     assert list(parsed.actions) == actions
     assert parsed.terminate_answer == answer

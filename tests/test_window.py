@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from simplellmfunc.engine._termination import TerminationPolicy
-from simplellmfunc.engine._window import HistoryWindow, apply_window, split_turns
+from simplellmfunc.engine import HistoryWindow, TerminationPolicy
+from simplellmfunc.engine._window import apply_window, split_turns
 from simplellmfunc.providers import count_message_tokens
 from simplellmfunc.types import (
     AssistantMessage,

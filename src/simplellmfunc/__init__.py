@@ -16,6 +16,7 @@ if TYPE_CHECKING:
     from ._content import ImgPath, ImgUrl, Text
     from .builtin import FileToolset, PyRepl, SelfReference
     from .decorators import llm_chat, llm_function
+    from .engine import EngineOptions, HistoryWindow, TerminationPolicy
     from .mcp import MCPToolset
     from .providers import (
         AnthropicCompatible,
@@ -33,8 +34,10 @@ __all__ = [
     "APIKeyPool",
     "AbortSignal",
     "AnthropicCompatible",
+    "EngineOptions",
     "FallbackLLM",
     "FileToolset",
+    "HistoryWindow",
     "ImgPath",
     "ImgUrl",
     "LLMInterface",
@@ -43,6 +46,7 @@ __all__ = [
     "OpenAIResponsesCompatible",
     "PyRepl",
     "SelfReference",
+    "TerminationPolicy",
     "Text",
     "TokenBucket",
     "Tool",
@@ -61,8 +65,10 @@ __getattr__, __dir__ = lazy_exports(
         "APIKeyPool": ".providers",
         "AbortSignal": "._abort",
         "AnthropicCompatible": ".providers",
+        "EngineOptions": ".engine",
         "FallbackLLM": ".providers",
         "FileToolset": ".builtin",
+        "HistoryWindow": ".engine",
         "ImgPath": "._content",
         "ImgUrl": "._content",
         "LLMInterface": ".providers",
@@ -71,6 +77,7 @@ __getattr__, __dir__ = lazy_exports(
         "OpenAIResponsesCompatible": ".providers",
         "PyRepl": ".builtin",
         "SelfReference": ".builtin",
+        "TerminationPolicy": ".engine",
         "Text": "._content",
         "TokenBucket": ".providers",
         "Tool": ".tools",

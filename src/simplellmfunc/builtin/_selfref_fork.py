@@ -26,12 +26,12 @@ import anyio
 import anyio.to_thread
 
 from .._events import CustomEvent
-from ..engine._loop import ReactRun
+from ..engine import ReactRun
 from ..exceptions import UserError
 from ._selfref_fork_child import Fork, build_fork
 
 if TYPE_CHECKING:
-    from ..engine._run_context import RunContext
+    from ..engine import RunContext
     from ._selfref_turn import Turn
 
 __all__ = ["ForkManager"]

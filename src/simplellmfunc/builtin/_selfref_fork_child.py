@@ -28,9 +28,9 @@ from .._events import EventOrigin
 from .._messages import AssistantMessage, Message, UserMessage, history_to_dicts
 from .._transcript import Transcript
 from .._usage import Usage
+from ..engine import RunContext
 from ..engine._emit import Emitter
 from ..engine._invocation import Invocation
-from ..engine._run_context import RunContext
 from ._pyrepl_tools import ExecuteCodeTool, ListVariablesTool, ResetReplTool
 
 if TYPE_CHECKING:

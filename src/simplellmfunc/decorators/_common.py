@@ -1,24 +1,21 @@
-"""What both decorators share: toolkits, call ids, abort and template kwargs."""
+"""What both decorators share: toolkits, the per-call keyword arguments, run hooks."""
 
 from __future__ import annotations
 
 import inspect
-import os
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any, Literal
+from typing import Any
 
 from .._abort import AbortSignal
+from ..engine import RunHook
 from ..exceptions import DecoratorError, ToolDefinitionError
-from ..providers._base import LLMInterface
-from ..tools._tool import FunctionTool, Tool, ToolProvider
+from ..tools import FunctionTool, Tool, ToolProvider
 
 __all__ = [
     "CallOptions",
-    "ToolProtocol",
     "check_async",
-    "new_call_id",
-    "resolve_protocol",
     "resolve_tools",
+    "self_reference_hook",
     "split_call_kwargs",
     "static_tools",
 ]
@@ -92,21 +89,6 @@ async def resolve_tools(tools: list[Tool], providers: list[ToolProvider]) -> tup
     return tuple(resolved)
 
 
-ToolProtocol = Literal["auto", "native", "text"]
-
-
-def resolve_protocol(protocol: ToolProtocol, llm: LLMInterface) -> Literal["native", "text"]:
-    """``"auto"`` means the text protocol for providers without native function calling."""
-    if protocol == "auto":
-        return "native" if llm.capabilities.native_tools else "text"
-    return protocol
-
-
-def new_call_id() -> str:
-    """A short random id for one agent call."""
-    return os.urandom(6).hex()
-
-
 class CallOptions:
     """The framework keyword arguments of one call (``_template_params``, ``_abort_signal``)."""
 
@@ -128,3 +110,25 @@ def split_call_kwargs(kwargs: dict[str, Any]) -> CallOptions:
     if abort is not None and not isinstance(abort, AbortSignal):
         raise DecoratorError("_abort_signal must be an AbortSignal")
     return CallOptions(params, abort)
+
+
+def self_reference_hook(self_reference: Any, key: str | None) -> RunHook | None:
+    """The run hook of a SelfReference memory (``self_reference.run_hook(key)``).
+
+    A key alone creates a private ``SelfReference`` (what SimpleLLMFunc code does); the import
+    is deferred so that ``@llm_chat`` without memory never loads the builtins.
+
+    Raises:
+        DecoratorError: If ``self_reference`` has no ``run_hook``.
+    """
+    if self_reference is None and key is None:
+        return None
+    if self_reference is None:
+        from ..builtin import SelfReference
+
+        self_reference = SelfReference()
+    factory = getattr(self_reference, "run_hook", None)
+    if factory is None:
+        raise DecoratorError("self_reference must be a SelfReference")
+    hook: RunHook = factory(key or "agent_main")
+    return hook

@@ -9,25 +9,13 @@ from collections.abc import AsyncIterator, Callable, Iterable
 from contextlib import aclosing
 from typing import Any
 
-from .._events import EventOrigin, ResponseYield
+from .._events import ResponseYield
 from .._messages import SystemMessage, history_to_dicts
 from .._transcript import Transcript
-from ..engine._emit import Emitter
-from ..engine._invocation import Invocation
-from ..engine._loop import RunResult, run_react
-from ..engine._pump import Finished, event_pump
+from ..engine import EngineOptions, Invocation, Run, RunResult, ToolProtocol, split_options
 from ..exceptions import AbortedError, OutputParseError
-from ..providers._base import LLMInterface
-from ._common import (
-    CallOptions,
-    ToolProtocol,
-    check_async,
-    new_call_id,
-    resolve_protocol,
-    resolve_tools,
-    split_call_kwargs,
-    static_tools,
-)
+from ..providers import LLMInterface
+from ._common import check_async, resolve_tools, split_call_kwargs, static_tools
 from ._output import OutputSpec
 from ._prompt import docstring_of, fill_template, render_arguments
 
@@ -45,7 +33,8 @@ def llm_function(
     enable_event: bool = False,
     retries: int = 2,
     *,
-    tool_protocol: ToolProtocol = "auto",
+    options: EngineOptions | None = None,
+    tool_protocol: ToolProtocol | None = None,
     **llm_kwargs: Any,
 ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """Turn a typed, docstring-only ``async def`` into an LLM call.
@@ -64,14 +53,23 @@ def llm_function(
         user_prompt_template: Template of the user message; placeholder ``{parameters}``.
         enable_event: Return an async iterator of ``EventYield`` and one final ``ResponseYield``.
         retries: Repair attempts when the reply does not match the return type.
+        options: Engine options (:class:`~simplellmfunc.engine.EngineOptions`);
+            ``max_tool_calls``, ``tool_protocol`` and any other option given as a keyword
+            argument are merged in.
         tool_protocol: ``"native"``, ``"text"`` (prompted tool calls) or ``"auto"`` (text when
             the provider has no native function calling).
-        **llm_kwargs: Body parameters for every call (``temperature`` ...).
+        **llm_kwargs: Body parameters for every call (``temperature`` …); engine option names
+            (``tool_timeout`` …) are taken out first.
 
     Raises:
-        DecoratorError: If the decorated function is not ``async def``.
+        DecoratorError: If the decorated function is not ``async def``, an engine option is
+            given twice or is invalid, or a keyword argument is neither an engine option nor a
+            JSON value.
     """
     tools, providers = static_tools(toolkit)
+    engine_options, params = split_options(
+        options, llm_kwargs, max_tool_calls=max_tool_calls, tool_protocol=tool_protocol
+    )
 
     def decorate(func: Callable[..., Any]) -> Callable[..., Any]:
         check_async(func, "llm_function")
@@ -81,14 +79,16 @@ def llm_function(
         native = llm_interface.capabilities.json_schema
         doc = docstring_of(func)
 
-        async def prepare(args: tuple[Any, ...], kwargs: dict[str, Any]) -> _Prepared:
-            options = split_call_kwargs(kwargs)
+        async def prepare(
+            args: tuple[Any, ...], kwargs: dict[str, Any], events: bool
+        ) -> tuple[Run, _AnswerParser | None]:
+            call = split_call_kwargs(kwargs)
             bound = signature.bind(*args, **kwargs)
             bound.apply_defaults()
-            description = fill_template(doc, options.template_params)
+            description = fill_template(doc, call.template_params)
             system = fill_template(
                 system_prompt_template or _SYSTEM_TEMPLATE_DEFAULT,
-                {**options.template_params, "function_description": description},
+                {**call.template_params, "function_description": description},
             )
             user = await render_arguments(signature, bound.arguments, bare_single_text=False)
             if user_prompt_template is not None:
@@ -98,36 +98,28 @@ def llm_function(
                 llm=llm_interface,
                 system_prompt=system,
                 tools=await resolve_tools(tools, providers),
-                max_tool_calls=max_tool_calls,
+                options=engine_options,
                 response_format=output.response_format() if native else None,
                 output_contract="" if native else output.contract(),
-                params=llm_kwargs,
+                params=params,
                 answer_check=parser.check if parser is not None else None,
                 max_repairs=retries,
-                tool_protocol=resolve_protocol(tool_protocol, llm_interface),
             )
             transcript = Transcript([SystemMessage(system), user])
-            return _Prepared(invocation, transcript, options, parser, user.text)
-
-        async def run(prepared: _Prepared, emitter: Emitter) -> tuple[Any, RunResult]:
-            return await _run(prepared, emitter, output)
+            run = Run(invocation, transcript, abort=call.abort, user_input=user.text, events=events)
+            return run, parser
 
         if enable_event:
 
             @functools.wraps(func)
             async def event_wrapper(*args: Any, **kwargs: Any) -> AsyncIterator[Any]:
-                prepared = await prepare(args, kwargs)
-                origin = EventOrigin(agent_call_id=new_call_id())
-
-                async def body(send: Any) -> tuple[Any, RunResult]:
-                    return await run(prepared, Emitter(send, origin, wants_events=True))
-
-                # aclosing: a consumer that leaves early closes the pump here, in this task.
-                async with aclosing(event_pump(body)) as items:
+                run, parser = await prepare(args, kwargs, True)
+                # aclosing: a consumer leaving early closes the run here, in this task.
+                async with aclosing(run.__aiter__()) as items:
                     async for item in items:
-                        if isinstance(item, Finished):
-                            value, result = item.value
-                            yield ResponseYield(value, history_to_dicts(result.messages))
+                        if isinstance(item, RunResult):
+                            value = _value(item, parser, output)
+                            yield ResponseYield(value, history_to_dicts(item.messages))
                         else:
                             yield item
 
@@ -135,10 +127,8 @@ def llm_function(
 
         @functools.wraps(func)
         async def wrapper(*args: Any, **kwargs: Any) -> Any:
-            prepared = await prepare(args, kwargs)
-            emitter = Emitter(None, EventOrigin(), wants_events=False)
-            value, _ = await run(prepared, emitter)
-            return value
+            run, parser = await prepare(args, kwargs, False)
+            return _value(await run.result(), parser, output)
 
         return wrapper
 
@@ -171,43 +161,18 @@ class _AnswerParser:
         return None
 
 
-class _Prepared:
-    __slots__ = ("invocation", "options", "parser", "transcript", "user_text")
-
-    def __init__(
-        self,
-        invocation: Invocation,
-        transcript: Transcript,
-        options: CallOptions,
-        parser: _AnswerParser | None,
-        user_text: str,
-    ) -> None:
-        self.invocation = invocation
-        self.transcript = transcript
-        self.options = options
-        self.parser = parser
-        self.user_text = user_text
-
-
-async def _run(prepared: _Prepared, emitter: Emitter, output: OutputSpec) -> tuple[Any, RunResult]:
-    """Run the call; answers that do not parse are sent back within the run (``retries``).
+def _value(result: RunResult, parser: _AnswerParser | None, output: OutputSpec) -> Any:
+    """The typed value of a finished run; answers that did not parse were already sent back
+    within the run (``retries``).
 
     Raises:
         AbortedError: If the call was aborted (never a stale or partial value).
         OutputParseError: If the reply still does not parse after the retries.
     """
-    result = await run_react(
-        prepared.invocation,
-        prepared.transcript,
-        emitter,
-        prepared.options.abort,
-        user_input=prepared.user_text,
-    )
     if result.aborted:
         raise AbortedError(result.abort_reason)
-    parser = prepared.parser
     if parser is None:
-        return output.parse(result.text), result
+        return output.parse(result.text)
     if not parser.parsed:
         last = parser.errors[-1] if parser.errors else "no answer"
         raise OutputParseError(
@@ -215,4 +180,4 @@ async def _run(prepared: _Prepared, emitter: Emitter, output: OutputSpec) -> tup
             raw=result.text,
             errors=list(parser.errors),
         )
-    return parser.value, result
+    return parser.value

@@ -10,7 +10,7 @@ from typing import Any, get_args, get_origin
 
 from pydantic import TypeAdapter, ValidationError
 
-from ..providers._base import ResponseFormat
+from ..providers import ResponseFormat
 
 __all__ = ["OutputSpec"]
 

@@ -1,26 +1,51 @@
-"""The async ReAct engine: request compilation, the loop, the tool-batch scheduler."""
+"""The async ReAct engine: one public run API for every front end.
+
+Build an :class:`Invocation` (model, tools, prompt, :class:`EngineOptions`, hooks) and a
+``Transcript``, then iterate a :class:`Run` — both decorators do exactly that. Hooks
+(:class:`RunHook`) plug into the loop and reach the running call through :class:`RunContext`.
+"""
 
 from ._compile import FINAL_ANSWER_INSTRUCTION, compile_request, system_context
 from ._emit import Emitter
-from ._invocation import Invocation, RunHook, RunView
-from ._loop import ReactRun, run_react
-from ._run_context import RunContext
+from ._invocation import Invocation, RunContext, RunHook, RunView
+from ._llm_call import RawItem, TextChunk
+from ._options import EngineOptions, ToolProtocol, split_options
+from ._phases import SUMMARY_INSTRUCTION
+from ._run import ReactRun, Run, RunItem, new_call_id, run_react
 from ._scheduler import BatchResult, run_tool_batch
 from ._state import RunResult, RunState
+from ._termination import DEFAULT_SIGNALS, TerminationPolicy
+from ._text_protocol import TextAction, parse_reply, render_catalogue
+from ._window import HistoryWindow
 
 __all__ = [
+    "DEFAULT_SIGNALS",
     "FINAL_ANSWER_INSTRUCTION",
+    "SUMMARY_INSTRUCTION",
     "BatchResult",
     "Emitter",
+    "EngineOptions",
+    "HistoryWindow",
     "Invocation",
+    "RawItem",
     "ReactRun",
+    "Run",
     "RunContext",
     "RunHook",
+    "RunItem",
     "RunResult",
     "RunState",
     "RunView",
+    "TerminationPolicy",
+    "TextAction",
+    "TextChunk",
+    "ToolProtocol",
     "compile_request",
+    "new_call_id",
+    "parse_reply",
+    "render_catalogue",
     "run_react",
     "run_tool_batch",
+    "split_options",
     "system_context",
 ]

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 
 from .._messages import Message, SystemMessage, UserMessage
 from .._transcript import Transcript, render_experiences
-from ..providers._base import LLMRequest
+from ..providers import LLMRequest
 from ._invocation import Invocation
 from ._text_protocol import render_catalogue, to_text_transcript
 

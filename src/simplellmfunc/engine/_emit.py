@@ -19,7 +19,7 @@ class Emitter:
     building them (``LLMCallStartEvent`` copies the transcript, which costs CPU per call).
     """
 
-    __slots__ = ("_origin", "_send", "_seq", "wants_events", "wants_raw", "wants_text")
+    __slots__ = ("_origin", "_send", "_seq", "_wants", "wants_events", "wants_raw", "wants_text")
 
     def __init__(
         self,
@@ -33,9 +33,22 @@ class Emitter:
         self._send = send
         self._origin = origin
         self._seq = 0
+        self._wants = (wants_events, wants_text, wants_raw)
         self.wants_events = wants_events and send is not None
         self.wants_text = wants_text and send is not None
         self.wants_raw = wants_raw and send is not None
+
+    def connect(self, send: Send) -> None:
+        """Send to ``send`` from now on (the run picks its sink when it is iterated)."""
+        self._send = send
+        self.wants_events = self._wants[0]
+        self.wants_text = self._wants[1]
+        self.wants_raw = self._wants[2]
+
+    @property
+    def requested(self) -> tuple[bool, bool, bool]:
+        """What the caller asked for: (events, text, raw), whether connected yet or not."""
+        return self._wants
 
     @property
     def agent_call_id(self) -> str:

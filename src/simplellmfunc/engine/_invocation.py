@@ -1,22 +1,38 @@
-"""What one decorated call asks the engine to do: the invocation config and run hooks."""
+"""What a call asks of the engine, and what run hooks see of the running call.
+
+* :class:`Invocation`: everything the engine needs besides the transcript (model, tools, prompt,
+  :class:`~._options.EngineOptions`, hooks). Built by the decorators, frozen.
+* :class:`RunContext`: the running call as one object — its invocation, state, emitter, abort
+  signal and (when the run is driven to the end) a task group for background work. The loop's
+  phases take it; hooks reach it through :attr:`RunView.context`.
+* :class:`RunHook` / :class:`RunView`: how SelfReference, memory and checkpoints plug in.
+
+They live in one module because they refer to each other (an invocation holds hooks, a hook sees
+the invocation): one module instead of an import circle.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Coroutine, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
-from ..providers._base import LLMInterface, ResponseFormat
-from ._termination import TerminationPolicy
-from ._window import HistoryWindow
+from .._abort import AbortSignal
+from .._events import EventOrigin
+from .._mutations import ContextMutation
+from .._transcript import Transcript
+from .._usage import Usage
+from ..exceptions import UserError
+from ..providers import LLMInterface, ResponseFormat
+from ..tools import Tool
+from ._emit import Emitter
+from ._options import EngineOptions
+from ._state import RunState
 
 if TYPE_CHECKING:
-    from .._mutations import ContextMutation
-    from .._transcript import Transcript
-    from ..tools._tool import Tool
-    from ._run_context import RunContext
+    from anyio.abc import TaskGroup
 
-__all__ = ["Invocation", "RunHook", "RunView"]
+__all__ = ["Invocation", "RunContext", "RunHook", "RunView"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,8 +57,8 @@ class RunHook:
 
     Attributes:
         needs_task_group: The hook starts background work through ``RunView.context`` (forks),
-            so the run must be driven by ``run_react``, which gives it a task group; decorators
-            then run it in a task of its own even when the caller wants no events.
+            so the run must be driven to the end by the engine, which gives it a task group;
+            the run then goes in a task of its own even when the caller wants no events.
     """
 
     needs_task_group: bool = False
@@ -68,20 +84,12 @@ class Invocation:
         system_prompt: The system prompt (docstring with template params filled).
         tools: The tools of this run, resolved from the toolkit.
         stream: Stream LLM calls (text deltas as events).
-        max_tool_calls: Cap on iterations with tool calls (``None``: no cap).
-        tool_timeout: Default per-tool timeout in seconds.
-        max_tool_concurrency: Cap on concurrently running tools of one batch.
+        options: How the run behaves (tool cap, timeouts, tool protocol, termination, window).
         response_format: Structured output via the provider's json_schema mode.
         output_contract: A JSON output contract for the system prompt (when no native mode).
         params: Extra body params for every LLM call.
         hooks: Run hooks (SelfReference ...).
-        tool_result_budget: Max tokens of one tool result shown to the model.
         tool_choice: Passed to the provider when tools are present.
-        tool_protocol: ``"native"`` function calling or ``"text"`` (prompted) tool calls;
-            decorators resolve ``"auto"`` from ``llm.capabilities.native_tools``.
-        termination: Implicit termination signals and when they apply.
-        history_window: What part of a long transcript is sent (``None``: all of it).
-        keyword_heuristic: In text mode, also guess calls from "use the X tool" prose.
         session_id: Label tying several calls of one conversation together.
         answer_check: Checks a final answer (the output contract of ``@llm_function``):
             ``None`` when it is usable, else the message that asks the model to redo it.
@@ -92,30 +100,27 @@ class Invocation:
     system_prompt: str = ""
     tools: tuple[Tool, ...] = ()
     stream: bool = False
-    max_tool_calls: int | None = None
-    tool_timeout: float | None = None
-    max_tool_concurrency: int | None = None
+    options: EngineOptions = field(default_factory=EngineOptions)
     response_format: ResponseFormat | None = None
     output_contract: str = ""
     params: Mapping[str, Any] = field(default_factory=dict, hash=False)
     hooks: tuple[RunHook, ...] = ()
-    tool_result_budget: int = 8000
     tool_choice: str | None = None
-    tool_protocol: Literal["native", "text"] = "native"
     session_id: str = ""
     fork_id: str | None = None
     fork_depth: int = 0
     parent_call_id: str | None = None
     answer_check: Callable[[str], str | None] | None = None
     max_repairs: int = 0
-    termination: TerminationPolicy = field(default_factory=TerminationPolicy)
-    history_window: HistoryWindow | None = None
-    keyword_heuristic: bool = False
 
     @property
     def text_protocol(self) -> bool:
-        """Whether tool calls go through the text protocol instead of native tools."""
-        return self.tool_protocol == "text"
+        """Whether tool calls go through the text protocol instead of native tools
+        (``"auto"``: when the provider has no native function calling)."""
+        protocol = self.options.tool_protocol
+        if protocol == "auto":
+            return not self.llm.capabilities.native_tools
+        return protocol == "text"
 
     def tool_named(self, name: str) -> Tool | None:
         """The tool called ``name``, if any."""
@@ -123,3 +128,87 @@ class Invocation:
             if candidate.name == name:
                 return candidate
         return None
+
+
+class RunContext:
+    """One running call: its invocation, state, emitter and abort signal, as one object.
+
+    The loop's phases take it instead of the four separately. Hooks get it through
+    :attr:`RunView.context` for background tasks, events, abort and the usage total.
+
+    Args:
+        invocation: The call's configuration.
+        state: The run's mutable state.
+        emitter: Where events and items go.
+        abort: The call's abort signal, if any.
+    """
+
+    __slots__ = ("_tasks", "abort", "emitter", "invocation", "state")
+
+    def __init__(
+        self,
+        invocation: Invocation,
+        state: RunState,
+        emitter: Emitter,
+        abort: AbortSignal | None,
+    ) -> None:
+        self.invocation = invocation
+        self.state = state
+        self.emitter = emitter
+        self.abort = abort
+        self._tasks: TaskGroup | None = None
+
+    @property
+    def origin(self) -> EventOrigin:
+        """The event origin of the run (its agent call id, fork id and depth)."""
+        return self.emitter.origin
+
+    @property
+    def usage(self) -> Usage:
+        """Usage of the run so far (background work reported with :meth:`add_usage` included)."""
+        return self.state.usage
+
+    @property
+    def task_group(self) -> TaskGroup | None:
+        """The run's task group; ``None`` when the run is stepped by its caller (no task)."""
+        return self._tasks
+
+    def view(self) -> RunView:
+        """What hooks see of the run now."""
+        state = self.state
+        return RunView(
+            state.transcript, state.iteration, self.emitter.agent_call_id, self.invocation, self
+        )
+
+    def aborted(self) -> bool:
+        """Whether the run was aborted (recording it in the state if so)."""
+        abort = self.abort
+        if abort is not None and abort.aborted:
+            self.state.terminated_by = "aborted"
+            self.state.abort_reason = abort.reason
+            return True
+        return False
+
+    def add_usage(self, usage: Usage) -> None:
+        """Add ``usage`` of background work (a fork's LLM calls) to the run's total."""
+        self.state.usage = self.state.usage + usage
+
+    def start_soon(
+        self, func: Callable[..., Coroutine[Any, Any, Any]], *args: Any, name: str | None = None
+    ) -> None:
+        """Start ``func(*args)`` in the run's task group; it is cancelled if the run ends first.
+
+        Raises:
+            UserError: If the run has no task group (it is stepped by its caller instead of
+                being driven to the end by the engine).
+        """
+        if self._tasks is None:
+            raise UserError(
+                "this run has no task group for background work: drive it to the end with "
+                "Run.run_to_end (a run stepped with Run.step has none)"
+            )
+        self._tasks.start_soon(func, *args, name=name)
+
+    def bind(self, tasks: TaskGroup | None) -> None:
+        """Set (or clear) the run's task group; called by the loop."""
+        self._tasks = tasks

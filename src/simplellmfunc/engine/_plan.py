@@ -36,7 +36,7 @@ def plan_reply(
     if final:
         return ReplyPlan(answer=text, terminated_by="max_steps")
     text_mode = invocation.text_protocol
-    implicit = invocation.termination.implicit_stop(text, text_protocol=text_mode)
+    implicit = invocation.options.termination.implicit_stop(text, text_protocol=text_mode)
     if not text_mode:
         if not message.tool_calls:
             return ReplyPlan(answer=text)
@@ -44,7 +44,9 @@ def plan_reply(
             return ReplyPlan(answer=text, terminated_by="implicit")
         return ReplyPlan(calls=message.tool_calls)
     parsed = parse_reply(
-        text, [t.name for t in invocation.tools], keyword_heuristic=invocation.keyword_heuristic
+        text,
+        [t.name for t in invocation.tools],
+        keyword_heuristic=invocation.options.keyword_heuristic,
     )
     if parsed.terminate_answer is not None:
         return ReplyPlan(answer=parsed.terminate_answer, terminated_by="terminate")

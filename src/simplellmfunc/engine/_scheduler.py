@@ -24,12 +24,19 @@ from .._mutations import (
     ToolCancelledMutation,
     ToolResultMutation,
 )
-from ..providers._assembly import parse_arguments
-from ..tools._emitter import ToolEventEmitter
-from ..tools._render import RenderedResult, render_error, render_result, render_unknown_tool
-from ..tools._tool import FunctionTool, Tool, ToolContext
+from ..providers import parse_arguments
+from ..tools import (
+    FunctionTool,
+    RenderedResult,
+    Tool,
+    ToolContext,
+    ToolEventEmitter,
+    render_error,
+    render_result,
+    render_unknown_tool,
+)
 from ._emit import Emitter
-from ._invocation import Invocation
+from ._invocation import Invocation, RunContext
 
 __all__ = ["BatchResult", "run_tool_batch"]
 
@@ -56,48 +63,37 @@ class BatchResult:
     aborted: bool
 
 
-async def run_tool_batch(
-    invocation: Invocation,
-    calls: Sequence[ToolCall],
-    emitter: Emitter,
-    abort: AbortSignal | None,
-) -> BatchResult:
+async def run_tool_batch(run: RunContext, calls: Sequence[ToolCall]) -> BatchResult:
     """Run ``calls`` concurrently and return their mutations."""
     outcomes: list[_Outcome | None] = [None] * len(calls)
+    abort = run.abort
     if abort is None:
-        await _run_all(invocation, calls, emitter, abort, outcomes)
+        await _run_all(run, calls, outcomes)
     else:
         with anyio.CancelScope() as scope:
             remove = abort.add_callback(lambda _reason: scope.cancel())
             try:
-                await _run_all(invocation, calls, emitter, abort, outcomes)
+                await _run_all(run, calls, outcomes)
             finally:
                 remove()
-    return _collect(invocation, calls, outcomes, abort)
+    return _collect(run.invocation, calls, outcomes, abort)
 
 
 async def _run_all(
-    invocation: Invocation,
-    calls: Sequence[ToolCall],
-    emitter: Emitter,
-    abort: AbortSignal | None,
-    outcomes: list[_Outcome | None],
+    run: RunContext, calls: Sequence[ToolCall], outcomes: list[_Outcome | None]
 ) -> None:
     if len(calls) == 1:  # nothing to run beside it: no task group, no task
-        outcomes[0] = await _run_call(invocation, calls[0], emitter, abort)
+        outcomes[0] = await _run_call(run, calls[0])
         return
-    limiter = (
-        anyio.CapacityLimiter(invocation.max_tool_concurrency)
-        if invocation.max_tool_concurrency
-        else None
-    )
+    cap = run.invocation.options.max_tool_concurrency
+    limiter = anyio.CapacityLimiter(cap) if cap else None
 
     async def run_one(index: int, call: ToolCall) -> None:
         if limiter is None:
-            outcomes[index] = await _run_call(invocation, call, emitter, abort)
+            outcomes[index] = await _run_call(run, call)
             return
         async with limiter:
-            outcomes[index] = await _run_call(invocation, call, emitter, abort)
+            outcomes[index] = await _run_call(run, call)
 
     async with anyio.create_task_group() as group:
         for index, call in enumerate(calls):
@@ -138,9 +134,8 @@ def _is_async(tool: FunctionTool) -> bool:
     return inspect.iscoroutinefunction(tool.func)
 
 
-async def _run_call(
-    invocation: Invocation, call: ToolCall, emitter: Emitter, abort: AbortSignal | None
-) -> _Outcome:
+async def _run_call(run: RunContext, call: ToolCall) -> _Outcome:
+    invocation, emitter = run.invocation, run.emitter
     started = time.perf_counter()
     tool = invocation.tool_named(call.name)
     if tool is None:
@@ -152,13 +147,13 @@ async def _run_call(
         return await _failure(call, emitter, "InvalidArguments", text, started)
     if emitter.wants_events:
         await emitter.event(ToolCallStartEvent(call.id, call.name, arguments))
-    timeout = tool.timeout or invocation.tool_timeout
+    timeout = tool.timeout or invocation.options.tool_timeout
     rendered: RenderedResult | _Failure | None = None
     if timeout is None:  # no deadline: no cancel scope either
-        rendered = await _invoke(invocation, tool, call, emitter, abort, arguments)
+        rendered = await _invoke(run, tool, call, arguments)
     else:
         with anyio.move_on_after(timeout):
-            rendered = await _invoke(invocation, tool, call, emitter, abort, arguments)
+            rendered = await _invoke(run, tool, call, arguments)
     if rendered is None:
         text = f"Error: tool {call.name} timed out after {timeout:g} seconds"
         return await _failure(call, emitter, "Timeout", text, started)
@@ -171,17 +166,12 @@ async def _run_call(
 
 
 async def _invoke(
-    invocation: Invocation,
-    tool: Tool,
-    call: ToolCall,
-    emitter: Emitter,
-    abort: AbortSignal | None,
-    arguments: dict[str, Any],
+    run: RunContext, tool: Tool, call: ToolCall, arguments: dict[str, Any]
 ) -> RenderedResult | _Failure:
     """Run the tool and render its result; a tool failure becomes a :class:`_Failure`."""
     try:
-        raw = await tool.invoke(arguments, _context(tool, call, emitter, abort))
-        return await _render(invocation, tool, raw)
+        raw = await tool.invoke(arguments, _context(tool, call, run.emitter, run.abort))
+        return await _render(run.invocation, tool, raw)
     except Exception as exc:  # boundary: a tool failure becomes a result the model sees
         return _Failure(type(exc).__name__, render_error(exc))
 
@@ -201,7 +191,7 @@ async def _discard(_event: Any) -> None:
 
 async def _render(invocation: Invocation, tool: Tool, raw: Any) -> RenderedResult:
     value = tool.render(raw)
-    budget = tool.result_budget or invocation.tool_result_budget
+    budget = tool.result_budget or invocation.options.tool_result_budget
     if isinstance(value, str) and len(value) < budget:
         # Fewer characters than budget tokens is under budget whatever the tokenizer: there
         # is nothing to count, read or spill, so the text goes out as it is.

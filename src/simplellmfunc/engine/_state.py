@@ -4,16 +4,12 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
 from .._events import TerminatedBy
 from .._messages import Message
 from .._transcript import Transcript
 from .._usage import Usage
-from ..providers._base import LLMResponse
-
-if TYPE_CHECKING:
-    from ._run_context import RunContext
+from ..providers import LLMResponse
 
 __all__ = ["RunResult", "RunState"]
 
@@ -55,7 +51,6 @@ class RunState:
         used_ids: Tool call ids in the transcript (filled on first need).
         repairs: Answers sent back to the model for repair so far.
         window_summary: The history window's LLM summary, keyed by how many messages it covers.
-        context: What hooks may use of the run (task group, emitter, abort, usage).
     """
 
     transcript: Transcript
@@ -71,7 +66,6 @@ class RunState:
     used_ids: set[str] | None = None
     repairs: int = 0
     window_summary: tuple[int, str] | None = None
-    context: RunContext | None = None
 
     def result(self) -> RunResult:
         """The result of the run (call once it has ended)."""

@@ -25,12 +25,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .._messages import AssistantMessage, Message, ToolMessage, UserMessage
-from ..providers._base import ToolSpec
+from ..providers import ToolSpec
 
 __all__ = [
     "TERMINATE",
-    "Action",
     "ParsedReply",
+    "TextAction",
     "parse_reply",
     "render_catalogue",
     "to_text_transcript",
@@ -47,7 +47,7 @@ _KEYWORD = re.compile(r"\b(?:use|call|run|invoke)\s+(?:the\s+)?`?(?P<name>[\w-]+
 
 
 @dataclass(frozen=True, slots=True)
-class Action:
+class TextAction:
     """One parsed call: tool name and arguments (``error`` set when they are unusable)."""
 
     tool: str
@@ -76,7 +76,7 @@ class ParsedReply:
             or ``none``.
     """
 
-    actions: tuple[Action, ...] = ()
+    actions: tuple[TextAction, ...] = ()
     terminate_answer: str | None = None
     format_error: str | None = None
     source: str = "none"
@@ -118,7 +118,7 @@ def parse_reply(
         match = _KEYWORD.search(text)
         if match and match.group("name") in tool_names:
             return ParsedReply(
-                (Action(match.group("name"), {"query": text.strip()}),), None, None, "keyword"
+                (TextAction(match.group("name"), {"query": text.strip()}),), None, None, "keyword"
             )
     broken = _looks_like_call(text)
     if broken:
@@ -183,7 +183,7 @@ def _from_json(candidate: str, source: str) -> ParsedReply | None:
     items = value if isinstance(value, list) else [value]
     if not items or not all(isinstance(i, dict) and _name_of(i) for i in items):
         return None
-    actions: list[Action] = []
+    actions: list[TextAction] = []
     for item in items:
         name = _name_of(item) or ""
         arguments = _input_of(item)
@@ -194,10 +194,10 @@ def _from_json(candidate: str, source: str) -> ParsedReply | None:
             text = answer if isinstance(answer, str) else json.dumps(answer, ensure_ascii=False)
             return ParsedReply(tuple(actions), text, None, source)
         if isinstance(arguments, dict):
-            actions.append(Action(name, arguments))
+            actions.append(TextAction(name, arguments))
         else:
             raw = json.dumps(arguments, ensure_ascii=False)
-            actions.append(Action(name, {}, "the tool input must be a JSON object", raw))
+            actions.append(TextAction(name, {}, "the tool input must be a JSON object", raw))
     return ParsedReply(tuple(actions), None, None, source)
 
 
@@ -228,13 +228,13 @@ def _input_of(item: dict[str, Any]) -> Any:
 
 
 def _from_xml(text: str) -> ParsedReply | None:
-    actions: list[Action] = []
+    actions: list[TextAction] = []
     for match in _XML.finditer(text):
         name, raw = match.group("name"), (match.group("input") or "").strip()
         try:
             arguments = json.loads(raw) if raw else {}
         except ValueError:
-            actions.append(Action(name, {}, f"<input> is not valid JSON: {raw[:80]!r}", raw))
+            actions.append(TextAction(name, {}, f"<input> is not valid JSON: {raw[:80]!r}", raw))
             continue
         if name == TERMINATE:
             answer = arguments.get("answer") if isinstance(arguments, dict) else arguments
@@ -242,9 +242,9 @@ def _from_xml(text: str) -> ParsedReply | None:
                 tuple(actions), str(answer if answer is not None else raw), None, "xml"
             )
         if isinstance(arguments, dict):
-            actions.append(Action(name, arguments))
+            actions.append(TextAction(name, arguments))
         else:
-            actions.append(Action(name, {}, "the tool input must be a JSON object", raw))
+            actions.append(TextAction(name, {}, "the tool input must be a JSON object", raw))
     return ParsedReply(tuple(actions), None, None, "xml") if actions else None
 
 

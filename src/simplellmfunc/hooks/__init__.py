@@ -1,9 +1,11 @@
-"""Typed events, the yields of decorated functions, and helpers to filter them."""
+"""SimpleLLMFunc's name for the event module: everything in :mod:`simplellmfunc.events`, plus
+:class:`~simplellmfunc.tools.ToolEventEmitter`.
 
-from collections.abc import AsyncIterable, AsyncIterator
-from typing import Any
+(Run hooks — :class:`simplellmfunc.engine.RunHook`, ``@llm_chat(hooks=...)`` — are another
+thing: objects that plug into the loop. This module holds no hooks of that kind.)
+"""
 
-from .._events import (
+from ..events import (
     CustomEvent,
     EventOrigin,
     EventYield,
@@ -24,10 +26,13 @@ from .._events import (
     ToolCallsBatchEndEvent,
     ToolCallsBatchStartEvent,
     ToolCallStartEvent,
+    events_only,
+    filter_events,
     is_event_yield,
     is_response_yield,
+    responses_only,
 )
-from ..tools._emitter import ToolEventEmitter
+from ..tools import ToolEventEmitter
 
 __all__ = [
     "CustomEvent",
@@ -57,26 +62,3 @@ __all__ = [
     "is_response_yield",
     "responses_only",
 ]
-
-
-async def responses_only(stream: AsyncIterable[Any]) -> AsyncIterator[ResponseYield]:
-    """Keep only the :class:`ResponseYield` items of an event-mode stream."""
-    async for item in stream:
-        if isinstance(item, ResponseYield):
-            yield item
-
-
-async def events_only(stream: AsyncIterable[Any]) -> AsyncIterator[EventYield]:
-    """Keep only the :class:`EventYield` items of an event-mode stream."""
-    async for item in stream:
-        if isinstance(item, EventYield):
-            yield item
-
-
-async def filter_events(
-    stream: AsyncIterable[Any], *kinds: type[ReactEvent]
-) -> AsyncIterator[EventYield]:
-    """Keep the :class:`EventYield` items whose event is an instance of one of ``kinds``."""
-    async for item in stream:
-        if isinstance(item, EventYield) and isinstance(item.event, kinds):
-            yield item

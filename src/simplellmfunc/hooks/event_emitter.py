@@ -1,5 +1,5 @@
 """``ToolEventEmitter``, importable from ``simplellmfunc.hooks.event_emitter`` as users expect."""
 
-from ..tools._emitter import ToolEventEmitter
+from ..tools import ToolEventEmitter
 
 __all__ = ["ToolEventEmitter"]

@@ -9,6 +9,7 @@ from .._lazy import lazy_exports
 
 if TYPE_CHECKING:
     from ._anthropic import AnthropicCompatible
+    from ._assembly import parse_arguments
     from ._base import (
         Capabilities,
         FinishEvent,
@@ -63,6 +64,7 @@ __all__ = [
     "count_message_tokens",
     "count_text_tokens",
     "make_llm",
+    "parse_arguments",
 ]
 
 __getattr__, __dir__ = lazy_exports(
@@ -95,5 +97,6 @@ __getattr__, __dir__ = lazy_exports(
         "count_message_tokens": "._tokens",
         "count_text_tokens": "._tokens",
         "make_llm": "._presets",
+        "parse_arguments": "._assembly",
     },
 )

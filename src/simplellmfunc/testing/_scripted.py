@@ -19,7 +19,7 @@ from .._content import Text
 from .._messages import AssistantMessage, Message, ToolCall
 from .._usage import Usage
 from ..exceptions import UserError
-from ..providers._base import (
+from ..providers import (
     Capabilities,
     FinishEvent,
     LLMInterface,

@@ -1,13 +1,16 @@
-"""ToolEventEmitter: how a running tool streams custom events out of a run."""
+"""What a running tool gets from the engine: its :class:`ToolContext` and the
+:class:`ToolEventEmitter` that streams custom events out of the run."""
 
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from typing import Any
 
+from .._abort import AbortSignal
 from .._events import CustomEvent, EventOrigin, EventYield
 
-__all__ = ["EventSink", "ToolEventEmitter"]
+__all__ = ["EventSink", "ToolContext", "ToolEventEmitter"]
 
 EventSink = Callable[[CustomEvent], Awaitable[None]]
 
@@ -54,3 +57,13 @@ class ToolEventEmitter:
     def clear(self) -> None:
         """Forget the collected events."""
         self._events.clear()
+
+
+@dataclass(frozen=True, slots=True)
+class ToolContext:
+    """What a running tool may learn about its call; declare a ``context: ToolContext`` param."""
+
+    tool_call_id: str
+    tool_name: str
+    event_emitter: ToolEventEmitter
+    abort_signal: AbortSignal | None = None

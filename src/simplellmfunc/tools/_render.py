@@ -7,14 +7,12 @@ awaits :func:`render_result_async`, which runs it in a worker thread.
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import datetime as dt
 import difflib
 import enum
 import functools
 import json
-import os
 import re
 import tempfile
 import time
@@ -29,8 +27,9 @@ from pydantic import BaseModel
 from pydantic_core import PydanticSerializationError
 
 from .._content import ImgPath, ImgUrl, Text
+from .._persist import write_file_atomic
 from ..exceptions import ToolSignal
-from ..providers._tokens import count_text_tokens
+from ..providers import count_text_tokens
 from ._schema import ArgumentsError
 
 __all__ = [
@@ -327,21 +326,13 @@ def _cut(text: str, keep: int) -> tuple[str, str]:
 
 
 def _spill(text: str, directory: Path, tool_name: str) -> str:
-    """Write ``text`` to a new file in ``directory``; return its absolute path.
+    """Write ``text`` to a new private file in ``directory``; return its absolute path.
 
-    The text goes to a private temporary file first and is renamed into place, so the path the
-    model is given never names a half-written file.
+    The write is atomic (``_persist``), so the path the model is given never names a
+    half-written file.
     """
     directory.mkdir(mode=0o700, parents=True, exist_ok=True)
     safe = _SAFE_NAME.sub("_", tool_name)[:64] or "tool"
     final = directory / f"{safe}-{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:12]}.txt"
-    fd, temporary = tempfile.mkstemp(prefix=f".{safe}-", suffix=".tmp", dir=directory)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8", errors="replace", newline="") as file:
-            file.write(text)
-        os.replace(temporary, final)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(temporary)
-        raise
+    write_file_atomic(final, text, mode=0o600)
     return str(final.absolute())

@@ -15,7 +15,7 @@ from pydantic.fields import FieldInfo
 from .._abort import AbortSignal
 from ..exceptions import ToolDefinitionError, UserError
 from ._docstring import ParsedDocstring, parse_docstring
-from ._emitter import ToolEventEmitter
+from ._emitter import ToolContext, ToolEventEmitter
 
 __all__ = ["ArgumentsError", "SignatureSchema", "build_schema", "build_signature_schema"]
 
@@ -80,8 +80,6 @@ def _unwrap_annotated(annotation: Any) -> tuple[Any, tuple[Any, ...]]:
 
 def _injection_kind(name: str, annotation: Any) -> str | None:
     """Return what the framework injects for this parameter, or None for a model parameter."""
-    from ._tool import ToolContext
-
     base, _ = _unwrap_annotated(annotation)
     # A tuple, not a set: annotation arguments (Literal values, metadata) need not be hashable.
     candidates = (base, *get_args(base))

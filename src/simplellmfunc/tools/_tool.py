@@ -8,16 +8,15 @@ import inspect
 import re
 import types
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any, Protocol, overload, runtime_checkable
 
 import anyio.to_thread
 
 from .._abort import AbortSignal
 from ..exceptions import ToolDefinitionError
-from ..providers._base import ToolSpec
+from ..providers import ToolSpec
 from ._docstring import ParsedDocstring, parse_docstring
-from ._emitter import ToolEventEmitter
+from ._emitter import ToolContext, ToolEventEmitter
 from ._schema import SignatureSchema, build_schema
 
 __all__ = ["FunctionTool", "Tool", "ToolContext", "ToolProvider", "check_tool_name", "tool"]
@@ -39,16 +38,6 @@ def check_tool_name(name: str) -> str:
             f"invalid tool name {name!r}: use 1-64 characters from a-z, A-Z, 0-9, '_' and '-'"
         )
     return name
-
-
-@dataclass(frozen=True, slots=True)
-class ToolContext:
-    """What a running tool may learn about its call; declare a ``context: ToolContext`` param."""
-
-    tool_call_id: str
-    tool_name: str
-    event_emitter: ToolEventEmitter
-    abort_signal: AbortSignal | None = None
 
 
 @runtime_checkable

@@ -1,8 +1,8 @@
-"""The two phases of a ReAct iteration, as steps over :class:`RunState`.
+"""The two phases of a ReAct iteration, as steps over one :class:`RunContext`.
 
-``think``: hook mutations → compile → LLM call → assistant mutation (→ repair feedback).
-``act``: tool batch → tool mutations (→ abort mutations) → after-batch hook mutations.
-Neither edits the transcript directly: every change is a ``ContextMutation``.
+``think``: hook mutations → history window → compile → LLM call → assistant mutation
+(→ repair feedback). ``act``: tool batch → tool mutations (→ abort mutations) → after-batch hook
+mutations. Neither edits the transcript directly: every change is a ``ContextMutation``.
 """
 
 from __future__ import annotations
@@ -10,55 +10,49 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 
-from .._abort import AbortSignal
+import anyio.to_thread
+
 from .._events import (
     ReactIterationEndEvent,
     ReactIterationStartEvent,
     ToolCallsBatchEndEvent,
     ToolCallsBatchStartEvent,
 )
-from .._messages import AssistantMessage, ToolCall
+from .._messages import (
+    AssistantMessage,
+    Message,
+    SystemMessage,
+    ToolCall,
+    UserMessage,
+    message_to_dict,
+)
 from .._mutations import (
     AssistantMessageMutation,
     AssistantTruncatedMutation,
     ContextMutation,
+    ContextReplaceMutation,
     UserMessageMutation,
 )
 from ..exceptions import ProviderError
+from ..providers import LLMRequest, count_message_tokens
 from ._compile import compile_request
 from ._emit import Emitter
-from ._invocation import Invocation, RunView
-from ._llm_step import TextChunk, call_llm
+from ._invocation import Invocation, RunContext
+from ._llm_call import TextChunk, call_llm
 from ._plan import plan_reply
 from ._scheduler import run_tool_batch
 from ._state import RunState
-from ._windowing import windowed
+from ._window import apply_window, truncation_summary
 
-__all__ = ["aborted", "act", "think"]
+__all__ = ["SUMMARY_INSTRUCTION", "act", "think"]
 
-
-def _apply(state: RunState, mutations: Sequence[ContextMutation]) -> None:
-    state.transcript.apply_all(mutations)
-
-
-def aborted(state: RunState, abort: AbortSignal | None) -> bool:
-    """Whether the run was aborted (recording it in ``state`` if so)."""
-    if abort is not None and abort.aborted:
-        state.terminated_by = "aborted"
-        state.abort_reason = abort.reason
-        return True
-    return False
+SUMMARY_INSTRUCTION = (
+    "Summarize the conversation below for the assistant who continues it: the user's goals, "
+    "facts learned, decisions, tool results that still matter and open questions. Be concise."
+)
 
 
-def _view(invocation: Invocation, state: RunState, emitter: Emitter) -> RunView:
-    return RunView(
-        state.transcript, state.iteration, emitter.agent_call_id, invocation, state.context
-    )
-
-
-async def think(
-    invocation: Invocation, state: RunState, emitter: Emitter, abort: AbortSignal | None
-) -> tuple[ToolCall, ...] | None:
+async def think(run: RunContext) -> tuple[ToolCall, ...] | None:
     """The LLM phase of the next iteration.
 
     Returns:
@@ -68,22 +62,20 @@ async def think(
     Raises:
         ProviderError: When the LLM call fails after retries.
     """
-    if aborted(state, abort):
+    if run.aborted():
         return None
+    invocation, state, emitter = run.invocation, run.state, run.emitter
     state.iteration += 1
     if emitter.wants_events:
         await emitter.event(ReactIterationStartEvent(state.iteration))
     for hook in invocation.hooks:
-        _apply(state, list(await hook.before_llm_call(_view(invocation, state, emitter))))
-    final = (
-        invocation.max_tool_calls is not None
-        and state.tool_iterations >= invocation.max_tool_calls
-        and bool(invocation.tools)
-    )
-    window = await windowed(invocation, state)
+        state.transcript.apply_all(list(await hook.before_llm_call(run.view())))
+    cap = invocation.options.max_tool_calls
+    final = cap is not None and state.tool_iterations >= cap and bool(invocation.tools)
+    window = await _windowed(invocation, state)
     request = compile_request(invocation, state.transcript, final_answer=final, window=window)
     try:
-        outcome = await call_llm(invocation, request, state.iteration, emitter, abort)
+        outcome = await call_llm(run, request)
     except ProviderError:
         fallback = _last_assistant_text(state) if final else None
         if fallback is None:
@@ -93,7 +85,7 @@ async def think(
         await _iteration_end(emitter, state, 0)
         return None
     if outcome.response is None:  # aborted mid-call
-        aborted(state, abort)
+        run.aborted()
         state.final_text = outcome.partial_text
         state.transcript.apply(AssistantTruncatedMutation(outcome.partial_text, state.abort_reason))
         await _iteration_end(emitter, state, 0)
@@ -123,31 +115,26 @@ async def think(
     return None if repair is None else ()
 
 
-async def act(
-    invocation: Invocation,
-    state: RunState,
-    emitter: Emitter,
-    abort: AbortSignal | None,
-    calls: tuple[ToolCall, ...],
-) -> bool:
+async def act(run: RunContext, calls: tuple[ToolCall, ...]) -> bool:
     """The tool phase of the current iteration; returns whether the run is over (aborted)."""
+    state, emitter = run.state, run.emitter
     state.tool_iterations += 1
     state.tool_calls += len(calls)
     started = time.perf_counter()
     if emitter.wants_events:
         batch_calls = tuple(c.to_dict() for c in calls)
         await emitter.event(ToolCallsBatchStartEvent(state.iteration, batch_calls))
-    batch = await run_tool_batch(invocation, calls, emitter, abort)
-    _apply(state, batch.mutations)
+    batch = await run_tool_batch(run, calls)
+    state.transcript.apply_all(batch.mutations)
     if emitter.wants_events:
         duration = time.perf_counter() - started
         await emitter.event(
             ToolCallsBatchEndEvent(state.iteration, batch.succeeded, batch.failed, duration)
         )
-    done = aborted(state, abort)
+    done = run.aborted()
     if not done:
-        for hook in invocation.hooks:
-            _apply(state, list(await hook.after_tool_batch(_view(invocation, state, emitter))))
+        for hook in run.invocation.hooks:
+            state.transcript.apply_all(list(await hook.after_tool_batch(run.view())))
     await _iteration_end(emitter, state, len(calls))
     return done
 
@@ -211,3 +198,45 @@ def _assistant_mutation(message: AssistantMessage, calls: tuple[ToolCall, ...]) 
         tool_calls=[c.to_dict() for c in calls],
         reasoning_details=[dict(r) for r in message.reasoning_details],
     )
+
+
+async def _windowed(invocation: Invocation, state: RunState) -> Sequence[Message] | None:
+    """The messages to send under the invocation's history window (``None``: no window)."""
+    window = invocation.options.history_window
+    if window is None:
+        return None
+    budget = window.budget(invocation.llm.context_window)
+    model = invocation.llm.model_name
+
+    def count(messages: Sequence[Message]) -> int:
+        return count_message_tokens(messages, model)
+
+    messages = state.transcript.messages
+
+    def fit(summary: str | None) -> tuple[tuple[Message, ...], list[Message]]:
+        return apply_window(messages, window, count, budget, summary)
+
+    # Token counting is CPU work (and the first use loads the encoding): off the event loop.
+    sent, dropped = await anyio.to_thread.run_sync(fit, None)
+    if dropped and window.strategy == "summarize":
+        summary = await _summary(invocation, state, dropped)
+        sent, dropped = await anyio.to_thread.run_sync(fit, summary)
+    if dropped and window.rewrite_history:
+        state.transcript.apply(ContextReplaceMutation([message_to_dict(m) for m in sent]))
+        return None
+    return sent if dropped else None
+
+
+async def _summary(invocation: Invocation, state: RunState, dropped: list[Message]) -> str:
+    """An LLM summary of the dropped messages, computed once per size of the dropped part."""
+    cached = state.window_summary
+    if cached is not None and cached[0] == len(dropped):
+        return cached[1]
+    request = LLMRequest(
+        (SystemMessage(SUMMARY_INSTRUCTION), UserMessage(truncation_summary(dropped, 20_000)))
+    )
+    response = await invocation.llm.complete(request)
+    state.usage = state.usage + response.usage
+    text = f"[Summary of {len(dropped)} earlier messages]\n{response.text}"
+    state.window_summary = (len(dropped), text)
+    return text

@@ -8,7 +8,6 @@ from dataclasses import dataclass
 
 import anyio
 
-from .._abort import AbortSignal
 from .._events import (
     LLMCallEndEvent,
     LLMCallErrorEvent,
@@ -18,7 +17,7 @@ from .._events import (
 )
 from .._messages import message_to_dict
 from ..exceptions import ProviderError, StreamError
-from ..providers._base import (
+from ..providers import (
     FinishEvent,
     LLMRequest,
     LLMResponse,
@@ -27,7 +26,7 @@ from ..providers._base import (
     ToolCallDelta,
 )
 from ._emit import Emitter
-from ._invocation import Invocation
+from ._invocation import Invocation, RunContext
 
 __all__ = ["LLMOutcome", "RawItem", "TextChunk", "call_llm"]
 
@@ -61,18 +60,14 @@ def _use_stream(invocation: Invocation, request: LLMRequest) -> bool:
     return caps.streaming_with_tools or not request.tools
 
 
-async def call_llm(
-    invocation: Invocation,
-    request: LLMRequest,
-    iteration: int,
-    emitter: Emitter,
-    abort: AbortSignal | None,
-) -> LLMOutcome:
-    """Run one LLM call and report it as events.
+async def call_llm(run: RunContext, request: LLMRequest) -> LLMOutcome:
+    """Run one LLM call of the run's current iteration and report it as events.
 
     Raises:
         ProviderError: When the provider fails (after an ``LLMCallErrorEvent``).
     """
+    invocation, emitter, abort = run.invocation, run.emitter, run.abort
+    iteration = run.state.iteration
     streaming = _use_stream(invocation, request)
     if emitter.wants_events:
         await emitter.event(

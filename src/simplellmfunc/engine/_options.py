@@ -1,0 +1,122 @@
+"""Engine options: how a run behaves, as one frozen value both decorators accept.
+
+``@llm_function`` and ``@llm_chat`` take ``options=EngineOptions(...)``; for convenience the
+same names may also be given as keyword arguments of the decorator (``tool_timeout=5``), and
+:func:`split_options` lifts them out of the keyword arguments, so they are never sent to the
+provider. What remains must be a body parameter of the provider request (``temperature`` …):
+a value that cannot be sent as JSON is refused when the function is decorated.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields, replace
+from typing import Any, Literal
+
+from ..exceptions import DecoratorError
+from ._termination import TerminationPolicy
+from ._window import HistoryWindow
+
+__all__ = ["EngineOptions", "ToolProtocol", "split_options"]
+
+ToolProtocol = Literal["auto", "native", "text"]
+
+
+@dataclass(frozen=True, slots=True)
+class EngineOptions:
+    """How the engine runs one decorated function's calls.
+
+    Attributes:
+        max_tool_calls: Cap on iterations with tool calls (``None``: no cap); at the cap one
+            call without tools extracts the answer.
+        tool_timeout: Default per-tool timeout in seconds (a tool's own timeout wins).
+        max_tool_concurrency: Cap on concurrently running tools of one batch (``None``: all).
+        tool_result_budget: Max tokens of one tool result shown to the model.
+        tool_protocol: ``"native"`` function calling, ``"text"`` (tools described in the prompt,
+            calls parsed from the reply) or ``"auto"`` (text when the provider has no native
+            tools).
+        keyword_heuristic: With the text protocol, also read "use the X tool" prose as a call
+            (off by default: it guesses).
+        termination: Implicit termination signals and when they apply.
+        history_window: Send only the system prompt and recent turns within a token budget
+            (``None``: the whole transcript).
+    """
+
+    max_tool_calls: int | None = None
+    tool_timeout: float | None = None
+    max_tool_concurrency: int | None = None
+    tool_result_budget: int = 8000
+    tool_protocol: ToolProtocol = "auto"
+    keyword_heuristic: bool = False
+    termination: TerminationPolicy = field(default_factory=TerminationPolicy)
+    history_window: HistoryWindow | None = None
+
+    def __post_init__(self) -> None:
+        if self.tool_protocol not in ("auto", "native", "text"):
+            raise DecoratorError(
+                f"tool_protocol must be 'auto', 'native' or 'text', got {self.tool_protocol!r}"
+            )
+        for name in ("max_tool_calls", "max_tool_concurrency", "tool_result_budget"):
+            value = getattr(self, name)
+            if value is not None and (not isinstance(value, int) or value < 0):
+                raise DecoratorError(f"{name} must be a non-negative int, got {value!r}")
+
+    @classmethod
+    def from_mapping(cls, values: Mapping[str, Any]) -> EngineOptions:
+        """Build options from a mapping (a config file section, keyword arguments).
+
+        Raises:
+            DecoratorError: For a name that is not an engine option, or a bad value.
+        """
+        unknown = sorted(set(values) - OPTION_NAMES)
+        if unknown:
+            raise DecoratorError(
+                f"unknown engine option(s) {', '.join(map(repr, unknown))}; "
+                f"known: {', '.join(sorted(OPTION_NAMES))}"
+            )
+        return cls(**dict(values))
+
+
+OPTION_NAMES = frozenset(f.name for f in fields(EngineOptions))
+
+
+def split_options(
+    options: EngineOptions | None, llm_kwargs: Mapping[str, Any], **explicit: Any
+) -> tuple[EngineOptions, dict[str, Any]]:
+    """Separate engine options from provider body parameters, the same way for every decorator.
+
+    Args:
+        options: The ``options=`` argument of the decorator (``None``: defaults).
+        llm_kwargs: The decorator's extra keyword arguments.
+        **explicit: Engine options the decorator takes as named parameters (``max_tool_calls``,
+            ``tool_protocol`` …); ``None`` values are left out.
+
+    Returns:
+        The options (``options`` with the named ones applied) and the provider body parameters.
+
+    Raises:
+        DecoratorError: For an option given twice, a bad option value, or a body parameter
+            that cannot be sent as JSON (an object meant for the engine, a typo'd option name
+            holding one).
+    """
+    lifted = {k: v for k, v in llm_kwargs.items() if k in OPTION_NAMES}
+    lifted.update((k, v) for k, v in explicit.items() if v is not None)
+    body = {k: v for k, v in llm_kwargs.items() if k not in OPTION_NAMES}
+    base = options or EngineOptions()
+    if options is not None:
+        twice = sorted(k for k in lifted if getattr(options, k) != getattr(EngineOptions(), k))
+        if twice:
+            raise DecoratorError(
+                f"engine option(s) {', '.join(map(repr, twice))} given both in options= and as "
+                "keyword arguments"
+            )
+    for name, value in body.items():
+        try:
+            json.dumps(value)
+        except (TypeError, ValueError):
+            raise DecoratorError(
+                f"{name}={value!r} is neither an engine option nor a JSON value to send to the "
+                f"provider; engine options are: {', '.join(sorted(OPTION_NAMES))}"
+            ) from None
+    return (replace(base, **lifted) if lifted else base), body
