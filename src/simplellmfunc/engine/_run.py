@@ -141,18 +141,11 @@ class Run:
         return self._items()
 
     async def result(self) -> RunResult:
-        """Run to the end, discarding items, and return the result.
+        """Run to the end and return the result; nothing is emitted (no sink is connected).
 
         Raises:
             ProviderError: When an LLM call fails after retries (the run ends with an event).
         """
-        if self._live():
-            result: RunResult | None = None
-            async for item in self:
-                if isinstance(item, RunResult):
-                    result = item
-            assert result is not None  # the last item of every run
-            return result
         await self.run_to_end()
         return self.state.result()
 
