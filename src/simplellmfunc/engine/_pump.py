@@ -8,6 +8,7 @@ stream and re-raised in the consumer's task, unchanged, after the run's task gro
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncGenerator, Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
@@ -15,7 +16,9 @@ from typing import Any
 import anyio
 from anyio.streams.memory import MemoryObjectSendStream
 
-__all__ = ["Finished", "Send", "event_pump"]
+from ..exceptions import RunError
+
+__all__ = ["Finished", "Send", "being_cancelled", "event_pump"]
 
 Send = Callable[[Any], Awaitable[None]]
 
@@ -32,12 +35,31 @@ class _Failed:
     error: Exception
 
 
+def being_cancelled() -> bool:
+    """Whether the current task has a cancellation request pending (a cancel scope, a caller).
+
+    A ``CancelledError`` raised while none is pending did not come from cancelling this task:
+    something awaited a future that another party cancelled.
+    """
+    try:
+        task = asyncio.current_task()
+    except RuntimeError:  # not on asyncio (trio has no stray cancellations to tell apart)
+        return True
+    return task is None or task.cancelling() > 0
+
+
 async def _run(body: Callable[[Send], Awaitable[Any]], send: MemoryObjectSendStream[Any]) -> None:
     async with send:
         try:
             value = await body(send.send)
         except Exception as exc:  # boundary: re-raised in the consumer's task
             await send.send(_Failed(exc))
+        except anyio.get_cancelled_exc_class() as exc:
+            if being_cancelled():
+                raise
+            error = RunError("the run was cancelled by something other than its caller")
+            error.__cause__ = exc
+            await send.send(_Failed(error))
         else:
             await send.send(Finished(value))
 
@@ -52,9 +74,11 @@ async def event_pump(
 
     Raises:
         Exception: Whatever ``body`` raised, after its task has ended.
+        RunError: If the run ended without a result (it never ends silently).
     """
     send, receive = anyio.create_memory_object_stream[Any](buffer)
     failure: Exception | None = None
+    finished = False
     try:
         async with anyio.create_task_group() as group:
             group.start_soon(_run, body, send)
@@ -64,6 +88,7 @@ async def event_pump(
                         if isinstance(item, _Failed):
                             failure = item.error
                             break
+                        finished = isinstance(item, Finished)
                         yield item
             finally:
                 group.cancel_scope.cancel()
@@ -75,3 +100,5 @@ async def event_pump(
         raise
     if failure is not None:
         raise failure
+    if not finished:
+        raise RunError("the run ended without a result")

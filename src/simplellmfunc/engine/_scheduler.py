@@ -37,6 +37,7 @@ from ..tools import (
 )
 from ._emit import Emitter
 from ._invocation import Invocation, RunContext
+from ._pump import being_cancelled
 
 __all__ = ["BatchResult", "run_tool_batch"]
 
@@ -174,6 +175,15 @@ async def _invoke(
         return await _render(run.invocation, tool, raw)
     except Exception as exc:  # boundary: a tool failure becomes a result the model sees
         return _Failure(type(exc).__name__, render_error(exc))
+    except anyio.get_cancelled_exc_class() as exc:
+        if being_cancelled():
+            raise  # ours (abort, timeout) or the caller's: the batch handles it
+        # A stray CancelledError (the tool awaited a future something else cancelled): a
+        # failure of this tool, which must not cancel its siblings or end the run.
+        return _Failure("CancelledError", render_error(exc) + _STRAY_NOTE)
+
+
+_STRAY_NOTE = " (the tool was cancelled by something other than this run)"
 
 
 def _context(
