@@ -41,6 +41,9 @@ class EngineOptions:
         termination: Implicit termination signals and when they apply.
         history_window: Send only the system prompt and recent turns within a token budget
             (``None``: the whole transcript).
+        loop_window: How many tool batches in a row that repeat one batch (or alternate two)
+            count as a loop: the model is warned, and the run ends with
+            ``terminated_by="loop"`` if the next batch repeats again (``0``: off).
     """
 
     max_tool_calls: int | None = None
@@ -51,13 +54,14 @@ class EngineOptions:
     keyword_heuristic: bool = False
     termination: TerminationPolicy = field(default_factory=TerminationPolicy)
     history_window: HistoryWindow | None = None
+    loop_window: int = 3
 
     def __post_init__(self) -> None:
         if self.tool_protocol not in ("auto", "native", "text"):
             raise DecoratorError(
                 f"tool_protocol must be 'auto', 'native' or 'text', got {self.tool_protocol!r}"
             )
-        for name in ("max_tool_calls", "max_tool_concurrency", "tool_result_budget"):
+        for name in ("max_tool_calls", "max_tool_concurrency", "tool_result_budget", "loop_window"):
             value = getattr(self, name)
             if value is not None and (not isinstance(value, int) or value < 0):
                 raise DecoratorError(f"{name} must be a non-negative int, got {value!r}")

@@ -31,6 +31,7 @@ from .._mutations import (
     AssistantTruncatedMutation,
     ContextMutation,
     ContextReplaceMutation,
+    ToolCancelledMutation,
     UserMessageMutation,
 )
 from ..exceptions import ProviderError
@@ -40,6 +41,14 @@ from ._emit import Emitter
 from ._invocation import Invocation, RunContext
 from ._llm_call import TextChunk, call_llm
 from ._plan import plan_reply
+from ._runaway import (
+    LOOP_STOP_REASON,
+    budget_note,
+    loop_note,
+    loop_period,
+    signature,
+    with_note,
+)
 from ._scheduler import run_tool_batch
 from ._state import RunState
 from ._window import apply_window, truncation_summary
@@ -116,8 +125,13 @@ async def think(run: RunContext) -> tuple[ToolCall, ...] | None:
 
 
 async def act(run: RunContext, calls: tuple[ToolCall, ...]) -> bool:
-    """The tool phase of the current iteration; returns whether the run is over (aborted)."""
-    state, emitter = run.state, run.emitter
+    """The tool phase of the current iteration; returns whether the run is over (aborted, or
+    stopped in a loop)."""
+    state, emitter, options = run.state, run.emitter, run.invocation.options
+    state.batches.append(signature(calls))
+    period = loop_period(state.batches, options.loop_window)
+    if period is not None and state.loop_warned:
+        return await _stop_loop(run, calls)
     state.tool_iterations += 1
     state.tool_calls += len(calls)
     started = time.perf_counter()
@@ -125,7 +139,14 @@ async def act(run: RunContext, calls: tuple[ToolCall, ...]) -> bool:
         batch_calls = tuple(c.to_dict() for c in calls)
         await emitter.event(ToolCallsBatchStartEvent(state.iteration, batch_calls))
     batch = await run_tool_batch(run, calls)
-    state.transcript.apply_all(batch.mutations)
+    mutations = batch.mutations
+    state.loop_warned = period is not None
+    if period is not None:
+        mutations = with_note(mutations, loop_note(calls, period))
+    cap = options.max_tool_calls
+    if cap is not None and 1 <= cap - state.tool_iterations <= max(1, cap // 5):
+        mutations = with_note(mutations, budget_note(cap - state.tool_iterations))
+    state.transcript.apply_all(mutations)
     if emitter.wants_events:
         duration = time.perf_counter() - started
         await emitter.event(
@@ -137,6 +158,18 @@ async def act(run: RunContext, calls: tuple[ToolCall, ...]) -> bool:
             state.transcript.apply_all(list(await hook.after_tool_batch(run.view())))
     await _iteration_end(emitter, state, len(calls))
     return done
+
+
+async def _stop_loop(run: RunContext, calls: tuple[ToolCall, ...]) -> bool:
+    """End a run whose model repeats after the warning: its calls are answered, not run."""
+    state = run.state
+    state.transcript.apply_all(
+        [ToolCancelledMutation(c.id, c.name, LOOP_STOP_REASON) for c in calls]
+    )
+    state.terminated_by = "loop"
+    state.final_text = _last_assistant_text(state) or ""
+    await _iteration_end(run.emitter, state, 0)
+    return True
 
 
 async def _iteration_end(emitter: Emitter, state: RunState, tool_calls: int) -> None:

@@ -10,6 +10,7 @@ from .._messages import Message
 from .._transcript import Transcript
 from .._usage import Usage
 from ..providers import LLMResponse
+from ._runaway import Signature
 
 __all__ = ["RunResult", "RunState"]
 
@@ -51,6 +52,8 @@ class RunState:
         used_ids: Tool call ids in the transcript (filled on first need).
         repairs: Answers sent back to the model for repair so far.
         window_summary: The history window's LLM summary, keyed by how many messages it covers.
+        batches: The signature of each tool batch so far (repetition detection).
+        loop_warned: The model was told its batches repeat (the next repetition ends the run).
     """
 
     transcript: Transcript
@@ -66,6 +69,8 @@ class RunState:
     used_ids: set[str] | None = None
     repairs: int = 0
     window_summary: tuple[int, str] | None = None
+    batches: list[Signature] = field(default_factory=list)
+    loop_warned: bool = False
 
     def result(self) -> RunResult:
         """The result of the run (call once it has ended)."""
