@@ -9,7 +9,7 @@ from typing import Any
 import anyio
 import pytest
 
-from simplellmfunc import EngineOptions, OpenAICompatible, llm_chat, tool
+from simplellmfunc import EngineOptions, OpenAICompatible, PauseSignal, llm_chat, tool
 from simplellmfunc.events import EventYield, ReactEndEvent
 from simplellmfunc.testing import MockLLMServer, Reply, ToolCallSpec
 from simplellmfunc.types import history_from_dicts
@@ -120,3 +120,55 @@ async def test_the_step_budget_is_shown_when_it_runs_low(
     notes = ["[Step budget]" in _last_tool_text(mock_server, n) for n in range(1, 6)]
     assert notes == [False, False, False, True, False]  # 1 round left after the 4th; then final
     assert "1 tool round left" in _last_tool_text(mock_server, 4)
+
+
+async def test_a_paused_run_stops_at_a_safe_point_and_resumes(
+    mock_server: MockLLMServer, llm: OpenAICompatible
+) -> None:
+    mock_server.script(_call("Oslo", 0), _call("Rome", 1), Reply.text("Sunny in both."))
+    pause = PauseSignal()
+
+    @tool
+    async def lookup(city: str) -> str:
+        """Look the weather up; the user presses "pause" while it runs.
+
+        Args:
+            city: The city.
+        """
+        CALLS.append(city)
+        pause.pause()  # the run finishes this batch and stops before its next LLM call
+        return f"sunny in {city}"
+
+    @llm_chat(llm, toolkit=[lookup])
+    async def agent(message: str, history: list[dict[str, Any]]) -> None:
+        """Help."""
+
+    with anyio.fail_after(GUARD):
+        outputs = [out async for out in agent("weather?", history=[], _pause_signal=pause)]
+    paused = outputs[-1][1]
+    history_from_dicts(paused)  # valid at the pause point
+    assert paused[-1] == {"role": "tool", "tool_call_id": "c0", "content": "sunny in Oslo"}
+    assert len(mock_server.requests) == 1
+    assert CALLS == ["Oslo"]
+
+    with anyio.fail_after(GUARD):
+        resumed = [out async for out in agent.resume(paused)]  # type: ignore[attr-defined]
+    assert resumed[-1][0] == "Sunny in both."
+    assert CALLS == ["Oslo", "Rome"]
+    final = resumed[-1][1]
+    assert final[: len(paused)] == paused
+    history_from_dicts(final)
+    # No new user message: the model continued from the tool result.
+    assert mock_server.requests[1].json["messages"][-1]["role"] == "tool"
+
+
+async def test_llm_function_refuses_a_pause_signal(llm: OpenAICompatible) -> None:
+    from simplellmfunc import llm_function
+    from simplellmfunc.exceptions import DecoratorError
+
+    @llm_function(llm)
+    async def f(q: str) -> str:
+        """Answer."""
+
+    with pytest.raises(DecoratorError, match="pause"):
+        await f("q", _pause_signal=PauseSignal())

@@ -28,6 +28,7 @@ EXPECTED_TOP = {
     "HistoryWindow",
     "MCPToolset",
     "OpenAIResponsesCompatible",
+    "PauseSignal",
     "PyRepl",
     "ImgPath",
     "ImgUrl",

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 from ._lazy import lazy_exports
 
 if TYPE_CHECKING:
-    from ._abort import AbortSignal
+    from ._abort import AbortSignal, PauseSignal
     from ._content import ImgPath, ImgUrl, Text
     from .builtin import FileToolset, PyRepl, SelfReference
     from .decorators import llm_chat, llm_function
@@ -44,6 +44,7 @@ __all__ = [
     "MCPToolset",
     "OpenAICompatible",
     "OpenAIResponsesCompatible",
+    "PauseSignal",
     "PyRepl",
     "SelfReference",
     "TerminationPolicy",
@@ -75,6 +76,7 @@ __getattr__, __dir__ = lazy_exports(
         "MCPToolset": ".mcp",
         "OpenAICompatible": ".providers",
         "OpenAIResponsesCompatible": ".providers",
+        "PauseSignal": "._abort",
         "PyRepl": ".builtin",
         "SelfReference": ".builtin",
         "TerminationPolicy": ".engine",

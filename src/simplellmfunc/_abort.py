@@ -1,4 +1,4 @@
-"""AbortSignal: ask a running call to stop, from anywhere in the same event loop."""
+"""AbortSignal and PauseSignal: ask a running call to stop now, or at its next safe point."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from collections.abc import Callable
 
 import anyio
 
-__all__ = ["AbortSignal"]
+__all__ = ["AbortSignal", "PauseSignal"]
 
 
 class AbortSignal:
@@ -76,3 +76,29 @@ class AbortSignal:
     def __repr__(self) -> str:
         state = f"aborted reason={self._reason!r}" if self._set else "pending"
         return f"AbortSignal({state})"
+
+
+class PauseSignal:
+    """Ask a run to stop at its next safe point, so it can be resumed later (seed 001's pause).
+
+    Unlike an abort, nothing is interrupted: the run finishes the LLM call or tool batch in
+    progress and stops before its next LLM call, where every tool call has its result. The run
+    ends with ``terminated_by="paused"`` and a history that ``agent.resume(history)`` continues.
+    """
+
+    __slots__ = ("_set",)
+
+    def __init__(self) -> None:
+        self._set = False
+
+    @property
+    def paused(self) -> bool:
+        """Whether :meth:`pause` was called."""
+        return self._set
+
+    def pause(self) -> None:
+        """Stop the run at its next safe point (idempotent)."""
+        self._set = True
+
+    def __repr__(self) -> str:
+        return f"PauseSignal({'paused' if self._set else 'running'})"

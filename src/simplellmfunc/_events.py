@@ -39,7 +39,7 @@ __all__ = [
 ]
 
 TerminatedBy: TypeAlias = Literal[
-    "answer", "terminate", "implicit", "max_steps", "loop", "aborted", "error"
+    "answer", "terminate", "implicit", "max_steps", "loop", "paused", "aborted", "error"
 ]
 
 

@@ -9,7 +9,13 @@ from contextlib import aclosing
 from typing import Any, Literal
 
 from .._events import ResponseYield
-from .._messages import Message, SystemMessage, history_from_dicts, history_to_dicts
+from .._messages import (
+    Message,
+    SystemMessage,
+    UserMessage,
+    history_from_dicts,
+    history_to_dicts,
+)
 from .._transcript import Transcript
 from ..engine import (
     EngineOptions,
@@ -114,14 +120,23 @@ def llm_chat(
         memory = self_reference_hook(self_reference, self_reference_key)
         run_hooks = ((memory,) if memory is not None else ()) + tuple(hooks)
 
-        async def prepare(args: tuple[Any, ...], kwargs: dict[str, Any]) -> Run:
+        async def prepare(
+            args: tuple[Any, ...], kwargs: dict[str, Any], resumed: Any = None
+        ) -> Run:
             call = split_call_kwargs(kwargs)
-            bound = signature.bind(*args, **kwargs)
-            bound.apply_defaults()
-            arguments = dict(bound.arguments)
-            history = arguments.pop(history_name, None)
             system = fill_template(doc, call.template_params)
-            user = await render_arguments(signature, arguments, bare_single_text=True)
+            if resumed is None:
+                bound = signature.bind(*args, **kwargs)
+                bound.apply_defaults()
+                arguments = dict(bound.arguments)
+                history = arguments.pop(history_name, None)
+                user: Message | None = await render_arguments(
+                    signature, arguments, bare_single_text=True
+                )
+            elif kwargs:
+                raise DecoratorError(f"resume() takes no arguments besides the history: {kwargs}")
+            else:
+                history, user = resumed, None
             invocation = Invocation(
                 llm=llm_interface,
                 system_prompt=system,
@@ -136,21 +151,38 @@ def llm_chat(
                 invocation,
                 transcript,
                 abort=call.abort,
-                user_input=user.text,
+                pause=call.pause,
+                user_input=user.text if isinstance(user, UserMessage) else "",
                 events=enable_event,
                 text=not enable_event,
                 raw=raw and not enable_event,
             )
 
-        @functools.wraps(func)
-        async def wrapper(*args: Any, **kwargs: Any) -> AsyncIterator[Any]:
-            run = await prepare(args, kwargs)
+        async def iterate(run: Run) -> AsyncIterator[Any]:
             view = _HistoryView(run.state.transcript)
             # aclosing: a consumer leaving early closes the run here, in this task.
             async with aclosing(run.__aiter__()) as items:
                 async for item in items:
                     yield _output(item, view, enable_event=enable_event, stream=stream)
 
+        @functools.wraps(func)
+        async def wrapper(*args: Any, **kwargs: Any) -> AsyncIterator[Any]:
+            # iterate()'s body inline: one async generator less per streamed item.
+            run = await prepare(args, kwargs)
+            view = _HistoryView(run.state.transcript)
+            async with aclosing(run.__aiter__()) as items:
+                async for item in items:
+                    yield _output(item, view, enable_event=enable_event, stream=stream)
+
+        async def resume(history: list[dict[str, Any]], **kwargs: Any) -> AsyncIterator[Any]:
+            """Continue a paused run (``terminated_by="paused"``) from its history: no new user
+            message; takes ``_template_params``, ``_abort_signal`` and ``_pause_signal``."""
+            if not history:
+                raise DecoratorError("resume() needs the history of a paused run")
+            async for item in iterate(await prepare((), kwargs, history)):
+                yield item
+
+        wrapper.resume = resume  # type: ignore[attr-defined]
         return wrapper
 
     return decorate
@@ -170,7 +202,7 @@ def _output(item: Any, view: _HistoryView, *, enable_event: bool, stream: bool) 
     return item
 
 
-def _initial_messages(system: str, history: Any, user: Message) -> list[Message]:
+def _initial_messages(system: str, history: Any, user: Message | None) -> list[Message]:
     if history is not None and not isinstance(history, list | tuple):
         raise DecoratorError("history must be a list of chat message dicts")
     previous = history_from_dicts(history)
@@ -179,7 +211,7 @@ def _initial_messages(system: str, history: Any, user: Message) -> list[Message]
         head: list[Message] = [SystemMessage(system)]
     else:  # no docstring: the history's own system prompt, if any, stays
         head = [m for m in previous[:1] if isinstance(m, SystemMessage)]
-    return [*head, *rest, user]
+    return [*head, *rest] if user is None else [*head, *rest, user]
 
 
 class _HistoryView:

@@ -6,7 +6,7 @@ import inspect
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from .._abort import AbortSignal
+from .._abort import AbortSignal, PauseSignal
 from ..engine import RunHook
 from ..exceptions import DecoratorError, ToolDefinitionError
 from ..tools import FunctionTool, Tool, ToolProvider
@@ -90,26 +90,40 @@ async def resolve_tools(tools: list[Tool], providers: list[ToolProvider]) -> tup
 
 
 class CallOptions:
-    """The framework keyword arguments of one call (``_template_params``, ``_abort_signal``)."""
+    """The framework keyword arguments of one call (``_template_params``, ``_abort_signal``,
+    ``_pause_signal``)."""
 
-    __slots__ = ("abort", "template_params")
+    __slots__ = ("abort", "pause", "template_params")
 
-    def __init__(self, template_params: Mapping[str, Any] | None, abort: AbortSignal | None):
+    def __init__(
+        self,
+        template_params: Mapping[str, Any] | None,
+        abort: AbortSignal | None,
+        pause: PauseSignal | None = None,
+    ) -> None:
         self.template_params = dict(template_params or {})
         self.abort = abort
+        self.pause = pause
 
 
-def split_call_kwargs(kwargs: dict[str, Any]) -> CallOptions:
+def split_call_kwargs(kwargs: dict[str, Any], *, pausable: bool = True) -> CallOptions:
     """Remove the framework keyword arguments from ``kwargs`` and return them.
 
     Raises:
-        DecoratorError: For a ``_abort_signal`` that is not an :class:`AbortSignal`.
+        DecoratorError: For a ``_abort_signal`` that is not an :class:`AbortSignal`, a
+            ``_pause_signal`` that is not a :class:`PauseSignal`, or one where a call cannot
+            pause (``pausable=False``: an ``@llm_function`` has no history to resume from).
     """
     params = kwargs.pop("_template_params", None)
     abort = kwargs.pop("_abort_signal", None)
+    pause = kwargs.pop("_pause_signal", None)
     if abort is not None and not isinstance(abort, AbortSignal):
         raise DecoratorError("_abort_signal must be an AbortSignal")
-    return CallOptions(params, abort)
+    if pause is not None and not isinstance(pause, PauseSignal):
+        raise DecoratorError("_pause_signal must be a PauseSignal")
+    if pause is not None and not pausable:
+        raise DecoratorError("only @llm_chat calls can pause (they return a history to resume)")
+    return CallOptions(params, abort, pause)
 
 
 def self_reference_hook(self_reference: Any, key: str | None) -> RunHook | None:

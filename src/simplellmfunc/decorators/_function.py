@@ -82,7 +82,7 @@ def llm_function(
         async def prepare(
             args: tuple[Any, ...], kwargs: dict[str, Any], events: bool
         ) -> tuple[Run, _AnswerParser | None]:
-            call = split_call_kwargs(kwargs)
+            call = split_call_kwargs(kwargs, pausable=False)
             bound = signature.bind(*args, **kwargs)
             bound.apply_defaults()
             description = fill_template(doc, call.template_params)

@@ -17,7 +17,7 @@ from collections.abc import Callable, Coroutine, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from .._abort import AbortSignal
+from .._abort import AbortSignal, PauseSignal
 from .._events import EventOrigin
 from .._mutations import ContextMutation
 from .._transcript import Transcript
@@ -141,9 +141,10 @@ class RunContext:
         state: The run's mutable state.
         emitter: Where events and items go.
         abort: The call's abort signal, if any.
+        pause: The call's pause signal, if any (checked before each LLM call).
     """
 
-    __slots__ = ("_tasks", "abort", "emitter", "invocation", "state")
+    __slots__ = ("_tasks", "abort", "emitter", "invocation", "pause", "state")
 
     def __init__(
         self,
@@ -151,11 +152,13 @@ class RunContext:
         state: RunState,
         emitter: Emitter,
         abort: AbortSignal | None,
+        pause: PauseSignal | None = None,
     ) -> None:
         self.invocation = invocation
         self.state = state
         self.emitter = emitter
         self.abort = abort
+        self.pause = pause
         self._tasks: TaskGroup | None = None
 
     @property
@@ -186,6 +189,13 @@ class RunContext:
         if abort is not None and abort.aborted:
             self.state.terminated_by = "aborted"
             self.state.abort_reason = abort.reason
+            return True
+        return False
+
+    def paused(self) -> bool:
+        """Whether the run was asked to pause (recording it in the state if so)."""
+        if self.pause is not None and self.pause.paused:
+            self.state.terminated_by = "paused"
             return True
         return False
 

@@ -71,7 +71,7 @@ async def think(run: RunContext) -> tuple[ToolCall, ...] | None:
     Raises:
         ProviderError: When the LLM call fails after retries.
     """
-    if run.aborted():
+    if run.aborted() or run.paused():
         return None
     invocation, state, emitter = run.invocation, run.state, run.emitter
     state.iteration += 1

@@ -31,7 +31,7 @@ from typing import Any
 
 import anyio
 
-from .._abort import AbortSignal
+from .._abort import AbortSignal, PauseSignal
 from .._events import EventOrigin, EventYield, ReactEndEvent, ReactStartEvent
 from .._messages import ToolCall
 from .._transcript import Transcript
@@ -75,6 +75,8 @@ class Run:
             sent along with tool calls otherwise).
         raw: Yield provider responses / stream events as :class:`RawItem` items.
         origin: The event origin (``None``: a new agent call id).
+        pause: A pause signal: the run stops before its next LLM call once it is set
+            (``terminated_by="paused"``); a new run over the same transcript resumes it.
     """
 
     __slots__ = ("_calls", "_done", "_own_emitter", "_user_input", "context")
@@ -91,12 +93,13 @@ class Run:
         text: bool = False,
         raw: bool = False,
         origin: EventOrigin | None = None,
+        pause: PauseSignal | None = None,
     ) -> None:
         self._own_emitter = emitter is None
         if emitter is None:
             origin = origin or EventOrigin(agent_call_id=new_call_id())
             emitter = Emitter(None, origin, wants_events=events, wants_text=text, wants_raw=raw)
-        self.context = RunContext(invocation, RunState(transcript), emitter, abort)
+        self.context = RunContext(invocation, RunState(transcript), emitter, abort, pause)
         self._user_input = user_input
         self._calls: tuple[ToolCall, ...] = ()
         self._done = False

@@ -19,7 +19,15 @@ from dataclasses import replace
 from .._messages import ToolCall
 from .._mutations import ContextMutation, ToolResultMutation
 
-__all__ = ["LOOP_STOP_REASON", "Signature", "budget_note", "loop_note", "loop_period", "signature", "with_note"]
+__all__ = [
+    "LOOP_STOP_REASON",
+    "Signature",
+    "budget_note",
+    "loop_note",
+    "loop_period",
+    "signature",
+    "with_note",
+]
 
 Signature = tuple[tuple[str, str], ...]
 
