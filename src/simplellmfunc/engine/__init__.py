@@ -7,11 +7,15 @@ from ._loop import ReactRun, run_react
 from ._run_context import RunContext
 from ._scheduler import BatchResult, run_tool_batch
 from ._state import RunResult, RunState
+from ._termination import DEFAULT_SIGNALS, TerminationPolicy
+from ._window import HistoryWindow
 
 __all__ = [
+    "DEFAULT_SIGNALS",
     "FINAL_ANSWER_INSTRUCTION",
     "BatchResult",
     "Emitter",
+    "HistoryWindow",
     "Invocation",
     "ReactRun",
     "RunContext",
@@ -19,6 +23,7 @@ __all__ = [
     "RunResult",
     "RunState",
     "RunView",
+    "TerminationPolicy",
     "compile_request",
     "run_react",
     "run_tool_batch",

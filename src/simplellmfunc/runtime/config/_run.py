@@ -17,16 +17,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .._abort import AbortSignal
+from ..._abort import AbortSignal
+from ..trace import TraceRecord, TraceStats, timeline
 from ._agent import ConfiguredAgent, RunObserver
-from ._config_load import load_agent_config
-from ._trace_record import TraceRecord, TraceStats, timeline
+from ._load import load_agent_config
 
-__all__ = ["RunResult", "run_config"]
+__all__ = ["ConfigRunResult", "run_config"]
 
 
 @dataclass(frozen=True, slots=True)
-class RunResult:
+class ConfigRunResult:
     """What a config run produced.
 
     Attributes:
@@ -71,7 +71,7 @@ async def run_config(
     observer: RunObserver | None = None,
     environ: Mapping[str, str] | None = None,
     **overrides: Any,
-) -> RunResult:
+) -> ConfigRunResult:
     """Load the agent config at ``path``, open the agent, run it once on ``input``, close it.
 
     Args:
@@ -94,6 +94,6 @@ async def run_config(
     async with ConfiguredAgent(config, environ=environ) as agent:
         turn = await agent.run(input, abort=abort, observer=observer)
         recorder = agent.recorder
-        return RunResult(
+        return ConfigRunResult(
             turn.text, recorder.records, recorder.stats(), turn.history, turn.terminated_by
         )

@@ -13,9 +13,10 @@ from __future__ import annotations
 import sqlite3
 import time
 
-from .._persist import DatabaseLike, open_database
-from ._namespaces import Namespace
-from ._stores import Clock, Record, Store
+from ..._persist import DatabaseLike, open_database
+from .._clock import Clock
+from ._base import Record, Store
+from ._namespace import Namespace
 
 __all__ = ["SQLiteStore"]
 

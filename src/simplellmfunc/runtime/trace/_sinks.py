@@ -1,9 +1,9 @@
-"""Trace sinks: where a :class:`~._trace.TraceRecorder` writes each record as it is made.
+"""Trace sinks: where a :class:`~._recorder.TraceRecorder` writes each record as it is made.
 
 * :class:`JSONLSink`: one JSON object per line (``{"trace_id": ..., **record}``), appended and
   flushed per record, so a crashed run leaves every finished step on disk.
 * :class:`SQLiteTraceSink`: a ``trace_records`` table in a SQLite file opened through
-  :class:`~._sqlite.SQLiteDatabase` (shareable with a :class:`~._sqlite_store.SQLiteStore`);
+  :class:`~simplellmfunc._persist.SQLiteDatabase` (shareable with a ``SQLiteStore``);
   each record is one transaction (``synchronous=NORMAL``: never corrupt, a power cut may lose the
   newest records).
 
@@ -20,9 +20,9 @@ from typing import Any
 
 import anyio
 
-from .._persist import DatabaseLike, open_database
-from ..exceptions import ConfigError, RunError
-from ._trace_record import TraceRecord, record_from_dict
+from ..._persist import DatabaseLike, open_database
+from ...exceptions import ConfigError, RunError
+from ._record import TraceRecord, record_from_dict
 
 __all__ = ["JSONLSink", "SQLiteTraceSink", "TraceSink", "read_jsonl"]
 

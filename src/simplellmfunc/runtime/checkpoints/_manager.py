@@ -25,7 +25,7 @@ from pathlib import Path
 
 import anyio.to_thread
 
-from ..exceptions import ConfigError, RunError
+from ...exceptions import ConfigError, RunError
 from ._checkpoint import Checkpoint
 
 __all__ = ["CheckpointInfo", "CheckpointManager", "load_checkpoint", "save_checkpoint"]

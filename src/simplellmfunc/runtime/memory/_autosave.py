@@ -20,8 +20,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from .._messages import SystemMessage, UserMessage
-from ..providers._base import LLMInterface, LLMRequest
+from ..._messages import SystemMessage, UserMessage
+from ...providers import LLMInterface, LLMRequest
 
 __all__ = ["Action", "AutoSave", "KeyValueExtraction", "LLMSummary", "Step", "StepTriple"]
 
