@@ -106,7 +106,7 @@ async def read_jsonl(path: str | Path, trace_id: str | None = None) -> list[Trac
     return records
 
 
-SCHEMA = (
+_TRACE_SCHEMA = (
     "CREATE TABLE IF NOT EXISTS trace_records ("
     " trace_id TEXT NOT NULL, step INTEGER NOT NULL, kind TEXT NOT NULL, name TEXT NOT NULL,"
     " started REAL NOT NULL, duration_ms REAL NOT NULL, total_tokens INTEGER NOT NULL,"
@@ -128,7 +128,7 @@ class SQLiteTraceSink(TraceSink):
     """
 
     def __init__(self, database: DatabaseLike) -> None:
-        self.database, self._owned = open_database(database, SCHEMA, durable=False)
+        self.database, self._owned = open_database(database, _TRACE_SCHEMA, durable=False)
 
     async def write(self, record: TraceRecord, trace_id: str) -> None:
         """Insert ``record`` (one transaction).
