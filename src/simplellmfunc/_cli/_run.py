@@ -18,7 +18,13 @@ from anyio.abc import TaskStatus
 
 from .._abort import AbortSignal
 from ..exceptions import SimpleLLMFuncError
-from ..runtime import AgentConfig, ConfiguredAgent, TurnResult, load_agent_config
+from ..runtime import (
+    AgentConfig,
+    ConfigRunResult,
+    ConfiguredAgent,
+    TurnResult,
+    load_agent_config,
+)
 from ..runtime.trace import timeline
 from ._args import overrides_from
 from ._output import EXIT_ABORTED, EXIT_OK, Printer, dumps, report_error
@@ -111,15 +117,8 @@ def _print_result(
     if not as_json:
         printer.finish(turn.text)
         return
-    recorder = agent.recorder
-    payload = {
-        "result": turn.text,
-        "terminated_by": turn.terminated_by,
-        "stats": recorder.stats().to_dict(),
-        "trace": recorder.to_dicts(),
-        "history": turn.history,
-    }
-    print(dumps(payload), flush=True)
+    # The same JSON as run_config's result.
+    print(dumps(ConfigRunResult.from_turn(turn, agent.recorder).to_dict()), flush=True)
 
 
 def _print_trace(agent: ConfiguredAgent) -> None:
