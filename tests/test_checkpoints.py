@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import errno
 import json
+import os
 import warnings
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -90,12 +92,22 @@ async def test_pruning_keeps_the_newest(tmp_path: Path) -> None:
         await manager.save(Checkpoint(description=str(n)))
     assert files(tmp_path) == ["cp_004.json", "cp_005.json"]
     assert [i.description for i in await manager.list()] == ["3", "4"]
-    assert not list(tmp_path.glob(".cp_tmp*"))  # noqa: ASYNC240 - a tiny test directory
+    hidden = [p.name for p in tmp_path.iterdir() if p.name.startswith(".")]  # noqa: ASYNC240
+    assert hidden == [".cp_last"]  # no temporary file is left behind
     with pytest.raises(ConfigError):
         CheckpointManager(tmp_path, max_checkpoints=0)
 
 
-async def test_concurrent_saves_never_collide(tmp_path: Path) -> None:
+@pytest.mark.parametrize("hard_links", [True, False])
+async def test_concurrent_saves_never_collide(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, hard_links: bool
+) -> None:
+    if not hard_links:  # a filesystem without them: the exclusive-create fallback
+
+        def refuse(*args: object, **kwargs: object) -> None:
+            raise OSError(errno.EPERM, "hard links not supported")
+
+        monkeypatch.setattr(os, "link", refuse)
     # Two managers on one directory stand for two processes.
     first = CheckpointManager(tmp_path, max_checkpoints=None)
     second = CheckpointManager(tmp_path, max_checkpoints=None)
@@ -111,6 +123,7 @@ async def test_concurrent_saves_never_collide(tmp_path: Path) -> None:
     assert sorted(numbers) == list(range(1, 21))
     descriptions = {(await first.load(n)).description for n in numbers}
     assert descriptions == {str(n) for n in range(20)}
+    assert not list(tmp_path.glob("*.slf-tmp"))  # noqa: ASYNC240 - a tiny test directory
 
 
 def write_version(path: Path, version: str) -> None:

@@ -31,9 +31,11 @@ GUARD = 30  # seconds: a deadlock guard, never an assertion on speed
 
 
 def always_a_tool(request: RecordedRequest) -> Reply:
-    """Call ``echo_tool`` whenever it is offered; answer when it is not (the final call)."""
+    """Call ``echo_tool`` whenever it is offered (new arguments each time: not a loop the
+    engine would stop); answer when it is not (the final call)."""
     if request.json.get("tools"):
-        return Reply.tool_calls(ToolCallSpec("echo_tool", {"input": "x"}), text="Working.")
+        step = len(request.json["messages"])
+        return Reply.tool_calls(ToolCallSpec("echo_tool", {"input": f"x{step}"}), text="Working.")
     return Reply.text("done at last", chunks=3)
 
 

@@ -10,7 +10,7 @@ import pytest
 
 from simplellmfunc.exceptions import ConfigError
 from simplellmfunc.runtime import AgentConfig, load_agent_config
-from simplellmfunc.runtime._build import build_llm
+from simplellmfunc.runtime.config import build_llm
 
 BASE = "model: deepseek:deepseek-chat\n"
 

@@ -15,6 +15,13 @@ import simplellmfunc.engine
 import simplellmfunc.events
 import simplellmfunc.hooks
 import simplellmfunc.providers
+import simplellmfunc.runtime
+import simplellmfunc.runtime.checkpoints
+import simplellmfunc.runtime.commands
+import simplellmfunc.runtime.config
+import simplellmfunc.runtime.memory
+import simplellmfunc.runtime.stores
+import simplellmfunc.runtime.trace
 import simplellmfunc.tools
 import simplellmfunc.types
 
@@ -56,6 +63,13 @@ EXPECTED_TOP = {
         simplellmfunc.events,
         simplellmfunc.hooks,
         simplellmfunc.providers,
+        simplellmfunc.runtime,
+        simplellmfunc.runtime.checkpoints,
+        simplellmfunc.runtime.commands,
+        simplellmfunc.runtime.config,
+        simplellmfunc.runtime.memory,
+        simplellmfunc.runtime.stores,
+        simplellmfunc.runtime.trace,
         simplellmfunc.tools,
         simplellmfunc.types,
     ],
@@ -112,6 +126,84 @@ def test_engine_surface() -> None:
     assert set(simplellmfunc.engine.__all__) == EXPECTED_ENGINE
     assert simplellmfunc.EngineOptions is simplellmfunc.engine.EngineOptions
     assert simplellmfunc.engine.ReactRun is simplellmfunc.engine.Run  # the earlier name
+
+
+RUNTIME_PACKAGES = {
+    "checkpoints": {
+        "Checkpoint",
+        "CheckpointHook",
+        "CheckpointInfo",
+        "CheckpointManager",
+        "load_checkpoint",
+        "save_checkpoint",
+        "serialize_value",
+    },
+    "commands": {"CLIAgentTool", "CommandOutput", "ShellTool", "run_command"},
+    "config": {
+        "AgentConfig",
+        "ConfigRunResult",
+        "ConfiguredAgent",
+        "RunObserver",
+        "TurnResult",
+        "build_llm",
+        "load_agent_config",
+        "run_config",
+    },
+    "memory": {
+        "Action",
+        "AutoSave",
+        "KeyValueExtraction",
+        "LLMSummary",
+        "MemoryHook",
+        "Step",
+        "StepTriple",
+        "render_memory",
+        "strip_memory",
+    },
+    "stores": {
+        "InMemoryStore",
+        "Namespace",
+        "RedisStore",
+        "SQLiteStore",
+        "ScopedStore",
+        "Store",
+        "StoreItem",
+        "StoreKind",
+        "open_store",
+    },
+    "trace": {
+        "JSONLSink",
+        "SQLiteTraceSink",
+        "TraceRecord",
+        "TraceRecorder",
+        "TraceSink",
+        "TraceStats",
+        "read_jsonl",
+        "timeline",
+    },
+}
+# What simplellmfunc.runtime re-exports from its sub-packages (the CLI helpers stay in theirs).
+RUNTIME_ONLY_IN_SUBPACKAGE = {"build_llm", "timeline"}
+
+
+def test_runtime_surface() -> None:
+    runtime = simplellmfunc.runtime
+    for name, expected in RUNTIME_PACKAGES.items():
+        package = getattr(runtime, name)
+        assert set(package.__all__) == expected, name
+        for export in expected - RUNTIME_ONLY_IN_SUBPACKAGE:
+            assert getattr(runtime, export) is getattr(package, export), export
+    flat = set().union(*RUNTIME_PACKAGES.values()) - RUNTIME_ONLY_IN_SUBPACKAGE
+    assert set(runtime.__all__) == flat | {"SQLiteDatabase"}
+
+
+def test_runtime_run_result_is_a_deprecated_alias() -> None:
+    from simplellmfunc.runtime import ConfigRunResult
+
+    with pytest.warns(DeprecationWarning, match="ConfigRunResult"):
+        from simplellmfunc.runtime import RunResult
+    assert RunResult is ConfigRunResult
+    assert "RunResult" not in simplellmfunc.runtime.__all__
 
 
 def test_seed_import_paths_exist() -> None:

@@ -27,17 +27,22 @@ and tool-output spill files: the new content goes to a temporary file in the sam
 flushed to disk and renamed over the target. The rename replaces whatever directory entry has the
 target's name (a symlink swapped in included) instead of writing through it, readers never see a
 half-written file, and the file keeps its permission bits.
+
+**New files** (:func:`create_file_exclusive`), used by numbered checkpoints: the same temporary
+file, then hard-linked to the first free name (``link`` fails when the name exists, like
+``O_EXCL``), so nothing is ever overwritten and readers never see a half-written file either.
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import secrets
 import sqlite3
 import stat
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import TypeVar
 
@@ -49,6 +54,7 @@ __all__ = [
     "DatabaseLike",
     "SQLiteDatabase",
     "atomic_write",
+    "create_file_exclusive",
     "fsync_dir",
     "open_database",
     "write_file_atomic",
@@ -221,6 +227,33 @@ def _write_all(fd: int, data: bytes) -> None:
         view = view[written:]
 
 
+def _write_temp(dir_fd: int, data: bytes, mode: int | None) -> str:
+    """A new temporary file in ``dir_fd`` holding ``data``, on disk; its name."""
+    tmp = f".{secrets.token_hex(8)}.slf-tmp"
+    # A new file gets 0o666 filtered by the umask from the kernel, with no racy os.umask() call;
+    # an existing file's mode is applied with fchmod before the rename makes it visible.
+    fd = os.open(tmp, _TMP_FLAGS, 0o600 if mode is not None else 0o666, dir_fd=dir_fd)
+    try:
+        try:
+            _write_all(fd, data)
+            if mode is not None:
+                os.fchmod(fd, stat.S_IMODE(mode))
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+    except BaseException:
+        _unlink_quietly(tmp, dir_fd)
+        raise
+    return tmp
+
+
+def _unlink_quietly(name: str, dir_fd: int) -> None:
+    try:
+        os.unlink(name, dir_fd=dir_fd)
+    except OSError:
+        pass  # already renamed or never created; the original error matters
+
+
 def atomic_write(dir_fd: int, name: str, data: bytes, mode: int | None = None) -> None:
     """Replace ``name`` in directory ``dir_fd`` with ``data``, atomically.
 
@@ -234,24 +267,11 @@ def atomic_write(dir_fd: int, name: str, data: bytes, mode: int | None = None) -
     Raises:
         OSError: If the temporary file cannot be written or renamed; it is removed first.
     """
-    tmp = f".{secrets.token_hex(8)}.slf-tmp"
-    # A new file gets 0o666 filtered by the umask from the kernel, with no racy os.umask() call;
-    # an existing file's mode is applied with fchmod before the rename makes it visible.
-    fd = os.open(tmp, _TMP_FLAGS, 0o600 if mode is not None else 0o666, dir_fd=dir_fd)
+    tmp = _write_temp(dir_fd, data, mode)
     try:
-        try:
-            _write_all(fd, data)
-            if mode is not None:
-                os.fchmod(fd, stat.S_IMODE(mode))
-            os.fsync(fd)
-        finally:
-            os.close(fd)
         os.replace(tmp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
     except BaseException:
-        try:
-            os.unlink(tmp, dir_fd=dir_fd)
-        except OSError:
-            pass  # already renamed or never created; the original error matters
+        _unlink_quietly(tmp, dir_fd)
         raise
     # Make the rename itself durable.
     os.fsync(dir_fd)
@@ -282,3 +302,73 @@ def write_file_atomic(path: str | Path, data: bytes | str, *, mode: int | None =
         atomic_write(fd, target.name, raw, mode)
     finally:
         os.close(fd)
+
+
+# link() not supported by this filesystem / for this file: fall back to an O_EXCL create.
+_NO_LINK = (errno.EPERM, errno.ENOTSUP, errno.EXDEV, errno.EMLINK)
+_NEW_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+
+
+def _link_new(dir_fd: int, tmp: str, name: str, data: bytes) -> bool:
+    """Give ``tmp``'s content the name ``name`` unless it exists; whether it did."""
+    try:
+        os.link(tmp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
+        return True
+    except FileExistsError:
+        return False
+    except OSError as exc:
+        if exc.errno not in _NO_LINK:
+            raise
+    # No hard links here: an exclusive create (a reader may see it half written).
+    try:
+        fd = os.open(name, _NEW_FLAGS, 0o666, dir_fd=dir_fd)
+    except FileExistsError:
+        return False
+    try:
+        try:
+            _write_all(fd, data)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+    except BaseException:
+        _unlink_quietly(name, dir_fd)  # never leave a half-written file under a taken name
+        raise
+    return True
+
+
+def create_file_exclusive(directory: str | Path, names: Iterable[str], data: bytes | str) -> str:
+    """Create a file holding ``data`` in ``directory`` under the first of ``names`` that is free.
+
+    The content goes to a temporary file first, which is hard-linked to each name in turn until
+    one does not exist yet: nothing is overwritten, and a reader never sees a partly written
+    file. Where hard links are not supported, an ``O_EXCL`` create is used instead. ``names`` is
+    read lazily, after the content is on disk (a generator may look at the directory then).
+
+    Args:
+        directory: An existing directory.
+        names: Candidate file names (single components), in order of preference.
+        data: The content; text is written as UTF-8.
+
+    Returns:
+        The name the file got.
+
+    Raises:
+        FileExistsError: If every name is taken.
+        OSError: If the directory cannot be opened or the file cannot be written.
+    """
+    raw = data if isinstance(data, bytes) else data.encode("utf-8", "replace")
+    dir_fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        tmp = _write_temp(dir_fd, raw, None)
+        try:
+            for name in names:
+                if _link_new(dir_fd, tmp, name, raw):
+                    break
+            else:
+                raise FileExistsError(f"no free name for a new file in {str(directory)!r}")
+        finally:
+            _unlink_quietly(tmp, dir_fd)
+        os.fsync(dir_fd)  # make the new entry durable
+    finally:
+        os.close(dir_fd)
+    return name

@@ -29,7 +29,7 @@ from ..exceptions import (
     UserError,
     WorkspaceError,
 )
-from ..runtime._agent import RunObserver
+from ..runtime import RunObserver
 
 __all__ = [
     "EXIT_ABORTED",

@@ -19,14 +19,12 @@ from anyio.abc import TaskStatus
 
 from .._abort import AbortSignal
 from ..exceptions import SimpleLLMFuncError
-from ..runtime._agent import ConfiguredAgent
-from ..runtime._config import AgentConfig
-from ..runtime._config_load import load_agent_config
-from ..runtime._trace_record import timeline
-from . import overrides_from
+from ..runtime import AgentConfig, ConfiguredAgent, load_agent_config
+from ..runtime.trace import timeline
+from ._args import overrides_from
 from ._output import EXIT_OK, Printer, report_error
 
-__all__ = ["HELP", "repl_command"]
+__all__ = ["HELP", "handle_repl"]
 
 HELP = """commands:
   :trace [n]       the step timeline (the last n steps)
@@ -220,7 +218,7 @@ def _value(value: Any) -> str:
     return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
 
 
-def repl_command(args: argparse.Namespace) -> int:
+def handle_repl(args: argparse.Namespace) -> int:
     """Run the REPL on ``args.config``; return the exit status."""
     try:
         config = load_agent_config(args.config, overrides=overrides_from(args))

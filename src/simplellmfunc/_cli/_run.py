@@ -18,14 +18,18 @@ from anyio.abc import TaskStatus
 
 from .._abort import AbortSignal
 from ..exceptions import SimpleLLMFuncError
-from ..runtime._agent import ConfiguredAgent, TurnResult
-from ..runtime._config import AgentConfig
-from ..runtime._config_load import load_agent_config
-from ..runtime._trace_record import timeline
-from . import overrides_from
+from ..runtime import (
+    AgentConfig,
+    ConfigRunResult,
+    ConfiguredAgent,
+    TurnResult,
+    load_agent_config,
+)
+from ..runtime.trace import timeline
+from ._args import overrides_from
 from ._output import EXIT_ABORTED, EXIT_OK, Printer, dumps, report_error
 
-__all__ = ["SignalWatch", "run_command", "watch_signals"]
+__all__ = ["SignalWatch", "handle_run", "watch_signals"]
 
 
 @dataclass(slots=True)
@@ -57,7 +61,7 @@ async def watch_signals(
             return
 
 
-def run_command(args: argparse.Namespace) -> int:
+def handle_run(args: argparse.Namespace) -> int:
     """Run ``args.config`` on ``args.input``; return the exit status."""
     as_json = args.format == "json"
     text = sys.stdin.read() if args.input == "-" else args.input
@@ -113,15 +117,8 @@ def _print_result(
     if not as_json:
         printer.finish(turn.text)
         return
-    recorder = agent.recorder
-    payload = {
-        "result": turn.text,
-        "terminated_by": turn.terminated_by,
-        "stats": recorder.stats().to_dict(),
-        "trace": recorder.to_dicts(),
-        "history": turn.history,
-    }
-    print(dumps(payload), flush=True)
+    # The same JSON as run_config's result.
+    print(dumps(ConfigRunResult.from_turn(turn, agent.recorder).to_dict()), flush=True)
 
 
 def _print_trace(agent: ConfiguredAgent) -> None:

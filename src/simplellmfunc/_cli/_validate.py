@@ -8,16 +8,15 @@ import argparse
 import anyio
 
 from ..exceptions import SimpleLLMFuncError
-from ..runtime._build import build_llm
-from ..runtime._config import AgentConfig
-from ..runtime._config_load import load_agent_config
-from . import overrides_from
+from ..runtime import AgentConfig, load_agent_config
+from ..runtime.config import build_llm
+from ._args import overrides_from
 from ._output import EXIT_OK, report_error
 
-__all__ = ["describe", "validate_command"]
+__all__ = ["describe_config", "handle_validate"]
 
 
-def describe(config: AgentConfig) -> str:
+def describe_config(config: AgentConfig) -> str:
     """One line about the agent: name, kind, model, tools, memory."""
     model = config.model
     which = model.preset or f"{model.provider}:{model.model} ({model.provider_file})"
@@ -40,12 +39,12 @@ async def _check_model(config: AgentConfig) -> None:
     await llm.aclose()
 
 
-def validate_command(args: argparse.Namespace) -> int:
+def handle_validate(args: argparse.Namespace) -> int:
     """Validate ``args.config``; return the exit status."""
     try:
         config = load_agent_config(args.config, overrides=overrides_from(args))
         anyio.run(_check_model, config)
     except SimpleLLMFuncError as exc:
         return report_error(exc)
-    print(f"ok: {args.config}: {describe(config)}")
+    print(f"ok: {args.config}: {describe_config(config)}")
     return EXIT_OK

@@ -25,6 +25,7 @@ if TYPE_CHECKING:
         UsageEvent,
     )
     from ._claude_cli import ClaudeCodeCLI
+    from ._config import env_settings, load_provider_json
     from ._fallback import FallbackLLM
     from ._http import HTTPSettings
     from ._http_interface import HTTPInterface
@@ -63,6 +64,8 @@ __all__ = [
     "UsageEvent",
     "count_message_tokens",
     "count_text_tokens",
+    "env_settings",
+    "load_provider_json",
     "make_llm",
     "parse_arguments",
 ]
@@ -96,6 +99,8 @@ __getattr__, __dir__ = lazy_exports(
         "UsageEvent": "._base",
         "count_message_tokens": "._tokens",
         "count_text_tokens": "._tokens",
+        "env_settings": "._config",
+        "load_provider_json": "._config",
         "make_llm": "._presets",
         "parse_arguments": "._assembly",
     },

@@ -1,40 +1,88 @@
-"""Runtime pieces for agents (seed 001): stores, agent memory, trace recorder, checkpoints.
+"""Runtime pieces for agents (seed 001), one sub-package per concept.
 
-* Stores: :class:`Store` with :class:`InMemoryStore`, :class:`SQLiteStore` and
+* :mod:`.stores`: :class:`Store` with :class:`InMemoryStore`, :class:`SQLiteStore` and
   :class:`RedisStore` (TTL, LRU eviction, namespaces per agent and session), opened by name with
-  :func:`open_store`; SQLite files go through :class:`SQLiteDatabase`.
-* Memory: :class:`MemoryHook` injects recent items into each LLM call and auto-saves steps
-  (:class:`StepTriple`, :class:`KeyValueExtraction`, :class:`LLMSummary`).
-* Traces: :class:`TraceRecorder` turns the event stream into :class:`TraceRecord` s, with
+  :func:`open_store`; SQLite files go through :class:`SQLiteDatabase` (``simplellmfunc._persist``).
+* :mod:`.memory`: :class:`MemoryHook` injects recent items into each LLM call and auto-saves
+  steps (:class:`StepTriple`, :class:`KeyValueExtraction`, :class:`LLMSummary`).
+* :mod:`.trace`: :class:`TraceRecorder` turns the event stream into :class:`TraceRecord` s, with
   :class:`JSONLSink` and :class:`SQLiteTraceSink`.
-* Checkpoints: :class:`Checkpoint`, :class:`CheckpointManager`, :class:`CheckpointHook`.
-* Agents from config files: :class:`AgentConfig` read by :func:`load_agent_config`
-  (command line > environment > file > defaults), run once by :func:`run_config` or turn after
-  turn by :class:`ConfiguredAgent`.
-* Command lines as tools: :class:`ShellTool`, and :class:`CLIAgentTool` for agents calling agents.
+* :mod:`.checkpoints`: :class:`Checkpoint`, :class:`CheckpointManager`, :class:`CheckpointHook`.
+* :mod:`.commands`: command lines as tools: :class:`ShellTool`, and :class:`CLIAgentTool` for
+  agents calling agents, over :func:`run_command`.
+* :mod:`.config`: agents from config files: :class:`AgentConfig` read by
+  :func:`load_agent_config` (command line > environment > file > defaults), run once by
+  :func:`run_config` (a :class:`ConfigRunResult`) or turn after turn by
+  :class:`ConfiguredAgent`.
+
+Imports between them run one way: ``config`` → ``checkpoints`` → ``trace`` / ``stores``;
+``config`` → ``memory`` → ``stores``; ``config`` → ``commands``. A sub-package uses its siblings'
+public names only.
+
+Room is left for the packages that come next, each a sibling sub-package on the same terms:
+``multiagent/`` (agent as tool, handoff, group chat, parallel runs, channels, shared memory),
+``skills/`` (a skill registry exposed as a toolkit), ``retrieval/`` (a store + retrieve tool),
+``a2a/`` and ``serving/`` (agent card, client and server; HTTP serving) and ``durable/``
+(durable, distributed runs on DBOS).
+
+``simplellmfunc.runtime.RunResult`` is a deprecated alias of :class:`ConfigRunResult` (the name
+meant the engine's ``RunResult`` elsewhere).
 """
 
+import warnings
+from typing import Any
+
 from .._persist import SQLiteDatabase
-from ._agent import ConfiguredAgent, RunObserver, TurnResult
-from ._autosave import Action, AutoSave, KeyValueExtraction, LLMSummary, Step, StepTriple
-from ._checkpoint import Checkpoint, serialize_value
-from ._checkpoint_hook import CheckpointHook
-from ._checkpoints import CheckpointInfo, CheckpointManager, load_checkpoint, save_checkpoint
-from ._command import CommandOutput, run_command
-from ._config import AgentConfig
-from ._config_load import load_agent_config
-from ._memory import MemoryHook, render_memory, strip_memory
-from ._memory_store import InMemoryStore
-from ._namespaces import Namespace
-from ._open_store import StoreKind, open_store
-from ._redis_store import RedisStore
-from ._run import RunResult, run_config
-from ._shell import CLIAgentTool, ShellTool
-from ._sqlite_store import SQLiteStore
-from ._stores import ScopedStore, Store, StoreItem
-from ._trace import TraceRecorder
-from ._trace_record import TraceRecord, TraceStats
-from ._trace_sinks import JSONLSink, SQLiteTraceSink, TraceSink, read_jsonl
+from .checkpoints import (
+    Checkpoint,
+    CheckpointHook,
+    CheckpointInfo,
+    CheckpointManager,
+    load_checkpoint,
+    save_checkpoint,
+    serialize_value,
+)
+from .commands import CLIAgentTool, CommandOutput, ShellTool, run_command
+from .config import (
+    AgentConfig,
+    ConfigRunResult,
+    ConfiguredAgent,
+    RunObserver,
+    TurnResult,
+    load_agent_config,
+    run_config,
+)
+from .memory import (
+    Action,
+    AutoSave,
+    KeyValueExtraction,
+    LLMSummary,
+    MemoryHook,
+    Step,
+    StepTriple,
+    render_memory,
+    strip_memory,
+)
+from .stores import (
+    InMemoryStore,
+    Namespace,
+    RedisStore,
+    ScopedStore,
+    SQLiteStore,
+    Store,
+    StoreItem,
+    StoreKind,
+    open_store,
+)
+from .trace import (
+    JSONLSink,
+    SQLiteTraceSink,
+    TraceRecord,
+    TraceRecorder,
+    TraceSink,
+    TraceStats,
+    read_jsonl,
+)
 
 __all__ = [
     "Action",
@@ -46,6 +94,7 @@ __all__ = [
     "CheckpointInfo",
     "CheckpointManager",
     "CommandOutput",
+    "ConfigRunResult",
     "ConfiguredAgent",
     "InMemoryStore",
     "JSONLSink",
@@ -55,7 +104,6 @@ __all__ = [
     "Namespace",
     "RedisStore",
     "RunObserver",
-    "RunResult",
     "SQLiteDatabase",
     "SQLiteStore",
     "SQLiteTraceSink",
@@ -82,3 +130,19 @@ __all__ = [
     "serialize_value",
     "strip_memory",
 ]
+
+_DEPRECATED = {"RunResult": ("ConfigRunResult", ConfigRunResult)}
+
+
+def __getattr__(name: str) -> Any:
+    """Deprecated aliases: warn, then return the renamed object."""
+    if name in _DEPRECATED:
+        new_name, value = _DEPRECATED[name]
+        warnings.warn(
+            f"simplellmfunc.runtime.{name} is deprecated; use {new_name} (the engine's RunResult "
+            "is a different class)",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return value
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -1,7 +1,7 @@
 """Trace data: one :class:`TraceRecord` per LLM call, tool call and termination; the totals.
 
 Records are plain frozen dataclasses with JSON round trips (:meth:`TraceRecord.to_dict`,
-:func:`record_from_dict`, validated with pydantic because the dicts come back from files).
+:meth:`TraceRecord.from_dict`, validated with pydantic because the dicts come back from files).
 :func:`timeline` renders records as the step timeline of seed §15.1.
 """
 
@@ -13,7 +13,7 @@ from typing import Any, Literal, TypeAlias
 
 from pydantic import TypeAdapter, ValidationError
 
-from ..exceptions import RunError
+from ...exceptions import RunError
 
 __all__ = [
     "RecordKind",
@@ -88,6 +88,15 @@ class TraceRecord:
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict."""
         return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> TraceRecord:
+        """Parse what :meth:`to_dict` wrote (unknown keys are ignored).
+
+        Raises:
+            RunError: If ``data`` is not a trace record.
+        """
+        return record_from_dict(data)
 
 
 _RECORD = TypeAdapter(TraceRecord)

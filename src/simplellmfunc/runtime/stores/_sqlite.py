@@ -13,13 +13,14 @@ from __future__ import annotations
 import sqlite3
 import time
 
-from .._persist import DatabaseLike, open_database
-from ._namespaces import Namespace
-from ._stores import Clock, Record, Store
+from ..._persist import DatabaseLike, open_database
+from .._clock import Clock
+from ._base import Record, Store
+from ._namespace import Namespace
 
 __all__ = ["SQLiteStore"]
 
-SCHEMA = (
+_STORE_SCHEMA = (
     "CREATE TABLE IF NOT EXISTS store_items ("
     " agent TEXT NOT NULL, session TEXT NOT NULL, key TEXT NOT NULL,"
     " value TEXT NOT NULL, written REAL NOT NULL, expires REAL,"
@@ -77,7 +78,7 @@ class SQLiteStore(Store):
         clock: Clock = time.time,
     ) -> None:
         super().__init__(max_items=max_items, ttl=ttl, clock=clock)
-        self.database, self._owned = open_database(database, SCHEMA, durable=True)
+        self.database, self._owned = open_database(database, _STORE_SCHEMA, durable=True)
 
     async def ping(self) -> None:
         """Nothing to check: opening the file already did (see the constructor)."""

@@ -7,10 +7,10 @@ A minimal file::
 
 Every section, with its defaults, is a model below; the shipped ``examples/agents/*.yml``
 show them in use. Shorthands are accepted and normalised before validation (see
-:func:`~._precedence.normalize`): ``model: "provider:model"``, ``pyrepl: true``,
+:func:`~._shapes.normalize`): ``model: "provider:model"``, ``pyrepl: true``,
 ``files: ./workspace``, chain steps as plain strings. Reading the files, the precedence of
 command line > environment > file > defaults and the error messages with lines live in
-:mod:`._config_file` and :mod:`._precedence`.
+:mod:`._file` and :mod:`._precedence`.
 """
 
 from __future__ import annotations
@@ -108,7 +108,7 @@ class FilesConfig(_Section):
 
 
 class ShellToolConfig(_Section):
-    """A shell command as a tool (see :class:`~._shell.ShellTool`)."""
+    """A shell command as a tool (see ``commands.ShellTool``)."""
 
     name: ToolName
     command: Annotated[str, Field(min_length=1)]
@@ -120,7 +120,7 @@ class ShellToolConfig(_Section):
 
 
 class AgentToolConfig(_Section):
-    """Another agent (any command reading stdin) as a tool (see :class:`~._shell.CLIAgentTool`)."""
+    """Another agent (any command reading stdin) as a tool (see ``commands.CLIAgentTool``)."""
 
     name: ToolName
     command: Annotated[str, Field(min_length=1)]

@@ -2,7 +2,7 @@
 
 After every ``every``-th iteration that ran tools, the hook captures the working transcript (all
 tool calls answered, so the history is valid for the next provider call), the memory, the
-SelfReference state and the trace, and saves them with a :class:`~._checkpoints.CheckpointManager`.
+SelfReference state and the trace, and saves them with a :class:`~._manager.CheckpointManager`.
 To resume, pass ``checkpoint.history`` as the ``history`` of a new ``@llm_chat`` call, or build a
 ``Transcript`` from :meth:`~._checkpoint.Checkpoint.messages` and run the engine on it: the next
 LLM call then continues right after the saved tool results.
@@ -13,17 +13,17 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from .._messages import UserMessage
-from .._mutations import ContextMutation
-from ..engine._invocation import RunHook, RunView
-from ..exceptions import ConfigError
+from ..._messages import UserMessage
+from ..._mutations import ContextMutation
+from ...engine import RunHook, RunView
+from ...exceptions import ConfigError
+from ..stores import ScopedStore
+from ..trace import TraceRecorder
 from ._checkpoint import Checkpoint
-from ._checkpoints import CheckpointInfo, CheckpointManager
-from ._stores import ScopedStore
-from ._trace import TraceRecorder
+from ._manager import CheckpointInfo, CheckpointManager
 
 if TYPE_CHECKING:
-    from ..builtin._selfref import SelfReference
+    from ...builtin import SelfReference
 
 __all__ = ["CheckpointHook"]
 

@@ -3,10 +3,12 @@
 Files are ``cp_001.json``, ``cp_002.json``, …; numbers only grow. A save takes the next number
 after both the highest file present and a high-water mark kept in ``.cp_last`` (so a number that
 a rollback or pruning freed is never handed out again), and creates its file atomically and
-exclusively: the text goes to a temporary file first, which is then hard-linked to the final
-name (``link`` fails when the name exists, like ``O_EXCL``, and readers never see a partly
-written checkpoint). A save that loses a race to another process takes the next number; nothing
-is ever overwritten. After a save, files beyond ``max_checkpoints`` are deleted, oldest first.
+exclusively with :func:`~simplellmfunc._persist.create_file_exclusive`: the text goes to a
+temporary file first, which is then hard-linked to the final name (``link`` fails when the name
+exists, like ``O_EXCL``, and readers never see a partly written checkpoint). A save that loses a
+race to another process takes the next number; nothing is ever overwritten. After a save, files
+beyond ``max_checkpoints`` are deleted, oldest first. ``.cp_last`` and single checkpoint files
+(:func:`save_checkpoint`) are replaced atomically (``_persist.write_file_atomic``).
 
 File I/O runs in a worker thread (``anyio.to_thread``).
 """
@@ -14,18 +16,17 @@ File I/O runs in a worker thread (``anyio.to_thread``).
 from __future__ import annotations
 
 import builtins
-import contextlib
-import errno
 import json
 import os
 import re
-import uuid
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import anyio.to_thread
 
-from ..exceptions import ConfigError, RunError
+from ..._persist import create_file_exclusive, write_file_atomic
+from ...exceptions import ConfigError, RunError
 from ._checkpoint import Checkpoint
 
 __all__ = ["CheckpointInfo", "CheckpointManager", "load_checkpoint", "save_checkpoint"]
@@ -42,46 +43,6 @@ class CheckpointInfo:
     timestamp: float
     description: str
     version: str
-
-
-def _fsync_dir(directory: Path) -> None:
-    with contextlib.suppress(OSError):  # not every platform / filesystem allows it
-        fd = os.open(directory, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-
-
-def _write_temp(directory: Path, text: str) -> Path:
-    temp = directory / f".cp_tmp-{uuid.uuid4().hex}.json"
-    with temp.open("w", encoding="utf-8") as file:
-        file.write(text)
-        file.flush()
-        os.fsync(file.fileno())
-    return temp
-
-
-def _create_exclusive(temp: Path, target: Path) -> bool:
-    """Give ``temp``'s content the name ``target`` unless it exists; whether it did."""
-    try:
-        os.link(temp, target)
-        return True
-    except FileExistsError:
-        return False
-    except OSError as exc:
-        if exc.errno not in (errno.EPERM, errno.ENOTSUP, errno.EXDEV, errno.EMLINK):
-            raise
-    # No hard links here: an exclusive create (a reader may see it half written).
-    try:
-        fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
-    except FileExistsError:
-        return False
-    with os.fdopen(fd, "wb") as file:
-        file.write(temp.read_bytes())
-        file.flush()
-        os.fsync(file.fileno())
-    return True
 
 
 class CheckpointManager:
@@ -174,26 +135,26 @@ class CheckpointManager:
             return 0
 
     def _raise_high_water(self, number: int) -> None:
-        if number <= self._high_water():
-            return
-        temp = self.directory / f".cp_last-{uuid.uuid4().hex}"
-        temp.write_text(str(number))
-        os.replace(temp, self.directory / _LAST)
+        if number > self._high_water():
+            write_file_atomic(self.directory / _LAST, str(number))
+
+    def _free_names(self) -> Iterator[str]:
+        # Read lazily, once the text is on disk: the next number after the highest file and the
+        # high-water mark, then on (a name another process took meanwhile is skipped, never
+        # overwritten).
+        numbers = self._numbers()
+        number = max(numbers[-1] if numbers else 0, self._high_water()) + 1
+        while True:
+            yield self.path_of(number).name
+            number += 1
 
     def _save(self, checkpoint: Checkpoint) -> CheckpointInfo:
         text = checkpoint.to_json()
         try:
             self.directory.mkdir(parents=True, exist_ok=True)
-            temp = _write_temp(self.directory, text)
-            try:
-                numbers = self._numbers()
-                number = max(numbers[-1] if numbers else 0, self._high_water()) + 1
-                while not _create_exclusive(temp, self.path_of(number)):
-                    number += 1  # another process took it: never overwrite
-            finally:
-                temp.unlink(missing_ok=True)
+            name = create_file_exclusive(self.directory, self._free_names(), text)
+            number = int(name[len(self.prefix) : -len(".json")])
             self._raise_high_water(number)
-            _fsync_dir(self.directory)
             self._prune()
         except OSError as exc:
             raise RunError(f"cannot save checkpoint in {str(self.directory)!r}: {exc}") from exc
@@ -270,8 +231,7 @@ def _header(path: Path) -> tuple[float, str, str] | None:
 
 def _write(path: Path, text: str) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
-    temp = _write_temp(path.parent, text)
-    os.replace(temp, path)
+    write_file_atomic(path, text)
 
 
 async def save_checkpoint(checkpoint: Checkpoint, path: str | Path) -> None:

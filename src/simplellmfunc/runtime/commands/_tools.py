@@ -10,7 +10,7 @@ calling agents (seed §15 test 6).
   result, as text or as JSON (``--format json`` of ``simplellmfunc run`` prints
   ``{"result": ...}``). ``simplellmfunc run worker.yml --quiet -`` is such a command.
 
-Both run through :func:`~._command.run_command`: ``/bin/sh -c`` in a process group of its own,
+Both run through :func:`~._process.run_command`: ``/bin/sh -c`` in a process group of its own,
 killed as a whole on the wall-clock ``timeout`` or a cancellation (an abort), output capped at
 ``max_output_chars``. A non-zero exit status is a tool error the model sees, with the end of
 stderr.
@@ -26,9 +26,9 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
-from ..exceptions import ToolExecutionError, UserError
-from ..tools import ArgumentsError, Tool, ToolContext, check_tool_name
-from ._command import CommandOutput, check_output, run_command, with_note
+from ...exceptions import ToolExecutionError, UserError
+from ...tools import ArgumentsError, Tool, ToolContext, check_tool_name
+from ._process import CommandOutput, check_output, run_command, with_note
 
 __all__ = ["CLIAgentTool", "ShellTool"]
 

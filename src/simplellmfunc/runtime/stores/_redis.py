@@ -24,9 +24,10 @@ import time
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit, urlunsplit
 
-from ..exceptions import ConfigError, RunError
-from ._namespaces import Namespace
-from ._stores import Clock, Record, Store
+from ...exceptions import ConfigError, RunError
+from .._clock import Clock
+from ._base import Record, Store
+from ._namespace import Namespace
 
 if TYPE_CHECKING:
     from redis.asyncio import Redis

@@ -25,11 +25,11 @@ from dataclasses import replace
 from types import TracebackType
 from typing import Any, Self, TypeVar
 
-from .._events import EventOrigin, EventYield
-from ._stores import Clock
-from ._trace_events import EventPairing
-from ._trace_record import TraceRecord, TraceStats, compute_stats, record_from_dict, timeline
-from ._trace_sinks import TraceSink
+from ..._events import EventOrigin, EventYield
+from .._clock import Clock
+from ._pairing import EventPairing
+from ._record import TraceRecord, TraceStats, compute_stats, record_from_dict, timeline
+from ._sinks import TraceSink
 
 __all__ = ["TraceRecorder"]
 
@@ -132,7 +132,7 @@ class TraceRecorder:
         return compute_stats(self._records)
 
     def to_timeline(self, *, width: int = 80) -> str:
-        """The step timeline (see :func:`~._trace_record.timeline`)."""
+        """The step timeline (see :func:`~._record.timeline`)."""
         return timeline(self._records, width=width)
 
     def to_dicts(self) -> list[dict[str, Any]]:

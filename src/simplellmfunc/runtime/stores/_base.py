@@ -25,17 +25,16 @@ import enum
 import json
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Callable
 from dataclasses import dataclass
 from types import TracebackType
 from typing import Any, Literal, Self, TypeAlias
 
-from ..exceptions import ConfigError, UserError
-from ._namespaces import DEFAULT_SESSION, Namespace, check_key
+from ...exceptions import ConfigError, UserError
+from .._clock import Clock
+from ._namespace import DEFAULT_SESSION, Namespace, check_key
 
 __all__ = [
     "UNSET",
-    "Clock",
     "Record",
     "ScopedStore",
     "Store",
@@ -43,8 +42,6 @@ __all__ = [
     "TTLArg",
     "expired",
 ]
-
-Clock: TypeAlias = Callable[[], float]
 
 
 class _Unset(enum.Enum):

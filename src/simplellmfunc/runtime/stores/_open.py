@@ -8,12 +8,13 @@ from typing import Literal, TypeAlias
 
 import anyio
 
-from .._persist import SQLiteDatabase
-from ..exceptions import ConfigError
-from ._memory_store import InMemoryStore
-from ._redis_store import RedisStore
-from ._sqlite_store import SQLiteStore
-from ._stores import Clock, Store
+from ..._persist import SQLiteDatabase
+from ...exceptions import ConfigError
+from .._clock import Clock
+from ._base import Store
+from ._inmemory import InMemoryStore
+from ._redis import RedisStore
+from ._sqlite import SQLiteStore
 
 __all__ = ["StoreKind", "open_store"]
 

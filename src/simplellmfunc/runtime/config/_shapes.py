@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from ._config_file import KeyPath
+from ._file import KeyPath
 
 __all__ = ["SPEC", "is_dict", "normalize", "resolve_paths"]
 

@@ -33,10 +33,10 @@ from typing import Any
 
 import yaml
 
-from ..exceptions import ConfigError
-from ._config import AgentConfig
-from ._config_file import KeyPath, LineMap
-from ._config_shapes import SPEC, is_dict, normalize, resolve_paths
+from ...exceptions import ConfigError
+from ._file import KeyPath, LineMap
+from ._schema import AgentConfig
+from ._shapes import SPEC, is_dict, normalize, resolve_paths
 
 __all__ = ["ENV_PREFIX", "Layer", "env_layer", "file_layer", "merge_layers", "override_layer"]
 
@@ -82,7 +82,7 @@ class Layer:
 
 
 def _known_preset(spec: str) -> bool:
-    from ..providers._presets import PRESETS
+    from ...providers import PRESETS
 
     return spec.partition(":")[0].strip().lower() in PRESETS and ":" in spec
 

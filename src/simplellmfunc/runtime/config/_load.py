@@ -22,10 +22,10 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
-from ..exceptions import ConfigError
-from ._config import AgentConfig
-from ._config_file import KeyPath, dotted, read_config_file
+from ...exceptions import ConfigError
+from ._file import KeyPath, dotted, read_config_file
 from ._precedence import Layer, env_layer, file_layer, merge_layers, override_layer
+from ._schema import AgentConfig
 
 __all__ = ["ConfigProblem", "load_agent_config"]
 

@@ -21,7 +21,7 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 
-from .._messages import (
+from ..._messages import (
     AssistantMessage,
     Message,
     SystemMessage,
@@ -29,10 +29,10 @@ from .._messages import (
     UserMessage,
     history_to_dicts,
 )
-from .._mutations import ContextMutation, ContextReplaceMutation
-from ..engine._invocation import RunHook, RunView
+from ..._mutations import ContextMutation, ContextReplaceMutation
+from ...engine import RunHook, RunView
+from ..stores import ScopedStore, StoreItem
 from ._autosave import Action, AutoSave, Step, StepTriple
-from ._stores import ScopedStore, StoreItem
 
 __all__ = ["MEMORY_HEADING", "MemoryHook", "render_memory", "strip_memory"]
 

@@ -1,9 +1,9 @@
-"""Trace sinks: where a :class:`~._trace.TraceRecorder` writes each record as it is made.
+"""Trace sinks: where a :class:`~._recorder.TraceRecorder` writes each record as it is made.
 
 * :class:`JSONLSink`: one JSON object per line (``{"trace_id": ..., **record}``), appended and
   flushed per record, so a crashed run leaves every finished step on disk.
 * :class:`SQLiteTraceSink`: a ``trace_records`` table in a SQLite file opened through
-  :class:`~._sqlite.SQLiteDatabase` (shareable with a :class:`~._sqlite_store.SQLiteStore`);
+  :class:`~simplellmfunc._persist.SQLiteDatabase` (shareable with a ``SQLiteStore``);
   each record is one transaction (``synchronous=NORMAL``: never corrupt, a power cut may lose the
   newest records).
 
@@ -20,9 +20,9 @@ from typing import Any
 
 import anyio
 
-from .._persist import DatabaseLike, open_database
-from ..exceptions import ConfigError, RunError
-from ._trace_record import TraceRecord, record_from_dict
+from ..._persist import DatabaseLike, open_database
+from ...exceptions import ConfigError, RunError
+from ._record import TraceRecord, record_from_dict
 
 __all__ = ["JSONLSink", "SQLiteTraceSink", "TraceSink", "read_jsonl"]
 
@@ -106,7 +106,7 @@ async def read_jsonl(path: str | Path, trace_id: str | None = None) -> list[Trac
     return records
 
 
-SCHEMA = (
+_TRACE_SCHEMA = (
     "CREATE TABLE IF NOT EXISTS trace_records ("
     " trace_id TEXT NOT NULL, step INTEGER NOT NULL, kind TEXT NOT NULL, name TEXT NOT NULL,"
     " started REAL NOT NULL, duration_ms REAL NOT NULL, total_tokens INTEGER NOT NULL,"
@@ -128,7 +128,7 @@ class SQLiteTraceSink(TraceSink):
     """
 
     def __init__(self, database: DatabaseLike) -> None:
-        self.database, self._owned = open_database(database, SCHEMA, durable=False)
+        self.database, self._owned = open_database(database, _TRACE_SCHEMA, durable=False)
 
     async def write(self, record: TraceRecord, trace_id: str) -> None:
         """Insert ``record`` (one transaction).

@@ -17,16 +17,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .._abort import AbortSignal
-from ._agent import ConfiguredAgent, RunObserver
-from ._config_load import load_agent_config
-from ._trace_record import TraceRecord, TraceStats, timeline
+from ..._abort import AbortSignal
+from ..trace import TraceRecord, TraceRecorder, TraceStats, timeline
+from ._agent import ConfiguredAgent, RunObserver, TurnResult
+from ._load import load_agent_config
 
-__all__ = ["RunResult", "run_config"]
+__all__ = ["ConfigRunResult", "run_config"]
 
 
 @dataclass(frozen=True, slots=True)
-class RunResult:
+class ConfigRunResult:
     """What a config run produced.
 
     Attributes:
@@ -42,6 +42,11 @@ class RunResult:
     stats: TraceStats
     history: list[dict[str, Any]]
     terminated_by: str = "answer"
+
+    @classmethod
+    def from_turn(cls, turn: TurnResult, recorder: TraceRecorder) -> ConfigRunResult:
+        """The result of ``turn``, with the trace ``recorder`` holds."""
+        return cls(turn.text, recorder.records, recorder.stats(), turn.history, turn.terminated_by)
 
     @property
     def aborted(self) -> bool:
@@ -71,7 +76,7 @@ async def run_config(
     observer: RunObserver | None = None,
     environ: Mapping[str, str] | None = None,
     **overrides: Any,
-) -> RunResult:
+) -> ConfigRunResult:
     """Load the agent config at ``path``, open the agent, run it once on ``input``, close it.
 
     Args:
@@ -93,7 +98,4 @@ async def run_config(
     config = load_agent_config(path, overrides=overrides, environ=environ)
     async with ConfiguredAgent(config, environ=environ) as agent:
         turn = await agent.run(input, abort=abort, observer=observer)
-        recorder = agent.recorder
-        return RunResult(
-            turn.text, recorder.records, recorder.stats(), turn.history, turn.terminated_by
-        )
+        return ConfigRunResult.from_turn(turn, agent.recorder)

@@ -20,8 +20,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from .._messages import SystemMessage, UserMessage
-from ..providers._base import LLMInterface, LLMRequest
+from ..._messages import SystemMessage, UserMessage
+from ...providers import LLMInterface, LLMRequest
 
 __all__ = ["Action", "AutoSave", "KeyValueExtraction", "LLMSummary", "Step", "StepTriple"]
 
@@ -134,7 +134,7 @@ class KeyValueExtraction(AutoSave):
         return list(found.items())[: self.max_items]
 
 
-SUMMARY_INSTRUCTION = (
+FACTS_INSTRUCTION = (
     "You maintain the long-term memory of an assistant. From the step below, state the facts "
     "worth remembering for later conversations (user preferences, names, decisions, results), "
     "one short line each. Answer exactly NONE when there is nothing worth keeping."
@@ -161,7 +161,7 @@ class LLMSummary(AutoSave):
     """
 
     def __init__(
-        self, llm: LLMInterface, instruction: str = SUMMARY_INSTRUCTION, max_chars: int = 2000
+        self, llm: LLMInterface, instruction: str = FACTS_INSTRUCTION, max_chars: int = 2000
     ) -> None:
         self.llm = llm
         self.instruction = instruction

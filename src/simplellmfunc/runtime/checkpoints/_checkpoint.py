@@ -25,14 +25,13 @@ from typing import TYPE_CHECKING, Any
 import anyio.to_thread
 from pydantic import TypeAdapter, ValidationError
 
-from .._messages import Message, history_from_dicts
-from ..exceptions import ConfigError
-from ._stores import ScopedStore
-from ._trace import TraceRecorder
-from ._trace_record import TraceRecord, record_from_dict
+from ..._messages import Message, history_from_dicts
+from ...exceptions import ConfigError
+from ..stores import ScopedStore
+from ..trace import TraceRecord, TraceRecorder
 
 if TYPE_CHECKING:
-    from ..builtin._selfref import SelfReference
+    from ...builtin import SelfReference
 
 __all__ = ["CHECKPOINT_VERSION", "Checkpoint", "check_version", "serialize_value"]
 
@@ -255,7 +254,7 @@ class Checkpoint:
         Raises:
             RunError: If a stored record is malformed.
         """
-        return [record_from_dict(r) for r in self.trace]
+        return [TraceRecord.from_dict(r) for r in self.trace]
 
     async def restore_memory(self, memory: ScopedStore, *, clear: bool = True) -> int:
         """Write the memory items back (their remaining TTL kept); return how many.

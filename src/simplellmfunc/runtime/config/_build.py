@@ -13,19 +13,14 @@ from contextlib import AsyncExitStack
 from pathlib import Path
 from typing import Any
 
-from ..engine._termination import DEFAULT_SIGNALS, TerminationPolicy
-from ..engine._window import HistoryWindow
-from ..exceptions import ConfigError
-from ..providers._base import Capabilities, LLMInterface
-from ..providers._config import env_settings, load_provider_json
-from ._autosave import AutoSave, KeyValueExtraction, LLMSummary, StepTriple
-from ._config import AgentConfig, HistoryConfig, MemoryConfig, ModelConfig, TerminationConfig
-from ._memory import MemoryHook
-from ._open_store import open_store
-from ._shell import CLIAgentTool, ShellTool
-from ._stores import ScopedStore
-from ._trace import TraceRecorder
-from ._trace_sinks import JSONLSink, SQLiteTraceSink, TraceSink
+from ...engine import DEFAULT_SIGNALS, HistoryWindow, TerminationPolicy
+from ...exceptions import ConfigError
+from ...providers import Capabilities, LLMInterface, env_settings, load_provider_json
+from ..commands import CLIAgentTool, ShellTool
+from ..memory import AutoSave, KeyValueExtraction, LLMSummary, MemoryHook, StepTriple
+from ..stores import ScopedStore, open_store
+from ..trace import JSONLSink, SQLiteTraceSink, TraceRecorder, TraceSink
+from ._schema import AgentConfig, HistoryConfig, MemoryConfig, ModelConfig, TerminationConfig
 
 __all__ = [
     "build_llm",
@@ -72,7 +67,7 @@ def _options(model: ModelConfig, environ: Mapping[str, str] | None) -> dict[str,
 
 
 def _from_preset(model: ModelConfig, environ: Mapping[str, str] | None) -> LLMInterface:
-    from ..providers._presets import PRESETS, make_llm
+    from ...providers import PRESETS, make_llm
 
     spec = model.preset or ""
     options = _options(model, environ)
@@ -85,7 +80,7 @@ def _from_preset(model: ModelConfig, environ: Mapping[str, str] | None) -> LLMIn
 
 
 def _from_file(model: ModelConfig, environ: Mapping[str, str] | None) -> LLMInterface:
-    from ..providers._openai import OpenAICompatible
+    from ...providers import OpenAICompatible
 
     options = _options(model, environ)
     keys = options.pop("api_key", None)
@@ -121,7 +116,7 @@ def build_llm(model: ModelConfig, environ: Mapping[str, str] | None = None) -> L
     primary = _from_preset(model, environ) if model.preset else _from_file(model, environ)
     if not model.fallback:
         return primary
-    from ..providers._fallback import FallbackLLM
+    from ...providers import FallbackLLM
 
     return FallbackLLM([primary, *(build_llm(m, environ) for m in model.fallback)])
 
@@ -140,7 +135,7 @@ async def build_toolkit(config: AgentConfig, stack: AsyncExitStack) -> list[Any]
     section = config.toolkit
     toolkit: list[Any] = []
     if section.pyrepl is not None:
-        from ..builtin import PyRepl
+        from ...builtin import PyRepl
 
         options = section.pyrepl
         repl = PyRepl(
@@ -152,7 +147,7 @@ async def build_toolkit(config: AgentConfig, stack: AsyncExitStack) -> list[Any]
         await stack.enter_async_context(repl)
         toolkit.extend(repl.toolset)
     if section.files is not None:
-        from ..builtin import FileToolset
+        from ...builtin import FileToolset
 
         toolkit.extend(FileToolset(section.files.workspace).toolset)
     toolkit.extend(
@@ -179,7 +174,7 @@ async def build_toolkit(config: AgentConfig, stack: AsyncExitStack) -> list[Any]
         for a in section.agents
     )
     if section.mcpServers:
-        from ..mcp import MCPServerGroup
+        from ...mcp import MCPServerGroup
 
         source = section.mcpServers
         mapping = {"mcpServers": source} if isinstance(source, dict) else source

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 import anyio
 from anyio.abc import ByteReceiveStream, ByteSendStream, Process
 
-from ..exceptions import ToolExecutionError
+from ...exceptions import ToolExecutionError
 
 __all__ = ["CommandOutput", "check_output", "run_command", "with_note"]
 

@@ -18,7 +18,7 @@ from typing import Any, TypeAlias
 
 import yaml
 
-from ..exceptions import ConfigError
+from ...exceptions import ConfigError
 
 __all__ = [
     "ConfigSource",

@@ -1,12 +1,13 @@
-"""InMemoryStore: items in this process's memory, with the semantics of :class:`~._stores.Store`."""
+"""InMemoryStore: items in this process's memory, with the semantics of :class:`~._base.Store`."""
 
 from __future__ import annotations
 
 import time
 from collections import OrderedDict
 
-from ._namespaces import Namespace
-from ._stores import Clock, Record, Store, expired
+from .._clock import Clock
+from ._base import Record, Store, expired
+from ._namespace import Namespace
 
 __all__ = ["InMemoryStore"]
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from ..exceptions import ConfigError, UserError
+from ...exceptions import ConfigError, UserError
 
 __all__ = ["DEFAULT_SESSION", "Namespace", "check_key"]
 

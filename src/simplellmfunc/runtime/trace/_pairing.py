@@ -1,4 +1,4 @@
-"""Pairing of events into trace records, per agent call (used by :class:`~._trace.TraceRecorder`).
+"""Pairing of events into trace records, per agent call (for :class:`~._recorder.TraceRecorder`).
 
 An ``LLMCallStart`` with its ``LLMCallEnd`` (or ``LLMCallError``) makes one ``llm`` record, a
 ``ToolCallStart`` (or the batch's call, for calls rejected before starting) with its
@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from .._events import (
+from ..._events import (
     EventOrigin,
     LLMCallEndEvent,
     LLMCallErrorEvent,
@@ -27,8 +27,8 @@ from .._events import (
     ToolCallsBatchStartEvent,
     ToolCallStartEvent,
 )
-from ._stores import Clock
-from ._trace_record import TraceRecord, trim
+from .._clock import Clock
+from ._record import TraceRecord, trim
 
 __all__ = ["EventPairing"]
 

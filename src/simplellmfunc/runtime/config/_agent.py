@@ -22,13 +22,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .._abort import AbortSignal
-from .._events import EventYield, ReactEndEvent, is_event_yield, is_response_yield
-from ..decorators import llm_chat
-from ..engine._invocation import RunHook
-from ..exceptions import UserError
-from ..providers._base import LLMInterface
-from ..tools import Tool
+from ..._abort import AbortSignal
+from ..._events import EventYield, ReactEndEvent, is_event_yield, is_response_yield
+from ...decorators import llm_chat
+from ...engine import RunHook
+from ...exceptions import UserError
+from ...providers import LLMInterface
+from ...tools import Tool
+from ..checkpoints import Checkpoint, CheckpointHook, CheckpointInfo, CheckpointManager
+from ..stores import ScopedStore
+from ..trace import TraceRecorder
 from ._build import (
     build_llm,
     build_memory,
@@ -37,12 +40,7 @@ from ._build import (
     build_toolkit,
     build_window,
 )
-from ._checkpoint import Checkpoint
-from ._checkpoint_hook import CheckpointHook
-from ._checkpoints import CheckpointInfo, CheckpointManager
-from ._config import AgentConfig, ChainStep
-from ._stores import ScopedStore
-from ._trace import TraceRecorder
+from ._schema import AgentConfig, ChainStep
 
 __all__ = ["ConfiguredAgent", "RunObserver", "TurnResult"]
 

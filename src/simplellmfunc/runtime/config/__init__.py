@@ -1,0 +1,25 @@
+"""Agents from config files (seed 001's ``RuntimeConfig`` and ``Runtime.execute``).
+
+:class:`AgentConfig` is read by :func:`load_agent_config` (command line > environment > file >
+defaults, every problem reported with its key and line); :class:`ConfiguredAgent` builds the
+agent it describes (model, toolkit, memory, trace, checkpoints) and runs it turn after turn;
+:func:`run_config` runs it once and returns a :class:`ConfigRunResult`. :func:`build_llm` makes
+the model interface of a config's ``model`` section.
+"""
+
+from ._agent import ConfiguredAgent, RunObserver, TurnResult
+from ._build import build_llm
+from ._load import load_agent_config
+from ._run import ConfigRunResult, run_config
+from ._schema import AgentConfig
+
+__all__ = [
+    "AgentConfig",
+    "ConfigRunResult",
+    "ConfiguredAgent",
+    "RunObserver",
+    "TurnResult",
+    "build_llm",
+    "load_agent_config",
+    "run_config",
+]
