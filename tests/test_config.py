@@ -10,7 +10,8 @@ import pytest
 
 from simplellmfunc.exceptions import ConfigError
 from simplellmfunc.runtime import AgentConfig, load_agent_config
-from simplellmfunc.runtime.config import build_llm
+from simplellmfunc.engine import EngineOptions, HistoryWindow, TerminationPolicy
+from simplellmfunc.runtime.config import build_llm, build_options
 
 BASE = "model: deepseek:deepseek-chat\n"
 
@@ -458,3 +459,23 @@ def test_unknown_capabilities_are_refused(tmp_path: Path) -> None:
     path = write(tmp_path, "model: {preset: 'ollama:m', capabilities: {telepathy: true}}\n")
     with pytest.raises(ConfigError, match="unknown 'telepathy'"):
         build_llm(load(path).model, {})
+
+
+def test_engine_options_of_a_config_file(tmp_path: Path) -> None:
+    text = BASE + (
+        "tool_protocol: text\nkeyword_heuristic: true\n"
+        "limits:\n  max_steps: 4\n  loop_window: 5\n  max_tool_concurrency: 2\n"
+        "termination:\n  implicit: false\nhistory:\n  keep_recent_turns: 3\n"
+    )
+    options = build_options(load(write(tmp_path, text)), tools=True)
+    assert options == EngineOptions(
+        max_tool_calls=3,
+        tool_timeout=30.0,
+        max_tool_concurrency=2,
+        tool_protocol="text",
+        keyword_heuristic=True,
+        termination=TerminationPolicy(implicit=False),
+        history_window=HistoryWindow(keep_recent_turns=3),
+        loop_window=5,
+    )
+    assert build_options(load(write(tmp_path, BASE)), tools=False).max_tool_calls is None

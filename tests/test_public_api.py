@@ -146,6 +146,7 @@ RUNTIME_PACKAGES = {
         "RunObserver",
         "TurnResult",
         "build_llm",
+        "build_options",
         "load_agent_config",
         "run_config",
     },
@@ -183,7 +184,7 @@ RUNTIME_PACKAGES = {
     },
 }
 # What simplellmfunc.runtime re-exports from its sub-packages (the CLI helpers stay in theirs).
-RUNTIME_ONLY_IN_SUBPACKAGE = {"build_llm", "timeline"}
+RUNTIME_ONLY_IN_SUBPACKAGE = {"build_llm", "build_options", "timeline"}
 
 
 def test_runtime_surface() -> None:

@@ -4,11 +4,12 @@
 defaults, every problem reported with its key and line); :class:`ConfiguredAgent` builds the
 agent it describes (model, toolkit, memory, trace, checkpoints) and runs it turn after turn;
 :func:`run_config` runs it once and returns a :class:`ConfigRunResult`. :func:`build_llm` makes
-the model interface of a config's ``model`` section.
+the model interface of a config's ``model`` section, :func:`build_options` the engine options of a
+config.
 """
 
 from ._agent import ConfiguredAgent, RunObserver, TurnResult
-from ._build import build_llm
+from ._build import build_llm, build_options
 from ._load import load_agent_config
 from ._run import ConfigRunResult, run_config
 from ._schema import AgentConfig
@@ -20,6 +21,7 @@ __all__ = [
     "RunObserver",
     "TurnResult",
     "build_llm",
+    "build_options",
     "load_agent_config",
     "run_config",
 ]

@@ -35,10 +35,9 @@ from ..trace import TraceRecorder
 from ._build import (
     build_llm,
     build_memory,
+    build_options,
     build_recorder,
-    build_termination,
     build_toolkit,
-    build_window,
 )
 from ._schema import AgentConfig, ChainStep
 
@@ -211,11 +210,6 @@ class ConfiguredAgent:
     def _chat_function(self, system: str, tools: list[Any], hooks: list[RunHook]) -> ChatFunction:
         """An ``@llm_chat`` agent with ``system`` as its prompt (a simple agent has no tools,
         a chain stage neither)."""
-        config = self.config
-        limits = config.limits
-        options: dict[str, Any] = {"tool_timeout": limits.tool_timeout}
-        if limits.max_tool_concurrency is not None:
-            options["max_tool_concurrency"] = limits.max_tool_concurrency
 
         async def agent(message: str, history: list[dict[str, Any]] | None = None) -> None:
             """(replaced by the system prompt)"""
@@ -224,14 +218,10 @@ class ConfiguredAgent:
         decorate = llm_chat(
             self.llm,
             toolkit=tools or None,
-            max_tool_calls=limits.max_steps - 1 if tools else None,
             stream=True,
             enable_event=True,
             hooks=tuple(hooks),
-            tool_protocol=config.tool_protocol,
-            termination=build_termination(config.termination),
-            history_window=build_window(config.history),
-            **options,
+            options=build_options(self.config, tools=bool(tools)),
         )
         return decorate(agent)
 

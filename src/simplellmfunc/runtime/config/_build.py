@@ -13,7 +13,7 @@ from contextlib import AsyncExitStack
 from pathlib import Path
 from typing import Any
 
-from ...engine import DEFAULT_SIGNALS, HistoryWindow, TerminationPolicy
+from ...engine import DEFAULT_SIGNALS, EngineOptions, HistoryWindow, TerminationPolicy
 from ...exceptions import ConfigError
 from ...providers import Capabilities, LLMInterface, env_settings, load_provider_json
 from ..commands import CLIAgentTool, ShellTool
@@ -25,6 +25,7 @@ from ._schema import AgentConfig, HistoryConfig, MemoryConfig, ModelConfig, Term
 __all__ = [
     "build_llm",
     "build_memory",
+    "build_options",
     "build_recorder",
     "build_termination",
     "build_toolkit",
@@ -246,6 +247,21 @@ async def build_recorder(config: AgentConfig, stack: AsyncExitStack) -> TraceRec
         sinks.append(SQLiteTraceSink(path) if is_sqlite else JSONLSink(path))
     recorder = TraceRecorder(sinks=sinks, max_chars=config.trace.max_chars)
     return await stack.enter_async_context(recorder)
+
+
+def build_options(config: AgentConfig, *, tools: bool) -> EngineOptions:
+    """The engine options of an agent (``tools``: whether its model is offered any)."""
+    limits = config.limits
+    return EngineOptions(
+        max_tool_calls=limits.max_steps - 1 if tools else None,
+        tool_timeout=limits.tool_timeout,
+        max_tool_concurrency=limits.max_tool_concurrency,
+        tool_protocol=config.tool_protocol,
+        keyword_heuristic=config.keyword_heuristic,
+        termination=build_termination(config.termination),
+        history_window=build_window(config.history),
+        loop_window=limits.loop_window,
+    )
 
 
 def build_termination(section: TerminationConfig) -> TerminationPolicy:

@@ -195,11 +195,14 @@ class LimitsConfig(_Section):
         max_steps: Most LLM calls of a run (the last one is asked for a final answer).
         tool_timeout: Default per-tool timeout in seconds (``null``: none).
         max_tool_concurrency: Most tools of one batch running at once.
+        loop_window: Tool batches in a row that repeat (or alternate) before the model is
+            warned and then stopped (``0``: off).
     """
 
     max_steps: Annotated[int, Field(ge=1)] = 10
     tool_timeout: Positive | None = 30.0
     max_tool_concurrency: Annotated[int, Field(ge=1)] | None = None
+    loop_window: Annotated[int, Field(ge=0)] = 3
 
 
 class TerminationConfig(_Section):
@@ -272,6 +275,7 @@ class AgentConfig(_Section):
         system: The system prompt.
         tool_protocol: ``native`` function calling, ``text`` (prompted actions, for models
             without tools) or ``auto`` (native when the provider supports it).
+        keyword_heuristic: With the text protocol, also read "use the X tool" prose as a call.
         toolkit: Tools.
         memory: Agent memory.
         limits: Limits of a run.
@@ -288,6 +292,7 @@ class AgentConfig(_Section):
     model: ModelConfig
     system: str = ""
     tool_protocol: Literal["auto", "native", "text"] = "auto"
+    keyword_heuristic: bool = False
     toolkit: ToolkitConfig = ToolkitConfig()
     memory: MemoryConfig = MemoryConfig()
     limits: LimitsConfig = LimitsConfig()
