@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
+from simplellmfunc.engine import EngineOptions, HistoryWindow, TerminationPolicy
 from simplellmfunc.exceptions import ConfigError
 from simplellmfunc.runtime import AgentConfig, load_agent_config
-from simplellmfunc.engine import EngineOptions, HistoryWindow, TerminationPolicy
 from simplellmfunc.runtime.config import build_llm, build_options
 
 BASE = "model: deepseek:deepseek-chat\n"
