@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from mcp_servers.support import SERVED, children, free_port, serving, wait_gone
+from mcp_servers.support import CHECKOUT_ENV, SERVED, children, free_port, serving, wait_gone
 from simplellmfunc import AbortSignal, tool
 from simplellmfunc.exceptions import AbortedError, MCPError, ToolDefinitionError
 from simplellmfunc.mcp import MCPToolset, build_server
@@ -28,7 +28,9 @@ def no_orphans() -> Iterator[None]:
 async def served(kind: str, tmp_path: Path) -> AsyncIterator[MCPToolset]:
     """served_tools.py over stdio, or over HTTP on 127.0.0.1."""
     if kind == "stdio":
-        async with MCPToolset.stdio(sys.executable, [str(SERVED)], name="served") as toolset:
+        async with MCPToolset.stdio(
+            sys.executable, [str(SERVED)], CHECKOUT_ENV, name="served"
+        ) as toolset:
             yield toolset
         return
     port = free_port()
@@ -112,7 +114,9 @@ def test_cli_needs_a_toolset(capsys: pytest.CaptureFixture[str]) -> None:
 async def test_cli_serves_file_tools(tmp_path: Path) -> None:
     (tmp_path / "notes.txt").write_text("first line\nsecond line\n")
     args = ["-m", "simplellmfunc.mcp", "serve", "--files", str(tmp_path)]
-    async with MCPToolset.stdio(sys.executable, args, name="files", timeout=60) as toolset:
+    async with MCPToolset.stdio(
+        sys.executable, args, CHECKOUT_ENV, name="files", timeout=60
+    ) as toolset:
         tools = await by_name(toolset)
         assert {"read_file", "read_image", "grep", "sed", "echo_into"} <= set(tools)
         text = (await tools["read_file"].invoke({"path": "notes.txt"})).text
@@ -124,7 +128,7 @@ async def test_cli_serves_file_tools(tmp_path: Path) -> None:
 async def test_cli_serves_pyrepl_with_output_events(tmp_path: Path) -> None:
     args = ["-m", "simplellmfunc.mcp", "serve", "--pyrepl", "--files", str(tmp_path)]
     async with MCPToolset.stdio(
-        sys.executable, args, name="repl", timeout=120, connect_timeout=120
+        sys.executable, args, CHECKOUT_ENV, name="repl", timeout=120, connect_timeout=120
     ) as toolset:
         tools = await by_name(toolset)
         assert {"execute_code", "reset_repl", "list_variables", "read_file"} <= set(tools)
