@@ -4,9 +4,8 @@ Serving our own tools over MCP is :mod:`simplellmfunc.mcp_server` (the app layer
 """
 
 from .._lazy import lazy_exports
-from ._client import MCPToolset
+from ._client import MCPServerGroup, MCPToolset
 from ._config import DEFAULT_ENV_ALLOWLIST, HttpSpec, StdioSpec, load_config
-from ._group import MCPServerGroup
 from ._names import model_name
 from ._results import MCPResult
 from ._tool import MCPTool
