@@ -152,12 +152,14 @@ class MCPToolset(ServerLink):
         timeout: float | None,
         context: ToolContext | None,
     ) -> MCPResult:
-        """An :class:`MCPTool`'s call (see :class:`~._tool.ToolCaller`)."""
+        """An :class:`MCPTool`'s call (see :class:`~._tool.ToolCaller`).
+
+        ``server_name`` is not looked up among the model-facing names: with a prefix, one
+        tool's server name can be another tool's model-facing name.
+        """
         emitter = context.event_emitter if context is not None else None
         abort = context.abort_signal if context is not None else None
-        return await self.call_tool(
-            server_name, arguments, timeout=timeout, emitter=emitter, abort_signal=abort
-        )
+        return await self._call(server_name, arguments, timeout, emitter, abort)
 
     async def call_tool(
         self,
@@ -170,18 +172,29 @@ class MCPToolset(ServerLink):
     ) -> MCPResult:
         """Call tool ``name`` (its server name, or the model-facing one) without validation.
 
-        Progress notifications become ``mcp_progress`` events on ``emitter``.
+        A model-facing name wins over a server name that reads the same. Progress
+        notifications become ``mcp_progress`` events on ``emitter``.
 
         Raises:
             MCPError: When the call fails or times out (an ``isError`` result is returned).
             AbortedError: When ``abort_signal`` fires first.
         """
         server_name = self.names.server_name(name)
+        return await self._call(server_name, dict(arguments or {}), timeout, emitter, abort_signal)
+
+    async def _call(
+        self,
+        server_name: str,
+        arguments: dict[str, Any],
+        timeout: float | None,
+        emitter: ToolEventEmitter | None,
+        abort_signal: AbortSignal | None,
+    ) -> MCPResult:
         progress = _progress_callback(emitter, self.name, server_name) if emitter else None
         result = await self._request(
             f"tool {server_name!r}",
             lambda client: client.call_tool(
-                server_name, dict(arguments or {}), timeout, progress_callback=progress
+                server_name, arguments, timeout, progress_callback=progress
             ),
             abort_signal,
         )
