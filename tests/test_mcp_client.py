@@ -272,6 +272,18 @@ async def test_pages_are_all_listed_and_odd_names_map_back() -> None:
             await tools["dotted_name"].invoke({"value": -1})
 
 
+async def test_a_tool_calls_its_own_server_name_not_a_model_name_like_it() -> None:
+    # With prefix "p", the server's "echo" is offered as "p_echo", which is also the server
+    # name of another tool (offered as "p_p_echo"): each tool must call its own.
+    argv = [str(PAGED), "--also", "echo", "--also", "p_echo"]
+    async with MCPToolset.stdio(sys.executable, argv, prefix="p") as toolset:
+        tools = {t.name: t for t in await toolset.list_tools()}
+        assert (await tools["p_p_echo"].invoke({"value": 1})).text.startswith("called p_echo ")
+        assert (await tools["p_echo"].invoke({"value": 1})).text.startswith("called echo ")
+        # call_tool takes either name; a model-facing name wins, as documented.
+        assert (await toolset.call_tool("p_echo", {"value": 1})).text.startswith("called echo ")
+
+
 async def test_colliding_names_are_a_clear_error() -> None:
     async with MCPToolset.stdio(sys.executable, [str(PAGED), "--collide"]) as toolset:
         with pytest.raises(

@@ -1,19 +1,29 @@
-"""serve_mcp round trips: our tools behind an MCP server, used through our own MCPToolset."""
+"""serve_mcp round trips: our tools behind an MCP server, used through our own MCPToolset.
+
+The server is ``simplellmfunc.mcp_server``; ``simplellmfunc.mcp`` still forwards ``serve_mcp``,
+``build_server`` and ``python -m simplellmfunc.mcp`` to it for compatibility.
+"""
 
 from __future__ import annotations
 
+import os
+import subprocess
 import sys
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 
 import pytest
 
-from mcp_servers.support import SERVED, children, free_port, serving, wait_gone
+import simplellmfunc.mcp as client_pkg
+import simplellmfunc.mcp_server as server_pkg
+from mcp_servers.support import CHECKOUT_ENV, SERVED, children, free_port, serving, wait_gone
 from simplellmfunc import AbortSignal, tool
 from simplellmfunc.exceptions import AbortedError, MCPError, ToolDefinitionError
-from simplellmfunc.mcp import MCPToolset, build_server
-from simplellmfunc.mcp.__main__ import main as cli_main
+from simplellmfunc.mcp import MCPToolset
+from simplellmfunc.mcp.__main__ import main as old_cli_main
+from simplellmfunc.mcp_server import build_server
+from simplellmfunc.mcp_server.__main__ import main as cli_main
 from simplellmfunc.tools import Tool, ToolContext, ToolEventEmitter
 
 
@@ -28,7 +38,9 @@ def no_orphans() -> Iterator[None]:
 async def served(kind: str, tmp_path: Path) -> AsyncIterator[MCPToolset]:
     """served_tools.py over stdio, or over HTTP on 127.0.0.1."""
     if kind == "stdio":
-        async with MCPToolset.stdio(sys.executable, [str(SERVED)], name="served") as toolset:
+        async with MCPToolset.stdio(
+            sys.executable, [str(SERVED)], CHECKOUT_ENV, name="served"
+        ) as toolset:
             yield toolset
         return
     port = free_port()
@@ -104,15 +116,44 @@ def test_build_server_rejects_what_it_cannot_serve() -> None:
         build_server([42])
 
 
-def test_cli_needs_a_toolset(capsys: pytest.CaptureFixture[str]) -> None:
-    assert cli_main(["serve"]) == 2
+def test_server_surface_is_sorted_and_importable() -> None:
+    assert server_pkg.__all__ == sorted(server_pkg.__all__)
+    for name in server_pkg.__all__:
+        assert getattr(server_pkg, name) is not None
+
+
+def test_client_forwards_the_server_names_for_compatibility() -> None:
+    assert client_pkg.serve_mcp is server_pkg.serve_mcp
+    assert client_pkg.build_server is server_pkg.build_server
+    assert {"build_server", "serve_mcp"} <= set(dir(client_pkg))
+
+
+def test_the_client_does_not_import_the_server() -> None:
+    code = (
+        "import sys, simplellmfunc.mcp\n"
+        "loaded = [m for m in sys.modules if m.startswith(('simplellmfunc.mcp_server', "
+        "'simplellmfunc.builtin'))]\n"
+        "assert not loaded, loaded\n"
+    )
+    env = {**os.environ, **CHECKOUT_ENV}
+    subprocess.run([sys.executable, "-c", code], env=env, check=True, timeout=60)
+
+
+@pytest.mark.parametrize("main", [cli_main, old_cli_main], ids=["mcp_server", "mcp"])
+def test_cli_needs_a_toolset(
+    main: Callable[[list[str]], int], capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["serve"]) == 2
     assert "give --pyrepl and/or --files" in capsys.readouterr().err
 
 
-async def test_cli_serves_file_tools(tmp_path: Path) -> None:
+@pytest.mark.parametrize("module", ["simplellmfunc.mcp_server", "simplellmfunc.mcp"])
+async def test_cli_serves_file_tools(module: str, tmp_path: Path) -> None:
     (tmp_path / "notes.txt").write_text("first line\nsecond line\n")
-    args = ["-m", "simplellmfunc.mcp", "serve", "--files", str(tmp_path)]
-    async with MCPToolset.stdio(sys.executable, args, name="files", timeout=60) as toolset:
+    args = ["-m", module, "serve", "--files", str(tmp_path)]
+    async with MCPToolset.stdio(
+        sys.executable, args, CHECKOUT_ENV, name="files", timeout=60
+    ) as toolset:
         tools = await by_name(toolset)
         assert {"read_file", "read_image", "grep", "sed", "echo_into"} <= set(tools)
         text = (await tools["read_file"].invoke({"path": "notes.txt"})).text
@@ -122,9 +163,9 @@ async def test_cli_serves_file_tools(tmp_path: Path) -> None:
 
 
 async def test_cli_serves_pyrepl_with_output_events(tmp_path: Path) -> None:
-    args = ["-m", "simplellmfunc.mcp", "serve", "--pyrepl", "--files", str(tmp_path)]
+    args = ["-m", "simplellmfunc.mcp_server", "serve", "--pyrepl", "--files", str(tmp_path)]
     async with MCPToolset.stdio(
-        sys.executable, args, name="repl", timeout=120, connect_timeout=120
+        sys.executable, args, CHECKOUT_ENV, name="repl", timeout=120, connect_timeout=120
     ) as toolset:
         tools = await by_name(toolset)
         assert {"execute_code", "reset_repl", "list_variables", "read_file"} <= set(tools)

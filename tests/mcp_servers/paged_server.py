@@ -1,6 +1,6 @@
 """A low-level MCP server that pages its tool list and uses names providers reject.
 
-    python tests/mcp_servers/paged_server.py [--page-size N] [--collide]
+    python tests/mcp_servers/paged_server.py [--page-size N] [--collide] [--also NAME ...]
 
 Every tool answers ``called <its server name> with <arguments as JSON>``.
 """
@@ -29,8 +29,8 @@ _SCHEMA = {
 }
 
 
-def build(page_size: int, collide: bool) -> Server[Any]:
-    names = PLAIN + ODD + (COLLIDING if collide else [])
+def build(page_size: int, collide: bool, also: list[str]) -> Server[Any]:
+    names = PLAIN + ODD + (COLLIDING if collide else []) + also
 
     async def list_tools(
         ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
@@ -51,8 +51,8 @@ def build(page_size: int, collide: bool) -> Server[Any]:
     return Server("paged", on_list_tools=list_tools, on_call_tool=call_tool)
 
 
-async def main(page_size: int, collide: bool) -> None:
-    server = build(page_size, collide)
+async def main(page_size: int, collide: bool, also: list[str]) -> None:
+    server = build(page_size, collide, also)
     async with stdio_server() as (read, write):
         await server.run(read, write, server.create_initialization_options())
 
@@ -61,5 +61,6 @@ if __name__ == "__main__":
     parser = argparse.ArgumentParser()
     parser.add_argument("--page-size", type=int, default=10)
     parser.add_argument("--collide", action="store_true")
+    parser.add_argument("--also", action="append", default=[], help="one more tool name")
     args = parser.parse_args()
-    anyio.run(main, args.page_size, args.collide)
+    anyio.run(main, args.page_size, args.collide, args.also)

@@ -11,7 +11,7 @@ import anyio
 
 from simplellmfunc import tool
 from simplellmfunc._content import ImgUrl
-from simplellmfunc.mcp import serve_mcp
+from simplellmfunc.mcp_server import serve_mcp
 from simplellmfunc.tools import ToolEventEmitter
 
 # A 2x2 red PNG.

@@ -22,6 +22,11 @@ PAGED = HERE / "paged_server.py"
 SERVED = HERE / "served_tools.py"
 LOCALHOST_ONLY = HERE / "localhost_only.cjs"
 
+#: For a stdio server that imports simplellmfunc: it gets only an allowlisted environment, and
+#: would otherwise import whatever copy the virtualenv has installed (another worktree's, for
+#: example) instead of the source under test.
+CHECKOUT_ENV = {"PYTHONPATH": str(HERE.parents[1] / "src")}
+
 #: Pids of servers that fixtures keep running across tests (not orphans).
 FIXTURE_SERVERS: set[int] = set()
 

@@ -1,11 +1,13 @@
-"""MCP: tools from any MCP server (:class:`MCPToolset`), and our tools served over MCP."""
+"""MCP client: the tools, resources and prompts of any MCP server (:class:`MCPToolset`).
 
-from ._client import MCPToolset
+Serving our own tools over MCP is :mod:`simplellmfunc.mcp_server` (the app layer).
+"""
+
+from .._lazy import lazy_exports
+from ._client import MCPServerGroup, MCPToolset
 from ._config import DEFAULT_ENV_ALLOWLIST, HttpSpec, StdioSpec, load_config
-from ._group import MCPServerGroup
 from ._names import model_name
 from ._results import MCPResult
-from ._server import build_server, serve_mcp
 from ._tool import MCPTool
 
 __all__ = [
@@ -21,3 +23,11 @@ __all__ = [
     "model_name",
     "serve_mcp",
 ]
+
+# Compatibility only: `build_server` and `serve_mcp` moved up to `simplellmfunc.mcp_server`
+# (the app layer). They are forwarded upward by name, on first access, so that old imports keep
+# working while this package never imports the server.
+__getattr__, __dir__ = lazy_exports(
+    __name__,
+    {"build_server": "simplellmfunc.mcp_server", "serve_mcp": "simplellmfunc.mcp_server"},
+)

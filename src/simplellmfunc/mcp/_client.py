@@ -1,10 +1,15 @@
-"""MCPToolset: the tools, resources and prompts of one MCP server, for ``toolkit=[...]``."""
+"""MCPToolset: the tools, resources and prompts of one MCP server, for ``toolkit=[...]``.
+
+Also :class:`MCPServerGroup`, the toolsets of a configuration file: each class builds the other
+(``MCPToolset.from_config``, ``MCPServerGroup.from_config``), so both live here, over the
+group mechanism in ``_group``.
+"""
 
 from __future__ import annotations
 
 import os
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Self
+from typing import Any, Self
 
 import anyio
 import httpx2
@@ -12,17 +17,16 @@ import mcp.types as types
 
 from .._abort import AbortSignal
 from ..tools import Tool, ToolContext, ToolEventEmitter
-from ._config import HttpSpec, ServerSpec, stdio_spec
+from ._config import HttpSpec, ServerSpec, load_config, stdio_spec
+from ._extras import extra_tools
+from ._group import LinkGroup
 from ._link import ServerLink
 from ._names import NameMap
 from ._pages import all_pages
 from ._results import MCPResult, prompt_messages, resource_result, tool_result
 from ._tool import MCPTool
 
-if TYPE_CHECKING:
-    from ._group import MCPServerGroup
-
-__all__ = ["MCPToolset"]
+__all__ = ["MCPServerGroup", "MCPToolset"]
 
 
 class MCPToolset(ServerLink):
@@ -137,20 +141,25 @@ class MCPToolset(ServerLink):
         Raises:
             ConfigError: For an unreadable or invalid configuration.
         """
-        from ._group import MCPServerGroup
-
         return MCPServerGroup.from_config(source, prefix_names=prefix_names, **options)
 
     # --- lifecycle ---------------------------------------------------------------------------
 
     async def _call_tool(
-        self, tool: MCPTool, arguments: dict[str, Any], context: ToolContext | None
+        self,
+        server_name: str,
+        arguments: dict[str, Any],
+        timeout: float | None,
+        context: ToolContext | None,
     ) -> MCPResult:
+        """An :class:`MCPTool`'s call (see :class:`~._tool.ToolCaller`).
+
+        ``server_name`` is not looked up among the model-facing names: with a prefix, one
+        tool's server name can be another tool's model-facing name.
+        """
         emitter = context.event_emitter if context is not None else None
         abort = context.abort_signal if context is not None else None
-        return await self.call_tool(
-            tool.server_name, arguments, timeout=tool.timeout, emitter=emitter, abort_signal=abort
-        )
+        return await self._call(server_name, arguments, timeout, emitter, abort)
 
     async def call_tool(
         self,
@@ -163,18 +172,29 @@ class MCPToolset(ServerLink):
     ) -> MCPResult:
         """Call tool ``name`` (its server name, or the model-facing one) without validation.
 
-        Progress notifications become ``mcp_progress`` events on ``emitter``.
+        A model-facing name wins over a server name that reads the same. Progress
+        notifications become ``mcp_progress`` events on ``emitter``.
 
         Raises:
             MCPError: When the call fails or times out (an ``isError`` result is returned).
             AbortedError: When ``abort_signal`` fires first.
         """
         server_name = self.names.server_name(name)
+        return await self._call(server_name, dict(arguments or {}), timeout, emitter, abort_signal)
+
+    async def _call(
+        self,
+        server_name: str,
+        arguments: dict[str, Any],
+        timeout: float | None,
+        emitter: ToolEventEmitter | None,
+        abort_signal: AbortSignal | None,
+    ) -> MCPResult:
         progress = _progress_callback(emitter, self.name, server_name) if emitter else None
         result = await self._request(
             f"tool {server_name!r}",
             lambda client: client.call_tool(
-                server_name, dict(arguments or {}), timeout, progress_callback=progress
+                server_name, arguments, timeout, progress_callback=progress
             ),
             abort_signal,
         )
@@ -203,8 +223,6 @@ class MCPToolset(ServerLink):
             MCPError: When the server cannot be reached or answers badly.
             ToolDefinitionError: When two tools map to the same model-facing name.
         """
-        from ._extras import extra_tools
-
         async with self._list_lock:
             self._stale.difference_update(("tools", "resources", "prompts"))
             specs = await all_pages(
@@ -278,6 +296,37 @@ class MCPToolset(ServerLink):
     def __repr__(self) -> str:
         state = "open" if self._group is not None else "closed"
         return f"<MCPToolset {self.name!r} {state}>"
+
+
+class MCPServerGroup(LinkGroup[MCPToolset]):
+    """Several :class:`MCPToolset` s that open, list and close together.
+
+    ``async with`` starts every server concurrently; if one fails, the others are stopped and
+    the error names it. Tool names must be unique across the servers (the default server-name
+    prefixes see to that). ``group["name"]`` is one server's toolset, for its resources and
+    prompts.
+    """
+
+    @classmethod
+    def from_config(
+        cls,
+        source: str | os.PathLike[str] | Mapping[str, Any],
+        *,
+        prefix_names: bool = True,
+        **options: Any,
+    ) -> Self:
+        """Build the group from ``{"mcpServers": {...}}`` (see :func:`load_config`).
+
+        Raises:
+            ConfigError: For an unreadable or invalid configuration.
+        """
+        specs = load_config(source)
+        return cls(
+            {
+                name: MCPToolset(spec, name=name, prefix=name if prefix_names else None, **options)
+                for name, spec in specs.items()
+            }
+        )
 
 
 def _progress_callback(emitter: ToolEventEmitter, server: str, tool: str) -> Any:

@@ -2,19 +2,42 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
+
+import mcp.types as types
 
 from ..exceptions import MCPError
 from ..tools import FunctionTool, Tool
+from ._results import MCPResult
 
-if TYPE_CHECKING:
-    from ._client import MCPToolset
-
-__all__ = ["Extra", "extra_tools"]
+__all__ = ["Extra", "ResourceSource", "extra_tools"]
 
 _LISTED = 20
+
+
+class ResourceSource(Protocol):
+    """What the extra tools need of a toolset: its label, timeout, resources and prompts.
+
+    ``MCPToolset`` is the one implementation; the protocol keeps this module below it.
+    """
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def timeout(self) -> float | None: ...
+
+    async def list_resources(self) -> list[types.Resource]: ...
+
+    async def list_prompts(self) -> list[types.Prompt]: ...
+
+    async def read_resource(self, uri: str) -> MCPResult: ...
+
+    async def get_prompt(
+        self, name: str, arguments: Mapping[str, str] | None = None
+    ) -> list[dict[str, Any]]: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -25,7 +48,7 @@ class Extra:
     build: Callable[[str], Tool]
 
 
-async def extra_tools(toolset: MCPToolset) -> list[Extra]:
+async def extra_tools(toolset: ResourceSource) -> list[Extra]:
     """``read_resource`` and ``get_prompt`` tools, listing what the server offers."""
     resources = await _try(toolset.list_resources)
     prompts = await _try(toolset.list_prompts)
@@ -67,7 +90,7 @@ async def extra_tools(toolset: MCPToolset) -> list[Extra]:
 
 
 def _builder(
-    func: Callable[..., Any], intro: str, toolset: MCPToolset, listed: Sequence[str]
+    func: Callable[..., Any], intro: str, toolset: ResourceSource, listed: Sequence[str]
 ) -> Callable[[str], Tool]:
     description = f"{intro} {toolset.name}."
     if listed:

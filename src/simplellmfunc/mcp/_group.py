@@ -1,26 +1,41 @@
-"""MCPServerGroup: several MCP servers (usually from one config file) as one tool provider."""
+"""LinkGroup: several server links that open, list and close together.
+
+The mechanism only; :class:`~simplellmfunc.mcp.MCPServerGroup` (beside ``M``, which it
+is built from) adds the configuration file and the toolset type. This module knows neither, so
+the client's modules import in one direction.
+"""
 
 from __future__ import annotations
 
-import os
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from types import TracebackType
-from typing import Any, Self
+from typing import Generic, Protocol, Self, TypeVar
 
 import anyio
 from anyio.abc import TaskGroup
 
 from ..exceptions import MCPError, SimpleLLMFuncError
 from ..tools import Tool
-from ._client import MCPToolset
-from ._config import load_config
 from ._names import check_unique
 
-__all__ = ["MCPServerGroup"]
+__all__ = ["LinkGroup", "Member"]
 
 
-class MCPServerGroup:
-    """Several :class:`MCPToolset` s that open, list and close together.
+class Member(Protocol):
+    """What a group needs of each server: join the group's task group, leave it, list tools."""
+
+    async def _attach(self, group: TaskGroup) -> None: ...
+
+    async def _detach(self) -> None: ...
+
+    async def list_tools(self) -> Sequence[Tool]: ...
+
+
+M = TypeVar("M", bound=Member)
+
+
+class LinkGroup(Generic[M]):
+    """Several servers that open, list and close together.
 
     ``async with`` starts every server concurrently; if one fails, the others are stopped and
     the error names it. Tool names must be unique across the servers (the default server-name
@@ -28,35 +43,14 @@ class MCPServerGroup:
     prompts.
     """
 
-    def __init__(self, toolsets: Mapping[str, MCPToolset]) -> None:
+    def __init__(self, toolsets: Mapping[str, M]) -> None:
         self.toolsets = dict(toolsets)
         self._group: TaskGroup | None = None
 
-    @classmethod
-    def from_config(
-        cls,
-        source: str | os.PathLike[str] | Mapping[str, Any],
-        *,
-        prefix_names: bool = True,
-        **options: Any,
-    ) -> Self:
-        """Build the group from ``{"mcpServers": {...}}`` (see :func:`load_config`).
-
-        Raises:
-            ConfigError: For an unreadable or invalid configuration.
-        """
-        specs = load_config(source)
-        return cls(
-            {
-                name: MCPToolset(spec, name=name, prefix=name if prefix_names else None, **options)
-                for name, spec in specs.items()
-            }
-        )
-
-    def __getitem__(self, name: str) -> MCPToolset:
+    def __getitem__(self, name: str) -> M:
         return self.toolsets[name]
 
-    def __iter__(self) -> Iterator[MCPToolset]:
+    def __iter__(self) -> Iterator[M]:
         return iter(self.toolsets.values())
 
     def __len__(self) -> int:
@@ -87,7 +81,7 @@ class MCPServerGroup:
         self._group = group
         failures: list[MCPError] = []
 
-        async def attach(toolset: MCPToolset) -> None:
+        async def attach(toolset: M) -> None:
             try:
                 await toolset._attach(group)
             except MCPError as exc:
@@ -122,10 +116,10 @@ class MCPServerGroup:
             MCPError: When a server cannot be reached or answers badly.
             ToolDefinitionError: When two servers offer the same tool name.
         """
-        listed: dict[str, tuple[Tool, ...]] = {}
+        listed: dict[str, Sequence[Tool]] = {}
         failures: list[SimpleLLMFuncError] = []
 
-        async def fetch(name: str, toolset: MCPToolset) -> None:
+        async def fetch(name: str, toolset: M) -> None:
             try:
                 listed[name] = await toolset.list_tools()
             except SimpleLLMFuncError as exc:
@@ -140,4 +134,4 @@ class MCPServerGroup:
         return [tool for name in self.toolsets for tool in listed[name]]
 
     def __repr__(self) -> str:
-        return f"<MCPServerGroup {list(self.toolsets)!r}>"
+        return f"<{type(self).__name__} {list(self.toolsets)!r}>"

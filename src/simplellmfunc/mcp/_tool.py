@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import mcp.types as types
 from jsonschema import SchemaError  # type: ignore[import-untyped]
@@ -16,10 +16,7 @@ from ..exceptions import MCPError
 from ..tools import ArgumentsError, Tool, ToolContext
 from ._results import MCPResult
 
-if TYPE_CHECKING:
-    from ._client import MCPToolset
-
-__all__ = ["MCPTool", "model_schema"]
+__all__ = ["MCPTool", "ToolCaller", "model_schema"]
 
 logger = logging.getLogger("simplellmfunc.mcp")
 
@@ -38,6 +35,21 @@ def model_schema(schema: Mapping[str, Any]) -> dict[str, Any]:
     return cleaned
 
 
+class ToolCaller(Protocol):
+    """What an :class:`MCPTool` needs of its toolset: calls on the server's session.
+
+    ``MCPToolset`` is the one implementation; the protocol keeps this module below it.
+    """
+
+    async def _call_tool(
+        self,
+        server_name: str,
+        arguments: dict[str, Any],
+        timeout: float | None,
+        context: ToolContext | None,
+    ) -> MCPResult: ...
+
+
 class MCPTool(Tool):
     """A tool offered by an MCP server; calls go through its :class:`MCPToolset`'s session.
 
@@ -52,7 +64,7 @@ class MCPTool(Tool):
     """
 
     def __init__(
-        self, toolset: MCPToolset, spec: types.Tool, name: str, timeout: float | None
+        self, toolset: ToolCaller, spec: types.Tool, name: str, timeout: float | None
     ) -> None:
         self.toolset = toolset
         self.server_name = spec.name
@@ -98,7 +110,9 @@ class MCPTool(Tool):
             AbortedError: When the abort signal fires during the call.
         """
         self.validate(arguments)
-        result = await self.toolset._call_tool(self, dict(arguments), context)
+        result = await self.toolset._call_tool(
+            self.server_name, dict(arguments), self.timeout, context
+        )
         if result.is_error:
             text = result.text or "no details"
             raise MCPError(f"tool {self.server_name!r} reported an error: {text}")

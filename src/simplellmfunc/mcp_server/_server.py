@@ -18,11 +18,20 @@ from mcp.types.version import MODERN_PROTOCOL_VERSIONS
 from .._abort import AbortSignal
 from .._events import CustomEvent
 from ..exceptions import ToolDefinitionError
-from ..tools import Tool, ToolContext, ToolEventEmitter, ToolProvider, tool
-from ..tools._render import render_error, render_result, render_result_async
+from ..tools import (
+    Tool,
+    ToolContext,
+    ToolEventEmitter,
+    ToolProvider,
+    render_error,
+    render_result,
+    render_result_async,
+    tool,
+)
 
 __all__ = ["build_server", "serve_mcp"]
 
+# The logger users already configure for MCP, client and server alike.
 logger = logging.getLogger("simplellmfunc.mcp")
 
 _MAX_EVENT_TEXT = 2000
