@@ -13,17 +13,17 @@ from .._lazy import lazy_exports
 
 if TYPE_CHECKING:
     from ._bridge_pack import PrimitivePack
-    from ._files import FileToolset
     from ._kernel_pool import KernelPool
     from ._pyrepl import PyRepl
     from ._selfref import SelfReference
+    from .files import FileToolset
 
 __all__ = ["FileToolset", "KernelPool", "PrimitivePack", "PyRepl", "SelfReference"]
 
 __getattr__, __dir__ = lazy_exports(
     __name__,
     {
-        "FileToolset": "._files",
+        "FileToolset": ".files",
         "KernelPool": "._kernel_pool",
         "PrimitivePack": "._bridge_pack",
         "PyRepl": "._pyrepl",

@@ -10,7 +10,7 @@ import hashlib
 import re
 from dataclasses import dataclass
 
-from ..exceptions import WorkspaceError
+from ...exceptions import WorkspaceError
 
 __all__ = ["ReadLimits", "apply_sed", "count_lines", "digest", "is_binary", "render_range"]
 

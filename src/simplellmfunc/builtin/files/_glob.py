@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from ..exceptions import WorkspaceError
+from ...exceptions import WorkspaceError
 
 __all__ = ["PathGlob", "compile_glob"]
 

@@ -20,11 +20,10 @@ import anyio
 import anyio.to_thread
 from pydantic import Field
 
-from .._content import ImgPath
-from .._persist import atomic_write
-from ..exceptions import WorkspaceError
-from ..tools._docstring import parse_docstring
-from ..tools._tool import Tool
+from ..._content import ImgPath
+from ..._persist import atomic_write
+from ...exceptions import WorkspaceError
+from ...tools import Tool, parse_docstring
 from ._grep import GrepLimits, grep_workspace
 from ._image import load_image
 from ._paths import (

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import ParamSpec, TypeVar
 
-from ..exceptions import WorkspaceError
+from ...exceptions import WorkspaceError
 
 __all__ = [
     "WorkspacePath",

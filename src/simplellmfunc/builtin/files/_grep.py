@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import AnyStr, cast
 
-from ..exceptions import WorkspaceError
+from ...exceptions import WorkspaceError
 from ._glob import PathGlob, compile_glob
 from ._paths import WorkspacePath, refuse_os_errors, resolve_path
 

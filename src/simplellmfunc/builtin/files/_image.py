@@ -5,8 +5,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from .._content import ImgPath
-from ..exceptions import ContentError, WorkspaceError
+from ..._content import ImgPath
+from ...exceptions import ContentError, WorkspaceError
 from ._paths import open_dir, open_regular, refuse_os_errors, resolve_path
 
 __all__ = ["MAX_IMAGE_BYTES", "load_image"]
