@@ -12,11 +12,9 @@ from typing import TYPE_CHECKING
 from .._lazy import lazy_exports
 
 if TYPE_CHECKING:
-    from ._bridge_pack import PrimitivePack
-    from ._kernel_pool import KernelPool
-    from ._pyrepl import PyRepl
     from ._selfref import SelfReference
     from .files import FileToolset
+    from .pyrepl import KernelPool, PrimitivePack, PyRepl
 
 __all__ = ["FileToolset", "KernelPool", "PrimitivePack", "PyRepl", "SelfReference"]
 
@@ -24,9 +22,9 @@ __getattr__, __dir__ = lazy_exports(
     __name__,
     {
         "FileToolset": ".files",
-        "KernelPool": "._kernel_pool",
-        "PrimitivePack": "._bridge_pack",
-        "PyRepl": "._pyrepl",
+        "KernelPool": ".pyrepl",
+        "PrimitivePack": ".pyrepl",
+        "PyRepl": ".pyrepl",
         "SelfReference": "._selfref",
     },
 )

@@ -35,7 +35,7 @@ from ._selfref_turn import current_turn
 
 if TYPE_CHECKING:
     from ..engine._invocation import RunHook
-    from ._bridge_pack import PrimitivePack
+    from .pyrepl import PrimitivePack
 
 __all__ = ["PendingEdits", "SelfReference"]
 

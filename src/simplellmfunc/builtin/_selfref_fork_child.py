@@ -6,8 +6,8 @@ The child is the parent's ``@llm_chat`` configuration (model, tools, system prom
 * a transcript made of the parent's context *before* the fork call — the assistant message whose
   tool calls are running now is left out, so the child never sees a pending tool-call scene —
   plus one user message carrying the task and the instruction;
-* a fresh PyRepl per PyRepl of the parent's toolkit (:meth:`PyRepl.fork`), so no kernel state is
-  shared;
+* a fresh PyRepl per PyRepl of the parent's toolkit (:func:`~.pyrepl.fork_repl_tools`), so no
+  kernel state is shared;
 * an abort signal linked to the parent's, and an emitter that streams the child's events into the
   parent's stream with ``origin.fork_id`` / ``origin.fork_depth``.
 """
@@ -15,7 +15,7 @@ The child is the parent's ``@llm_chat`` configuration (model, tools, system prom
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -31,11 +31,9 @@ from .._usage import Usage
 from ..engine._emit import Emitter
 from ..engine._invocation import Invocation
 from ..engine._run_context import RunContext
-from ._pyrepl_tools import ExecuteCodeTool, ListVariablesTool, ResetReplTool
+from .pyrepl import ReplBackend, fork_repl_tools
 
 if TYPE_CHECKING:
-    from ..tools._tool import Tool
-    from ._pyrepl import PyRepl
     from ._selfref_turn import Turn
 
 __all__ = ["Fork", "ForkStatus", "build_fork", "pre_fork_messages"]
@@ -65,7 +63,7 @@ class Fork:
     transcript: Transcript
     emitter: Emitter
     abort: AbortSignal
-    repls: tuple[PyRepl, ...]
+    repls: tuple[ReplBackend, ...]
     unlink: Callable[[], None] = _noop
     scope: anyio.CancelScope = field(default_factory=anyio.CancelScope)
     done: anyio.Event = field(default_factory=anyio.Event)
@@ -145,21 +143,6 @@ def fork_prompt(task: str, instruction: str, fork_id: str, depth: int) -> str:
     return "\n\n".join(parts)
 
 
-def child_tools(tools: Sequence[Tool]) -> tuple[tuple[Tool, ...], tuple[PyRepl, ...]]:
-    """``tools`` with every PyRepl tool replaced by the same tool of a fresh copy of its REPL."""
-    clones: dict[int, PyRepl] = {}
-    out: list[Tool] = []
-    for tool in tools:
-        if not isinstance(tool, ExecuteCodeTool | ResetReplTool | ListVariablesTool):
-            out.append(tool)
-            continue
-        clone = clones.get(id(tool.repl))
-        if clone is None:
-            clone = clones[id(tool.repl)] = tool.repl.fork()
-        out.append(next(t for t in clone.toolset if t.name == tool.name))
-    return tuple(out), tuple(clones.values())
-
-
 async def build_fork(turn: Turn, context: RunContext, task: str, instruction: str) -> Fork:
     """Register a fork of ``turn`` and build its child (nothing runs yet).
 
@@ -173,7 +156,7 @@ async def build_fork(turn: Turn, context: RunContext, task: str, instruction: st
     fork_id, key = await anyio.to_thread.run_sync(owner.open_fork, turn.key, parent.fork_id, task)
     prompt = fork_prompt(task, instruction, fork_id, depth)
     transcript = Transcript([*messages, UserMessage(prompt)])
-    tools, repls = child_tools(parent.tools)
+    tools, repls = fork_repl_tools(parent.tools)
     hooks = tuple(owner.run_hook(key) if h is turn.hook else h for h in parent.hooks)
     invocation = replace(
         parent,

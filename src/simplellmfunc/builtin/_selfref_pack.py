@@ -22,8 +22,8 @@ from typing import TYPE_CHECKING, Any
 
 import anyio.to_thread
 
-from ._bridge_pack import PrimitivePack
 from ._selfref_turn import active_turn
+from .pyrepl import PrimitivePack
 
 if TYPE_CHECKING:
     from ._selfref import SelfReference

@@ -39,7 +39,14 @@ _ERROR_CLASSES: dict[str, type[BridgeError]] = {}
 
 
 class BridgeError(Exception):
-    """A call to the host failed; ``error_type`` names the host-side exception."""
+    """A call to the host failed; ``error_type`` names the host-side exception.
+
+    This is :class:`simplellmfunc.exceptions.BridgeError` ("a call from kernel code back into the
+    host failed") as kernel code sees it. It cannot be that class: the kernel never imports
+    simplellmfunc (see ``_in_kernel/__init__``), and the exception never crosses back to the host
+    as an object (the host reads it as the failed cell's error details). So the kernel has this
+    standard-library stand-in under the same name, reached as ``runtime.BridgeError``.
+    """
 
     def __init__(self, error_type: str, message: str) -> None:
         super().__init__(f"{error_type}: {message}" if message else error_type)

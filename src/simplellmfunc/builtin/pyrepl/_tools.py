@@ -2,23 +2,67 @@
 
 Calling a tool returns the raw result (the dict of ``PyRepl.execute``); :meth:`render` turns it
 into what the model reads: a concise text, or ``(text, [images])`` when the code showed images.
+
+The tools know their REPL only through the :class:`ReplBackend` protocol (``PyRepl`` is one), so
+this module does not import the PyRepl class, and the class imports the tools.
 """
 
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING, Any
+from collections.abc import Sequence
+from typing import Any, Protocol
 
-from .._abort import AbortSignal
-from .._content import ImgPath, ImgUrl
-from ..exceptions import ContentError
-from ..tools._emitter import ToolEventEmitter
-from ..tools._tool import Tool
+from ..._abort import AbortSignal
+from ..._content import ImgPath, ImgUrl
+from ...exceptions import ContentError
+from ...tools import Tool, ToolEventEmitter
 
-if TYPE_CHECKING:
-    from ._pyrepl import PyRepl
+__all__ = [
+    "ExecuteCodeTool",
+    "ListVariablesTool",
+    "ReplBackend",
+    "ReplTool",
+    "ResetReplTool",
+    "fork_repl_tools",
+    "render_execution",
+]
 
-__all__ = ["ExecuteCodeTool", "ListVariablesTool", "ResetReplTool", "render_execution"]
+
+class ReplBackend(Protocol):
+    """What the tools, and forking them, need of a REPL (:class:`PyRepl` is one)."""
+
+    async def execute(
+        self,
+        code: str,
+        *,
+        event_emitter: ToolEventEmitter | None = None,
+        abort_signal: AbortSignal | None = None,
+    ) -> dict[str, Any]:
+        """Run ``code``; the result dict."""
+        ...
+
+    async def reset(self) -> str:
+        """Delete every user variable."""
+        ...
+
+    async def list_variables(self) -> list[dict[str, str]]:
+        """``[{"name", "type"}]`` of the user variables."""
+        ...
+
+    @property
+    def toolset(self) -> list[Tool]:
+        """The REPL's tools (one instance of each, the same on every access)."""
+        ...
+
+    def fork(self) -> ReplBackend:
+        """A new, unstarted REPL with the same settings (its own kernel)."""
+        ...
+
+    async def close(self) -> None:
+        """Release the kernel."""
+        ...
+
 
 EXECUTE_DESCRIPTION = """\
 Run Python code in a persistent IPython REPL (a Jupyter kernel) and return its output.
@@ -45,20 +89,32 @@ List the variables currently defined in the Python REPL, as [{"name", "type"}]. 
 (starting with "_"), IPython's own names and the self_reference / runtime objects are left out."""
 
 
-class ExecuteCodeTool(Tool):
-    """``execute_code``: run code in the REPL."""
+class ReplTool(Tool):
+    """A tool of one REPL (the base of the three below)."""
 
-    def __init__(self, repl: PyRepl) -> None:
+    def __init__(self, repl: ReplBackend, name: str, description: str, **options: Any) -> None:
         self._repl = repl
-        # PyRepl fits its own output (head + tail + spill file) to ~max_output_tokens: leave
-        # room for that plus the summary, so the engine never cuts it a second time.
-        budget = int(repl._max_output_tokens * 1.2) + 1000
-        super().__init__(name="execute_code", description=EXECUTE_DESCRIPTION, result_budget=budget)
+        super().__init__(name=name, description=description, **options)
 
     @property
-    def repl(self) -> PyRepl:
-        """The PyRepl this tool runs in."""
+    def repl(self) -> ReplBackend:
+        """The REPL this tool runs in."""
         return self._repl
+
+
+class ExecuteCodeTool(ReplTool):
+    """``execute_code``: run code in the REPL.
+
+    Args:
+        repl: The REPL.
+        max_output_tokens: About how much output the REPL lets the model read per execution.
+    """
+
+    def __init__(self, repl: ReplBackend, max_output_tokens: int) -> None:
+        # The REPL fits its own output (head + tail + spill file) to ~max_output_tokens: leave
+        # room for that plus the summary, so the engine never cuts it a second time.
+        budget = int(max_output_tokens * 1.2) + 1000
+        super().__init__(repl, "execute_code", EXECUTE_DESCRIPTION, result_budget=budget)
 
     async def run(
         self,
@@ -82,34 +138,22 @@ class ExecuteCodeTool(Tool):
         return render_execution(result)
 
 
-class ResetReplTool(Tool):
+class ResetReplTool(ReplTool):
     """``reset_repl``: clear the REPL namespace."""
 
-    def __init__(self, repl: PyRepl) -> None:
-        self._repl = repl
-        super().__init__(name="reset_repl", description=RESET_DESCRIPTION)
-
-    @property
-    def repl(self) -> PyRepl:
-        """The PyRepl this tool runs in."""
-        return self._repl
+    def __init__(self, repl: ReplBackend) -> None:
+        super().__init__(repl, "reset_repl", RESET_DESCRIPTION)
 
     async def run(self) -> str:
         """Clear REPL variables (self_reference and runtime primitives are kept)."""
         return await self._repl.reset()
 
 
-class ListVariablesTool(Tool):
+class ListVariablesTool(ReplTool):
     """``list_variables``: what the REPL namespace holds."""
 
-    def __init__(self, repl: PyRepl) -> None:
-        self._repl = repl
-        super().__init__(name="list_variables", description=LIST_DESCRIPTION)
-
-    @property
-    def repl(self) -> PyRepl:
-        """The PyRepl this tool runs in."""
-        return self._repl
+    def __init__(self, repl: ReplBackend) -> None:
+        super().__init__(repl, "list_variables", LIST_DESCRIPTION)
 
     async def run(self) -> list[dict[str, str]]:
         """List user variables with their type names."""
@@ -120,6 +164,28 @@ class ListVariablesTool(Tool):
         if isinstance(result, list) and not result:
             return "No variables are defined."
         return json.dumps(result, ensure_ascii=False)
+
+
+def fork_repl_tools(tools: Sequence[Tool]) -> tuple[tuple[Tool, ...], tuple[ReplBackend, ...]]:
+    """``tools`` with every REPL tool replaced by the same tool of a fresh fork of its REPL.
+
+    Tools of one REPL share one fork; other tools are kept as they are. SelfReference forks give
+    each child agent its own kernels this way.
+
+    Returns:
+        The new tools and the forked REPLs (unstarted; the caller closes them).
+    """
+    clones: dict[int, ReplBackend] = {}
+    out: list[Tool] = []
+    for tool in tools:
+        if not isinstance(tool, ReplTool):
+            out.append(tool)
+            continue
+        clone = clones.get(id(tool.repl))
+        if clone is None:
+            clone = clones[id(tool.repl)] = tool.repl.fork()
+        out.append(next(t for t in clone.toolset if t.name == tool.name))
+    return tuple(out), tuple(clones.values())
 
 
 def _images(artifacts: list[dict[str, Any]]) -> tuple[list[ImgUrl | ImgPath], list[str]]:

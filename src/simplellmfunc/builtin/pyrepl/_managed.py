@@ -16,14 +16,14 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 
-from ..exceptions import KernelError
-from ._bridge_host import BridgeServer
-from ._bridge_pack import PrimitivePack
-from ._kernel_exec import CellOutcome
-from ._kernel_session import KernelSession, SessionOptions
+from ...exceptions import KernelError
+from ._bridge import BridgeServer
+from ._exec import CellOutcome
+from ._pack import PrimitivePack
+from ._session import KernelSession, SessionOptions
 
 if TYPE_CHECKING:
-    from ._kernel_pool import KernelPool
+    from ._pool import KernelPool
 
 __all__ = ["KernelSettings", "ManagedKernel"]
 

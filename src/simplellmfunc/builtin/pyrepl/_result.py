@@ -10,8 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from ._kernel_exec import CellLimits, CellOutcome
-from ._pyrepl_output import CHARS_PER_TOKEN, fit_stream, split_budget
+from ._capture import CHARS_PER_TOKEN, fit_stream, split_budget
+from ._exec import CellLimits, CellOutcome
 
 __all__ = ["ResultContext", "Spill", "build_result"]
 

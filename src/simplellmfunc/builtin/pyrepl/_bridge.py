@@ -29,8 +29,8 @@ from anyio.abc import ByteStream, Listener, SocketAttribute
 from anyio.streams.buffered import BufferedByteReceiveStream
 from pydantic_core import to_jsonable_python
 
-from ._bridge_pack import Primitive, PrimitivePack
-from ._kernel_reaper import make_private_dir
+from ._pack import Primitive, PrimitivePack
+from ._reaper import make_private_dir
 
 __all__ = ["BridgeServer"]
 

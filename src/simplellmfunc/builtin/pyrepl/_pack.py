@@ -8,7 +8,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from ..exceptions import UserError
+from ...exceptions import UserError
 
 __all__ = ["Primitive", "PrimitivePack"]
 

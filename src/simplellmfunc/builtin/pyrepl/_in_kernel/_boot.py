@@ -1,7 +1,7 @@
 """Kernel side: the bootstrap the host runs in every kernel (standard library and IPython only).
 
 The host imports this module inside the kernel through an alias package (see
-``_kernel_session.LOADER``) so that nothing of the host package, and none of its dependencies, is
+``.._session._LOADER``) so that nothing of the host package, and none of its dependencies, is
 imported into the kernel. The host then talks to it through :func:`control`, evaluated as a
 ``user_expressions`` entry of a silent execute request: one JSON string in, one JSON string out.
 """
@@ -14,7 +14,7 @@ import os
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from . import _kernel_errors, _kernel_runtime, _kernel_streams
+from . import _errors, _runtime, _streams
 
 __all__ = ["ERROR_MIME", "IMAGE_MIME", "control", "install"]
 
@@ -45,7 +45,7 @@ def _image_bundle(kind: str) -> Callable[[Any], dict[str, Any]]:
 
 def _post_run_cell(result: Any) -> None:
     """Forward pending fd output, and publish error details for a failed cell."""
-    _kernel_streams.drain()
+    _streams.drain()
     if result is None:
         return
     before = result.error_before_exec
@@ -54,7 +54,7 @@ def _post_run_cell(result: Any) -> None:
         return
     shell = _STATE["shell"]
     try:
-        details = _kernel_errors.describe(
+        details = _errors.describe(
             exc,
             shell,
             before_exec=before is not None,
@@ -79,12 +79,12 @@ def install(shell: Any) -> dict[str, Any]:
     """Install hooks once per kernel process; returns what is active."""
     if _STATE["shell"] is None:
         _STATE["shell"] = shell
-        _STATE["runtime"] = _kernel_runtime.Runtime()
-        _STATE["fd"] = _kernel_streams.install()
+        _STATE["runtime"] = _runtime.Runtime()
+        _STATE["fd"] = _streams.install()
         _plain_tracebacks(shell)
         if hasattr(shell, "_tee"):
             shell._tee = _no_tee
-        shell.events.register("pre_execute", _kernel_streams.unshadow)
+        shell.events.register("pre_execute", _streams.unshadow)
         shell.events.register("post_run_cell", _post_run_cell)
         formatter = shell.display_formatter.mimebundle_formatter
         for kind, name in (("path", "ImgPath"), ("url", "ImgUrl")):
@@ -98,7 +98,7 @@ def _inject() -> None:
     names: dict[str, Any] = {"runtime": _STATE["runtime"]}
     selfref = _STATE["selfref"]
     if selfref is not None:
-        names["self_reference"] = _kernel_runtime.RemotePath(_STATE["runtime"], (selfref,), ())
+        names["self_reference"] = _runtime.RemotePath(_STATE["runtime"], (selfref,), ())
     shell.user_ns.update(names)
     # Hidden names are left out of %who and of list_variables.
     shell.user_ns_hidden.update(names)

@@ -17,14 +17,14 @@ from typing import Any, Literal
 
 import anyio
 
-from .._abort import AbortSignal
-from ..tools._emitter import ToolEventEmitter
-from ._kernel_boot import ERROR_MIME, IMAGE_MIME
-from ._kernel_input import InputBroker, delivers_live
-from ._kernel_session import KernelSession
-from ._pyrepl_output import StreamCapture
+from ..._abort import AbortSignal
+from ...tools import ToolEventEmitter
+from ._capture import StreamCapture
+from ._in_kernel._boot import ERROR_MIME, IMAGE_MIME
+from ._input import InputBroker
+from ._session import KernelSession
 
-__all__ = ["CellLimits", "CellOutcome", "CellRun", "InputBroker", "Verdict", "delivers_live"]
+__all__ = ["CellLimits", "CellOutcome", "CellRun", "Verdict"]
 
 logger = logging.getLogger("simplellmfunc.pyrepl")
 

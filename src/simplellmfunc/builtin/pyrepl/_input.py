@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import anyio
 
-from ..tools._emitter import ToolEventEmitter
+from ...tools import ToolEventEmitter
 
 __all__ = ["InputBroker", "delivers_live"]
 

@@ -9,8 +9,8 @@ from types import TracebackType
 import anyio
 from anyio.abc import TaskGroup
 
-from ..exceptions import KernelError
-from ._kernel_session import KernelSession, SessionOptions
+from ...exceptions import KernelError
+from ._session import KernelSession, SessionOptions
 
 __all__ = ["KernelPool"]
 

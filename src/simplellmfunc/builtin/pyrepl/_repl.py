@@ -13,19 +13,19 @@ from typing import Any
 
 import anyio
 
-from .._abort import AbortSignal
-from ..exceptions import UserError
-from ..tools._emitter import ToolEventEmitter
-from ..tools._tool import Tool
-from ._bridge_pack import PrimitivePack
-from ._kernel_exec import CellLimits, CellOutcome, CellRun, InputBroker, delivers_live
-from ._kernel_pool import KernelPool
-from ._pyrepl_audit import AuditLog, resolve_log_dir
-from ._pyrepl_kernel import KernelSettings, ManagedKernel
-from ._pyrepl_result import ResultContext, build_result
-from ._pyrepl_tools import ExecuteCodeTool, ListVariablesTool, ResetReplTool
+from ..._abort import AbortSignal
+from ...exceptions import UserError
+from ...tools import Tool, ToolEventEmitter
+from ._audit import AuditLog, resolve_log_dir
+from ._exec import CellLimits, CellOutcome, CellRun
+from ._input import InputBroker, delivers_live
+from ._managed import KernelSettings, ManagedKernel
+from ._pack import PrimitivePack
+from ._pool import KernelPool
+from ._result import ResultContext, build_result
+from ._tools import ExecuteCodeTool, ListVariablesTool, ResetReplTool
 
-__all__ = ["KernelPool", "PrimitivePack", "PyRepl"]
+__all__ = ["PyRepl"]
 
 _RESET_MESSAGE = (
     "REPL reset: all variables were cleared (the attached self_reference and runtime "
@@ -157,7 +157,11 @@ class PyRepl:
     def toolset(self) -> list[Tool]:
         """The tools for an agent: ``execute_code``, ``reset_repl``, ``list_variables``."""
         if self._toolset is None:
-            self._toolset = [ExecuteCodeTool(self), ResetReplTool(self), ListVariablesTool(self)]
+            self._toolset = [
+                ExecuteCodeTool(self, self._max_output_tokens),
+                ResetReplTool(self),
+                ListVariablesTool(self),
+            ]
         return list(self._toolset)
 
     def _audit_log(self) -> AuditLog:

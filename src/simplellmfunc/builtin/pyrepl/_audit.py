@@ -15,6 +15,8 @@ from typing import Any
 
 import anyio.to_thread
 
+from ..._persist import write_file_atomic
+
 __all__ = ["AuditLog", "resolve_log_dir"]
 
 _MAX_FIELD_CHARS = 200_000
@@ -102,11 +104,12 @@ class AuditLog:
             handle.write(line)
 
     async def write_spill(self, path: str, text: str) -> bool:
-        """Write a full output file; False (and a logged warning) when that fails."""
+        """Write a full output file (atomically: a reader never sees half of it); False (and a
+        logged warning) when that fails."""
 
         def write() -> None:
             Path(path).parent.mkdir(parents=True, exist_ok=True)
-            Path(path).write_text(text, encoding="utf-8")
+            write_file_atomic(path, text)
 
         try:
             await anyio.to_thread.run_sync(write)

@@ -22,29 +22,30 @@ import anyio.to_thread
 from jupyter_client.kernelspec import KernelSpec, KernelSpecManager
 from jupyter_client.manager import AsyncKernelManager
 
-from ..exceptions import KernelError
-from . import _kernel_reaper
-from ._kernel_env import kernel_environment
+from ...exceptions import KernelError
+from . import _reaper
+from ._env import kernel_environment
 
 __all__ = ["KernelSession", "SessionOptions"]
 
 logger = logging.getLogger("simplellmfunc.pyrepl")
 
-_HERE = os.path.dirname(os.path.abspath(__file__))
+_IN_KERNEL = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_in_kernel")
 _ALIAS = "_simplellmfunc_kernel"
-# Imports the kernel-side modules under an alias package whose __path__ is this directory, so the
-# kernel never imports simplellmfunc itself (nor httpx, pydantic, jupyter_client...).
+# Imports the kernel-side modules (the ``_in_kernel`` folder) under an alias package whose __path__
+# is that folder, so the kernel never imports simplellmfunc itself (nor httpx, pydantic,
+# jupyter_client...).
 _LOADER_SOURCE = f"""
 import importlib, sys, types
 if {_ALIAS!r} not in sys.modules:
     package = types.ModuleType({_ALIAS!r})
-    package.__path__ = [{_HERE!r}]
+    package.__path__ = [{_IN_KERNEL!r}]
     sys.modules[{_ALIAS!r}] = package
-importlib.import_module({_ALIAS!r} + "._kernel_boot")
+importlib.import_module({_ALIAS!r} + "._boot")
 """
 # Run in a throwaway namespace so that no loader name lands among the user's variables.
 _LOADER = f"exec({_LOADER_SOURCE!r}, {{}})"
-_CONTROL = f"__import__({_ALIAS + '._kernel_boot'!r}, fromlist=['control']).control"
+_CONTROL = f"__import__({_ALIAS + '._boot'!r}, fromlist=['control']).control"
 _KERNEL_ARGS = ("--HistoryManager.enabled=False", "--IPKernelApp.capture_fd_output=True")
 _CLEANUP_BOUND = 10.0
 
@@ -69,7 +70,7 @@ class SessionOptions:
 
 
 def _make_private_dir() -> str:
-    path = _kernel_reaper.make_private_dir("slf-kernel-")
+    path = _reaper.make_private_dir("slf-kernel-")
     os.mkdir(os.path.join(path, "tmp"))
     return path
 
@@ -109,9 +110,7 @@ class KernelSession:
             client = km.client()
             client.start_channels(hb=False, control=False)
             session = cls(km, client, private_dir)
-            _kernel_reaper.register(
-                _kernel_reaper.LiveKernel(session.pid, session.pgid, private_dir)
-            )
+            _reaper.register(_reaper.LiveKernel(session.pid, session.pgid, private_dir))
             with anyio.fail_after(options.startup_timeout):
                 await client.wait_for_ready(timeout=options.startup_timeout)
                 info = await session.control("install", code=_LOADER)
@@ -221,9 +220,9 @@ class KernelSession:
                 await self.km.shutdown_kernel(now=True)
             except Exception as exc:  # boundary: fall back to killing the group ourselves
                 logger.debug("kernel shutdown failed, killing its process group: %r", exc)
-            _kernel_reaper.kill_group(self.pgid, self.pid)
+            _reaper.kill_group(self.pgid, self.pid)
             await anyio.to_thread.run_sync(shutil.rmtree, self.private_dir, True)
-        _kernel_reaper.unregister(self.pid)
+        _reaper.unregister(self.pid)
 
 
 def _manager(private_dir: str) -> Any:
