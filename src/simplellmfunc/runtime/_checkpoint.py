@@ -32,7 +32,7 @@ from ._trace import TraceRecorder
 from ._trace_record import TraceRecord, record_from_dict
 
 if TYPE_CHECKING:
-    from ..builtin._selfref import SelfReference
+    from ..builtin import SelfReference
 
 __all__ = ["CHECKPOINT_VERSION", "Checkpoint", "check_version", "serialize_value"]
 

@@ -23,7 +23,7 @@ from ._stores import ScopedStore
 from ._trace import TraceRecorder
 
 if TYPE_CHECKING:
-    from ..builtin._selfref import SelfReference
+    from ..builtin import SelfReference
 
 __all__ = ["CheckpointHook"]
 

@@ -31,7 +31,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..exceptions import InvalidHistoryError
+from ...exceptions import InvalidHistoryError
 
 __all__ = ["SUMMARY_HEADER", "summary_text"]
 

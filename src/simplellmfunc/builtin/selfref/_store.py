@@ -1,15 +1,17 @@
 """SelfReference storage: the per-key state and where it lives (memory or SQLite).
 
-A store keeps one :class:`KeyState` per memory key and saves it whole, in one transaction per
-change. The interface is small on purpose (``load``, ``save``, ``keys``, ``close``) so that a
-store shared by several processes (Redis) can be added later.
+A state store (:class:`StateStore`) keeps one :class:`KeyState` per memory key and saves it whole,
+in one transaction per change. The interface is small on purpose (``load``, ``save``, ``keys``,
+``close``) so that a store shared by several processes (Redis) can be added later. (These are not
+the key-value stores of :mod:`simplellmfunc.runtime`: those hold TTL'd values per namespace.)
 
 SQLite layout: one table ``selfref_state(key TEXT PRIMARY KEY, state TEXT, updated REAL)`` where
-``state`` is the JSON of :meth:`KeyState.to_json`. The database runs in WAL mode with
-``synchronous=FULL``: a committed change survives a crash or a power loss, and a process killed in
-the middle of a write leaves the last committed state readable. The API is synchronous (a save is
-one small transaction); async callers run it through ``anyio.to_thread``. One process should own a
-database file at a time: :class:`~simplellmfunc.builtin.SelfReference` caches the states it loaded.
+``state`` is the JSON of :meth:`KeyState.to_json`, in a
+:class:`~simplellmfunc._persist.SQLiteDatabase` (WAL, ``synchronous=FULL``): a committed change
+survives a crash or a power loss, and a process killed in the middle of a write leaves the last
+committed state readable. The API is synchronous (a save is one small transaction); async callers
+run it through ``anyio.to_thread``. One process should own a database file at a time:
+:class:`~simplellmfunc.builtin.SelfReference` caches the states it loaded.
 """
 
 from __future__ import annotations
@@ -20,12 +22,12 @@ import threading
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, Protocol
 
-from ..exceptions import ConfigError, RunError
+from ..._persist import DatabaseLike, open_database
+from ...exceptions import RunError
 
-__all__ = ["KeyState", "MemoryStore", "SQLiteStore", "SelfRefStore"]
+__all__ = ["KeyState", "MemoryStateStore", "SQLiteStateStore", "StateStore"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,7 +85,7 @@ class KeyState:
         )
 
 
-class SelfRefStore(Protocol):
+class StateStore(Protocol):
     """Where SelfReference keeps its per-key state. Implementations must be thread-safe."""
 
     def load(self, key: str) -> KeyState:
@@ -103,7 +105,7 @@ class SelfRefStore(Protocol):
         ...
 
 
-class MemoryStore:
+class MemoryStateStore:
     """Keeps states in this process as JSON text (so nothing handed out aliases the store)."""
 
     def __init__(self) -> None:
@@ -133,7 +135,7 @@ class MemoryStore:
 
 _SCHEMA = (
     "CREATE TABLE IF NOT EXISTS selfref_state ("
-    "key TEXT PRIMARY KEY, state TEXT NOT NULL, updated REAL NOT NULL)"
+    "key TEXT PRIMARY KEY, state TEXT NOT NULL, updated REAL NOT NULL)",
 )
 _UPSERT = (
     "INSERT INTO selfref_state (key, state, updated) VALUES (?, ?, ?) "
@@ -141,32 +143,20 @@ _UPSERT = (
 )
 
 
-class SQLiteStore:
-    """A SQLite file (WAL, ``synchronous=FULL``); every :meth:`save` is one transaction.
+class SQLiteStateStore:
+    """States in a SQLite database (WAL, ``synchronous=FULL``); every :meth:`save` is one
+    transaction.
 
     Args:
-        path: The database file; parent directories must exist.
+        database: The database file (parent directories must exist), or a shared
+            :class:`~simplellmfunc._persist.SQLiteDatabase` (then :meth:`close` leaves it open).
 
     Raises:
         ConfigError: If the database cannot be opened or initialised.
     """
 
-    def __init__(self, path: str | Path) -> None:
-        self.path = Path(path)
-        self._lock = threading.Lock()
-        try:
-            # The connection is shared by the event loop thread and worker threads; the lock
-            # serialises every use of it.
-            self._conn = sqlite3.connect(
-                self.path, check_same_thread=False, isolation_level=None, timeout=30.0
-            )
-            self._conn.execute("PRAGMA journal_mode=WAL")
-            self._conn.execute("PRAGMA synchronous=FULL")
-            self._conn.execute(_SCHEMA)
-        except sqlite3.Error as exc:
-            raise ConfigError(
-                f"cannot open SelfReference database {str(self.path)!r}: {exc}"
-            ) from exc
+    def __init__(self, database: DatabaseLike) -> None:
+        self.database, self._owned = open_database(database, _SCHEMA, durable=True)
 
     def load(self, key: str) -> KeyState:
         """Return the state of ``key`` (an empty state for an unknown key).
@@ -174,13 +164,11 @@ class SQLiteStore:
         Raises:
             RunError: If the database cannot be read.
         """
-        try:
-            with self._lock:
-                row = self._conn.execute(
-                    "SELECT state FROM selfref_state WHERE key = ?", (key,)
-                ).fetchone()
-        except sqlite3.Error as exc:
-            raise RunError(f"SelfReference database read failed: {exc}") from exc
+
+        def read(conn: sqlite3.Connection) -> Any:
+            return conn.execute("SELECT state FROM selfref_state WHERE key = ?", (key,)).fetchone()
+
+        row = self.database.read(read)
         return KeyState() if row is None else KeyState.from_json(row[0])
 
     def save(self, key: str, state: KeyState) -> None:
@@ -190,17 +178,7 @@ class SQLiteStore:
             RunError: If the write fails (the previous state stays intact).
         """
         text = state.to_json()
-        try:
-            with self._lock:
-                self._conn.execute("BEGIN IMMEDIATE")
-                try:
-                    self._conn.execute(_UPSERT, (key, text, time.time()))
-                except BaseException:
-                    self._conn.execute("ROLLBACK")
-                    raise
-                self._conn.execute("COMMIT")
-        except sqlite3.Error as exc:
-            raise RunError(f"SelfReference database write failed: {exc}") from exc
+        self.database.write(lambda conn: conn.execute(_UPSERT, (key, text, time.time())))
 
     def keys(self) -> list[str]:
         """Return every stored key, sorted.
@@ -208,17 +186,15 @@ class SQLiteStore:
         Raises:
             RunError: If the database cannot be read.
         """
-        try:
-            with self._lock:
-                rows = self._conn.execute("SELECT key FROM selfref_state ORDER BY key").fetchall()
-        except sqlite3.Error as exc:
-            raise RunError(f"SelfReference database read failed: {exc}") from exc
+        rows = self.database.read(
+            lambda conn: conn.execute("SELECT key FROM selfref_state ORDER BY key").fetchall()
+        )
         return [r[0] for r in rows]
 
     def close(self) -> None:
-        """Close the connection (idempotent)."""
-        with self._lock:
-            self._conn.close()
+        """Close the database if this store opened it (idempotent)."""
+        if self._owned:
+            self.database.close()
 
     def __repr__(self) -> str:
-        return f"SQLiteStore({str(self.path)!r})"
+        return f"SQLiteStateStore({self.database.path!r})"

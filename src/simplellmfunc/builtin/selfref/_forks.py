@@ -1,10 +1,10 @@
 """SelfReference forks: child agents that run beside their parent's turn.
 
-``runtime.selfref.fork.spawn(task, instruction)`` starts a child (see ``_selfref_fork_child``)
+``runtime.selfref.fork.spawn(task, instruction)`` starts a child (built and run by ``_child``)
 in the task group of the parent's run; ``runtime.selfref.fork.gather_all()`` waits for every
 child of the turn and returns ``{fork_id: result}``.
 
-Limits (set on :class:`~._selfref.SelfReference`): ``max_fork_depth`` (default 2: a root agent's
+Limits (set on :class:`~._reference.SelfReference`): ``max_fork_depth`` (default 2: a root agent's
 forks may fork once more) — a spawn beyond it is refused with a ``UserError``;
 ``max_concurrent_forks`` per turn (default 4) — extra spawns are accepted and *queued*
 (``status: "queued"``), each starting when a running fork of the turn ends.
@@ -20,19 +20,17 @@ when it is started). The parent's turn cancels and waits for its running forks w
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from typing import Any
 
 import anyio
 import anyio.to_thread
 
-from .._events import CustomEvent
-from ..engine._loop import ReactRun
-from ..exceptions import UserError
-from ._selfref_fork_child import Fork, build_fork
-
-if TYPE_CHECKING:
-    from ..engine._run_context import RunContext
-    from ._selfref_turn import Turn
+from ..._events import CustomEvent
+from ...engine import RunHook
+from ...exceptions import UserError
+from ._bank import MemoryBank
+from ._child import Fork, ForkStatus, ParentRun, fork_prompt, run_fork
 
 __all__ = ["ForkManager"]
 
@@ -41,11 +39,28 @@ _CLEANUP_SECONDS = 15.0  # bound on closing one fork's kernels and storing its h
 
 
 class ForkManager:
-    """The forks of one running turn."""
+    """The forks of one running turn.
 
-    def __init__(self, turn: Turn) -> None:
-        self._turn = turn
-        self._limit = turn.owner.max_concurrent_forks
+    Args:
+        bank: The memory bank (fork limits, fork handles, the children's keys).
+        key: The memory key of the turn.
+        parent: The turn's run.
+        child_hooks: The run hooks of a child with memory key ``key`` (the parent's, with its
+            SelfReference hook replaced by one for the child's key).
+    """
+
+    def __init__(
+        self,
+        bank: MemoryBank,
+        key: str,
+        parent: ParentRun,
+        child_hooks: Callable[[str], tuple[RunHook, ...]],
+    ) -> None:
+        self._bank = bank
+        self._key = key
+        self._parent = parent
+        self._child_hooks = child_hooks
+        self._limit = bank.max_concurrent_forks
         self._limiter = anyio.CapacityLimiter(self._limit)
         self._forks: dict[str, Fork] = {}
         self._closed = False
@@ -57,12 +72,17 @@ class ForkManager:
             UserError: For an empty task, beyond the depth limit, after the turn ended, or when
                 the run has no task group.
         """
-        context = self._check(task, instruction)
-        fork = await build_fork(self._turn, context, task, instruction)
+        self._check(task, instruction)
+        parent = self._parent
+        fork_id, key = await anyio.to_thread.run_sync(
+            self._bank.open_fork, self._key, parent.fork_id, task
+        )
+        prompt = fork_prompt(task, instruction, fork_id, parent.depth + 1)
+        fork = parent.child(fork_id, key, task, prompt, self._child_hooks(key))
         waiting = sum(not f.done.is_set() for f in self._forks.values())
-        status = "running" if waiting < self._limit else "queued"
+        status: ForkStatus = "running" if waiting < self._limit else "queued"
         self._forks[fork.fork_id] = fork
-        context.start_soon(self._run, fork, context, status, name=f"selfref fork {fork.fork_id}")
+        parent.start_soon(self._run, fork, status, name=f"selfref fork {fork.fork_id}")
         return {
             "fork_id": fork.fork_id,
             "memory_key": fork.key,
@@ -89,77 +109,48 @@ class ForkManager:
 
     # -- internals ---------------------------------------------------------------------------
 
-    def _check(self, task: str, instruction: str) -> RunContext:
+    def _check(self, task: str, instruction: str) -> None:
         if not isinstance(task, str) or not task.strip():
             raise UserError("fork.spawn needs a non-empty task")
         if not isinstance(instruction, str):
             raise UserError("fork.spawn: instruction must be a string")
         if self._closed:
             raise UserError("this turn has ended: it cannot spawn forks any more")
-        view, owner = self._turn.view, self._turn.owner
-        depth = view.invocation.fork_depth
-        if depth + 1 > owner.max_fork_depth:
+        depth, limit = self._parent.depth, self._bank.max_fork_depth
+        if depth + 1 > limit:
             raise UserError(
                 f"fork depth limit reached: this agent is at fork depth {depth} and "
-                f"max_fork_depth is {owner.max_fork_depth}; do this task yourself"
+                f"max_fork_depth is {limit}; do this task yourself"
             )
-        context = view.context
-        if context is None or context.task_group is None:
-            raise UserError(
-                "forks need the run's task group: run the agent through @llm_chat or run_react"
-            )
-        return context
+        self._parent.context()  # raises when the run has no task group
 
-    async def _run(self, fork: Fork, context: RunContext, status: str) -> None:
+    async def _run(self, fork: Fork, status: str) -> None:
         try:
             with fork.scope:
                 # Sent from the child's task, so it comes before the child's own events.
                 info = {"fork_id": fork.fork_id, "memory_key": fork.key, "depth": fork.depth}
                 spawned = {**info, "task": fork.task, "status": status}
-                await fork.emitter.event(CustomEvent("selfref_fork_spawn", spawned))
+                await fork.emit(CustomEvent("selfref_fork_spawn", spawned))
                 async with self._limiter:
                     fork.status = "running"
-                    await _drive(fork)
+                    await run_fork(fork)
         finally:
-            await self._finish(fork, context)
+            await self._finish(fork)
         end = {"fork_id": fork.fork_id, "status": fork.status, "error": fork.error}
-        await fork.emitter.event(
-            CustomEvent("selfref_fork_end", {**end, "usage": fork.usage.to_dict()})
-        )
+        await fork.emit(CustomEvent("selfref_fork_end", {**end, "usage": fork.usage.to_dict()}))
 
-    async def _finish(self, fork: Fork, context: RunContext) -> None:
+    async def _finish(self, fork: Fork) -> None:
         """Settle the outcome, close the kernels, count the usage; runs even when cancelled."""
         with anyio.CancelScope(shield=True):
             if fork.status in ("queued", "running"):
                 fork.status = "cancelled"
                 fork.error = fork.error or "cancelled: the parent turn ended before this fork did"
             fork.unlink()
-            context.add_usage(fork.usage)
-            owner, key = self._turn.owner, self._turn.key
+            self._parent.add_usage(fork.usage)
             with anyio.move_on_after(_CLEANUP_SECONDS):
                 for repl in fork.repls:
                     await repl.close()
-                await anyio.to_thread.run_sync(owner.close_fork, key, fork.fork_id, fork.handle())
+                await anyio.to_thread.run_sync(
+                    self._bank.close_fork, self._key, fork.fork_id, fork.handle()
+                )
             fork.done.set()
-
-
-async def _drive(fork: Fork) -> None:
-    run = ReactRun(fork.invocation, fork.transcript, fork.emitter, fork.abort, user_input=fork.task)
-    try:
-        await run.run_to_end()
-    except Exception as exc:  # boundary: a fork's failure is reported to its parent, not raised
-        fork.status = "failed"
-        fork.error = f"{type(exc).__name__}: {exc}"
-        fork.terminated_by = "error"
-    else:
-        result = run.state.result()
-        fork.response = result.text
-        fork.terminated_by = result.terminated_by
-        if result.aborted:
-            fork.status = "cancelled"
-            fork.error = f"aborted: {result.abort_reason}"
-        else:
-            fork.status = "completed"
-    finally:
-        fork.usage = run.state.usage
-        fork.messages = run.state.transcript.messages

@@ -1,10 +1,16 @@
-"""SelfReference: durable, agent-editable memory per key (history, experiences, summaries).
+"""The memory bank: the per-key state of a SelfReference, cached over its store, and the edits
+that running turns have not seen yet.
 
-State lives in a :class:`~._selfref_store.SelfRefStore` (in memory by default, SQLite with
-``path=``) and is cached here, so one process should own a database file at a time. Every change
-is one store transaction. Changes made while an ``@llm_chat`` turn bound to the key is running
-(by tools through the PyRepl bridge, or by host code) are also recorded as pending edits that the
-turn's run hook turns into ContextMutations at its next hook point (see ``_selfref_hook``).
+Everything below :class:`~._reference.SelfReference` depends on this object, never on the class
+on top: the memory handles (``_handle``), the run hook (``_hook``), the running turn and its forks
+(``_turn``, ``_forks``) and the kernel primitives (``_primitives``). ``SelfReference`` is a
+``MemoryBank`` plus what binds it to agents and kernels.
+
+State lives in a :class:`~._store.StateStore` (in memory, or SQLite) and is cached here, so one
+process should own a database file at a time. Every change is one store transaction. Changes made
+while an ``@llm_chat`` turn bound to the key is running (by tools through the PyRepl bridge, or by
+host code) are also recorded as :class:`PendingEdits` that the turn's run hook turns into
+ContextMutations at its next hook point (see ``_hook``).
 
 Experience ids are ``exp_<n>`` with ``n`` taken from a per-key counter that only grows, so ids
 never collide, also after forgetting or re-binding.
@@ -17,27 +23,27 @@ import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from pathlib import Path
-from typing import TYPE_CHECKING, Any, cast
+from typing import Any, cast
 
-from .._messages import Message, message_from_dict
-from .._mutations import (
+from ..._messages import Message, message_from_dict
+from ..._mutations import (
     ContextMutation,
     ContextSummaryMutation,
     ExperienceForgetMutation,
     ExperienceRememberMutation,
 )
-from ..exceptions import InvalidHistoryError, UserError
-from ._selfref_memory import MemoryMap, normalise_edited, normalise_history
-from ._selfref_store import KeyState, MemoryStore, SelfRefStore, SQLiteStore
-from ._selfref_summary import summary_text
-from ._selfref_turn import current_turn
+from ...exceptions import InvalidHistoryError, UserError
+from ._history import normalise_edited, normalise_history
+from ._store import KeyState, StateStore
+from ._summary import summary_text
 
-if TYPE_CHECKING:
-    from ..engine._invocation import RunHook
-    from .pyrepl import PrimitivePack
+__all__ = ["MemoryBank", "PendingEdits", "check_fork_limits"]
 
-__all__ = ["PendingEdits", "SelfReference"]
+
+def check_fork_limits(max_fork_depth: int, max_concurrent_forks: int) -> None:
+    """Raise ``UserError`` for a negative depth or a concurrency below 1."""
+    if max_fork_depth < 0 or max_concurrent_forks < 1:
+        raise UserError("max_fork_depth must be >= 0 and max_concurrent_forks >= 1")
 
 
 @dataclass(slots=True)
@@ -55,44 +61,33 @@ class PendingEdits:
     compacted: bool = False
 
 
-class SelfReference:
-    """Agent memory keyed by name: history, experiences, summary checkpoints, fork handles.
+class MemoryBank:
+    """Histories, experiences, summary checkpoints and fork handles per memory key.
 
     Args:
-        path: A SQLite file to persist to (created if missing); ``None`` keeps state in memory.
-        store: An explicit store (overrides ``path``).
+        store: Where the state is kept.
         max_fork_depth: How deep forks may nest (a root agent is depth 0, its forks depth 1);
             a spawn beyond it is refused.
         max_concurrent_forks: Forks of one turn that run at once; further spawns are queued.
 
     Raises:
-        ConfigError: If the database cannot be opened.
         UserError: For a negative depth or a concurrency below 1.
     """
 
     def __init__(
-        self,
-        path: str | Path | None = None,
-        *,
-        store: SelfRefStore | None = None,
-        max_fork_depth: int = 2,
-        max_concurrent_forks: int = 4,
+        self, store: StateStore, *, max_fork_depth: int = 2, max_concurrent_forks: int = 4
     ) -> None:
-        if max_fork_depth < 0 or max_concurrent_forks < 1:
-            raise UserError("max_fork_depth must be >= 0 and max_concurrent_forks >= 1")
+        check_fork_limits(max_fork_depth, max_concurrent_forks)
         self.max_fork_depth = max_fork_depth
         self.max_concurrent_forks = max_concurrent_forks
-        if store is None:
-            store = SQLiteStore(path) if path is not None else MemoryStore()
-        self._store: SelfRefStore = store
+        self._store = store
         self._cache: dict[str, KeyState] = {}
         # Typed messages of the cached states, so edits need not re-parse whole histories.
         self._typed: dict[str, tuple[Message, ...]] = {}
         self._lock = threading.RLock()
         self._pending: dict[str, PendingEdits] = {}
-        self.memory = MemoryMap(self)
 
-    # -- public API ------------------------------------------------------------------------
+    # -- reading and binding -----------------------------------------------------------------
 
     def bind_history(self, key: str, history: Sequence[Mapping[str, Any]]) -> None:
         """Store ``history`` (chat dicts) as the conversation of ``key``.
@@ -124,45 +119,14 @@ class SelfReference:
         with self._lock:
             return sorted(set(self._store.keys()) | set(self._cache))
 
-    def run_hook(self, key: str) -> RunHook:
-        """Return the run hook binding an ``@llm_chat`` turn to ``key``."""
-        from ._selfref_hook import SelfReferenceHook
-
-        return SelfReferenceHook(self, key)
-
-    def as_primitive_pack(self) -> PrimitivePack:
-        """The ``selfref`` primitive pack that exposes this memory inside a PyRepl kernel."""
-        from ._selfref_pack import selfref_pack
-
-        return selfref_pack(self)
-
-    def active_key(self, key: str | None = None) -> str:
-        """``key``, or the key of the turn whose tool call is running in this context (else the
-        most recently started turn that is still running).
-
-        Raises:
-            UserError: If no key is given and no bound turn is running.
-        """
-        if key is not None:
-            if not isinstance(key, str) or not key:
-                raise UserError("a memory key must be a non-empty string")
-            return key
-        turn = current_turn(self)
-        if turn is not None:  # the turn whose tool call is running (forks run concurrently)
-            return turn.key
-        with self._lock:
-            if not self._pending:
-                raise UserError(
-                    "no @llm_chat turn bound to this SelfReference is running; pass key="
-                )
-            return next(reversed(self._pending))
-
     def close(self) -> None:
         """Close the store."""
         self._store.close()
 
-    def __repr__(self) -> str:
-        return f"SelfReference(store={type(self._store).__name__})"
+    def latest_turn_key(self) -> str | None:
+        """The key of the most recently started turn that is still running, if any."""
+        with self._lock:
+            return next(reversed(self._pending), None)
 
     # -- experiences and compaction (the runtime.selfref.context primitives) ----------------
 

@@ -3,11 +3,10 @@
 Installed under the namespace ``selfref``. Kernel code sees it twice:
 
 * ``self_reference.memory["<key>"].<method>(...)`` → primitives ``memory[].<method>`` (the memory
-  handle API of :class:`~._selfref_memory.MemoryHandle`);
-* ``runtime.selfref.context.inspect() / remember(text) / forget(experience_id) / compact(...)``.
-
+  handle API of :class:`~._handle.MemoryHandle`);
+* ``runtime.selfref.context.inspect() / remember(text) / forget(experience_id) / compact(...)``;
 * ``runtime.selfref.fork.spawn(task, instruction) / gather_all(include_history=False)``: child
-  agents of the running turn (see ``_selfref_fork``).
+  agents of the running turn (see ``_forks``).
 
 The ``context`` primitives act on the key of the ``@llm_chat`` turn whose tool call is executing
 (else the most recently started turn that is still running), or on ``key=`` when given. Store
@@ -18,15 +17,14 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from functools import partial
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import anyio.to_thread
 
-from ._selfref_turn import active_turn
-from .pyrepl import PrimitivePack
-
-if TYPE_CHECKING:
-    from ._selfref import SelfReference
+from ..pyrepl import PrimitivePack
+from ._bank import MemoryBank
+from ._handle import MemoryMap
+from ._turn import active_key, active_turn
 
 __all__ = ["NAMESPACE", "selfref_pack"]
 
@@ -50,36 +48,42 @@ _MEMORY_METHODS: dict[str, str] = {
 }
 
 
-def _memory_primitive(owner: SelfReference, method: str) -> Callable[..., Any]:
+def _memory_primitive(memory: MemoryMap, method: str) -> Callable[..., Any]:
     async def call(key: str, *args: Any, **kwargs: Any) -> Any:
-        handle = owner.memory[key]
+        handle = memory[key]
         return await anyio.to_thread.run_sync(partial(getattr(handle, method), *args, **kwargs))
 
     call.__name__ = method
     return call
 
 
-def selfref_pack(owner: SelfReference) -> PrimitivePack:
-    """Build the ``selfref`` primitive pack for ``owner`` (its ``backend``)."""
+def selfref_pack(bank: MemoryBank, *, backend: object) -> PrimitivePack:
+    """Build the ``selfref`` primitive pack over ``bank``.
+
+    Args:
+        bank: The memory the primitives act on.
+        backend: What ``PyRepl.get_runtime_backend("selfref")`` returns (the SelfReference).
+    """
     pack = PrimitivePack(
         NAMESPACE,
         description="SelfReference memory: history, experiences, compaction, forks",
-        backend=owner,
+        backend=backend,
     )
+    memory = MemoryMap(bank)
     for method, contract in _MEMORY_METHODS.items():
-        pack.add(f"memory[].{method}", _memory_primitive(owner, method), contract=contract)
+        pack.add(f"memory[].{method}", _memory_primitive(memory, method), contract=contract)
 
     async def inspect(key: str | None = None) -> dict[str, Any]:
         """Overview of your memory: message counts by role, system prompt, experiences."""
-        return await anyio.to_thread.run_sync(owner.inspect, owner.active_key(key))
+        return await anyio.to_thread.run_sync(bank.inspect, active_key(bank, key))
 
     async def remember(text: str, key: str | None = None) -> dict[str, str]:
         """Store a durable fact shown under "## Experiences"; returns {"id", "text"}."""
-        return await anyio.to_thread.run_sync(owner.remember, owner.active_key(key), text)
+        return await anyio.to_thread.run_sync(bank.remember, active_key(bank, key), text)
 
     async def forget(experience_id: str, key: str | None = None) -> bool:
         """Remove the experience with this id; returns whether it existed."""
-        return await anyio.to_thread.run_sync(owner.forget, owner.active_key(key), experience_id)
+        return await anyio.to_thread.run_sync(bank.forget, active_key(bank, key), experience_id)
 
     async def compact(
         goal: str,
@@ -103,8 +107,8 @@ def selfref_pack(owner: SelfReference) -> PrimitivePack:
             "relevant_files_directories": relevant_files_directories,
             "remember": remember,
         }
-        target = owner.active_key(key)
-        return await anyio.to_thread.run_sync(partial(owner.compact, target, **fields))
+        target = active_key(bank, key)
+        return await anyio.to_thread.run_sync(partial(bank.compact, target, **fields))
 
     for name, func in (
         ("inspect", inspect),
@@ -113,24 +117,24 @@ def selfref_pack(owner: SelfReference) -> PrimitivePack:
         ("compact", compact),
     ):
         pack.add(f"context.{name}", func)
-    _add_fork_primitives(pack, owner)
+    _add_fork_primitives(pack, bank)
     return pack
 
 
-def _add_fork_primitives(pack: PrimitivePack, owner: SelfReference) -> None:
+def _add_fork_primitives(pack: PrimitivePack, bank: MemoryBank) -> None:
     async def spawn(task: str, instruction: str = "") -> dict[str, Any]:
         """Start a fork: a child agent that sees your conversation up to this tool call plus
         the task, and runs concurrently with its own fresh REPL; returns {"fork_id",
         "memory_key", "depth", "status"} (status "running", or "queued" at the concurrency
         limit)."""
-        return await active_turn(owner).fork_manager().spawn(task, instruction)
+        return await active_turn(bank).forks.spawn(task, instruction)
 
     async def gather_all(include_history: bool = False) -> dict[str, dict[str, Any]]:
         """Wait for every fork of this turn; returns {fork_id: {"status", "response", "result",
         "error", "usage", "terminated_by", ...}} with status completed, failed or cancelled
         ("result" is the reply parsed as JSON when it is JSON). If the execution times out
         while waiting, the forks keep running: call gather_all again."""
-        return await active_turn(owner).fork_manager().gather_all(include_history)
+        return await active_turn(bank).forks.gather_all(include_history)
 
     pack.add("fork.spawn", spawn)
     pack.add("fork.gather_all", gather_all, timeout=_GATHER_TIMEOUT)

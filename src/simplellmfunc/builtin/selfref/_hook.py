@@ -15,7 +15,7 @@ What a turn does with memory (the documented contract):
   edited stored history plus the turn's messages since the last sync (after a compaction those
   are dropped: the summary replaces them). After every tool batch the transcript is written back.
 * **Forks**: the turn is set as the active turn of its run's task, so primitives called from its
-  tool calls act on its key and spawn its forks (``_selfref_fork``). At the end, forks still
+  tool calls act on its key and spawn its forks (``_forks``). At the end, forks still
   running are cancelled and waited for before anything else, so their usage is in the total.
 * **End** (``on_end``): the final transcript is written to the key, so the returned history and
   the stored one agree. Edits made in a batch that an abort cut short reach the store, not the
@@ -28,32 +28,32 @@ history's) does.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from contextvars import Token
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import anyio.to_thread
 
-from .._messages import (
+from ..._messages import (
     Message,
     SystemMessage,
     history_from_dicts,
     history_to_dicts,
     message_from_dict,
 )
-from .._mutations import (
+from ..._mutations import (
     ContextMutation,
     ContextReplaceMutation,
     ExperienceForgetMutation,
     ExperienceRememberMutation,
 )
-from ..engine._invocation import RunHook, RunView
-from ..exceptions import InvalidHistoryError
-from ._selfref_store import KeyState
-from ._selfref_turn import ACTIVE_TURN, Turn
-
-if TYPE_CHECKING:
-    from ._selfref import SelfReference
+from ...engine import RunHook, RunView
+from ...exceptions import InvalidHistoryError
+from ._bank import MemoryBank
+from ._child import ParentRun
+from ._forks import ForkManager
+from ._store import KeyState
+from ._turn import ACTIVE_TURN, Turn
 
 __all__ = ["CONTRACT_HEADING", "SelfReferenceHook", "memory_contract", "strip_contract"]
 
@@ -130,15 +130,15 @@ def _replay_experiences(state: KeyState) -> list[ContextMutation]:
 
 
 class SelfReferenceHook(RunHook):
-    """Binds the turns of one ``@llm_chat`` function to ``key`` of ``owner``.
+    """Binds the turns of one ``@llm_chat`` function to ``key`` of ``bank``.
 
     Forks run in the run's task group, so the run must be driven by ``run_react``.
     """
 
     needs_task_group = True
 
-    def __init__(self, owner: SelfReference, key: str) -> None:
-        self._owner = owner
+    def __init__(self, bank: MemoryBank, key: str) -> None:
+        self._bank = bank
         self._key = key
         # Messages of the transcript as last written to the store, per running call.
         self._synced: dict[str, tuple[Message, ...]] = {}
@@ -170,13 +170,12 @@ class SelfReferenceHook(RunHook):
         entry = self._turns.pop(run.agent_call_id, None)
         if entry is not None:
             turn, token = entry
-            if turn.forks is not None:
-                await turn.forks.close()
+            await turn.forks.close()
             with contextlib.suppress(ValueError, RuntimeError):  # ended in another context
                 ACTIVE_TURN.reset(token)
         synced = self._synced.pop(run.agent_call_id, None)
-        edits = self._owner.take_edits(self._key)
-        self._owner.close_turn(self._key)
+        edits = self._bank.take_edits(self._key)
+        self._bank.close_turn(self._key)
         if synced is None:
             return
         current = run.transcript.messages
@@ -192,11 +191,12 @@ class SelfReferenceHook(RunHook):
     # -- steps -----------------------------------------------------------------------------
 
     async def _start(self, run: RunView) -> list[ContextMutation]:
-        self._owner.open_turn(self._key)
+        self._bank.open_turn(self._key)
+        forks = ForkManager(self._bank, self._key, ParentRun(run), self._child_hooks(run))
+        turn = Turn(self._bank, self._key, forks)
         # Set in the run's task: its tool calls (and the primitives they call) see this turn.
-        turn = Turn(self._owner, self._key, self, run)
         self._turns[run.agent_call_id] = (turn, ACTIVE_TURN.set(turn))
-        state = await anyio.to_thread.run_sync(self._owner.state, self._key)
+        state = await anyio.to_thread.run_sync(self._bank.state, self._key)
         messages = run.transcript.messages
         has_system = bool(messages) and isinstance(messages[0], SystemMessage)
         caller = messages[1 if has_system else 0 : -1]
@@ -215,7 +215,7 @@ class SelfReferenceHook(RunHook):
         return [*_replay_experiences(state), replace]
 
     async def _merge(self, run: RunView, *, always_sync: bool) -> list[ContextMutation]:
-        edits = self._owner.take_edits(self._key)
+        edits = self._bank.take_edits(self._key)
         current = run.transcript.messages
         synced = self._synced.get(run.agent_call_id, ())
         mutations: list[ContextMutation] = list(edits.mutations)
@@ -229,9 +229,19 @@ class SelfReferenceHook(RunHook):
         self._synced[run.agent_call_id] = current
         return mutations
 
+    def _child_hooks(self, run: RunView) -> Callable[[str], tuple[RunHook, ...]]:
+        """The hooks of a fork child: the run's, with this hook replaced by one for its key."""
+        bank, hooks = self._bank, run.invocation.hooks
+
+        def child_hooks(key: str) -> tuple[RunHook, ...]:
+            child = SelfReferenceHook(bank, key)
+            return tuple(child if hook is self else hook for hook in hooks)
+
+        return child_hooks
+
     def _stored_conversation(self) -> tuple[Message, ...]:
         """The stored history with the contract in its system prompt (inserted when missing)."""
-        stored = [message_from_dict(m) for m in self._owner.state(self._key).messages]
+        stored = [message_from_dict(m) for m in self._bank.state(self._key).messages]
         if stored and isinstance(stored[0], SystemMessage):
             head = stored[0]
             stored[0] = SystemMessage(_with_contract(head.content, self._key), head.extra)
@@ -240,4 +250,4 @@ class SelfReferenceHook(RunHook):
         return tuple(stored)
 
     async def _sync(self, messages: list[dict[str, Any]]) -> None:
-        await anyio.to_thread.run_sync(self._owner.sync_messages, self._key, tuple(messages))
+        await anyio.to_thread.run_sync(self._bank.sync_messages, self._key, tuple(messages))
