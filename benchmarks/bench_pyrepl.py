@@ -21,8 +21,7 @@ import anyio
 import psutil
 from jupyter_client.manager import AsyncKernelManager
 
-from simplellmfunc.builtin._kernel_pool import KernelPool
-from simplellmfunc.builtin._pyrepl import PyRepl
+from simplellmfunc.builtin import KernelPool, PyRepl
 
 WARM_CALLS = 300
 INSTANCES = 16

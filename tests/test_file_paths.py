@@ -12,8 +12,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from simplellmfunc._persist import atomic_write
-from simplellmfunc.builtin._glob import compile_glob
-from simplellmfunc.builtin._paths import (
+from simplellmfunc.builtin.files._glob import compile_glob
+from simplellmfunc.builtin.files._paths import (
     WorkspacePath,
     open_dir,
     open_regular,

@@ -17,8 +17,7 @@ from PIL import Image
 
 from simplellmfunc._content import ImgPath
 from simplellmfunc.builtin import FileToolset
-from simplellmfunc.builtin._grep import GrepLimits
-from simplellmfunc.builtin._text import ReadLimits
+from simplellmfunc.builtin.files import GrepLimits, ReadLimits
 from simplellmfunc.exceptions import WorkspaceError
 from simplellmfunc.tools import ArgumentsError, Tool
 

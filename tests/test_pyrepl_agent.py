@@ -9,7 +9,7 @@ from PIL import Image
 
 from simplellmfunc import OpenAICompatible, llm_chat
 from simplellmfunc._events import CustomEvent
-from simplellmfunc.builtin._pyrepl import PyRepl
+from simplellmfunc.builtin import PyRepl
 from simplellmfunc.hooks import is_event_yield
 from simplellmfunc.testing import MockLLMServer, Reply, ToolCallSpec
 

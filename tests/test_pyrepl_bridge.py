@@ -14,8 +14,7 @@ import psutil
 import pytest
 import pytest_asyncio
 
-from simplellmfunc.builtin._bridge_pack import PrimitivePack
-from simplellmfunc.builtin._pyrepl import PyRepl
+from simplellmfunc.builtin import PrimitivePack, PyRepl
 from simplellmfunc.exceptions import UserError
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")

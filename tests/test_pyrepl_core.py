@@ -17,7 +17,7 @@ import pytest
 import pytest_asyncio
 
 from simplellmfunc import ImgPath, ImgUrl
-from simplellmfunc.builtin._pyrepl import PyRepl
+from simplellmfunc.builtin import PyRepl
 from simplellmfunc.tools import ToolEventEmitter
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")

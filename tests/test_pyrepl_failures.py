@@ -10,8 +10,8 @@ import psutil
 import pytest
 
 from simplellmfunc import AbortSignal
-from simplellmfunc.builtin._kernel_reaper import live_count
-from simplellmfunc.builtin._pyrepl import PyRepl
+from simplellmfunc.builtin import PyRepl
+from simplellmfunc.builtin.pyrepl._reaper import live_count
 from simplellmfunc.exceptions import KernelError
 
 

@@ -11,7 +11,7 @@ import pytest
 import pytest_asyncio
 
 from simplellmfunc._events import CustomEvent
-from simplellmfunc.builtin._pyrepl import PyRepl
+from simplellmfunc.builtin import PyRepl
 from simplellmfunc.tools import ToolEventEmitter
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")

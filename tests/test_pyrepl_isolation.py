@@ -13,7 +13,7 @@ import anyio
 import psutil
 import pytest
 
-from simplellmfunc.builtin._pyrepl import PyRepl
+from simplellmfunc.builtin import PyRepl
 
 INTERVAL = "import time\n_t0 = time.time()\ntime.sleep({})\n(_t0, time.time())"
 

@@ -15,9 +15,8 @@ import anyio
 import psutil
 import pytest
 
-from simplellmfunc.builtin._kernel_pool import KernelPool
-from simplellmfunc.builtin._kernel_reaper import live_count
-from simplellmfunc.builtin._pyrepl import PyRepl
+from simplellmfunc.builtin import KernelPool, PyRepl
+from simplellmfunc.builtin.pyrepl._reaper import live_count
 
 SPAWN_CHILD = "import subprocess\nchild = subprocess.Popen(['sleep', '60'])\nchild.pid"
 
@@ -86,7 +85,7 @@ def test_interpreter_exit_reaps_kernels(tmp_path: Path) -> None:
     script = textwrap.dedent(
         """
         import anyio, os
-        from simplellmfunc.builtin._pyrepl import PyRepl
+        from simplellmfunc.builtin import PyRepl
 
         async def main():
             repl = PyRepl(log_dir=os.environ["LOGS"])  # never closed on purpose

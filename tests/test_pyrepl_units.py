@@ -9,12 +9,11 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from simplellmfunc.builtin._bridge_pack import PrimitivePack
-from simplellmfunc.builtin._kernel_env import kernel_environment
-from simplellmfunc.builtin._pyrepl import PyRepl
-from simplellmfunc.builtin._pyrepl_audit import resolve_log_dir
-from simplellmfunc.builtin._pyrepl_output import StreamCapture, fit_stream, split_budget
-from simplellmfunc.builtin._pyrepl_tools import render_execution
+from simplellmfunc.builtin import PrimitivePack, PyRepl
+from simplellmfunc.builtin.pyrepl import render_execution
+from simplellmfunc.builtin.pyrepl._audit import resolve_log_dir
+from simplellmfunc.builtin.pyrepl._capture import StreamCapture, fit_stream, split_budget
+from simplellmfunc.builtin.pyrepl._env import kernel_environment
 from simplellmfunc.exceptions import UserError
 
 
@@ -133,7 +132,7 @@ def test_sweep_removes_private_dirs_of_dead_owners(tmp_path: Path) -> None:
     import subprocess
     import sys
 
-    from simplellmfunc.builtin import _kernel_reaper
+    from simplellmfunc.builtin.pyrepl import _reaper
 
     dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], check=True,
                           capture_output=True, text=True)  # fmt: skip
@@ -146,7 +145,7 @@ def test_sweep_removes_private_dirs_of_dead_owners(tmp_path: Path) -> None:
         (tmp_path / name / "owner.pid").write_text(owner)
     (tmp_path / "slf-kernel-no-owner").mkdir()
     (tmp_path / "unrelated").mkdir()
-    _kernel_reaper._sweep_stale(str(tmp_path))
+    _reaper._sweep_stale(str(tmp_path))
     assert sorted(p.name for p in tmp_path.iterdir()) == [
         "slf-kernel-live",
         "slf-kernel-no-owner",

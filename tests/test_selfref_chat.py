@@ -9,7 +9,7 @@ import pytest
 
 from simplellmfunc import OpenAICompatible, llm_chat, tool
 from simplellmfunc.builtin import SelfReference
-from simplellmfunc.builtin._selfref_hook import CONTRACT_HEADING
+from simplellmfunc.builtin.selfref._hook import CONTRACT_HEADING
 from simplellmfunc.testing import MockLLMServer, Reply, ToolCallSpec
 
 

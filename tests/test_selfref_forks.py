@@ -19,7 +19,7 @@ import pytest
 
 from simplellmfunc import AbortSignal, OpenAICompatible, llm_chat
 from simplellmfunc.builtin import PyRepl, SelfReference
-from simplellmfunc.builtin._kernel_reaper import live_count
+from simplellmfunc.builtin.pyrepl._reaper import live_count
 from simplellmfunc.hooks import (
     CustomEvent,
     EventYield,

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from simplellmfunc.builtin import SelfReference
-from simplellmfunc.builtin._selfref_store import KeyState, MemoryStore, SQLiteStore
+from simplellmfunc.builtin.selfref import KeyState, MemoryStateStore, SQLiteStateStore
 from simplellmfunc.exceptions import InvalidHistoryError, UserError
 
 CALL = {"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{}"}}
@@ -203,7 +203,7 @@ def test_sqlite_persists_across_instances(tmp_path: Path) -> None:
 
 def test_stores_round_trip_state(tmp_path: Path) -> None:
     state = KeyState(({"role": "user", "content": "é"},), ({"id": "exp_1", "text": "t"},), 2)
-    for store in (MemoryStore(), SQLiteStore(tmp_path / "s.db")):
+    for store in (MemoryStateStore(), SQLiteStateStore(tmp_path / "s.db")):
         store.save("k", state)
         assert store.load("k") == state
         assert store.load("missing") == KeyState()

@@ -1,8 +1,13 @@
-"""Builtins: ``PyRepl`` (a Jupyter kernel as a code tool), ``SelfReference`` (agent memory) and
-``FileToolset`` (workspace file tools).
+"""Builtins, one sub-package each:
 
-Each is imported on first access: PyRepl pulls in jupyter_client, which users of the file
-tools should not pay for.
+* :mod:`.pyrepl` — ``PyRepl``, a Jupyter kernel as a code tool (kernel process, session, bridge,
+  pool, tools);
+* :mod:`.selfref` — ``SelfReference``, agent-editable memory (store, run hook, forks);
+* :mod:`.files` — ``FileToolset``, workspace file tools.
+
+``selfref`` builds on ``pyrepl``'s public names (kernel code reaches memory through a primitive
+pack; forks get fresh REPLs); ``files`` stands alone. Each name is imported on first access:
+PyRepl pulls in jupyter_client, which users of the file tools should not pay for.
 """
 
 from __future__ import annotations
@@ -12,21 +17,19 @@ from typing import TYPE_CHECKING
 from .._lazy import lazy_exports
 
 if TYPE_CHECKING:
-    from ._bridge_pack import PrimitivePack
-    from ._files import FileToolset
-    from ._kernel_pool import KernelPool
-    from ._pyrepl import PyRepl
-    from ._selfref import SelfReference
+    from .files import FileToolset
+    from .pyrepl import KernelPool, PrimitivePack, PyRepl
+    from .selfref import SelfReference
 
 __all__ = ["FileToolset", "KernelPool", "PrimitivePack", "PyRepl", "SelfReference"]
 
 __getattr__, __dir__ = lazy_exports(
     __name__,
     {
-        "FileToolset": "._files",
-        "KernelPool": "._kernel_pool",
-        "PrimitivePack": "._bridge_pack",
-        "PyRepl": "._pyrepl",
-        "SelfReference": "._selfref",
+        "FileToolset": ".files",
+        "KernelPool": ".pyrepl",
+        "PrimitivePack": ".pyrepl",
+        "PyRepl": ".pyrepl",
+        "SelfReference": ".selfref",
     },
 )

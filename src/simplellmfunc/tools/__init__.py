@@ -1,5 +1,6 @@
 """Tools: ``@tool``, ``Tool``, schemas from signatures, and the event emitter."""
 
+from ._docstring import ParsedDocstring, parse_docstring
 from ._emitter import ToolEventEmitter
 from ._render import (
     RenderedResult,
@@ -14,12 +15,14 @@ from ._tool import FunctionTool, Tool, ToolContext, ToolProvider, check_tool_nam
 __all__ = [
     "ArgumentsError",
     "FunctionTool",
+    "ParsedDocstring",
     "RenderedResult",
     "Tool",
     "ToolContext",
     "ToolEventEmitter",
     "ToolProvider",
     "check_tool_name",
+    "parse_docstring",
     "render_error",
     "render_result",
     "render_result_async",

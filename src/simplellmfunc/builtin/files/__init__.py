@@ -1,0 +1,13 @@
+"""``FileToolset``: workspace-scoped file tools (read, image, grep, sed, write) with stale-write
+protection.
+
+Modules: ``_toolset`` (the toolset and its five tools), ``_paths`` (resolving user paths inside the
+workspace without following symlinks out of it), ``_glob`` (path patterns), ``_grep`` (the search
+walk), ``_image`` (image files), ``_text`` (line ranges, sed, limits).
+"""
+
+from ._grep import GrepLimits
+from ._text import ReadLimits
+from ._toolset import FileToolset
+
+__all__ = ["FileToolset", "GrepLimits", "ReadLimits"]

@@ -1,0 +1,69 @@
+"""``PyRepl``: a persistent Jupyter kernel per instance, exposed to agents as a toolset.
+
+How the pieces fit (each module's docstring says more)::
+
+    PyRepl (_repl)   tools (_tools: execute_code, reset_repl, list_variables);
+      │              audit log and spill files (_audit); result dict (_result, _capture)
+      └─ ManagedKernel (_managed): start, configure, replace a lost kernel, circuit breaker
+           ├─ KernelSession (_session): one kernel process (_env, _reaper);
+           │    KernelPool (_pool) keeps some started
+           ├─ CellRun (_exec): one execution — IOPub, input() (_input), timeouts, abort
+           └─ BridgeServer (_bridge): host side of ``runtime`` calls into PrimitivePacks (_pack)
+
+    _in_kernel/: what runs inside the kernel process (bootstrap, error details, fd capture, the
+    ``runtime`` bridge client), standard library only.
+
+Names are imported on first access: ``PyRepl`` and ``KernelPool`` pull in jupyter_client, which
+users of ``PrimitivePack`` or of the tools alone (SelfReference) should not pay for.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from ..._lazy import lazy_exports
+
+if TYPE_CHECKING:
+    from ._pack import Primitive, PrimitivePack
+    from ._pool import KernelPool
+    from ._repl import PyRepl
+    from ._tools import (
+        ExecuteCodeTool,
+        ListVariablesTool,
+        ReplBackend,
+        ReplTool,
+        ResetReplTool,
+        fork_repl_tools,
+        render_execution,
+    )
+
+__all__ = [
+    "ExecuteCodeTool",
+    "KernelPool",
+    "ListVariablesTool",
+    "Primitive",
+    "PrimitivePack",
+    "PyRepl",
+    "ReplBackend",
+    "ReplTool",
+    "ResetReplTool",
+    "fork_repl_tools",
+    "render_execution",
+]
+
+__getattr__, __dir__ = lazy_exports(
+    __name__,
+    {
+        "ExecuteCodeTool": "._tools",
+        "KernelPool": "._pool",
+        "ListVariablesTool": "._tools",
+        "Primitive": "._pack",
+        "PrimitivePack": "._pack",
+        "PyRepl": "._repl",
+        "ReplBackend": "._tools",
+        "ReplTool": "._tools",
+        "ResetReplTool": "._tools",
+        "fork_repl_tools": "._tools",
+        "render_execution": "._tools",
+    },
+)

@@ -1,0 +1,290 @@
+"""Run one cell: send the request, collect IOPub, answer input(), and watch the clock.
+
+One :class:`CellRun` per execution. Inside one task group: the IOPub pump (output, results,
+images, error details, until the kernel reports idle), the stdin pump (``input()`` requests), an
+abort watcher and, when the bridge is on, the bridge server. The calling task is the watchdog: it
+waits for idle, and decides on timeout (active time only; waiting for input is not counted and
+every answer restarts the window), unanswered input, abort, or the death of the kernel.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections.abc import Callable, Coroutine
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import anyio
+
+from ..._abort import AbortSignal
+from ...tools import ToolEventEmitter
+from ._capture import StreamCapture
+from ._in_kernel._boot import ERROR_MIME, IMAGE_MIME
+from ._input import InputBroker
+from ._session import KernelSession
+
+__all__ = ["CellLimits", "CellOutcome", "CellRun", "Verdict"]
+
+logger = logging.getLogger("simplellmfunc.pyrepl")
+
+Verdict = Literal["done", "timeout", "input_timeout", "aborted", "died"]
+IMAGE_TYPES = ("image/png", "image/jpeg", "image/gif", "image/webp")
+_LIVENESS_POLL = 0.5
+_REPLY_TIMEOUT = 5.0
+
+
+@dataclass(frozen=True, slots=True)
+class CellLimits:
+    """Timeouts of one execution, in seconds."""
+
+    execution_timeout: float
+    input_idle_timeout: float
+    interrupt_grace: float
+    max_capture_chars: int
+
+
+@dataclass(slots=True)
+class CellOutcome:
+    """Everything one execution produced, before it becomes the result dict."""
+
+    verdict: Verdict = "done"
+    stdout: StreamCapture = field(default_factory=lambda: StreamCapture(1 << 20))
+    stderr: StreamCapture = field(default_factory=lambda: StreamCapture(1 << 20))
+    return_value: str | None = None
+    artifacts: list[dict[str, Any]] = field(default_factory=list)
+    error: dict[str, Any] | None = None
+    error_details: dict[str, Any] | None = None
+    reply: dict[str, Any] | None = None
+    recovered: bool = True
+    death: str | None = None
+    inputs: int = 0
+    ran: bool = True
+
+
+class CellRun:
+    """One execution of ``code`` in ``session``; call :meth:`run` once."""
+
+    def __init__(
+        self,
+        session: KernelSession,
+        code: str,
+        limits: CellLimits,
+        *,
+        emitter: ToolEventEmitter | None,
+        abort: AbortSignal | None,
+        inputs: InputBroker,
+        allow_input: bool = False,
+        serve: Callable[[], Coroutine[Any, Any, None]] | None = None,
+    ) -> None:
+        self.session = session
+        self.code = code
+        self.limits = limits
+        self.emitter = emitter
+        self.abort = abort
+        self.inputs = inputs
+        self.allow_input = allow_input and emitter is not None
+        self.serve = serve
+        self.out = CellOutcome(
+            stdout=StreamCapture(limits.max_capture_chars),
+            stderr=StreamCapture(limits.max_capture_chars),
+        )
+        self.msg_id = ""
+        self._idle = anyio.Event()
+        self._wake = anyio.Event()
+        self._waiting_input = False
+        self._window_start = 0.0
+        self._input_start = 0.0
+
+    async def run(self) -> CellOutcome:
+        """Execute and return the outcome (the session is destroyed if it cannot recover)."""
+        client = self.session.client
+        self.msg_id = client.execute(
+            self.code, silent=False, store_history=True, allow_stdin=self.allow_input
+        )
+        self._window_start = anyio.current_time()
+        try:
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(self._pump_iopub)
+                if self.allow_input:
+                    tg.start_soon(self._pump_stdin)
+                if self.abort is not None:
+                    tg.start_soon(self._watch_abort, self.abort)
+                if self.serve is not None:
+                    tg.start_soon(self.serve)
+                self.out.verdict = await self._watchdog()
+                if self.out.verdict in ("timeout", "input_timeout", "aborted"):
+                    await self._interrupt_and_wait()
+                tg.cancel_scope.cancel()
+        except BaseException:
+            with anyio.CancelScope(shield=True):
+                await self._recover_after_cancel()
+            raise
+        if self.out.verdict == "died":
+            self.out.death = await self.session.exit_description()
+            await self.session.destroy()
+        elif not self.out.recovered:
+            await self.session.destroy()
+        else:
+            self.out.reply = await self._reply()
+        return self.out
+
+    # -- the watchdog -------------------------------------------------------------------------
+
+    def _notify(self) -> None:
+        self._wake.set()
+
+    async def _watchdog(self) -> Verdict:
+        while not self._idle.is_set():
+            now = anyio.current_time()
+            if self._waiting_input:
+                deadline = self._input_start + self.limits.input_idle_timeout
+            else:
+                deadline = self._window_start + self.limits.execution_timeout
+            if now >= deadline:
+                return "input_timeout" if self._waiting_input else "timeout"
+            with anyio.move_on_after(min(deadline - now, _LIVENESS_POLL)):
+                await self._wake.wait()
+            if self._wake.is_set():
+                self._wake = anyio.Event()
+            if self._idle.is_set():
+                break
+            if self.abort is not None and self.abort.aborted:
+                return "aborted"
+            if not await self.session.is_alive():
+                return "died"
+        return "done"
+
+    async def _watch_abort(self, abort: AbortSignal) -> None:
+        await abort.wait()
+        self._notify()
+
+    async def _interrupt_and_wait(self) -> None:
+        """Interrupt the cell; the IOPub pump keeps collecting until idle or the grace ends."""
+        await self.session.interrupt()
+        with anyio.move_on_after(self.limits.interrupt_grace):
+            await self._idle.wait()
+        self.out.recovered = self._idle.is_set()
+
+    async def _recover_after_cancel(self) -> None:
+        """The caller was cancelled mid-cell: interrupt and wait for idle, or kill the kernel."""
+        if self._idle.is_set() or self.session.closed:
+            return
+        await self.session.interrupt()
+        with anyio.move_on_after(self.limits.interrupt_grace):
+            while True:
+                msg = await self.session.client.get_iopub_msg()
+                if _is_idle(msg, self.msg_id):
+                    return
+        await self.session.destroy()
+
+    async def _reply(self) -> dict[str, Any] | None:
+        try:
+            return await self.session.reply(self.msg_id, _REPLY_TIMEOUT)
+        except Exception as exc:  # boundary: a missing reply only loses the execution count
+            logger.debug("no execute_reply from the kernel: %r", exc)
+            return None
+
+    # -- IOPub --------------------------------------------------------------------------------
+
+    async def _pump_iopub(self) -> None:
+        client = self.session.client
+        while True:
+            msg = await client.get_iopub_msg()
+            if msg["parent_header"].get("msg_id") != self.msg_id:
+                continue
+            kind = msg["msg_type"]
+            content = msg["content"]
+            if kind == "status":
+                if content.get("execution_state") == "idle":
+                    self._idle.set()
+                    self._notify()
+                    return
+            elif kind == "stream":
+                await self._stream(content.get("name", "stdout"), content.get("text", ""))
+            elif kind == "execute_result":
+                await self._rich(content.get("data", {}), result=True)
+            elif kind in ("display_data", "update_display_data"):
+                await self._rich(content.get("data", {}), result=False)
+            elif kind == "error":
+                self.out.error = content
+
+    async def _stream(self, name: str, text: str) -> None:
+        capture = self.out.stderr if name == "stderr" else self.out.stdout
+        capture.write(text)
+        if self.emitter is not None and text:
+            event = "kernel_stderr" if name == "stderr" else "kernel_stdout"
+            await self.emitter.emit(event, {"text": text})
+
+    async def _rich(self, data: dict[str, Any], *, result: bool) -> None:
+        if ERROR_MIME in data:
+            details = data[ERROR_MIME]
+            self.out.error_details = details if isinstance(details, dict) else None
+            return
+        source = "result" if result else "display"
+        found = False
+        if isinstance(data.get(IMAGE_MIME), dict):
+            self.out.artifacts.append({"type": "image", "source": source, **data[IMAGE_MIME]})
+            found = True
+        for mime in IMAGE_TYPES:
+            if isinstance(data.get(mime), str):
+                image = {"type": "image", "source": source, "mime_type": mime, "data": data[mime]}
+                self.out.artifacts.append(image)
+                found = True
+                break
+        text = data.get("text/plain")
+        if result:
+            self.out.return_value = text if isinstance(text, str) else None
+        elif not found and isinstance(text, str):
+            # A displayed object without an image reads like printed output.
+            await self._stream("stdout", text + "\n")
+
+    # -- stdin --------------------------------------------------------------------------------
+
+    async def _pump_stdin(self) -> None:
+        client = self.session.client
+        while True:
+            msg = await client.get_stdin_msg()
+            if msg["parent_header"].get("msg_id") != self.msg_id:
+                continue
+            if msg["msg_type"] == "input_request":
+                await self._answer(msg["content"])
+
+    async def _answer(self, content: dict[str, Any]) -> None:
+        assert self.emitter is not None
+        request_id = uuid.uuid4().hex
+        prompt = str(content.get("prompt", ""))
+        password = bool(content.get("password", False))
+        event, answer = self.inputs.open(request_id)
+        self.out.inputs += 1
+        self._waiting_input = True
+        self._input_start = anyio.current_time()
+        self._notify()
+        try:
+            await self.emitter.emit(
+                "kernel_input_request",
+                {
+                    "request_id": request_id,
+                    "prompt": prompt,
+                    "password": password,
+                    "timeout_seconds": self.limits.input_idle_timeout,
+                },
+            )
+            await event.wait()
+        finally:
+            self.inputs.close(request_id)
+        value = answer[0]
+        self.session.client.input(value)
+        self.out.stdout.write(f"{prompt}{'*' * len(value) if password else value}\n")
+        self._waiting_input = False
+        # Each answer restarts the active-time window.
+        self._window_start = anyio.current_time()
+        self._notify()
+
+
+def _is_idle(msg: dict[str, Any], msg_id: str) -> bool:
+    return bool(
+        msg["parent_header"].get("msg_id") == msg_id
+        and msg["msg_type"] == "status"
+        and msg["content"].get("execution_state") == "idle"
+    )

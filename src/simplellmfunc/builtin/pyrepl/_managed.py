@@ -1,0 +1,174 @@
+"""The kernel behind one PyRepl: started or taken from a pool, configured, replaced when lost.
+
+``ManagedKernel`` hands out a ready :class:`KernelSession`, applies the instance's configuration
+(working directory, limits, bridge, self-reference) whenever it changed or the kernel is new,
+remembers that state was lost so that the next execution is told, and stops replacing a kernel
+that keeps dying (a circuit breaker) instead of looping.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import deque
+from collections.abc import Callable, Coroutine, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import anyio
+
+from ...exceptions import KernelError
+from ._bridge import BridgeServer
+from ._exec import CellOutcome
+from ._pack import PrimitivePack
+from ._session import KernelSession, SessionOptions
+
+if TYPE_CHECKING:
+    from ._pool import KernelPool
+
+__all__ = ["KernelSettings", "ManagedKernel"]
+
+_LOST_STATE = (
+    "This code ran in a fresh Python kernel: the previous kernel {why}, so every variable, "
+    "import and definition from earlier executions is gone."
+)
+
+
+@dataclass(frozen=True, slots=True)
+class KernelSettings:
+    """How the kernels of one PyRepl are started and configured."""
+
+    cwd: str
+    env: Mapping[str, str]
+    memory_limit_mb: int | None
+    cpu_time_limit_s: int | None
+    pool: KernelPool | None
+    startup_timeout: float
+    max_deaths: int
+    death_window: float
+
+
+class ManagedKernel:
+    """Owns the current session, the bridge and the installed primitive packs."""
+
+    def __init__(self, settings: KernelSettings) -> None:
+        self.settings = settings
+        self.session: KernelSession | None = None
+        self.packs: dict[str, PrimitivePack] = {}
+        self.selfref_namespace: str | None = None
+        self.closed = False
+        self._configured = False
+        self._bridge: BridgeServer | None = None
+        self._deaths: deque[float] = deque()
+        self._lost: str | None = None
+
+    @property
+    def running(self) -> bool:
+        """Whether a kernel process is (believed to be) running."""
+        return self.session is not None and not self.session.closed
+
+    def invalidate(self) -> None:
+        """The configuration changed: apply it again before the next use."""
+        self._configured = False
+
+    def take_notice(self) -> str | None:
+        """The lost-state message for the next execution (returned once)."""
+        notice, self._lost = self._lost, None
+        return notice
+
+    def serve(self) -> Callable[[], Coroutine[Any, Any, None]] | None:
+        """What to run beside a cell so that kernel code can call the host (None: no packs)."""
+        return self._bridge.serve if self.packs and self._bridge is not None else None
+
+    async def ready(self) -> KernelSession:
+        """A running, configured session (starting or replacing the kernel if needed).
+
+        Raises:
+            KernelError: If closed, after repeated deaths, or if no kernel can start.
+        """
+        if self.closed:
+            raise KernelError("this PyRepl is closed")
+        session = self.session
+        if session is not None and not session.closed and not await session.is_alive():
+            # It exited between executions (exit() in a cell, a crash in a background thread).
+            await session.destroy()
+            self._lost = _LOST_STATE.format(why="exited between executions")
+        if session is None or session.closed:
+            session = await self._replace()
+        if not self._configured:
+            await self._configure(session)
+        return session
+
+    def record(self, outcome: CellOutcome) -> None:
+        """Account for an execution that killed or lost its kernel."""
+        if outcome.verdict == "died" and not self.closed:
+            self._deaths.append(time.monotonic())
+            self._lost = _LOST_STATE.format(why="died")
+        elif not outcome.recovered:
+            self._lost = _LOST_STATE.format(why="did not stop after an interrupt and was killed")
+
+    async def restart(self) -> None:
+        """Destroy the current kernel and forget past deaths (the next use starts a new one)."""
+        self._deaths.clear()
+        session, self.session = self.session, None
+        if session is not None:
+            await session.destroy()
+
+    async def close(self) -> None:
+        """Destroy the kernel and the bridge; idempotent and shielded."""
+        self.closed = True
+        with anyio.CancelScope(shield=True):
+            session, self.session = self.session, None
+            if session is not None:
+                await session.destroy()
+            bridge, self._bridge = self._bridge, None
+            if bridge is not None:
+                await bridge.close()
+
+    async def _replace(self) -> KernelSession:
+        settings = self.settings
+        now = time.monotonic()
+        while self._deaths and now - self._deaths[0] > settings.death_window:
+            self._deaths.popleft()
+        if len(self._deaths) >= settings.max_deaths:
+            raise KernelError(
+                f"the Python kernel died {len(self._deaths)} times in the last "
+                f"{settings.death_window:g} s; not starting another one. Fix the code that "
+                "crashes it, then call PyRepl.restart()."
+            )
+        self.session = None
+        self._configured = False
+        if settings.pool is not None:
+            session = await settings.pool.acquire()
+        else:
+            options = SessionOptions(settings.cwd, settings.env, settings.startup_timeout)
+            session = await KernelSession.start(options)
+        if self.closed:
+            # close() ran while the kernel was starting: it must not outlive the instance.
+            await session.destroy()
+            raise KernelError("this PyRepl is closed")
+        self.session = session
+        return session
+
+    async def _configure(self, session: KernelSession) -> None:
+        settings = self.settings
+        bridge = None
+        if self.packs:
+            if self._bridge is None:
+                self._bridge = BridgeServer(lambda: self.packs)
+            await self._bridge.open()
+            bridge = self._bridge.kernel_config()
+        config = {
+            "cwd": settings.cwd,
+            # A pooled kernel started with the pool's environment: add this instance's.
+            "env": dict(settings.env) if settings.pool is not None else None,
+            "memory_limit_mb": settings.memory_limit_mb,
+            "cpu_time_limit_s": settings.cpu_time_limit_s,
+            "bridge": bridge,
+            "self_reference": self.selfref_namespace,
+        }
+        try:
+            await session.control("configure", config=config)
+        except BaseException:
+            await session.destroy()
+            raise
+        self._configured = True

@@ -1,0 +1,129 @@
+"""``KernelPool``: kernels started ahead of time, so a new PyRepl is ready at once."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from types import TracebackType
+
+import anyio
+from anyio.abc import TaskGroup
+
+from ...exceptions import KernelError
+from ._session import KernelSession, SessionOptions
+
+__all__ = ["KernelPool"]
+
+
+class KernelPool:
+    """Keeps ``size`` idle kernels started; ``PyRepl(pool=pool)`` takes one instead of starting.
+
+    Use it as an async context manager: entering starts the kernels in the background, leaving
+    shuts the idle ones down (kernels already taken belong to their PyRepl). Each taken kernel is
+    replaced in the background. A PyRepl configures the kernel it takes (working directory,
+    ``env`` entries set in ``os.environ``, resource limits); interpreter-start variables such as
+    ``PYTHONPATH`` come from the pool's own ``env``.
+
+    Args:
+        size: How many idle kernels to keep ready.
+        env: Extra environment for the pooled kernels (on top of the host allowlist).
+        startup_timeout_seconds: How long a kernel may take to start.
+
+    Raises:
+        KernelError: From :meth:`acquire` when the pool is not open.
+    """
+
+    def __init__(
+        self,
+        size: int = 2,
+        *,
+        env: Mapping[str, str] | None = None,
+        startup_timeout_seconds: float = 60.0,
+    ) -> None:
+        self.size = max(1, size)
+        self._options = SessionOptions(os.getcwd(), dict(env or {}), startup_timeout_seconds)
+        self._ready: list[KernelSession] = []
+        self._starting = 0
+        self._changed = anyio.Event()
+        self._tg: TaskGroup | None = None
+        self._failure: BaseException | None = None
+
+    @property
+    def idle(self) -> int:
+        """How many started kernels are waiting to be taken."""
+        return len(self._ready)
+
+    async def __aenter__(self) -> KernelPool:
+        self._tg = anyio.create_task_group()
+        await self._tg.__aenter__()
+        for _ in range(self.size):
+            self._spawn()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        tg, self._tg = self._tg, None
+        if tg is not None:
+            tg.cancel_scope.cancel()
+            await tg.__aexit__(exc_type, exc, tb)
+        with anyio.CancelScope(shield=True):
+            ready, self._ready = self._ready, []
+            for session in ready:
+                await session.destroy()
+
+    async def wait_ready(self) -> None:
+        """Wait until ``size`` kernels are idle (or a start failed)."""
+        while len(self._ready) < self.size and self._failure is None and self._tg is not None:
+            await self._wait_change()
+
+    async def acquire(self) -> KernelSession:
+        """Take a started kernel (waiting for one being started, or starting one directly).
+
+        Raises:
+            KernelError: If the pool is closed, or no kernel can start.
+        """
+        if self._tg is None:
+            raise KernelError("the kernel pool is not open: use `async with KernelPool()`")
+        while not self._ready and self._starting and self._failure is None:
+            await self._wait_change()
+        if self._ready:
+            session = self._ready.pop(0)
+            self._spawn()
+            if not session.closed and await session.is_alive():
+                return session
+            await session.destroy()
+        return await KernelSession.start(self._options)
+
+    def _spawn(self) -> None:
+        if self._tg is None or len(self._ready) + self._starting >= self.size:
+            return
+        self._starting += 1
+        self._tg.start_soon(self._start_one)
+
+    async def _start_one(self) -> None:
+        try:
+            session = await KernelSession.start(self._options)
+        except KernelError as exc:
+            # Remember the failure so that acquire() stops waiting; PyRepl will start directly
+            # and report the error itself.
+            self._failure = exc
+            return
+        finally:
+            self._starting -= 1
+            self._notify()
+        if self._tg is None:
+            await session.destroy()
+            return
+        self._ready.append(session)
+        self._notify()
+
+    def _notify(self) -> None:
+        self._changed.set()
+        self._changed = anyio.Event()
+
+    async def _wait_change(self) -> None:
+        await self._changed.wait()

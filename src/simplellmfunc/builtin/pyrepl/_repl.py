@@ -1,0 +1,413 @@
+"""``PyRepl``: a persistent Jupyter kernel per instance, exposed to agents as a toolset."""
+
+from __future__ import annotations
+
+import os
+import time
+import uuid
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+import anyio
+
+from ..._abort import AbortSignal
+from ...exceptions import UserError
+from ...tools import Tool, ToolEventEmitter
+from ._audit import AuditLog, resolve_log_dir
+from ._exec import CellLimits, CellOutcome, CellRun
+from ._input import InputBroker, delivers_live
+from ._managed import KernelSettings, ManagedKernel
+from ._pack import PrimitivePack
+from ._pool import KernelPool
+from ._result import ResultContext, build_result
+from ._tools import ExecuteCodeTool, ListVariablesTool, ResetReplTool
+
+__all__ = ["PyRepl"]
+
+_RESET_MESSAGE = (
+    "REPL reset: all variables were cleared (the attached self_reference and runtime "
+    "primitives are kept)."
+)
+
+
+class PyRepl:
+    """A persistent Python REPL: one Jupyter kernel (ipykernel) per instance.
+
+    Variables, imports and definitions persist across executions. The kernel starts lazily on
+    the first use, or eagerly with ``await repl.start()`` / ``async with PyRepl() as repl``;
+    constructing an instance never blocks. Executions on one instance run one at a time
+    (queued); instances are independent and run in parallel.
+
+    Args:
+        working_directory: The kernel's working directory (default: the current directory).
+        execution_timeout_seconds: Active-time limit of one execution; time spent waiting for
+            ``input()`` does not count, and each answered input restarts the window.
+        input_idle_timeout_seconds: How long one ``input()`` waits for ``submit_input``.
+        env: Environment variables for the kernel, on top of a small allowlist of the host's
+            (``PATH``, ``HOME``, locale...); other host variables, API keys included, are not
+            inherited.
+        memory_limit_mb: Address-space limit of the kernel process (``RLIMIT_AS``), if any.
+        cpu_time_limit_s: CPU-time limit of the kernel process (``RLIMIT_CPU``), if any.
+        max_output_tokens: About how much output the model reads per execution; beyond it
+            the head and tail are kept and the full output is saved to a file.
+        interrupt_grace_seconds: How long an interrupted execution may take to stop before the
+            kernel is restarted (losing its state).
+        pool: A started :class:`KernelPool` to take a pre-started kernel from.
+        log_dir: Root of the audit log (default: ``$LOG_DIR``, ``LOG_DIR`` in ``.env``, ``./logs``).
+        startup_timeout_seconds: How long a kernel may take to start.
+        max_kernel_deaths: Kernel deaths within ``kernel_death_window_seconds`` after which
+            executions raise :class:`KernelError` instead of starting yet another kernel.
+        kernel_death_window_seconds: The window for ``max_kernel_deaths``.
+        max_capture_chars: Characters kept in memory per output stream and execution.
+
+    Raises:
+        UserError: For a non-positive timeout.
+    """
+
+    def __init__(
+        self,
+        working_directory: str | os.PathLike[str] | None = None,
+        execution_timeout_seconds: float = 120.0,
+        input_idle_timeout_seconds: float = 300.0,
+        *,
+        env: Mapping[str, str] | None = None,
+        memory_limit_mb: int | None = None,
+        cpu_time_limit_s: int | None = None,
+        max_output_tokens: int = 20_000,
+        interrupt_grace_seconds: float = 5.0,
+        pool: KernelPool | None = None,
+        log_dir: str | os.PathLike[str] | None = None,
+        startup_timeout_seconds: float = 60.0,
+        max_kernel_deaths: int = 3,
+        kernel_death_window_seconds: float = 300.0,
+        max_capture_chars: int = 4_000_000,
+    ) -> None:
+        for name, value in (
+            ("execution_timeout_seconds", execution_timeout_seconds),
+            ("input_idle_timeout_seconds", input_idle_timeout_seconds),
+            ("interrupt_grace_seconds", interrupt_grace_seconds),
+        ):
+            if value <= 0:
+                raise UserError(f"{name} must be positive, got {value!r}")
+        self._cwd = str(Path(working_directory or os.getcwd()).absolute())
+        self._max_output_tokens = max_output_tokens
+        self._limits = CellLimits(
+            execution_timeout_seconds,
+            input_idle_timeout_seconds,
+            interrupt_grace_seconds,
+            max_capture_chars,
+        )
+        self._kernel = ManagedKernel(
+            KernelSettings(
+                cwd=self._cwd,
+                env=dict(env or {}),
+                memory_limit_mb=memory_limit_mb,
+                cpu_time_limit_s=cpu_time_limit_s,
+                pool=pool,
+                startup_timeout=startup_timeout_seconds,
+                max_deaths=max_kernel_deaths,
+                death_window=kernel_death_window_seconds,
+            )
+        )
+        self._log_dir = log_dir
+        self._instance_id = f"{datetime.now(UTC):%Y%m%d-%H%M%S}-{uuid.uuid4().hex[:8]}"
+        self._audit: AuditLog | None = None
+        self._lock = anyio.Lock()
+        self._inputs = InputBroker()
+        self._self_reference: Any = None
+        self._sequence = 0
+        self._toolset: list[Tool] | None = None
+
+    # -- properties ---------------------------------------------------------------------------
+
+    @property
+    def instance_id(self) -> str:
+        """This instance's id (also the name of its audit directory)."""
+        return self._instance_id
+
+    @property
+    def audit_log_dir(self) -> Path:
+        """``<LOG_DIR>/pyrepl/<instance_id>`` (created on the first execution)."""
+        return self._audit_log().directory
+
+    @property
+    def audit_log_file(self) -> Path:
+        """``<audit_log_dir>/executions.jsonl``."""
+        return self._audit_log().file
+
+    @property
+    def working_directory(self) -> Path:
+        """The kernel's working directory."""
+        return Path(self._cwd)
+
+    @property
+    def self_reference(self) -> Any:
+        """The object attached with :meth:`attach_self_reference`, if any."""
+        return self._self_reference
+
+    @property
+    def is_running(self) -> bool:
+        """Whether a kernel is currently running for this instance."""
+        return self._kernel.running
+
+    @property
+    def toolset(self) -> list[Tool]:
+        """The tools for an agent: ``execute_code``, ``reset_repl``, ``list_variables``."""
+        if self._toolset is None:
+            self._toolset = [
+                ExecuteCodeTool(self, self._max_output_tokens),
+                ResetReplTool(self),
+                ListVariablesTool(self),
+            ]
+        return list(self._toolset)
+
+    def _audit_log(self) -> AuditLog:
+        if self._audit is None:
+            self._audit = AuditLog(resolve_log_dir(self._log_dir), self._instance_id)
+        return self._audit
+
+    # -- lifecycle ----------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        """Start the kernel now (otherwise it starts on first use).
+
+        Raises:
+            KernelError: If the kernel cannot start, or this instance is closed.
+        """
+        async with self._lock:
+            await self._kernel.ready()
+
+    async def close(self) -> None:
+        """Shut the kernel down and release everything; idempotent.
+
+        Runs shielded with a bound: a cancelled caller still leaves no process or file behind.
+        """
+        await self._kernel.close()
+
+    async def restart(self) -> None:
+        """Replace the kernel with a fresh one (state is lost); also clears the death count.
+
+        Raises:
+            KernelError: If the new kernel cannot start.
+        """
+        async with self._lock:
+            await self._kernel.restart()
+            await self._kernel.ready()
+
+    async def __aenter__(self) -> PyRepl:
+        await self.start()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.close()
+
+    # -- executing ----------------------------------------------------------------------------
+
+    async def execute(
+        self,
+        code: str,
+        *,
+        event_emitter: ToolEventEmitter | None = None,
+        abort_signal: AbortSignal | None = None,
+    ) -> dict[str, Any]:
+        """Run ``code`` and return the result dict.
+
+        The dict holds ``success``, ``stdout``, ``stderr``, ``return_value`` (repr of the last
+        expression), ``error`` (a readable message that points at the failing line),
+        ``error_details`` (``error_type``, ``message``, ``line``, ``column``, ``snippet``,
+        ``pointer``, ``summary``, ``user_traceback``), ``execution_time_ms``, ``artifacts``
+        (images), ``execution_count``, ``notice`` (set when earlier state was lost) and
+        ``output_files`` (full output of cut streams).
+
+        With an ``event_emitter``, output streams as ``kernel_stdout`` / ``kernel_stderr``
+        events. When the emitter delivers live (inside a run with events enabled, or built with
+        a ``sink``), ``input()`` emits ``kernel_input_request`` (answer with
+        :meth:`submit_input`); otherwise ``input()`` fails at once with a clear error.
+
+        Raises:
+            KernelError: If no kernel can be started (including after repeated kernel deaths).
+        """
+        async with self._lock:
+            started_at = datetime.now(UTC)
+            started = time.perf_counter()
+            session = await self._kernel.ready()
+            notice = self._kernel.take_notice()
+            self._sequence += 1
+            if abort_signal is not None and abort_signal.aborted:
+                outcome = CellOutcome(verdict="aborted", ran=False)
+            else:
+                run = CellRun(
+                    session,
+                    code,
+                    self._limits,
+                    emitter=event_emitter,
+                    abort=abort_signal,
+                    inputs=self._inputs,
+                    allow_input=delivers_live(event_emitter),
+                    serve=self._kernel.serve(),
+                )
+                outcome = await run.run()
+            self._kernel.record(outcome)
+            return await self._finish(
+                outcome, code, started_at, started, notice, event_emitter, abort_signal
+            )
+
+    async def _finish(
+        self,
+        outcome: CellOutcome,
+        code: str,
+        started_at: datetime,
+        started: float,
+        notice: str | None,
+        emitter: ToolEventEmitter | None,
+        abort: AbortSignal | None,
+    ) -> dict[str, Any]:
+        audit = self._audit_log()
+        sequence = self._sequence
+        context = ResultContext(
+            limits=self._limits,
+            elapsed_ms=(time.perf_counter() - started) * 1000,
+            max_output_tokens=self._max_output_tokens,
+            spill_paths={s: audit.spill_path(sequence, s) for s in ("stdout", "stderr")},
+            notice=notice,
+            input_enabled=delivers_live(emitter),
+            abort_reason=abort.reason if abort is not None else "",
+        )
+        result, spills = build_result(outcome, context)
+        for spill in spills:
+            if not await audit.write_spill(spill.path, spill.text):
+                _unspill(result, spill.path)
+        settings = {
+            "execution_timeout_seconds": self._limits.execution_timeout,
+            "input_idle_timeout_seconds": self._limits.input_idle_timeout,
+            "working_directory": self._cwd,
+        }
+        await audit.record(
+            sequence=sequence, started=started_at, code=code, result=result, settings=settings
+        )
+        return result
+
+    def submit_input(self, request_id: str, value: str) -> bool:
+        """Answer the ``kernel_input_request`` event ``request_id`` with ``value``.
+
+        Returns:
+            Whether a pending request took the value (False if it already timed out).
+        """
+        return self._inputs.submit(request_id, str(value))
+
+    async def interrupt(self) -> None:
+        """Interrupt the running execution, if any (like Ctrl-C; state is kept)."""
+        if self._kernel.session is not None:
+            await self._kernel.session.interrupt()
+
+    async def reset(self) -> str:
+        """Delete every user variable; attached objects and primitives are kept.
+
+        Raises:
+            KernelError: If the kernel cannot be reached.
+        """
+        async with self._lock:
+            if self.is_running:
+                session = await self._kernel.ready()
+                await session.control("reset")
+            return _RESET_MESSAGE
+
+    async def list_variables(self) -> list[dict[str, str]]:
+        """Return ``[{"name", "type"}]`` of user variables (private names and
+        ``self_reference`` / ``runtime`` left out).
+
+        Raises:
+            KernelError: If the kernel cannot be reached.
+        """
+        async with self._lock:
+            if not self.is_running:
+                return []
+            session = await self._kernel.ready()
+            variables = await session.control("variables")
+            return [{"name": str(v["name"]), "type": str(v["type"])} for v in variables]
+
+    # -- host primitives ----------------------------------------------------------------------
+
+    def install_primitive_pack(self, pack: PrimitivePack) -> None:
+        """Make ``pack`` callable from kernel code as ``runtime.<pack.namespace>.<name>(...)``.
+
+        Takes effect at the next execution; replaces a pack with the same namespace.
+        """
+        self._kernel.packs[pack.namespace] = pack
+        self._kernel.invalidate()
+
+    def get_runtime_backend(self, name: str) -> Any:
+        """The backend object of the pack installed under namespace ``name`` (or the pack
+        itself when it has none); ``None`` when no such pack is installed."""
+        pack = self._kernel.packs.get(name)
+        if pack is None:
+            return None
+        return pack.backend if pack.backend is not None else pack
+
+    def attach_self_reference(self, obj: Any, *, namespace: str = "selfref") -> None:
+        """Attach a SelfReference-like object; kernel code reaches it as ``self_reference``.
+
+        ``self_reference`` in the kernel is ``runtime.<namespace>``: attribute access and calls
+        go to the primitives of the pack installed under ``namespace``. If ``obj`` has an
+        ``as_primitive_pack()`` method, the pack it returns is installed. Survives ``reset()``.
+        """
+        self._self_reference = obj
+        make_pack = getattr(obj, "as_primitive_pack", None)
+        if callable(make_pack):
+            pack = make_pack()
+            if isinstance(pack, PrimitivePack):
+                self.install_primitive_pack(pack)
+                namespace = pack.namespace
+        self._kernel.selfref_namespace = namespace
+        self._kernel.invalidate()
+
+    def fork(self) -> PyRepl:
+        """A new, unstarted PyRepl with this one's settings, primitive packs and attached
+        ``self_reference``; its kernel is its own (nothing of this one's namespace is shared).
+
+        SelfReference forks give each child agent one. The caller owns the copy: close it.
+        """
+        settings, limits = self._kernel.settings, self._limits
+        clone = PyRepl(
+            self._cwd,
+            limits.execution_timeout,
+            limits.input_idle_timeout,
+            env=settings.env,
+            memory_limit_mb=settings.memory_limit_mb,
+            cpu_time_limit_s=settings.cpu_time_limit_s,
+            max_output_tokens=self._max_output_tokens,
+            interrupt_grace_seconds=limits.interrupt_grace,
+            pool=settings.pool,
+            log_dir=self._log_dir,
+            startup_timeout_seconds=settings.startup_timeout,
+            max_kernel_deaths=settings.max_deaths,
+            kernel_death_window_seconds=settings.death_window,
+            max_capture_chars=limits.max_capture_chars,
+        )
+        clone._kernel.packs.update(self._kernel.packs)
+        clone._kernel.selfref_namespace = self._kernel.selfref_namespace
+        clone._self_reference = self._self_reference
+        return clone
+
+    def __repr__(self) -> str:
+        closed = self._kernel.closed
+        state = "closed" if closed else "running" if self.is_running else "not started"
+        return f"<PyRepl {self._instance_id} {state} cwd={self._cwd!r}>"
+
+
+def _unspill(result: dict[str, Any], path: str) -> None:
+    """The full output could not be saved: do not point the model at a missing file."""
+    for stream in ("stdout", "stderr"):
+        result[stream] = result[stream].replace(
+            f"the full output is in {path}", "the full output could not be saved"
+        )
+    files = {k: v for k, v in (result.get("output_files") or {}).items() if v != path}
+    result["output_files"] = files or None

@@ -1,0 +1,163 @@
+"""Turn a :class:`CellOutcome` into the result dict of ``PyRepl.execute``.
+
+The dict is the seed's shape (``success``, ``stdout``, ``stderr``, ``return_value``, ``error``,
+``error_details``, ``execution_time_ms``, ``artifacts``) plus ``execution_count``, ``notice`` (a
+message about lost state) and ``output_files`` (where cut output was saved in full).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from ._capture import CHARS_PER_TOKEN, fit_stream, split_budget
+from ._exec import CellLimits, CellOutcome
+
+__all__ = ["ResultContext", "Spill", "build_result"]
+
+_NO_INPUT_HINT = (
+    "input() cannot be answered here: this execution has no event consumer to reply to "
+    "input requests. Put the values directly in the code instead."
+)
+
+
+@dataclass(frozen=True, slots=True)
+class ResultContext:
+    """What the result builder needs besides the outcome."""
+
+    limits: CellLimits
+    elapsed_ms: float
+    max_output_tokens: int
+    spill_paths: dict[str, str]
+    notice: str | None
+    input_enabled: bool
+    abort_reason: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Spill:
+    """A full output to write to ``path``."""
+
+    path: str
+    text: str
+
+
+def build_result(out: CellOutcome, ctx: ResultContext) -> tuple[dict[str, Any], list[Spill]]:
+    """Return the result dict and the spill files to write."""
+    budget = max(ctx.max_output_tokens, 1) * CHARS_PER_TOKEN
+    stdout_text, stderr_text = out.stdout.text(), out.stderr.text()
+    out_budget, err_budget = split_budget(len(stdout_text), len(stderr_text), budget)
+    stdout = fit_stream(
+        stdout_text, out_budget, tail_share=0.5, spill_path=ctx.spill_paths["stdout"]
+    )
+    stderr = fit_stream(
+        stderr_text, err_budget, tail_share=0.8, spill_path=ctx.spill_paths["stderr"]
+    )
+    spills = [
+        Spill(ctx.spill_paths[name], fitted.spill)
+        for name, fitted in (("stdout", stdout), ("stderr", stderr))
+        if fitted.spill is not None
+    ]
+    error, details = _error(out, ctx)
+    reply = out.reply or {}
+    success = out.verdict == "done" and error is None and reply.get("status", "ok") == "ok"
+    if success is False and error is None:
+        error = f"{reply.get('ename', 'Error')}: {reply.get('evalue', '')}"
+    result: dict[str, Any] = {
+        "success": success,
+        "stdout": stdout.text,
+        "stderr": stderr.text,
+        "return_value": _cap(out.return_value, budget // 4),
+        "error": error,
+        "error_details": details,
+        "execution_time_ms": round(ctx.elapsed_ms, 3),
+        "artifacts": out.artifacts,
+        "execution_count": reply.get("execution_count"),
+        "notice": ctx.notice,
+        "output_files": {s: p for s, p in ctx.spill_paths.items() if _spilled(spills, p)} or None,
+    }
+    return result, spills
+
+
+def _spilled(spills: list[Spill], path: str) -> bool:
+    return any(s.path == path for s in spills)
+
+
+def _cap(text: str | None, limit: int) -> str | None:
+    if text is None or len(text) <= limit:
+        return text
+    return text[:limit] + f"... [repr truncated: {len(text) - limit:,} more characters]"
+
+
+def _kernel_error(out: CellOutcome, ctx: ResultContext) -> tuple[str | None, dict[str, Any] | None]:
+    details = out.error_details
+    if details is None and out.error is None:
+        return None, None
+    if details is None or "summary" not in details:
+        assert out.error is not None
+        ename, evalue = out.error.get("ename", "Error"), out.error.get("evalue", "")
+        details = {"error_type": ename, "message": evalue, "line": None, "column": None,
+                   "snippet": None, "pointer": None, "summary": f"{ename}: {evalue}",
+                   "user_traceback": None}  # fmt: skip
+    error = str(details["summary"])
+    if str(details.get("error_type", "")).endswith("StdinNotImplementedError"):
+        hint = _NO_INPUT_HINT if not ctx.input_enabled else ""
+        error = f"{error}\n{hint}".rstrip()
+        details = {**details, "summary": error}
+    return error, details
+
+
+def _located(prefix: str, details: dict[str, Any] | None) -> str:
+    if not details or details.get("line") is None:
+        return prefix
+    where = f"\nIt was interrupted at line {details['line']}"
+    if details.get("function"):
+        where += f", in {details['function']}"
+    snippet = f":\n    {details['snippet']}" if details.get("snippet") else "."
+    return prefix + where + snippet
+
+
+def _error(out: CellOutcome, ctx: ResultContext) -> tuple[str | None, dict[str, Any] | None]:
+    limits = ctx.limits
+    if out.verdict == "done":
+        return _kernel_error(out, ctx)
+    if out.verdict == "died":
+        message = (
+            f"The Python kernel died while running this code ({out.death}). All variables and "
+            "imports were lost; the next execution starts in a fresh kernel."
+        )
+        return message, _synthetic("KernelDiedError", message)
+    if out.verdict == "timeout":
+        message = f"Execution timed out after {limits.execution_timeout:g} s of active time"
+        kind = "TimeoutError"
+    elif out.verdict == "input_timeout":
+        message = f"input() got no reply within {limits.input_idle_timeout:g} s"
+        kind = "InputTimeoutError"
+    else:
+        message = "Execution aborted" + (f" ({ctx.abort_reason})" if ctx.abort_reason else "")
+        kind = "AbortedError"
+    if not out.ran:
+        message += " before it started; variables and imports are kept."
+    elif out.recovered:
+        message += " and was interrupted; variables and imports are kept."
+    else:
+        message += (
+            f". The kernel did not stop within {limits.interrupt_grace:g} s of the interrupt and "
+            "was restarted: all variables and imports were lost."
+        )
+    message = _located(message, out.error_details)
+    return message, _synthetic(kind, message, out.error_details)
+
+
+def _synthetic(kind: str, message: str, located: dict[str, Any] | None = None) -> dict[str, Any]:
+    where = located or {}
+    return {
+        "error_type": kind,
+        "message": message,
+        "line": where.get("line"),
+        "column": where.get("column"),
+        "snippet": where.get("snippet"),
+        "pointer": where.get("pointer"),
+        "summary": message,
+        "user_traceback": where.get("user_traceback"),
+    }

@@ -1,0 +1,279 @@
+"""One kernel process: start it, talk to it, interrupt it, and destroy it without leaks.
+
+A session owns a private directory (mode 0700) holding the connection file, the IPC sockets,
+the kernel's temp dir, its IPython dir and its log. Destroying the session kills the kernel's
+process group (the kernel and whatever it spawned) and removes the directory.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import logging
+import os
+import shutil
+import sys
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import anyio
+import anyio.to_thread
+from jupyter_client.kernelspec import KernelSpec, KernelSpecManager
+from jupyter_client.manager import AsyncKernelManager
+
+from ...exceptions import KernelError
+from . import _reaper
+from ._env import kernel_environment
+
+__all__ = ["KernelSession", "SessionOptions"]
+
+logger = logging.getLogger("simplellmfunc.pyrepl")
+
+_IN_KERNEL = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_in_kernel")
+_ALIAS = "_simplellmfunc_kernel"
+# Imports the kernel-side modules (the ``_in_kernel`` folder) under an alias package whose __path__
+# is that folder, so the kernel never imports simplellmfunc itself (nor httpx, pydantic,
+# jupyter_client...).
+_LOADER_SOURCE = f"""
+import importlib, sys, types
+if {_ALIAS!r} not in sys.modules:
+    package = types.ModuleType({_ALIAS!r})
+    package.__path__ = [{_IN_KERNEL!r}]
+    sys.modules[{_ALIAS!r}] = package
+importlib.import_module({_ALIAS!r} + "._boot")
+"""
+# Run in a throwaway namespace so that no loader name lands among the user's variables.
+_LOADER = f"exec({_LOADER_SOURCE!r}, {{}})"
+_CONTROL = f"__import__({_ALIAS + '._boot'!r}, fromlist=['control']).control"
+_KERNEL_ARGS = ("--HistoryManager.enabled=False", "--IPKernelApp.capture_fd_output=True")
+_CLEANUP_BOUND = 10.0
+
+
+class _SpecManager(KernelSpecManager):
+    """Always the ipykernel of the running interpreter, whatever kernelspecs are installed."""
+
+    def get_kernel_spec(self, kernel_name: str) -> KernelSpec:
+        argv = [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"]
+        return KernelSpec(
+            argv=argv, display_name="Python", language="python", interrupt_mode="signal"
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class SessionOptions:
+    """How to start a kernel process."""
+
+    cwd: str
+    env: Mapping[str, str] | None = None
+    startup_timeout: float = 60.0
+
+
+def _make_private_dir() -> str:
+    path = _reaper.make_private_dir("slf-kernel-")
+    os.mkdir(os.path.join(path, "tmp"))
+    return path
+
+
+class KernelSession:
+    """A running kernel and its client; create with :meth:`start`."""
+
+    def __init__(self, km: Any, client: Any, private_dir: str) -> None:
+        self.km = km
+        self.client = client
+        self.private_dir = private_dir
+        self.pid: int = km.provisioner.pid
+        self.pgid: int | None = km.provisioner.pgid
+        self.fd_capture = False
+        self.closed = False
+
+    @classmethod
+    async def start(cls, options: SessionOptions) -> KernelSession:
+        """Start a kernel, wait until it answers and load the kernel-side bootstrap.
+
+        Raises:
+            KernelError: If the kernel does not start or answer within ``startup_timeout``.
+        """
+        private_dir = await anyio.to_thread.run_sync(_make_private_dir)
+        km = _manager(private_dir)
+        session: KernelSession | None = None
+        try:
+            log = await anyio.to_thread.run_sync(_open_log, private_dir)
+            try:
+                env = kernel_environment(private_dir, options.env)
+                await km.start_kernel(
+                    cwd=options.cwd, env=env, extra_arguments=list(_KERNEL_ARGS),
+                    stdout=log, stderr=log,
+                )  # fmt: skip
+            finally:
+                log.close()
+            client = km.client()
+            client.start_channels(hb=False, control=False)
+            session = cls(km, client, private_dir)
+            _reaper.register(_reaper.LiveKernel(session.pid, session.pgid, private_dir))
+            with anyio.fail_after(options.startup_timeout):
+                await client.wait_for_ready(timeout=options.startup_timeout)
+                info = await session.control("install", code=_LOADER)
+            session.fd_capture = bool(info.get("fd_capture"))
+            return session
+        except BaseException as exc:
+            tail = await _log_tail(private_dir)
+            if session is not None:
+                await session.destroy()
+            else:
+                await _destroy_unstarted(km, private_dir)
+            if isinstance(exc, TimeoutError):
+                why = f"it did not answer within {options.startup_timeout:g} s"
+                raise KernelError(f"the Python kernel failed to start: {why}{tail}") from exc
+            if isinstance(exc, Exception) and not isinstance(exc, KernelError):
+                raise KernelError(f"the Python kernel failed to start: {exc}{tail}") from exc
+            raise
+
+    async def request(
+        self, code: str, *, user_expressions: Mapping[str, str], timeout: float
+    ) -> dict[str, Any]:
+        """Run a silent execute request and return its reply content.
+
+        Raises:
+            KernelError: On timeout (the kernel is busy or gone).
+        """
+        msg_id = self.client.execute(
+            code, silent=True, store_history=False,
+            user_expressions=dict(user_expressions), allow_stdin=False,
+        )  # fmt: skip
+        return await self.reply(msg_id, timeout)
+
+    async def reply(self, msg_id: str, timeout: float) -> dict[str, Any]:
+        """Wait for the shell reply to ``msg_id`` (older replies are discarded).
+
+        Raises:
+            KernelError: If it does not arrive within ``timeout`` seconds.
+        """
+        with anyio.move_on_after(timeout):
+            while True:
+                msg = await self.client.get_shell_msg()
+                if msg["parent_header"].get("msg_id") == msg_id:
+                    return dict(msg["content"])
+        raise KernelError(f"the kernel did not reply within {timeout:g} s")
+
+    async def control(
+        self, op: str, *, code: str = "", timeout: float = 30.0, **fields: Any
+    ) -> Any:
+        """Call the kernel-side ``control`` with ``{"op": op, **fields}``; return its result.
+
+        Raises:
+            KernelError: If the kernel fails the command or does not answer.
+        """
+        request = json.dumps({"op": op, **fields})
+        expression = f"{_CONTROL}({request!r})"
+        content = await self.request(code, user_expressions={"r": expression}, timeout=timeout)
+        if content.get("status") != "ok":
+            raise KernelError(
+                f"kernel command {op!r} failed: {content.get('ename')}: {content.get('evalue')}"
+            )
+        value = content.get("user_expressions", {}).get("r", {})
+        if value.get("status") != "ok":
+            raise KernelError(
+                f"kernel command {op!r} failed: {value.get('ename')}: {value.get('evalue')}"
+            )
+        answer = json.loads(ast.literal_eval(value["data"]["text/plain"]))
+        if not answer.get("ok"):
+            raise KernelError(f"kernel command {op!r} failed: {answer.get('error')}")
+        return answer.get("result")
+
+    async def is_alive(self) -> bool:
+        """Whether the kernel process is still running."""
+        return not self.closed and bool(await self.km.is_alive())
+
+    async def exit_description(self) -> str:
+        """Describe how the kernel process ended (exit code or signal), plus its last log lines."""
+        code = await self.km.provisioner.poll() if self.km.provisioner else None
+        if code is None:
+            how = "it stopped responding"
+        elif code < 0:
+            how = f"killed by signal {_signal_name(-code)}"
+        else:
+            how = f"exit code {code}"
+        return how + await _log_tail(self.private_dir)
+
+    async def interrupt(self) -> None:
+        """Send SIGINT to the kernel's process group (KeyboardInterrupt in the running cell)."""
+        if not self.closed:
+            try:
+                await self.km.interrupt_kernel()
+            except (
+                Exception
+            ) as exc:  # boundary: a dead kernel cannot be interrupted; death is handled
+                logger.debug("interrupting the kernel failed: %r", exc)
+
+    async def destroy(self) -> None:
+        """Kill the kernel's process group and remove every file; idempotent, never raises.
+
+        Runs shielded with a bound so that a cancelled caller still leaves nothing behind.
+        """
+        if self.closed:
+            return
+        self.closed = True
+        with anyio.CancelScope(shield=True), anyio.move_on_after(_CLEANUP_BOUND):
+            try:
+                self.client.stop_channels()
+                await self.km.shutdown_kernel(now=True)
+            except Exception as exc:  # boundary: fall back to killing the group ourselves
+                logger.debug("kernel shutdown failed, killing its process group: %r", exc)
+            _reaper.kill_group(self.pgid, self.pid)
+            await anyio.to_thread.run_sync(shutil.rmtree, self.private_dir, True)
+        _reaper.unregister(self.pid)
+
+
+def _manager(private_dir: str) -> Any:
+    options: dict[str, Any] = {
+        "kernel_spec_manager": _SpecManager(),
+        "kernel_name": "python3",
+        "connection_file": os.path.join(private_dir, "kernel.json"),
+    }
+    if os.name == "posix":
+        # Unix sockets in the private directory: no TCP ports to race for or to expose.
+        options.update(transport="ipc", ip=os.path.join(private_dir, "ipc"))
+    return AsyncKernelManager(**options)
+
+
+def _open_log(private_dir: str) -> Any:
+    return open(os.path.join(private_dir, "kernel.log"), "ab")
+
+
+async def _log_tail(private_dir: str, lines: int = 15) -> str:
+    def read() -> str:
+        try:
+            with open(os.path.join(private_dir, "kernel.log"), "rb") as handle:
+                handle.seek(max(0, os.fstat(handle.fileno()).st_size - 8192))
+                text = handle.read().decode("utf-8", errors="replace")
+        except OSError:
+            return ""
+        kept = [line for line in text.splitlines() if line.strip()][-lines:]
+        return ("\nkernel log (last lines):\n" + "\n".join(kept)) if kept else ""
+
+    text = ""
+    with anyio.CancelScope(shield=True):
+        text = await anyio.to_thread.run_sync(read)
+    return text
+
+
+async def _destroy_unstarted(km: Any, private_dir: str) -> None:
+    with anyio.CancelScope(shield=True), anyio.move_on_after(_CLEANUP_BOUND):
+        try:
+            if km.has_kernel:
+                await km.shutdown_kernel(now=True)
+            else:
+                await km.cleanup_resources()
+        except Exception as exc:  # boundary: best effort, the directory goes anyway
+            logger.debug("cleaning up an unstarted kernel failed: %r", exc)
+        await anyio.to_thread.run_sync(shutil.rmtree, private_dir, True)
+
+
+def _signal_name(number: int) -> str:
+    import signal
+
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        return str(number)

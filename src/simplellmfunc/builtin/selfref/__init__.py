@@ -1,0 +1,33 @@
+"""``SelfReference``: durable, agent-editable memory per key — history, experiences, compaction
+summaries and forks (child agents) — bound to ``@llm_chat`` turns and reachable from PyRepl
+kernels.
+
+How the pieces fit (imports point down; each module's docstring says more)::
+
+    SelfReference (_reference)  = MemoryBank + memory[...] + run_hook() + as_primitive_pack()
+      ├─ _primitives   the ``selfref`` PrimitivePack: kernel code → memory, context, forks
+      ├─ _hook         SelfReferenceHook: a turn's start, merges of pending edits, end
+      ├─ _turn         the running turn (a context variable) and the key primitives act on
+      ├─ _forks        ForkManager: spawn, limits, gather, cancel; _child: a child agent on
+      │                the engine (the one module that drives it)
+      ├─ _handle       MemoryHandle / MemoryMap: ``memory["key"]``
+      └─ _bank         MemoryBank: cached per-key state, pending edits, experiences, compaction
+           ├─ _store   KeyState and the state stores (memory, SQLite)
+           ├─ _history validating histories;  _summary  the compaction summary text
+"""
+
+from ._bank import MemoryBank
+from ._handle import MemoryHandle, MemoryMap
+from ._reference import SelfReference
+from ._store import KeyState, MemoryStateStore, SQLiteStateStore, StateStore
+
+__all__ = [
+    "KeyState",
+    "MemoryBank",
+    "MemoryHandle",
+    "MemoryMap",
+    "MemoryStateStore",
+    "SQLiteStateStore",
+    "SelfReference",
+    "StateStore",
+]

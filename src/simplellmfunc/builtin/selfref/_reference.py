@@ -1,0 +1,83 @@
+"""SelfReference: durable, agent-editable memory per key (history, experiences, summaries), bound
+to ``@llm_chat`` turns by a run hook and to PyRepl kernels by a primitive pack.
+
+The class is the top of the package: a :class:`~._bank.MemoryBank` (state, store, pending edits)
+plus the parts that use it — ``memory[...]`` handles (``_handle``), the run hook (``_hook``, which
+runs forks through ``_forks``) and the kernel primitives (``_primitives``). Those parts know the
+bank only, so nothing imports this module back. They are imported on first use: the hook, the
+turn and the primitives pull in the engine, which a script that only reads or edits memory does
+not need.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from ._bank import MemoryBank, check_fork_limits
+from ._handle import MemoryMap
+from ._store import MemoryStateStore, SQLiteStateStore, StateStore
+
+if TYPE_CHECKING:
+    from ...engine import RunHook
+    from ..pyrepl import PrimitivePack
+
+__all__ = ["SelfReference"]
+
+
+class SelfReference(MemoryBank):
+    """Agent memory keyed by name: history, experiences, summary checkpoints, fork handles.
+
+    Args:
+        path: A SQLite file to persist to (created if missing); ``None`` keeps state in memory.
+        store: An explicit store (overrides ``path``).
+        max_fork_depth: How deep forks may nest (a root agent is depth 0, its forks depth 1);
+            a spawn beyond it is refused.
+        max_concurrent_forks: Forks of one turn that run at once; further spawns are queued.
+
+    Raises:
+        ConfigError: If the database cannot be opened.
+        UserError: For a negative depth or a concurrency below 1.
+    """
+
+    def __init__(
+        self,
+        path: str | Path | None = None,
+        *,
+        store: StateStore | None = None,
+        max_fork_depth: int = 2,
+        max_concurrent_forks: int = 4,
+    ) -> None:
+        check_fork_limits(max_fork_depth, max_concurrent_forks)  # before a database is opened
+        if store is None:
+            store = SQLiteStateStore(path) if path is not None else MemoryStateStore()
+        super().__init__(
+            store, max_fork_depth=max_fork_depth, max_concurrent_forks=max_concurrent_forks
+        )
+        self.memory = MemoryMap(self)
+
+    def run_hook(self, key: str) -> RunHook:
+        """Return the run hook binding an ``@llm_chat`` turn to ``key``."""
+        from ._hook import SelfReferenceHook
+
+        return SelfReferenceHook(self, key)
+
+    def as_primitive_pack(self) -> PrimitivePack:
+        """The ``selfref`` primitive pack that exposes this memory inside a PyRepl kernel."""
+        from ._primitives import selfref_pack
+
+        return selfref_pack(self, backend=self)
+
+    def active_key(self, key: str | None = None) -> str:
+        """``key``, or the key of the turn whose tool call is running in this context (else the
+        most recently started turn that is still running).
+
+        Raises:
+            UserError: If no key is given and no bound turn is running.
+        """
+        from ._turn import active_key
+
+        return active_key(self, key)
+
+    def __repr__(self) -> str:
+        return f"SelfReference(store={type(self._store).__name__})"

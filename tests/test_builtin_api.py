@@ -1,0 +1,86 @@
+"""The public surface of ``simplellmfunc.builtin`` and its sub-packages, and import costs."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import simplellmfunc.builtin
+import simplellmfunc.builtin.files
+import simplellmfunc.builtin.pyrepl
+import simplellmfunc.builtin.selfref
+
+SURFACES = {
+    simplellmfunc.builtin: {
+        "FileToolset",
+        "KernelPool",
+        "PrimitivePack",
+        "PyRepl",
+        "SelfReference",
+    },
+    simplellmfunc.builtin.files: {"FileToolset", "GrepLimits", "ReadLimits"},
+    simplellmfunc.builtin.pyrepl: {
+        "ExecuteCodeTool",
+        "KernelPool",
+        "ListVariablesTool",
+        "Primitive",
+        "PrimitivePack",
+        "PyRepl",
+        "ReplBackend",
+        "ReplTool",
+        "ResetReplTool",
+        "fork_repl_tools",
+        "render_execution",
+    },
+    simplellmfunc.builtin.selfref: {
+        "KeyState",
+        "MemoryBank",
+        "MemoryHandle",
+        "MemoryMap",
+        "MemoryStateStore",
+        "SQLiteStateStore",
+        "SelfReference",
+        "StateStore",
+    },
+}
+
+
+@pytest.mark.parametrize("module", list(SURFACES), ids=lambda m: m.__name__)
+def test_surface_is_pinned_sorted_and_resolvable(module: object) -> None:
+    names = list(module.__all__)  # type: ignore[attr-defined]
+    assert set(names) == SURFACES[module]  # type: ignore[index]
+    assert names == sorted(
+        names, key=lambda n: (0 if n.isupper() else 1 if n[0].isupper() else 2, n)
+    )
+    for name in names:
+        assert getattr(module, name) is not None
+
+
+def test_one_class_behind_every_path() -> None:
+    from simplellmfunc import FileToolset, PyRepl, SelfReference
+    from simplellmfunc.builtin import files, pyrepl, selfref
+
+    assert simplellmfunc.builtin.PyRepl is pyrepl.PyRepl is PyRepl
+    assert simplellmfunc.builtin.KernelPool is pyrepl.KernelPool
+    assert simplellmfunc.builtin.PrimitivePack is pyrepl.PrimitivePack
+    assert simplellmfunc.builtin.SelfReference is selfref.SelfReference is SelfReference
+    assert simplellmfunc.builtin.FileToolset is files.FileToolset is FileToolset
+
+
+@pytest.mark.parametrize(
+    "code",
+    [
+        "from simplellmfunc.builtin import SelfReference; SelfReference().run_hook('k')",
+        "from simplellmfunc.builtin import FileToolset, PrimitivePack",
+        "from simplellmfunc.builtin.pyrepl import fork_repl_tools",
+    ],
+)
+def test_only_pyrepl_pulls_in_jupyter_client(code: str, tmp_path: Path) -> None:
+    probe = f"import sys\n{code}\nprint('jupyter_client' in sys.modules)"
+    result = subprocess.run(
+        [sys.executable, "-c", probe], cwd=tmp_path, capture_output=True, text=True, check=True
+    )
+    assert result.stdout.strip() == "False"
