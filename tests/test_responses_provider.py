@@ -47,7 +47,7 @@ from simplellmfunc.providers import (
 )
 from simplellmfunc.providers._assembly import parse_arguments
 from simplellmfunc.providers._responses import OpenAIResponsesCompatible
-from simplellmfunc.providers._responses_wire import ITEM_ORDER
+from simplellmfunc.providers._responses._wire import ITEM_ORDER
 from simplellmfunc.testing import MockLLMServer, Reply, ToolCallSpec
 from simplellmfunc.types import history_from_dicts
 

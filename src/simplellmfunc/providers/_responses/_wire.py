@@ -24,11 +24,18 @@ from dataclasses import replace
 from types import MappingProxyType
 from typing import Any, Final, TypeAlias
 
-from .._content import ContentPart, ImgPath, Text
-from .._messages import AssistantMessage, Message, SystemMessage, ToolCall, ToolMessage, UserMessage
-from .._usage import Usage
-from ..exceptions import StreamError
-from ._base import (
+from ..._content import ContentPart, ImgPath, Text
+from ..._messages import (
+    AssistantMessage,
+    Message,
+    SystemMessage,
+    ToolCall,
+    ToolMessage,
+    UserMessage,
+)
+from ..._usage import Usage
+from ...exceptions import StreamError
+from .._base import (
     Capabilities,
     LLMRequest,
     LLMResponse,
@@ -37,8 +44,8 @@ from ._base import (
     TextDelta,
     ToolCallDelta,
 )
-from ._openai_wire import stream_error
-from ._sse import SSEDecoder
+from .._openai._wire import stream_error
+from .._sse import SSEDecoder
 
 __all__ = [
     "ITEM_ORDER",

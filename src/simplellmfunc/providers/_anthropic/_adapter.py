@@ -8,11 +8,9 @@ from collections.abc import AsyncGenerator, Mapping, Sequence
 from contextlib import aclosing
 from typing import Any, ClassVar, Final
 
-from .._messages import Message
-from ..exceptions import ProviderError
-from ._anthropic_stream import MessagesStream, error_event, request_id
-from ._anthropic_wire import build_messages_body, parse_messages_response, wire_messages
-from ._base import (
+from ..._messages import Message
+from ...exceptions import ProviderError
+from .._base import (
     Capabilities,
     FinishEvent,
     LLMRequest,
@@ -20,8 +18,10 @@ from ._base import (
     StreamEvent,
     UsageEvent,
 )
-from ._http_interface import HTTPInterface
-from ._keys import APIKeyPool
+from .._http_interface import HTTPInterface
+from .._keys import APIKeyPool
+from ._parser import MessagesStream, error_event, request_id
+from ._wire import build_messages_body, parse_messages_response, wire_messages
 
 __all__ = ["AnthropicCompatible"]
 

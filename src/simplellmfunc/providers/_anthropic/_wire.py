@@ -16,11 +16,11 @@ from types import MappingProxyType
 from typing import Any, Final
 from urllib.parse import unquote_to_bytes
 
-from .._content import ImgPath, ImgUrl, Text
-from .._messages import AssistantMessage, Message, SystemMessage, ToolCall, ToolMessage
-from .._usage import Usage
-from ._assembly import parse_arguments
-from ._base import Capabilities, LLMRequest, LLMResponse, ToolSpec
+from ..._content import ImgPath, ImgUrl, Text
+from ..._messages import AssistantMessage, Message, SystemMessage, ToolCall, ToolMessage
+from ..._usage import Usage
+from .._assembly import parse_arguments
+from .._base import Capabilities, LLMRequest, LLMResponse, ToolSpec
 
 __all__ = [
     "REASONING_BLOCKS",

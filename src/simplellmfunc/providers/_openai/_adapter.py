@@ -9,21 +9,21 @@ from typing import Any, Protocol, cast
 import anyio
 import httpx
 
-from ..exceptions import (
+from ...exceptions import (
     ProviderError,
     ProviderTimeoutError,
     StreamError,
 )
-from ._base import (
+from .._base import (
     FinishEvent,
     LLMRequest,
     LLMResponse,
     StreamEvent,
     UsageEvent,
 )
-from ._http import next_chunk, read_timeout
-from ._http_interface import HTTPInterface
-from ._openai_wire import ChatStreamParser, build_chat_body, parse_chat_response, stream_error
+from .._http import next_chunk, read_timeout
+from .._http_interface import HTTPInterface
+from ._wire import ChatStreamParser, build_chat_body, parse_chat_response, stream_error
 
 __all__ = ["OpenAICompatible"]
 

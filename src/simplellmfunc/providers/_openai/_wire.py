@@ -7,11 +7,11 @@ import uuid
 from collections.abc import Mapping
 from typing import Any
 
-from .._messages import AssistantMessage, Message, ToolCall, ToolMessage, UserMessage
-from .._usage import Usage
-from ..exceptions import StreamError
-from ._assembly import ToolCallAssembler
-from ._base import (
+from ..._messages import AssistantMessage, Message, ToolCall, ToolMessage, UserMessage
+from ..._usage import Usage
+from ...exceptions import StreamError
+from .._assembly import ToolCallAssembler
+from .._base import (
     Capabilities,
     LLMRequest,
     LLMResponse,
@@ -19,7 +19,7 @@ from ._base import (
     StreamEvent,
     TextDelta,
 )
-from ._sse import ServerSentEvent, SSEDecoder
+from .._sse import ServerSentEvent, SSEDecoder
 
 __all__ = [
     "ChatStreamParser",

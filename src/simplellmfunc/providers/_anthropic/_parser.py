@@ -19,12 +19,12 @@ from typing import Any, Final, cast
 import anyio
 import httpx
 
-from .._messages import AssistantMessage, ToolCall
-from .._usage import Usage
-from ..exceptions import ProviderTimeoutError, StreamError
-from ._anthropic_wire import finish_reason, mark_truncated, reasoning_detail, usage_from_anthropic
-from ._base import LLMResponse, ReasoningDelta, StreamEvent, TextDelta, ToolCallDelta
-from ._sse import SSEDecoder
+from ..._messages import AssistantMessage, ToolCall
+from ..._usage import Usage
+from ...exceptions import ProviderTimeoutError, StreamError
+from .._base import LLMResponse, ReasoningDelta, StreamEvent, TextDelta, ToolCallDelta
+from .._sse import SSEDecoder
+from ._wire import finish_reason, mark_truncated, reasoning_detail, usage_from_anthropic
 
 __all__ = ["MessagesStream", "error_event", "request_id"]
 

@@ -6,19 +6,19 @@ import json
 from collections.abc import AsyncGenerator
 from typing import Any, Final
 
-from ..exceptions import ProviderError
-from ._base import (
+from ...exceptions import ProviderError
+from .._base import (
     FinishEvent,
     LLMRequest,
     LLMResponse,
     StreamEvent,
     UsageEvent,
 )
-from ._http import read_timeout
-from ._http_interface import HTTPInterface
-from ._openai import _body_chunks, _next_events
-from ._openai_wire import stream_error
-from ._responses_wire import (
+from .._http import read_timeout
+from .._http_interface import HTTPInterface
+from .._openai._adapter import _body_chunks, _next_events
+from .._openai._wire import stream_error
+from ._wire import (
     ResponsesStreamParser,
     build_responses_body,
     failure_message,
