@@ -1,9 +1,10 @@
-"""HTTPInterface: what every HTTP provider shares (settings, keys, rate limit, lifecycle, usage
-estimates, loading from provider.json and the environment). Adapters add the wire format."""
+"""HTTPInterface: what every HTTP provider shares (settings, keys, rate limit, lifecycle, the
+``complete`` and ``stream`` calls, usage estimates, loading from provider.json and the
+environment). Adapters add the wire format: a request body, a reply parser and a stream parser."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import AsyncGenerator, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any, ClassVar, Self
@@ -12,12 +13,22 @@ import anyio.to_thread
 import httpx
 
 from .._usage import Usage
-from ._base import Capabilities, LLMInterface, LLMRequest, LLMResponse
-from ._http import HTTPSettings, HTTPTransport
+from ..exceptions import ProviderError
+from ._base import (
+    Capabilities,
+    FinishEvent,
+    LLMInterface,
+    LLMRequest,
+    LLMResponse,
+    StreamEvent,
+    UsageEvent,
+)
+from ._http import HTTPSettings, HTTPTransport, read_timeout
 from ._keys import APIKeyPool
 from ._ratelimit import TokenBucket
 from ._redact import fingerprint
 from ._retry import RetryPolicy
+from ._stream import StreamParser, body_chunks, next_events
 from ._tokens import count_message_tokens, count_text_tokens
 
 __all__ = ["HTTPInterface"]
@@ -25,6 +36,11 @@ __all__ = ["HTTPInterface"]
 
 class HTTPInterface(LLMInterface):
     """Base of the HTTP providers; one ``httpx.AsyncClient`` per interface.
+
+    :meth:`complete` and :meth:`stream` are written once, here; an adapter sets
+    :attr:`endpoint_path` and implements :meth:`_body` (the request), :meth:`_parse_reply` (a
+    non-streamed reply) and :meth:`_stream_parser` (its wire events, see
+    :class:`~simplellmfunc.providers._stream.StreamParser`).
 
     Args:
         api_key_pool: An :class:`APIKeyPool`, one key or a list of keys (``None``: no auth).
@@ -55,6 +71,10 @@ class HTTPInterface(LLMInterface):
     default_provider_name: ClassVar[str] = "openai"
     default_capabilities: ClassVar[Capabilities] = Capabilities()
     env_prefix: ClassVar[str] = "OPENAI"
+    #: The endpoint below ``base_url`` that :meth:`complete` and :meth:`stream` POST to.
+    endpoint_path: ClassVar[str] = ""
+    #: Response headers that carry the provider's request id, in order of preference.
+    request_id_headers: ClassVar[tuple[str, ...]] = ("x-request-id",)
 
     def __init__(
         self,
@@ -121,6 +141,90 @@ class HTTPInterface(LLMInterface):
     async def aclose(self) -> None:
         """Close the HTTP client."""
         await self._http.aclose()
+
+    # -- the wire format: what an adapter implements ----------------------------------------------
+
+    def _body(self, request: LLMRequest, stream: bool) -> dict[str, Any]:
+        """The JSON body of a call."""
+        raise NotImplementedError(f"{type(self).__name__} must implement _body")
+
+    def _parse_reply(self, data: dict[str, Any], request_id: str | None) -> LLMResponse:
+        """A non-streamed reply (``usage.calls == 0`` when the server reported none).
+
+        Raises:
+            ProviderError: (a subclass) when ``data`` is an error or not a reply.
+        """
+        raise NotImplementedError(f"{type(self).__name__} must implement _parse_reply")
+
+    def _stream_parser(self, request_id: str | None) -> StreamParser:
+        """A parser for the events of one streamed reply."""
+        raise NotImplementedError(f"{type(self).__name__} must implement _stream_parser")
+
+    def _retry_refused(self, error: ProviderError, body: Mapping[str, Any]) -> bool:
+        """Whether to send a stream request again after the server refused ``body`` with
+        ``error`` (before any event). An adapter that says yes changes what :meth:`_body`
+        sends next; by default a refusal is final."""
+        return False
+
+    def _request_id(self, headers: httpx.Headers) -> str | None:
+        for name in self.request_id_headers:
+            if value := headers.get(name):
+                return str(value)
+        return None
+
+    # -- the calls ---------------------------------------------------------------------------------
+
+    async def complete(self, request: LLMRequest) -> LLMResponse:
+        """Run the request without streaming.
+
+        Raises:
+            ProviderError: (a subclass) when the call fails after retries, or the reply is an
+                error (a :class:`StreamError` for an error object in a 200 response).
+        """
+        deadline = self._http.deadline(request.timeout)
+        body = self._body(request, False)
+        data, headers = await self._http.post_json(self.endpoint_path, body, deadline)
+        response = self._parse_reply(data, self._request_id(headers))
+        if response.usage.calls == 0:
+            response = await self._with_estimate(request, response)
+        return response
+
+    async def stream(self, request: LLMRequest) -> AsyncGenerator[StreamEvent, None]:
+        """Run the request streaming (SSE); the last event is a :class:`FinishEvent`, after a
+        :class:`UsageEvent` when the server reported usage (else usage is counted locally).
+
+        Raises:
+            ProviderTimeoutError: When the call's deadline passes, streaming included.
+            StreamError: When the stream breaks (retryable), carries an error event, a
+                malformed event, or ends before the reply is complete.
+            ProviderError: (a subclass) when the call fails; never retried after the response
+                headers arrived.
+        """
+        deadline = self._http.deadline(request.timeout)
+        while True:
+            body, opened = self._body(request, True), False
+            try:
+                async with self._http.open(self.endpoint_path, body, deadline) as response:
+                    opened = True
+                    parser = self._stream_parser(self._request_id(response.headers))
+                    chunks, limit = body_chunks(response), read_timeout(response)
+                    try:
+                        while events := await next_events(chunks, parser, deadline, limit):
+                            for event in events:
+                                yield event
+                    finally:
+                        await chunks.aclose()
+                    final = parser.response()
+                break
+            except ProviderError as error:
+                if opened or not self._retry_refused(error, body):
+                    raise
+        # The connection and the key are back in their pools before the last events.
+        if final.usage.calls == 0:
+            final = await self._with_estimate(request, final)
+        else:
+            yield UsageEvent(final.usage)
+        yield FinishEvent(final)
 
     async def _with_estimate(self, request: LLMRequest, response: LLMResponse) -> LLMResponse:
         """Count usage locally (the server reported none), in a worker thread: tiktoken's first

@@ -4,24 +4,16 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import AsyncGenerator, Mapping, Sequence
-from contextlib import aclosing
+from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar, Final
 
 from ..._messages import Message
 from ...exceptions import ProviderError
-from .._base import (
-    Capabilities,
-    FinishEvent,
-    LLMRequest,
-    LLMResponse,
-    StreamEvent,
-    UsageEvent,
-)
+from .._base import Capabilities, LLMRequest, LLMResponse
 from .._http_interface import HTTPInterface
 from .._keys import APIKeyPool
-from ._parser import MessagesStream, error_event, request_id
-from ._wire import build_messages_body, parse_messages_response, wire_messages
+from ._parser import MessagesStreamParser
+from ._wire import build_messages_body, error_event, parse_messages_response, wire_messages
 
 __all__ = ["AnthropicCompatible"]
 
@@ -69,6 +61,8 @@ class AnthropicCompatible(HTTPInterface):
     default_provider_name: ClassVar[str] = "anthropic"
     default_capabilities: ClassVar[Capabilities] = DEFAULT_CAPABILITIES
     env_prefix: ClassVar[str] = "ANTHROPIC"
+    endpoint_path: ClassVar[str] = "/messages"
+    request_id_headers: ClassVar[tuple[str, ...]] = ("request-id", "x-request-id")
 
     def __init__(
         self,
@@ -101,50 +95,22 @@ class AnthropicCompatible(HTTPInterface):
             defaults=self.default_params,
         )
 
-    async def complete(self, request: LLMRequest) -> LLMResponse:
-        """Run the request without streaming.
-
-        Raises:
-            ProviderError: (a subclass) when the call fails after retries.
-        """
-        deadline = self._http.deadline(request.timeout)
-        data, headers = await self._http.post_json(
-            "/messages", self._body(request, False), deadline
-        )
-        rid = request_id(headers)
+    def _parse_reply(self, data: dict[str, Any], request_id: str | None) -> LLMResponse:
         if data.get("type") == "error":
-            raise error_event(self.provider_name, data, rid)
-        response = parse_messages_response(data, self.provider_name, rid)
+            raise error_event(self.provider_name, data, request_id)
+        response = parse_messages_response(data, self.provider_name, request_id)
         if response is None:
             raise ProviderError(
                 f"{self.provider_name}: response has no content",
                 status=200,
-                request_id=rid,
+                request_id=request_id,
                 body_excerpt=json.dumps(data)[:300],
                 provider=self.provider_name,
             )
-        if response.usage.calls == 0:
-            response = await self._with_estimate(request, response)
         return response
 
-    async def stream(self, request: LLMRequest) -> AsyncGenerator[StreamEvent, None]:
-        """Run the request streaming (SSE); the last event is a :class:`FinishEvent`.
-
-        Raises:
-            ProviderError: (a subclass) when the call fails; never retried after the first event.
-        """
-        deadline = self._http.deadline(request.timeout)
-        async with self._http.open("/messages", self._body(request, True), deadline) as response:
-            state = MessagesStream(self.provider_name, request_id(response.headers))
-            async with aclosing(state.events(response, deadline)) as events:
-                async for event in events:
-                    yield event
-        final = state.response()
-        if final.usage.calls == 0:
-            final = await self._with_estimate(request, final)
-        else:
-            yield UsageEvent(final.usage)
-        yield FinishEvent(final)
+    def _stream_parser(self, request_id: str | None) -> MessagesStreamParser:
+        return MessagesStreamParser(self.provider_name, request_id)
 
     async def count_tokens(self, messages: Sequence[Message]) -> int:
         """Count prompt tokens with ``POST /messages/count_tokens`` when the server offers it.

@@ -11,94 +11,24 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import AsyncGenerator, AsyncIterator, Mapping
-from contextlib import aclosing
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Final, cast
-
-import anyio
-import httpx
+from typing import Any
 
 from ..._messages import AssistantMessage, ToolCall
 from ..._usage import Usage
-from ...exceptions import ProviderTimeoutError, StreamError
 from .._base import LLMResponse, ReasoningDelta, StreamEvent, TextDelta, ToolCallDelta
 from .._sse import SSEDecoder
-from ._wire import finish_reason, mark_truncated, reasoning_detail, usage_from_anthropic
+from .._stream import stream_error
+from ._wire import (
+    error_event,
+    finish_reason,
+    mark_truncated,
+    reasoning_detail,
+    usage_from_anthropic,
+)
 
-__all__ = ["MessagesStream", "error_event", "request_id"]
-
-_DRAIN_SECONDS: Final = 1.0
-_RETRYABLE_ERRORS: Final = frozenset({"overloaded_error", "api_error", "rate_limit_error"})
-
-
-def request_id(headers: httpx.Headers) -> str | None:
-    """The request id of a response (Anthropic sends ``request-id``)."""
-    value: str | None = headers.get("request-id") or headers.get("x-request-id")
-    return value
-
-
-def _stream_error(
-    provider: str, message: str, request_id: str | None, *, retryable: bool = False
-) -> StreamError:
-    return StreamError(
-        f"{provider}: {message}",
-        status=200,
-        request_id=request_id,
-        retryable=retryable,
-        provider=provider,
-    )
-
-
-def error_event(provider: str, payload: Mapping[str, Any], request_id: str | None) -> StreamError:
-    """The error for a ``{"type": "error", "error": {...}}`` object sent after a 200.
-
-    ``overloaded_error``, ``api_error`` and ``rate_limit_error`` are marked retryable: the same
-    request may succeed later (the stream itself is never retried).
-    """
-    error = payload.get("error")
-    error = error if isinstance(error, dict) else {}
-    kind = str(error.get("type") or "error")
-    message = f"error after 200: {kind}: {str(error.get('message') or '')[:300]}"
-    return _stream_error(provider, message, request_id, retryable=kind in _RETRYABLE_ERRORS)
-
-
-async def _read_chunks(
-    provider: str, response: httpx.Response, deadline: float
-) -> AsyncGenerator[bytes, None]:
-    """Decoded body chunks, each read under what is left of the call's deadline."""
-    # httpx types it as an AsyncIterator, but it is an async generator: close it here, or the
-    # loop's finalizer hook closes it later in a task of its own.
-    body = cast("AsyncGenerator[bytes, None]", response.aiter_bytes())
-    async with aclosing(body) as iterator:
-        while True:
-            try:
-                with anyio.fail_after(max(deadline - anyio.current_time(), 0)):
-                    chunk = await anext(iterator)
-            except StopAsyncIteration:
-                return
-            except TimeoutError:
-                raise ProviderTimeoutError(
-                    f"{provider}: call deadline passed while streaming",
-                    status=200,
-                    request_id=request_id(response.headers),
-                    provider=provider,
-                ) from None
-            except httpx.HTTPError as exc:
-                # The response had arrived: a broken stream, which a new call may not hit.
-                message = f"stream broken: {type(exc).__name__}"
-                raise _stream_error(
-                    provider, message, request_id(response.headers), retryable=True
-                ) from exc
-            yield chunk
-
-
-async def _drain(chunks: AsyncIterator[bytes], deadline: float) -> None:
-    """Read what follows ``message_stop`` (the end of the chunked body), so the connection goes
-    back to the pool; a server that keeps talking gets a short grace period."""
-    with anyio.move_on_after(min(_DRAIN_SECONDS, max(deadline - anyio.current_time(), 0))):
-        async for _ in chunks:
-            pass
+__all__ = ["MessagesStreamParser"]
 
 
 @dataclass(slots=True)
@@ -112,10 +42,12 @@ class _Block:
     signature: str = ""
 
 
-class MessagesStream:
+class MessagesStreamParser:
     """Turns the Messages SSE stream of one response into stream events, then the reply.
 
-    Iterate :meth:`events` over the open response, then call :meth:`response`.
+    Args:
+        provider: Label for errors.
+        request_id: The provider's request id, for errors.
     """
 
     def __init__(self, provider: str, request_id: str | None) -> None:
@@ -125,28 +57,22 @@ class MessagesStream:
         self.usage: dict[str, Any] = {}
         self.stop_reason: str | None = None
         self.model = ""
-        self.stopped = False
+        self.done = False  # message_stop arrived: anything after it is ignored
         self.calls = 0
+        self.decoder = SSEDecoder()
 
-    async def events(
-        self, response: httpx.Response, deadline: float
-    ) -> AsyncGenerator[StreamEvent, None]:
-        """The stream events of ``response``, until ``message_stop`` or the end of the body.
+    def feed_bytes(self, chunk: bytes) -> list[StreamEvent]:
+        """The stream events completed by a chunk of the response body (any split).
 
         Raises:
-            StreamError: For an error event, a malformed event or a broken connection.
-            ProviderTimeoutError: When the deadline passes while streaming.
+            StreamError: As :meth:`feed`.
         """
-        decoder = SSEDecoder()
-        async with aclosing(_read_chunks(self.provider, response, deadline)) as chunks:
-            async for chunk in chunks:
-                for sse in decoder.feed(chunk):
-                    for event in self.feed(sse.event, sse.data):
-                        yield event
-                if self.stopped:
-                    break
-            if self.stopped:
-                await _drain(chunks, deadline)
+        out: list[StreamEvent] = []
+        for sse in self.decoder.feed(chunk):
+            if self.done:
+                break
+            out += self.feed(sse.event, sse.data)
+        return out
 
     def feed(self, event: str, data: str) -> list[StreamEvent]:
         """Handle one SSE event. ``content_block_stop`` needs nothing (a block is whole when the
@@ -169,7 +95,7 @@ class MessagesStream:
             self.stop_reason = (payload.get("delta") or {}).get("stop_reason") or self.stop_reason
             self.usage.update(payload.get("usage") or {})
         elif kind == "message_stop":
-            self.stopped = True
+            self.done = True
         elif kind == "error":
             raise error_event(self.provider, payload, self.request_id)
         return []
@@ -179,10 +105,10 @@ class MessagesStream:
             payload = json.loads(data)
         except ValueError:
             message = f"malformed stream event: {data[:120]!r}"
-            raise _stream_error(self.provider, message, self.request_id) from None
+            raise stream_error(self.provider, message, self.request_id) from None
         if not isinstance(payload, dict):
             message = f"stream event is not an object: {data[:120]!r}"
-            raise _stream_error(self.provider, message, self.request_id)
+            raise stream_error(self.provider, message, self.request_id)
         if event == "error":
             raise error_event(self.provider, payload, self.request_id)
         return payload
@@ -190,7 +116,7 @@ class MessagesStream:
     def _start(self, payload: Mapping[str, Any]) -> list[StreamEvent]:
         start = payload.get("content_block")
         if not isinstance(start, dict):
-            raise _stream_error(
+            raise stream_error(
                 self.provider, "content_block_start without a block", self.request_id
             )
         block = _Block(str(start.get("type")), start)
@@ -215,7 +141,7 @@ class MessagesStream:
         kind = delta.get("type")
         if block is None:
             if kind != "text_delta":
-                raise _stream_error(
+                raise stream_error(
                     self.provider, f"delta for unknown block {index}", self.request_id
                 )
             block = self.blocks[index] = _Block("text", {"type": "text"})  # lenient: no start
@@ -247,9 +173,9 @@ class MessagesStream:
         Raises:
             StreamError: When the stream ended before the reply was complete.
         """
-        if not self.stopped and self.stop_reason is None:
+        if not self.done and self.stop_reason is None:
             message = "stream ended before the reply was complete"
-            raise _stream_error(self.provider, message, self.request_id, retryable=True)
+            raise stream_error(self.provider, message, self.request_id, retryable=True)
         finish = finish_reason(self.stop_reason)
         texts: list[str] = []
         calls: list[ToolCall] = []
@@ -277,7 +203,7 @@ class MessagesStream:
     def _call(self, block: _Block, cut: bool) -> ToolCall:
         name = block.start.get("name")
         if not name or not isinstance(name, str):
-            raise _stream_error(self.provider, "tool_use block has no name", self.request_id)
+            raise stream_error(self.provider, "tool_use block has no name", self.request_id)
         arguments = "".join(block.parts)
         if not arguments and block.start.get("input"):  # some proxies send the input whole
             arguments = json.dumps(block.start["input"], ensure_ascii=False)

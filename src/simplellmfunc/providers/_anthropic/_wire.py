@@ -19,12 +19,15 @@ from urllib.parse import unquote_to_bytes
 from ..._content import ImgPath, ImgUrl, Text
 from ..._messages import AssistantMessage, Message, SystemMessage, ToolCall, ToolMessage
 from ..._usage import Usage
+from ...exceptions import StreamError
 from .._assembly import parse_arguments
 from .._base import Capabilities, LLMRequest, LLMResponse, ToolSpec
+from .._stream import stream_error
 
 __all__ = [
     "REASONING_BLOCKS",
     "build_messages_body",
+    "error_event",
     "finish_reason",
     "mark_truncated",
     "parse_messages_response",
@@ -41,6 +44,7 @@ _FINISH: Final = {
     "refusal": "content_filter",
 }
 _TOOL_CHOICE: Final = {"auto": "auto", "required": "any", "any": "any", "none": "none"}
+_RETRYABLE_ERRORS: Final = frozenset({"overloaded_error", "api_error", "rate_limit_error"})
 # Reasoning blocks sent back as they came (the API checks their signature).
 REASONING_BLOCKS: Final = frozenset({"thinking", "redacted_thinking"})
 
@@ -269,3 +273,16 @@ def parse_messages_response(
         provider=provider,
         raw=data,
     )
+
+
+def error_event(provider: str, payload: Mapping[str, Any], request_id: str | None) -> StreamError:
+    """The error for a ``{"type": "error", "error": {...}}`` object sent after a 200.
+
+    ``overloaded_error``, ``api_error`` and ``rate_limit_error`` are marked retryable: the same
+    request may succeed later (the stream itself is never retried).
+    """
+    error = payload.get("error")
+    error = error if isinstance(error, dict) else {}
+    kind = str(error.get("type") or "error")
+    message = f"error after 200: {kind}: {str(error.get('message') or '')[:300]}"
+    return stream_error(provider, message, request_id, retryable=kind in _RETRYABLE_ERRORS)

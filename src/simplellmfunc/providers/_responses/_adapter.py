@@ -3,31 +3,16 @@
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncGenerator
-from typing import Any, Final
+from typing import Any, ClassVar
 
 from ...exceptions import ProviderError
-from .._base import (
-    FinishEvent,
-    LLMRequest,
-    LLMResponse,
-    StreamEvent,
-    UsageEvent,
-)
-from .._http import read_timeout
+from .._base import LLMRequest, LLMResponse
 from .._http_interface import HTTPInterface
-from .._openai._adapter import _body_chunks, _next_events
-from .._openai._wire import stream_error
-from ._wire import (
-    ResponsesStreamParser,
-    build_responses_body,
-    failure_message,
-    parse_response,
-)
+from .._stream import stream_error
+from ._parser import ResponsesStreamParser
+from ._wire import build_responses_body, failure_message, parse_response
 
 __all__ = ["OpenAIResponsesCompatible"]
-
-_PATH: Final = "/responses"
 
 
 class OpenAIResponsesCompatible(HTTPInterface):
@@ -39,11 +24,14 @@ class OpenAIResponsesCompatible(HTTPInterface):
     pass ``include=["reasoning.encrypted_content"]`` so that they carry their content.
 
     Takes the arguments of :class:`HTTPInterface`; ``max_tokens`` in the body parameters is sent
-    as ``max_output_tokens``.
+    as ``max_output_tokens``. A 200 response that reports a failed response is a
+    :class:`~simplellmfunc.exceptions.StreamError`, streamed or not.
 
     Raises:
         ConfigError: For an empty key list.
     """
+
+    endpoint_path: ClassVar[str] = "/responses"
 
     def _body(self, request: LLMRequest, stream: bool) -> dict[str, Any]:
         return build_responses_body(
@@ -54,16 +42,7 @@ class OpenAIResponsesCompatible(HTTPInterface):
             defaults=self.default_params,
         )
 
-    async def complete(self, request: LLMRequest) -> LLMResponse:
-        """Run the request without streaming.
-
-        Raises:
-            StreamError: When a 200 response reports a failed response.
-            ProviderError: (a subclass) when the call fails after retries.
-        """
-        deadline = self._http.deadline(request.timeout)
-        data, headers = await self._http.post_json(_PATH, self._body(request, False), deadline)
-        request_id = headers.get("x-request-id")
+    def _parse_reply(self, data: dict[str, Any], request_id: str | None) -> LLMResponse:
         failure = failure_message(data)
         if failure is not None:
             message = f"response failed: {failure[:300]}"
@@ -76,33 +55,7 @@ class OpenAIResponsesCompatible(HTTPInterface):
                 body_excerpt=json.dumps(data)[:300],
                 provider=self.provider_name,
             )
-        response = parse_response(data, self.provider_name, request_id)
-        if response.usage.calls == 0:
-            response = await self._with_estimate(request, response)
-        return response
+        return parse_response(data, self.provider_name, request_id)
 
-    async def stream(self, request: LLMRequest) -> AsyncGenerator[StreamEvent, None]:
-        """Run the request streaming (SSE); the last event is a :class:`FinishEvent`.
-
-        Raises:
-            StreamError: For an ``error`` or ``response.failed`` event, a malformed event, or a
-                stream that ends without ``response.completed``.
-            ProviderError: (a subclass) when the call fails; never retried after the first event.
-        """
-        deadline = self._http.deadline(request.timeout)
-        async with self._http.open(_PATH, self._body(request, True), deadline) as response:
-            parser = ResponsesStreamParser(self.provider_name, response.headers.get("x-request-id"))
-            body, limit = _body_chunks(response), read_timeout(response)
-            try:
-                while events := await _next_events(body, parser, deadline, limit):
-                    for event in events:
-                        yield event
-            finally:
-                await body.aclose()
-            final = parser.response()
-        # The connection and the key are back in their pools before the last events.
-        if final.usage.calls == 0:
-            final = await self._with_estimate(request, final)
-        else:
-            yield UsageEvent(final.usage)
-        yield FinishEvent(final)
+    def _stream_parser(self, request_id: str | None) -> ResponsesStreamParser:
+        return ResponsesStreamParser(self.provider_name, request_id)
