@@ -31,7 +31,7 @@ from simplellmfunc.providers import (
     TextDelta,
 )
 from simplellmfunc.providers._fallback import FallbackLLM, is_fallback_error
-from simplellmfunc.testing import MockLLMServer, Reply
+from simplellmfunc.testing import MockLLMServer, Reply, ScriptedLLM
 from simplellmfunc.types import UserMessage
 
 KEY = "sk-fallback-test-0123456789"
@@ -250,3 +250,37 @@ async def test_llm_chat_events_name_the_secondary(pair: Pair, stream: bool) -> N
     final = items[-1]
     assert isinstance(final, ResponseYield)
     assert final.response == "Hello from the secondary."
+
+
+# -- closing -------------------------------------------------------------------------------------
+
+
+class CloseFails(ScriptedLLM):
+    """A model whose connections cannot be released (say, a broken transport)."""
+
+    async def aclose(self) -> None:
+        raise OSError("cannot close the transport")
+
+
+async def test_a_failing_close_propagates_from_async_with(
+    servers: tuple[MockLLMServer, MockLLMServer],
+) -> None:
+    healthy = OpenAICompatible(KEY, "m", servers[0].url)
+    with pytest.raises(OSError, match="cannot close"):
+        async with FallbackLLM([CloseFails(), healthy]):
+            pass
+    with pytest.raises(UserError, match="closed"):
+        await healthy.complete(REQUEST)  # the other member was closed all the same
+
+
+async def test_a_failing_close_does_not_mask_the_error_of_the_block(
+    servers: tuple[MockLLMServer, MockLLMServer], caplog: pytest.LogCaptureFixture
+) -> None:
+    healthy = OpenAICompatible(KEY, "m", servers[0].url)
+    with pytest.raises(LookupError, match="the block failed") as caught:
+        async with FallbackLLM([CloseFails(), healthy]):
+            raise LookupError("the block failed")
+    assert any("aclose() also failed: OSError" in note for note in caught.value.__notes__)
+    assert "cannot close the transport" in caplog.text
+    with pytest.raises(UserError, match="closed"):
+        await healthy.complete(REQUEST)

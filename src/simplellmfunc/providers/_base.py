@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import contextlib
+import logging
 from abc import ABC, abstractmethod
 from collections.abc import AsyncGenerator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -26,6 +26,8 @@ __all__ = [
     "ToolSpec",
     "UsageEvent",
 ]
+
+logger = logging.getLogger("simplellmfunc.providers")
 
 
 @dataclass(frozen=True, slots=True)
@@ -174,7 +176,10 @@ StreamEvent: TypeAlias = TextDelta | ReasoningDelta | ToolCallDelta | UsageEvent
 class LLMInterface(ABC):
     """A model behind some API. Subclasses implement :meth:`complete` and :meth:`stream`.
 
-    Interfaces own their connections: use ``async with`` or call :meth:`aclose`.
+    Interfaces own their connections: use ``async with`` or call :meth:`aclose`. Leaving the
+    ``async with`` block closes the interface; an error of :meth:`aclose` propagates from the
+    block, unless the block itself raised: then the block's exception is the one that
+    propagates, with the close failure logged and added to it as a note.
     """
 
     model_name: str = ""
@@ -219,5 +224,18 @@ class LLMInterface(ABC):
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        with contextlib.suppress(Exception):
+        if exc is None:
             await self.aclose()
+            return
+        try:
+            await self.aclose()
+        except Exception as error:  # boundary: never mask the exception of the block
+            logger.warning(
+                "%s: aclose() failed while an error left the block: %s: %s",
+                type(self).__name__,
+                type(error).__name__,
+                error,
+            )
+            exc.add_note(
+                f"{type(self).__name__}.aclose() also failed: {type(error).__name__}: {error}"
+            )
