@@ -21,7 +21,8 @@ Every error the library raises derives from :class:`SimpleLLMFuncError`::
     │   ├── ToolExecutionError     a tool failed where no model can see it (direct calls)
     │   ├── KernelError            a PyRepl kernel failed
     │   │   └── KernelDiedError
-    │   ├── BridgeError            a kernel → host call failed
+    │   ├── BridgeError            a kernel → host call failed (kernel code sees it as
+    │   │                          ``runtime.BridgeError``; never raised on the host)
     │   ├── WorkspaceError         a path outside a FileToolset workspace, or a stale write
     │   ├── MCPError               an MCP server failed
     │   └── AbortedError           the run was aborted through an AbortSignal
@@ -199,7 +200,13 @@ class KernelDiedError(KernelError):
 
 
 class BridgeError(RunError):
-    """A call from kernel code back into the host failed."""
+    """A call from kernel code back into the host failed.
+
+    Kernel code never imports simplellmfunc, so inside a PyRepl kernel the error is a
+    standard-library stand-in of the same name, ``runtime.BridgeError`` (with ``error_type`` and
+    ``message``); the host learns of it from the failed cell's error details. This class is the
+    name for the concept in the one tree and is not raised on the host.
+    """
 
 
 class WorkspaceError(RunError):
