@@ -43,11 +43,11 @@ from ._llm_call import TextChunk, call_llm
 from ._plan import plan_reply
 from ._runaway import (
     LOOP_STOP_REASON,
+    append_note,
     budget_note,
     loop_note,
     loop_period,
     signature,
-    with_note,
 )
 from ._scheduler import run_tool_batch
 from ._state import RunState
@@ -142,10 +142,10 @@ async def act(run: RunContext, calls: tuple[ToolCall, ...]) -> bool:
     mutations = batch.mutations
     state.loop_warned = period is not None
     if period is not None:
-        mutations = with_note(mutations, loop_note(calls, period))
+        mutations = append_note(mutations, loop_note(calls, period))
     cap = options.max_tool_calls
     if cap is not None and 1 <= cap - state.tool_iterations <= max(1, cap // 5):
-        mutations = with_note(mutations, budget_note(cap - state.tool_iterations))
+        mutations = append_note(mutations, budget_note(cap - state.tool_iterations))
     state.transcript.apply_all(mutations)
     if emitter.wants_events:
         duration = time.perf_counter() - started

@@ -22,11 +22,11 @@ from .._mutations import ContextMutation, ToolResultMutation
 __all__ = [
     "LOOP_STOP_REASON",
     "Signature",
+    "append_note",
     "budget_note",
     "loop_note",
     "loop_period",
     "signature",
-    "with_note",
 ]
 
 Signature = tuple[tuple[str, str], ...]
@@ -80,7 +80,7 @@ def budget_note(remaining: int) -> str:
     return f"[Step budget] {remaining} tool {rounds} left; then you must give your final answer."
 
 
-def with_note(mutations: Sequence[ContextMutation], note: str) -> tuple[ContextMutation, ...]:
+def append_note(mutations: Sequence[ContextMutation], note: str) -> tuple[ContextMutation, ...]:
     """``mutations`` with ``note`` appended to the last text tool result (unchanged if none)."""
     out = list(mutations)
     for index in range(len(out) - 1, -1, -1):
