@@ -13,6 +13,7 @@ from .._messages import Message, SystemMessage, UserMessage
 from .._transcript import Transcript, render_experiences
 from ..providers import LLMRequest
 from ._invocation import Invocation
+from ._json_protocol import render_json_catalogue, step_format, to_json_transcript
 from ._text_protocol import render_catalogue, to_text_transcript
 
 __all__ = ["FINAL_ANSWER_INSTRUCTION", "compile_request", "system_context"]
@@ -29,7 +30,9 @@ def system_context(invocation: Invocation, transcript: Transcript, base: str) ->
     guidance = [f"### {t.name}\n{text}" for t in invocation.tools if (text := t.guidance().strip())]
     if guidance:
         sections.append("## Tool guidance\n" + "\n\n".join(guidance))
-    if invocation.text_protocol and invocation.tools:
+    if invocation.json_protocol:
+        sections.append(render_json_catalogue([t.spec() for t in invocation.tools]))
+    elif invocation.text_protocol and invocation.tools:
         sections.append(render_catalogue([t.spec() for t in invocation.tools]))
     experiences = render_experiences(transcript.experiences)
     if experiences:
@@ -45,6 +48,7 @@ def compile_request(
     *,
     final_answer: bool = False,
     window: Sequence[Message] | None = None,
+    instruction: str = FINAL_ANSWER_INSTRUCTION,
 ) -> LLMRequest:
     """Build the provider request for the next LLM call.
 
@@ -53,9 +57,12 @@ def compile_request(
         transcript: The working transcript, mutations applied.
         final_answer: Compile the forced final-answer call (no tools, explicit instruction).
         window: The messages to send instead of the whole transcript (a history window).
+        instruction: The instruction of the final-answer call.
     """
     messages: list[Message] = list(transcript.messages if window is None else window)
-    if invocation.text_protocol:
+    if invocation.json_protocol:
+        messages = list(to_json_transcript(messages))
+    elif invocation.text_protocol:
         messages = list(to_text_transcript(messages))
     if messages and isinstance(messages[0], SystemMessage):
         first = messages[0]
@@ -67,13 +74,19 @@ def compile_request(
         if content:
             messages.insert(0, SystemMessage(content))
     if final_answer:
-        messages.append(UserMessage(FINAL_ANSWER_INSTRUCTION))
-    use_tools = bool(invocation.tools) and not final_answer and not invocation.text_protocol
+        messages.append(UserMessage(instruction))
+    native = not (invocation.text_protocol or invocation.json_protocol)
+    use_tools = bool(invocation.tools) and not final_answer and native
     tools = tuple(t.spec() for t in invocation.tools) if use_tools else ()
+    response_format = invocation.response_format
+    if invocation.json_protocol:
+        answer = response_format.schema if response_format is not None else None
+        specs = [t.spec() for t in invocation.tools]
+        response_format = step_format(specs, answer, final=final_answer)
     return LLMRequest(
         messages=tuple(messages),
         tools=tools,
         tool_choice=invocation.tool_choice if tools else None,
-        response_format=invocation.response_format,
+        response_format=response_format,
         params=invocation.params,
     )

@@ -122,6 +122,11 @@ class Invocation:
             return not self.llm.capabilities.native_tools
         return protocol == "text"
 
+    @property
+    def json_protocol(self) -> bool:
+        """Whether each step is forced by a JSON schema to be one call or the answer."""
+        return self.options.tool_protocol == "json" and bool(self.tools)
+
     def tool_named(self, name: str) -> Tool | None:
         """The tool called ``name``, if any."""
         for candidate in self.tools:

@@ -20,7 +20,7 @@ from ._window import HistoryWindow
 
 __all__ = ["EngineOptions", "ToolProtocol", "split_options"]
 
-ToolProtocol = Literal["auto", "native", "text"]
+ToolProtocol = Literal["auto", "native", "text", "json"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -34,8 +34,9 @@ class EngineOptions:
         max_tool_concurrency: Cap on concurrently running tools of one batch (``None``: all).
         tool_result_budget: Max tokens of one tool result shown to the model.
         tool_protocol: ``"native"`` function calling, ``"text"`` (tools described in the prompt,
-            calls parsed from the reply) or ``"auto"`` (text when the provider has no native
-            tools).
+            calls parsed from the reply), ``"json"`` (every step forced by a JSON schema to be
+            one call or the answer: for small local models on servers with schema-constrained
+            decoding) or ``"auto"`` (text when the provider has no native tools).
         keyword_heuristic: With the text protocol, also read "use the X tool" prose as a call
             (off by default: it guesses).
         termination: Implicit termination signals and when they apply.
@@ -57,9 +58,10 @@ class EngineOptions:
     loop_window: int = 3
 
     def __post_init__(self) -> None:
-        if self.tool_protocol not in ("auto", "native", "text"):
+        if self.tool_protocol not in ("auto", "native", "text", "json"):
             raise DecoratorError(
-                f"tool_protocol must be 'auto', 'native' or 'text', got {self.tool_protocol!r}"
+                "tool_protocol must be 'auto', 'native', 'text' or 'json', "
+                f"got {self.tool_protocol!r}"
             )
         for name in ("max_tool_calls", "max_tool_concurrency", "tool_result_budget", "loop_window"):
             value = getattr(self, name)

@@ -15,6 +15,7 @@ import anyio.to_thread
 from .._events import (
     ReactIterationEndEvent,
     ReactIterationStartEvent,
+    TerminatedBy,
     ToolCallsBatchEndEvent,
     ToolCallsBatchStartEvent,
 )
@@ -32,13 +33,15 @@ from .._mutations import (
     ContextMutation,
     ContextReplaceMutation,
     ToolCancelledMutation,
+    ToolResultMutation,
     UserMessageMutation,
 )
 from ..exceptions import ProviderError
 from ..providers import LLMRequest, count_message_tokens
-from ._compile import compile_request
+from ._compile import FINAL_ANSWER_INSTRUCTION, compile_request
 from ._emit import Emitter
 from ._invocation import Invocation, RunContext
+from ._json_protocol import REPEAT_INSTRUCTION, repeat_result
 from ._llm_call import TextChunk, call_llm
 from ._plan import plan_reply
 from ._runaway import (
@@ -80,9 +83,16 @@ async def think(run: RunContext) -> tuple[ToolCall, ...] | None:
     for hook in invocation.hooks:
         state.transcript.apply_all(list(await hook.before_llm_call(run.view())))
     cap = invocation.options.max_tool_calls
-    final = cap is not None and state.tool_iterations >= cap and bool(invocation.tools)
+    capped = cap is not None and state.tool_iterations >= cap and bool(invocation.tools)
+    final = capped or state.force_final
     window = await _windowed(invocation, state)
-    request = compile_request(invocation, state.transcript, final_answer=final, window=window)
+    request = compile_request(
+        invocation,
+        state.transcript,
+        final_answer=final,
+        window=window,
+        instruction=FINAL_ANSWER_INSTRUCTION if capped else REPEAT_INSTRUCTION,
+    )
     try:
         outcome = await call_llm(run, request)
     except ProviderError:
@@ -103,8 +113,12 @@ async def think(run: RunContext) -> tuple[ToolCall, ...] | None:
     state.last_response = response
     state.usage = state.usage + response.usage
     message = response.message
-    plan = plan_reply(invocation, message, state.iteration, final=final)
+    reason: TerminatedBy | None = "max_steps" if capped else "answer" if final else None
+    plan = plan_reply(invocation, message, state.iteration, final=reason)
     calls = _unique_ids(state, plan.calls)
+    if invocation.json_protocol and plan.feedback is None:
+        # The step's JSON is protocol, not prose: the history keeps the call or the answer.
+        message = AssistantMessage("" if calls else plan.answer, (), message.reasoning_details)
     state.transcript.apply(_assistant_mutation(message, calls))
     if calls and message.content and _wants_reply_text(invocation, emitter):
         await emitter.raw(TextChunk(message.content))
@@ -128,7 +142,10 @@ async def act(run: RunContext, calls: tuple[ToolCall, ...]) -> bool:
     """The tool phase of the current iteration; returns whether the run is over (aborted, or
     stopped in a loop)."""
     state, emitter, options = run.state, run.emitter, run.invocation.options
-    state.batches.append(signature(calls))
+    calls_signature = signature(calls)
+    if run.invocation.json_protocol and state.batches and state.batches[-1] == calls_signature:
+        return await _repeated(run, calls)
+    state.batches.append(calls_signature)
     period = loop_period(state.batches, options.loop_window)
     if period is not None and state.loop_warned:
         return await _stop_loop(run, calls)
@@ -158,6 +175,16 @@ async def act(run: RunContext, calls: tuple[ToolCall, ...]) -> bool:
             state.transcript.apply_all(list(await hook.after_tool_batch(run.view())))
     await _iteration_end(emitter, state, len(calls))
     return done
+
+
+async def _repeated(run: RunContext, calls: tuple[ToolCall, ...]) -> bool:
+    """JSON protocol: a batch that repeats the previous one is answered, not run, and the next
+    step must be the final answer (small models repeat a call after seeing its result)."""
+    state = run.state
+    state.transcript.apply_all([ToolResultMutation(c.id, repeat_result(c.name)) for c in calls])
+    state.force_final = True
+    await _iteration_end(run.emitter, state, 0)
+    return False
 
 
 async def _stop_loop(run: RunContext, calls: tuple[ToolCall, ...]) -> bool:

@@ -13,6 +13,7 @@ from .._events import TerminatedBy
 from .._messages import AssistantMessage, ToolCall
 from .._mutations import ContextMutation, UserMessageMutation
 from ._invocation import Invocation
+from ._json_protocol import parse_step
 from ._text_protocol import parse_reply
 
 __all__ = ["ReplyPlan", "plan_reply"]
@@ -29,12 +30,19 @@ class ReplyPlan:
 
 
 def plan_reply(
-    invocation: Invocation, message: AssistantMessage, iteration: int, *, final: bool
+    invocation: Invocation,
+    message: AssistantMessage,
+    iteration: int,
+    *,
+    final: TerminatedBy | None = None,
 ) -> ReplyPlan:
-    """Decide what ``message`` asks for (``final``: the forced final-answer call)."""
+    """Decide what ``message`` asks for (``final``: why this was a forced final-answer call:
+    ``"max_steps"`` at the step cap, ``"answer"`` after a repeated call)."""
     text = message.content or ""
-    if final:
-        return ReplyPlan(answer=text, terminated_by="max_steps")
+    if invocation.json_protocol:
+        return _json_plan(text, iteration, final=final)
+    if final is not None:
+        return ReplyPlan(answer=text, terminated_by=final)
     text_mode = invocation.text_protocol
     implicit = invocation.options.termination.implicit_stop(text, text_protocol=text_mode)
     if not text_mode:
@@ -63,3 +71,15 @@ def plan_reply(
         for n, action in enumerate(parsed.actions)
     )
     return ReplyPlan(calls=calls)
+
+
+def _json_plan(text: str, iteration: int, *, final: TerminatedBy | None) -> ReplyPlan:
+    """A JSON-protocol step: one call, or the answer (unwrapped from its JSON)."""
+    step = parse_step(text)
+    if step.answer is not None:
+        return ReplyPlan(answer=step.answer, terminated_by=final or "answer")
+    if final is not None:  # the schema allowed only an answer: keep what came
+        return ReplyPlan(answer=text, terminated_by=final)
+    if step.error is not None:
+        return ReplyPlan(feedback=UserMessageMutation({"role": "user", "content": step.error}))
+    return ReplyPlan(calls=(ToolCall(f"call_{iteration}_0", step.tool, step.arguments),))

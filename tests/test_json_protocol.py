@@ -1,0 +1,137 @@
+"""The JSON tool protocol at the wire: schema-constrained steps for small local models."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from contextlib import aclosing
+from typing import Any
+
+import anyio
+import pytest
+from pydantic import BaseModel
+
+from simplellmfunc import EngineOptions, OpenAICompatible, llm_chat, llm_function, tool
+from simplellmfunc.events import EventYield, ReactEndEvent
+from simplellmfunc.providers import Capabilities
+from simplellmfunc.testing import MockLLMServer, Reply
+from simplellmfunc.types import history_from_dicts
+
+GUARD = 10  # seconds: a deadlock guard, never an assertion on speed
+JSON = EngineOptions(tool_protocol="json")
+CITIES: list[str] = []
+
+
+@pytest.fixture
+async def llm(mock_server: MockLLMServer) -> AsyncIterator[OpenAICompatible]:
+    CITIES.clear()
+    caps = Capabilities(native_tools=False, json_schema=True)
+    async with OpenAICompatible(None, "smol", mock_server.url, capabilities=caps) as model:
+        yield model
+
+
+@tool
+async def get_weather(city: str) -> str:
+    """Get the current weather for a city.
+
+    Args:
+        city: The city name.
+    """
+    CITIES.append(city)
+    return f"{city}: 14°C, rain showers"
+
+
+def step(**fields: Any) -> Reply:
+    return Reply.text(json.dumps(fields))
+
+
+def schema_of(server: MockLLMServer, n: int) -> dict[str, Any]:
+    fmt = server.requests[n].json["response_format"]
+    assert fmt["type"] == "json_schema"
+    schema: dict[str, Any] = fmt["json_schema"]["schema"]
+    return schema
+
+
+async def test_steps_are_schema_constrained_and_a_repeat_forces_the_answer(
+    mock_server: MockLLMServer, llm: OpenAICompatible
+) -> None:
+    call = {"action": "get_weather", "action_input": {"city": "Paris"}}
+    mock_server.script(
+        step(**call),
+        step(**call),  # small models repeat the call after seeing its result
+        step(action="final_answer", answer="Paris: 14°C with rain showers."),
+    )
+
+    @llm_chat(llm, toolkit=[get_weather], enable_event=True, options=JSON)
+    async def agent(message: str, history: list[dict[str, Any]]) -> None:
+        """You answer weather questions."""
+
+    with anyio.fail_after(GUARD):
+        async with aclosing(agent("Weather in Paris?", history=[])) as items:
+            outputs = [item async for item in items]
+    end = [o.event for o in outputs if isinstance(o, EventYield)][-1]
+    assert isinstance(end, ReactEndEvent)
+    assert end.final_response == "Paris: 14°C with rain showers."
+    assert end.terminated_by == "answer"
+    assert CITIES == ["Paris"]  # the repeated call was not run again
+
+    first = mock_server.requests[0].json
+    assert "tools" not in first
+    assert '"action": "final_answer"' in first["messages"][0]["content"]
+    branches = schema_of(mock_server, 0)["oneOf"]
+    assert [b["properties"]["action"] for b in branches] == [
+        {"const": "get_weather"},
+        {"const": "final_answer"},
+    ]
+    assert branches[0]["properties"]["action_input"]["properties"]["city"]["type"] == "string"
+
+    second = mock_server.requests[1].json["messages"]
+    assert json.loads(second[-2]["content"]) == call  # the call as the model wrote it
+    assert second[-1]["role"] == "tool"  # the observation in the role the model reads
+    assert second[-1]["content"] == "Paris: 14°C, rain showers"
+
+    third = mock_server.requests[2].json
+    assert schema_of(mock_server, 2)["properties"]["action"] == {"const": "final_answer"}
+    assert "final answer" in third["messages"][-1]["content"]
+    history = history_from_dicts(end.final_messages)
+    assert history[-1].content == "Paris: 14°C with rain showers."  # type: ignore[union-attr]
+
+
+async def test_a_malformed_step_is_sent_back(
+    mock_server: MockLLMServer, llm: OpenAICompatible
+) -> None:
+    mock_server.script(Reply.text("I think it rains."), step(action="final_answer", answer="Rain."))
+
+    @llm_chat(llm, toolkit=[get_weather], options=JSON)
+    async def agent(message: str, history: list[dict[str, Any]]) -> None:
+        """You answer weather questions."""
+
+    with anyio.fail_after(GUARD):
+        outputs = [out async for out in agent("Weather?", history=[])]
+    assert outputs[-1][0] == "Rain."
+    feedback = mock_server.requests[1].json["messages"][-1]
+    assert feedback["role"] == "user"
+    assert "one JSON object" in feedback["content"]
+
+
+class Forecast(BaseModel):
+    city: str
+    celsius: int
+
+
+async def test_llm_function_answers_in_its_return_type(
+    mock_server: MockLLMServer, llm: OpenAICompatible
+) -> None:
+    mock_server.script(
+        step(action="get_weather", action_input={"city": "Oslo"}),
+        step(action="final_answer", answer={"city": "Oslo", "celsius": 14}),
+    )
+
+    @llm_function(llm, toolkit=[get_weather], tool_protocol="json")
+    async def forecast(question: str) -> Forecast:
+        """Answer with the forecast."""
+
+    with anyio.fail_after(GUARD):
+        assert await forecast("How warm is Oslo?") == Forecast(city="Oslo", celsius=14)
+    answer = schema_of(mock_server, 0)["oneOf"][-1]["properties"]["answer"]
+    assert answer["properties"]["celsius"]["type"] == "integer"  # the return type's schema
