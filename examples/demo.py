@@ -1,32 +1,45 @@
-"""`make demo`: a chat agent with tools that streams its events to the terminal.
+"""`make demo`: a typed LLM function and a tool-using agent, their events streamed to the terminal.
 
-It uses the provider configured in `.env` (OPENAI_API_KEY, OPENAI_MODEL, OPENAI_BASE_URL); with none
-configured it installs and starts a real local model (SmolLM2-135M on llama.cpp) and stops it after.
+It uses the provider configured in `.env` (OPENAI_API_KEY, OPENAI_MODEL, OPENAI_BASE_URL). With none
+configured it runs a real local model: SmolLM2-135M on llama.cpp's `llama-server` (built once from
+source, about 6 minutes on 2 cores; started and stopped by the demo). A model that small follows a
+shape only when decoding is constrained, so the local run uses the JSON tool protocol: every step's
+reply is forced by a JSON schema to be one tool call or the final answer, and a repeated call makes
+the next step the answer.
 """
 
 from __future__ import annotations
 
 import sys
 from contextlib import AsyncExitStack
-from datetime import UTC, datetime
 from pathlib import Path
+from typing import Literal
 
 import anyio
+from pydantic import BaseModel
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
 
-from simplellmfunc import OpenAICompatible, llm_chat, tool
-from simplellmfunc.exceptions import ConfigError
-from simplellmfunc.hooks import (
+from simplellmfunc import (
+    EngineOptions,
+    LLMInterface,
+    OpenAICompatible,
+    llm_chat,
+    llm_function,
+    tool,
+)
+from simplellmfunc.events import (
     CustomEvent,
     LLMCallEndEvent,
-    LLMChunkArriveEvent,
     ReactEndEvent,
     ToolCallEndEvent,
     ToolCallStartEvent,
     is_event_yield,
 )
+from simplellmfunc.exceptions import ConfigError
 from simplellmfunc.tools import ToolEventEmitter
+
+WEATHER = {"paris": "14°C, rain showers", "tokyo": "22°C, clear sky", "oslo": "3°C, snow"}
 
 
 @tool
@@ -38,59 +51,68 @@ async def get_weather(city: str, event_emitter: ToolEventEmitter | None = None) 
     """
     if event_emitter is not None:
         await event_emitter.emit("progress", {"step": f"looking up {city}"})
-    return f"{city}: 21°C, light breeze, clear sky"
+    return f"{city}: {WEATHER.get(city.strip().lower(), '18°C, light breeze')}"
 
 
-@tool
-def utc_now() -> str:
-    """Return the current UTC time (ISO 8601)."""
-    return datetime.now(UTC).isoformat(timespec="seconds")
+class Review(BaseModel):
+    sentiment: Literal["positive", "negative", "neutral"]
+    stars: int
+
+
+async def open_model(stack: AsyncExitStack) -> tuple[LLMInterface, EngineOptions]:
+    """The provider from `.env`, else the local model on llama-server (built once)."""
+    try:
+        llm: LLMInterface = OpenAICompatible.from_env()
+        print(f"provider from .env: {llm.model_name}")
+        return await stack.enter_async_context(llm), EngineOptions(max_tool_calls=3)
+    except ConfigError:
+        pass
+    from llama_server import build, llama_server, server_llm
+    from local_model import install_model
+
+    print("no provider in .env: SmolLM2-135M on llama.cpp's llama-server (local, offline)")
+    await anyio.to_thread.run_sync(install_model)
+    await anyio.to_thread.run_sync(build)
+    base_url = await stack.enter_async_context(llama_server())
+    llm = await stack.enter_async_context(server_llm(base_url))
+    return llm, EngineOptions(tool_protocol="json", max_tool_calls=3)
 
 
 async def main() -> None:
     async with AsyncExitStack() as stack:
-        try:
-            llm = OpenAICompatible.from_env()
-            print(f"provider from .env: {llm.model_name} at {llm.base_url}")
-        except ConfigError:
-            from local_model import install, local_llm, local_model
+        llm, options = await open_model(stack)
 
-            print("no provider in .env: starting SmolLM2-135M on llama.cpp (local, offline)")
-            await anyio.to_thread.run_sync(install)
-            base_url = await stack.enter_async_context(local_model())
-            llm = local_llm(base_url)  # type: ignore[assignment]
-        await stack.enter_async_context(llm)
+        @llm_function(llm, temperature=0)
+        async def review(text: str) -> Review:
+            """Classify the sentiment of the product review and rate it from 1 to 5 stars."""
 
-        @llm_chat(
-            llm,
-            toolkit=[get_weather, utc_now],
-            enable_event=True,
-            stream=True,
-            max_tool_calls=2,
-            temperature=0.2,
-        )
+        text = "The kettle is great: it boils fast and it is quiet. I love it."
+        print(f"\n== a typed @llm_function\nreview> {text}")
+        result = await review(text)
+        print(f"result: {result!r}  (validated as {type(result).__name__})")
+
+        @llm_chat(llm, toolkit=[get_weather], enable_event=True, options=options, temperature=0)
         async def assistant(message: str, history: list[dict[str, object]] | None = None):
-            """You are a helpful assistant. Use the tools when they help; answer briefly."""
+            """You answer questions about the weather. Use the get_weather tool."""
 
         question = "What's the weather in Paris right now?"
-        print(f"\nuser> {question}\n")
+        print(f"\n== an agent turn with a tool\nuser> {question}")
         async for item in assistant(question):
             if not is_event_yield(item):
-                print(f"\n\n[{len(item.messages)} messages in the history]")
+                print(f"[{len(item.messages)} messages in the history]")
                 continue
             match item.event:
-                case LLMChunkArriveEvent(text=text) if text:
-                    print(text, end="", flush=True)
                 case ToolCallStartEvent(tool_name=name, arguments=args):
-                    print(f"\n→ {name}({args})")
+                    print(f"→ {name}({args})")
                 case CustomEvent(event_name=name, data=data):
                     print(f"  · {name}: {data}")
-                case ToolCallEndEvent(tool_name=name, result=result, success=ok):
-                    print(f"← {name}: {result[:80]!r} ({'ok' if ok else 'error'})")
+                case ToolCallEndEvent(tool_name=name, result=result_text, success=ok):
+                    print(f"← {name}: {result_text[:80]!r} ({'ok' if ok else 'error'})")
                 case LLMCallEndEvent(usage=usage, duration_s=duration):
-                    print(f"\n  [llm call: {usage.total_tokens} tokens, {duration:.2f}s]")
-                case ReactEndEvent(total_usage=usage, terminated_by=why):
-                    print(f"\n[done: {why}; {usage.total_tokens} tokens over {usage.calls} calls]")
+                    print(f"  [llm call: {usage.total_tokens} tokens, {duration:.2f}s]")
+                case ReactEndEvent(final_response=answer, total_usage=usage, terminated_by=why):
+                    print(f"assistant> {answer}")
+                    print(f"[done: {why}; {usage.total_tokens} tokens over {usage.calls} calls]")
 
 
 if __name__ == "__main__":

