@@ -23,6 +23,7 @@ from ._keys import APIKeyPool
 from ._ratelimit import TokenBucket
 from ._redact import fingerprint, redact
 from ._retry import RetryPolicy
+from ._unicode import loads_reply, replace_surrogates
 
 __all__ = [
     "HTTPSettings",
@@ -43,8 +44,17 @@ _ENCODE: Final = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).enc
 
 
 def encode_json(body: Mapping[str, Any]) -> bytes:
-    """A request body as compact UTF-8 JSON (non-ASCII characters kept, as the SDKs send)."""
-    return _ENCODE(body).encode()
+    """A request body as compact UTF-8 JSON (non-ASCII characters kept, as the SDKs send).
+
+    Text that UTF-8 cannot encode (lone surrogates, e.g. a file name from ``os.listdir()``
+    that is not UTF-8) is sent with U+FFFD in its place; see :mod:`._unicode`.
+    """
+    text = _ENCODE(body)
+    try:
+        return text.encode()
+    except UnicodeEncodeError:
+        # Surrogates only occur inside JSON strings, so no pair forms across two of them.
+        return replace_surrogates(text).encode()
 
 
 @dataclass(frozen=True, slots=True)
@@ -139,8 +149,13 @@ class HTTPTransport:
             return self._decode(raw, response), response.headers
 
     def _decode(self, raw: bytes, response: httpx.Response) -> dict[str, Any]:
+        """The body as a JSON object; invalid UTF-8 and escaped lone surrogates become U+FFFD.
+
+        Raises:
+            ProviderError: When the body is not a JSON object.
+        """
         try:
-            data = json.loads(raw)
+            data = loads_reply(raw.decode("utf-8-sig", "replace"))
         except ValueError as exc:
             text = raw.decode(errors="replace")
             raise self._error(ProviderError, "response is not valid JSON", response, text) from exc

@@ -20,6 +20,7 @@ from ..._usage import Usage
 from .._base import LLMResponse, ReasoningDelta, StreamEvent, TextDelta, ToolCallDelta
 from .._sse import SSEDecoder
 from .._stream import stream_error
+from .._unicode import loads_reply
 from ._wire import (
     error_event,
     finish_reason,
@@ -102,7 +103,7 @@ class MessagesStreamParser:
 
     def _decode(self, event: str, data: str) -> dict[str, Any]:
         try:
-            payload = json.loads(data)
+            payload = loads_reply(data)
         except ValueError:
             message = f"malformed stream event: {data[:120]!r}"
             raise stream_error(self.provider, message, self.request_id) from None
