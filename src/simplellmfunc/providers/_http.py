@@ -6,13 +6,14 @@ import json
 import logging
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, Final, cast
+from typing import Any, Final, TypeVar, cast
 
 import anyio
 import httpx
 
 from ..exceptions import (
     AuthenticationError,
+    EmptyReplyError,
     ProviderConnectionError,
     ProviderError,
     ProviderTimeoutError,
@@ -37,6 +38,7 @@ __all__ = [
 logger = logging.getLogger("simplellmfunc.providers")
 
 AuthHeaders = Callable[[str], Mapping[str, str]]
+T = TypeVar("T")
 _EXCERPT: Final = 500
 _DETAIL: Final = 300
 # One encoder for every request: json.dumps with options builds a new encoder per call.
@@ -122,15 +124,21 @@ class HTTPTransport:
         return self.keys.keys if self.keys else ()
 
     async def post_json(
-        self, path: str, body: Mapping[str, Any], deadline: float
-    ) -> tuple[dict[str, Any], httpx.Headers]:
-        """POST ``body`` and return the decoded JSON object and the response headers.
+        self,
+        path: str,
+        body: Mapping[str, Any],
+        deadline: float,
+        parse: Callable[[dict[str, Any], httpx.Headers], T],
+    ) -> T:
+        """POST ``body`` and return ``parse(json_object, response_headers)``.
 
-        Unlike :meth:`open`, a connection that breaks while the body is read is retried: nothing
-        has reached the caller yet.
+        Unlike :meth:`open`, a connection that breaks while the body is read is retried, and so
+        is a reply ``parse`` finds empty (a retryable :class:`EmptyReplyError`): nothing has
+        reached the caller yet.
 
         Raises:
-            ProviderError: (a subclass) after the retries are spent or for a non-retryable error.
+            ProviderError: (a subclass) after the retries are spent or for a non-retryable error;
+                whatever ``parse`` raises.
             UserError: When the interface was closed.
         """
         content = encode_json(body)
@@ -143,10 +151,20 @@ class HTTPTransport:
                 finally:
                     await response.aclose()
                     self._release(key)
-            except ProviderConnectionError as error:
-                await self._wait_to_retry(error, None, attempt, deadline)
-                continue
-            return self._decode(raw, response), response.headers
+                return parse(self._decode(raw, response), response.headers)
+            except (ProviderConnectionError, EmptyReplyError) as error:
+                error.attempts = attempt
+                await self.wait_to_retry(error, attempt, deadline)
+
+    async def read_json(self, response: httpx.Response, deadline: float) -> dict[str, Any]:
+        """The whole body of an opened response as a JSON object (see :meth:`open`).
+
+        Raises:
+            ProviderTimeoutError: When the deadline passes.
+            ProviderConnectionError: When the connection breaks.
+            ProviderError: When the body is not a JSON object.
+        """
+        return self._decode(await self._read_within(response, deadline, 1), response)
 
     def _decode(self, raw: bytes, response: httpx.Response) -> dict[str, Any]:
         """The body as a JSON object; invalid UTF-8 and escaped lone surrogates become U+FFFD.
@@ -190,19 +208,23 @@ class HTTPTransport:
             await body.aclose()
         return b"".join(parts)
 
-    def open(self, path: str, body: Mapping[str, Any], deadline: float) -> OpenResponse:
+    def open(
+        self, path: str, body: Mapping[str, Any], deadline: float, attempt: int = 0
+    ) -> OpenResponse:
         """``async with transport.open(...) as response``: send the request, retrying until a
         2xx response's headers arrive.
 
         The body is not read; nothing is retried once the block is entered. The response is
-        closed (and the key released) when the block exits, however it exits.
+        closed (and the key released) when the block exits, however it exits. ``attempt`` is
+        the number of attempts the call made before (they count against the retry policy);
+        the opener's ``attempt`` is the number of the one that got the response.
 
         Raises:
             ProviderError: (a subclass, on entering) after the retries are spent or for a
                 non-retryable error.
             UserError: (on entering) when the interface was closed.
         """
-        return OpenResponse(self, path, encode_json(body), deadline)
+        return OpenResponse(self, path, encode_json(body), deadline, attempt)
 
     async def _connect(
         self, path: str, content: bytes, deadline: float, attempt: int = 0
@@ -227,7 +249,8 @@ class HTTPTransport:
             if isinstance(outcome, httpx.Response):
                 return outcome, key, attempt
             self._release(key)  # before the wait: a sleeping call is not in flight
-            await self._wait_to_retry(*outcome, attempt, deadline)
+            error, delay = outcome
+            await self.wait_to_retry(error, attempt, deadline, delay)
 
     async def _acquire(self, deadline: float, attempt: int) -> str | None:
         if self.rate_limit is None:
@@ -322,10 +345,10 @@ class HTTPTransport:
             error.retryable = self.retry.should_retry(status, headers)
         return error, delay
 
-    async def _wait_to_retry(
-        self, error: ProviderError, delay: float | None, attempt: int, deadline: float
+    async def wait_to_retry(
+        self, error: ProviderError, attempt: int, deadline: float, delay: float | None = None
     ) -> None:
-        """Sleep before the next attempt (``delay`` ``None``: the policy's backoff).
+        """Sleep before the attempt after ``attempt`` (``delay`` ``None``: the policy's backoff).
 
         Raises:
             ProviderError: ``error`` itself, when it is final: not retryable, the retries are
@@ -381,19 +404,24 @@ class OpenResponse:
     """The async context manager :meth:`HTTPTransport.open` returns (a class, not a generator:
     it is on every streamed call's path)."""
 
-    __slots__ = ("_content", "_deadline", "_key", "_path", "_response", "_transport")
+    __slots__ = ("_content", "_deadline", "_key", "_path", "_response", "_transport", "attempt")
 
-    def __init__(self, transport: HTTPTransport, path: str, content: bytes, deadline: float):
+    def __init__(
+        self, transport: HTTPTransport, path: str, content: bytes, deadline: float, attempt: int
+    ):
         self._transport = transport
         self._path = path
         self._content = content
         self._deadline = deadline
         self._response: httpx.Response | None = None
         self._key: str | None = None
+        self.attempt = attempt
 
     async def __aenter__(self) -> httpx.Response:
         connect = self._transport._connect
-        self._response, self._key, _ = await connect(self._path, self._content, self._deadline)
+        self._response, self._key, self.attempt = await connect(
+            self._path, self._content, self._deadline, self.attempt
+        )
         return self._response
 
     async def __aexit__(self, *exc_info: object) -> None:

@@ -77,11 +77,16 @@ class MessagesStreamParser:
 
     def feed(self, event: str, data: str) -> list[StreamEvent]:
         """Handle one SSE event. ``content_block_stop`` needs nothing (a block is whole when the
-        message ends); ``ping`` and unknown event types are ignored.
+        message ends); ``ping``, unknown event types and events with empty data (a bare
+        ``data:`` line) are ignored.
 
         Raises:
-            StreamError: For an ``error`` event or a malformed one.
+            StreamError: For an ``error`` event (with data or without) or a malformed one.
         """
+        if not data or data.isspace():
+            if event != "error":
+                return []
+            data = "{}"
         payload = self._decode(event, data)
         kind = payload.get("type") or event
         if kind == "content_block_delta":

@@ -68,6 +68,9 @@ class ChatStreamParser:
     def feed(self, events: list[ServerSentEvent]) -> list[StreamEvent]:
         """The stream events carried by ``events`` (SSE events of one network chunk).
 
+        An event with empty data (the SSE algorithm dispatches one for a bare ``data:`` line)
+        carries nothing and is skipped, unless it is an ``error`` event.
+
         Raises:
             StreamError: For an ``error`` event, an ``{"error": ...}`` chunk or a malformed one.
         """
@@ -75,10 +78,11 @@ class ChatStreamParser:
         for sse in events:
             if self.done:
                 break
-            if sse.data == "[DONE]":
+            data = sse.data
+            if data == "[DONE]":
                 self.done = True
-            else:
-                self._handle(sse.event, sse.data, out)
+            elif (data and not data.isspace()) or sse.event == "error":
+                self._handle(sse.event, data, out)
         return out
 
     def _fail(self, message: str) -> StreamError:

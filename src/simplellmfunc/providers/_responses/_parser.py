@@ -97,6 +97,10 @@ class ResponsesStreamParser:
         return stream_error(self.provider, message, self.request_id)
 
     def _handle(self, name: str, data: str, out: list[StreamEvent]) -> None:
+        if not data or data.isspace():  # a bare ``data:`` line: an event that carries nothing
+            if name == "error":
+                self._error({"type": "error"}, out)
+            return
         try:
             payload = loads_reply(data)
         except ValueError:
