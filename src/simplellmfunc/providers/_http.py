@@ -32,6 +32,7 @@ __all__ = [
     "OpenResponse",
     "encode_json",
     "next_chunk",
+    "origin",
     "read_timeout",
 ]
 
@@ -93,6 +94,8 @@ class HTTPTransport:
         client: httpx.AsyncClient | None = None,
     ) -> None:
         self.base_url = base_url.rstrip("/")
+        #: What errors name: ``scheme://host:port`` (no credentials, path or query).
+        self.target = origin(self.base_url)
         self.keys = keys
         self.provider = provider
         self.retry = retry
@@ -195,10 +198,11 @@ class HTTPTransport:
             while (part := await next_chunk(body, deadline, limit)) is not None:
                 parts.append(part)
         except TimeoutError:
-            raise self._timeout(attempt) from None
+            raise self._timeout(attempt, f"while reading the reply from {self.target}") from None
         except httpx.HTTPError as exc:
             raise ProviderConnectionError(
-                f"{self.provider}: connection failed while reading: {type(exc).__name__}",
+                f"{self.provider}: connection to {self.target} failed while reading the reply: "
+                f"{type(exc).__name__}",
                 status=response.status_code,
                 provider=self.provider,
                 attempts=attempt,
@@ -265,7 +269,8 @@ class HTTPTransport:
                     await self.rate_limit.acquire()
                 return await self.keys.acquire() if self.keys is not None else None
         except TimeoutError:
-            raise self._timeout(attempt) from None
+            waiting = f"waiting for an API key or the rate limit ({self.target})"
+            raise self._timeout(attempt, waiting) from None
 
     def _release(self, key: str | None) -> None:
         if key is not None and self.keys is not None:
@@ -303,13 +308,14 @@ class HTTPTransport:
                 return await self._client.send(request, stream=True)
         except httpx.HTTPError as exc:
             raise ProviderConnectionError(
-                f"{self.provider}: connection failed: {type(exc).__name__}: "
+                f"{self.provider}: connection to {self.target} failed: {type(exc).__name__}: "
                 f"{redact(str(exc), self._secrets())}",
                 provider=self.provider,
                 attempts=attempt,
                 retryable=True,
             ) from exc
-        raise self._timeout(attempt)  # reached only when the deadline cancelled the send
+        # Reached only when the deadline cancelled the send.
+        raise self._timeout(attempt, f"before {self.target} answered")
 
     async def _failure(
         self, response: httpx.Response, key: str | None, attempt: int, deadline: float
@@ -390,9 +396,11 @@ class HTTPTransport:
             provider=self.provider,
         )
 
-    def _timeout(self, attempt: int) -> ProviderTimeoutError:
+    def _timeout(self, attempt: int, when: str) -> ProviderTimeoutError:
         return ProviderTimeoutError(
-            f"{self.provider}: call deadline passed", provider=self.provider, attempts=attempt
+            f"{self.provider}: call deadline passed {when}",
+            provider=self.provider,
+            attempts=attempt,
         )
 
     def key_label(self, key: str | None) -> str:
@@ -430,6 +438,28 @@ class OpenResponse:
                 await self._response.aclose()
         finally:
             self._transport._release(self._key)
+
+
+_DEFAULT_PORTS: Final = {"http": 80, "https": 443}
+
+
+def origin(url: str) -> str:
+    """``scheme://host:port`` of ``url``, the port given even when it is the default: what an
+    error names. Never credentials, a path or a query string, where keys sometimes travel.
+
+    A URL that is not ``http(s)://host...`` (a typo: ``"localhost:8000/v1"``) is named as
+    written, without its query string and credentials.
+    """
+    try:
+        parsed: httpx.URL | None = httpx.URL(url)
+    except httpx.InvalidURL:
+        parsed = None
+    if parsed is None or not parsed.host or parsed.scheme not in _DEFAULT_PORTS:
+        bare = url.partition("?")[0].rpartition("@")[2]
+        return f"{bare} (not an http:// or https:// URL)"
+    host = f"[{parsed.host}]" if ":" in parsed.host else parsed.host
+    port = parsed.port or _DEFAULT_PORTS[parsed.scheme]
+    return f"{parsed.scheme}://{host}:{port}"
 
 
 def read_timeout(response: httpx.Response) -> float | None:

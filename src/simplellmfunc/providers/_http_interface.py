@@ -239,8 +239,11 @@ class HTTPInterface(LLMInterface):
                     else:
                         parser = self._stream_parser(request_id)
                         chunks, limit = body_chunks(response), read_timeout(response)
+                        target = self._http.target
                         try:
-                            while events := await next_events(chunks, parser, deadline, limit):
+                            while events := await next_events(
+                                chunks, parser, deadline, limit, target
+                            ):
                                 yielded = True
                                 for event in events:
                                     yield event
