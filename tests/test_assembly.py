@@ -91,6 +91,27 @@ def test_every_call_at_index_zero_with_different_ids() -> None:
     assert assemble(deltas) == (ToolCall("id1", "f", '{"a": 1}'), ToolCall("id2", "g", '{"b": 2}'))
 
 
+def test_one_id_at_several_indexes_is_several_calls() -> None:
+    # Servers that reuse an id: the index tells the calls apart (the engine renames the ids).
+    deltas = [
+        first(0, "dup", "f"),
+        more(0, '{"a": '),
+        first(1, "dup", "g"),
+        more(1, '{"b": 2}'),
+        more(0, "1}"),
+    ]
+    assert assemble(deltas) == (ToolCall("dup", "f", '{"a": 1}'), ToolCall("dup", "g", '{"b": 2}'))
+
+
+def test_one_id_at_several_indexes_repeated_in_every_delta() -> None:
+    deltas = [
+        first(0, "dup", "f", '{"a"'),
+        first(1, "dup", "f", '{"b": 2}'),
+        first(0, "dup", "f", ": 1}"),
+    ]
+    assert assemble(deltas) == (ToolCall("dup", "f", '{"a": 1}'), ToolCall("dup", "f", '{"b": 2}'))
+
+
 def test_index_missing_routes_by_id() -> None:
     deltas = [
         first(None, "id1", "f", '{"a": '),
@@ -236,6 +257,7 @@ _calls = st.lists(st.tuples(_names, _arguments), min_size=1, max_size=4)
 
 SHAPES = ("standard", "llama_cpp", "index_zero", "no_index", "no_id", "whole_no_id", "split_name")
 INTERLEAVABLE = {"standard", "llama_cpp", "no_id", "split_name"}
+SHARED_ID = {"standard", "llama_cpp", "split_name"}  # one id for every call: told apart by index
 
 
 def _fragments(draw: st.DrawFn, text: str) -> list[str]:
@@ -285,6 +307,8 @@ def _scenarios(draw: st.DrawFn) -> tuple[list[dict[str, Any]], list[ToolCall]]:
     calls = draw(_calls)
     has_ids = shape not in ("no_id", "whole_no_id")
     ids = [f"srv_{n}_{draw(st.integers(0, 999))}" for n in range(len(calls))]
+    if shape in SHARED_ID and draw(st.booleans()):
+        ids = ["dup"] * len(calls)
     per_call = [
         _call_deltas(draw, shape, n, ids[n], name, arguments)
         for n, (name, arguments) in enumerate(calls)

@@ -237,6 +237,27 @@ async def test_long_or_dash_prompts_go_through_stdin(fake: Fake, prompt: str) ->
     assert response.text == f"reply to: {prompt}"
 
 
+@pytest.mark.parametrize("long", [False, True], ids=["argv", "stdin"])
+async def test_lone_surrogates_are_sent_as_replacement_characters(fake: Fake, long: bool) -> None:
+    # os.listdir() of a file named b"bad\xff name"; "\ud83d" is half a UTF-16 pair.
+    result = ToolMessage("c1", "bad\udcff name" + " " * (150_000 if long else 0))
+    call = AssistantMessage(None, (ToolCall("c1", "ls", "{}"),))
+    messages = (SystemMessage("sys \ud83d"), UserMessage("ls"), call, result)
+    with anyio.fail_after(GUARD):
+        response = await fake.llm().complete(req(*messages))
+    record = fake.records()[-1]
+    prompt = record["stdin"] if long else record["argv"][1]
+    assert "bad\ufffd name" in prompt
+    assert record["argv"][record["argv"].index("--system-prompt") + 1] == "sys \ufffd"
+    assert "bad\ufffd name" in response.text
+
+
+async def test_a_reply_cut_inside_a_character_has_a_replacement_character(fake: Fake) -> None:
+    with anyio.fail_after(GUARD):
+        response = await fake.llm("cut").complete(req(UserMessage("hi")))
+    assert response.text == "reply to: hi \ufffd"
+
+
 async def test_images_and_history_render_as_text(fake: Fake) -> None:
     content = (Text("look: "), ImgUrl("https://example.com/a.png"))
     call = AssistantMessage(None, (ToolCall("c9", "lookup", "{}"),))

@@ -317,6 +317,26 @@ async def test_keepalive_and_line_endings(server: MockLLMServer, client: httpx.A
     assert _events(cr, "\r")[-1] == "[DONE]"
 
 
+async def test_empty_events(server: MockLLMServer, client: httpx.AsyncClient) -> None:
+    server.script(Reply.text("abc", chunks=3, empty_events=True))
+    raw = await _stream_raw(client, STREAM)
+    events = _events(raw)
+    assert events.count("data:") == len(events) // 2  # one before each event but the first
+    assert [e for e in events if e != "data:"][-1] == "[DONE]"
+
+
+@pytest.mark.parametrize("path", ["/chat/completions", "/responses", "/messages"])
+async def test_ignore_stream_answers_with_the_json_reply(
+    server: MockLLMServer, client: httpx.AsyncClient, path: str
+) -> None:
+    server.script(Reply.text("whole", ignore_stream=True))
+    body = {**STREAM, "input": "hi", "max_tokens": 10}
+    response = await client.post(path, json=body)
+    assert response.headers["content-type"] == "application/json"
+    assert "whole" in response.text
+    assert isinstance(response.json(), dict)
+
+
 async def test_split_utf8(server: MockLLMServer, client: httpx.AsyncClient) -> None:
     server.script(Reply.text("héllo wörld ✓", chunks=3, split_utf8=True))
     async with client.stream("POST", "/chat/completions", json=STREAM) as response:
@@ -330,6 +350,22 @@ async def test_split_utf8(server: MockLLMServer, client: httpx.AsyncClient) -> N
     assert broken >= 3
     chunks = _chunks(b"".join(pieces))
     assert "".join(c["choices"][0]["delta"].get("content", "") for c in chunks) == "héllo wörld ✓"
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["json", "sse"])
+async def test_lone_surrogates_go_as_escapes_or_as_bytes(
+    server: MockLLMServer, client: httpx.AsyncClient, stream: bool
+) -> None:
+    text = "half \ud83d pair \ud83d\ude00 cut \udce4\udcb8"  # the last two: b"\xe4\xb8"
+    server.script(Reply.text(text), Reply.text(text, surrogates="bytes"))
+    body = STREAM if stream else BODY
+    escaped = (await client.post("/chat/completions", json=body)).content
+    raw = (await client.post("/chat/completions", json=body)).content
+    assert b"half \\ud83d pair \\ud83d\\ude00 cut \\udce4\\udcb8" in escaped
+    assert b"half \\ud83d pair \\ud83d\\ude00 cut \xe4\xb8" in raw  # invalid UTF-8
+    escaped.decode()  # valid UTF-8
+    with pytest.raises(UnicodeDecodeError):
+        raw.decode()
 
 
 async def test_timing_and_headers(server: MockLLMServer, client: httpx.AsyncClient) -> None:

@@ -17,6 +17,7 @@ Every error the library raises derives from :class:`SimpleLLMFuncError`::
     │   │   ├── AuthenticationError       HTTP 401 / 403
     │   │   ├── NoUsableKeyError          every key of an APIKeyPool is disabled
     │   │   └── StreamError               a broken or malformed stream, or an error sent after 200
+    │   │       └── EmptyReplyError       a 200 reply with no text, no tool calls, no reasoning
     │   ├── OutputParseError       the model's reply did not match the return type (has ``raw``)
     │   ├── ToolExecutionError     a tool failed where no model can see it (direct calls)
     │   ├── KernelError            a PyRepl kernel failed
@@ -42,6 +43,7 @@ __all__ = [
     "ConfigError",
     "ContentError",
     "DecoratorError",
+    "EmptyReplyError",
     "InvalidHistoryError",
     "KernelDiedError",
     "KernelError",
@@ -171,6 +173,16 @@ class NoUsableKeyError(ProviderError):
 
 class StreamError(ProviderError):
     """A stream broke, was malformed, or carried an error after a 200 response."""
+
+
+class EmptyReplyError(StreamError):
+    """A 200 response, streamed or not, whose reply has no text, no tool calls and no reasoning.
+
+    The HTTP providers retry it like a 5xx, within their retry policy, when nothing has reached
+    the caller; this error means the retries are spent (``retryable`` is true: a later call may
+    answer), or the finish reason says why the reply is empty (``"length"``: the reply budget was
+    spent first; ``"content_filter"``), which no retry changes (``retryable`` is false).
+    """
 
 
 class OutputParseError(RunError):

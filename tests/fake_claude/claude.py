@@ -13,7 +13,9 @@ Standard library only. Behaviour comes from the environment:
   ``is_error`` exit 1 with an ``is_error`` result naming an overloaded API;
   ``garbage`` exit 0 printing text that is not JSON;
   ``sleep`` start a sleeping child, log both pids, then sleep (for timeout / cancel tests);
-  ``background`` start a sleeping child that holds stdout open, answer, exit at once.
+  ``background`` start a sleeping child that holds stdout open, answer, exit at once;
+  ``cut`` the reply text ends with half a UTF-16 pair (a ``\\ud83d`` escape in the JSON), as a
+  string cut inside an emoji.
 
 The reply text is ``reply to: <prompt>`` (the prompt from the argument, else from stdin).
 """
@@ -103,6 +105,8 @@ def main() -> int:
             "cache_read_input_tokens": 1000,
             "output_tokens": 5,
         }
+    if mode == "cut":
+        result["result"] = f"{result['result']} \ud83d"
     if mode == "is_error":
         result.update(subtype="error_during_execution", is_error=True)
         result["result"] = "API Error: 529 overloaded"

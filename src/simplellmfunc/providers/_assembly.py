@@ -3,18 +3,23 @@
 Servers disagree on how they stream ``choices[0].delta.tool_calls``. :class:`ToolCallAssembler`
 accepts every shape we have met and routes each delta to its call by, in order:
 
-1. ``id`` - a delta whose id was seen before belongs to that call (llama.cpp repeats id and name
-   in every delta); a new id starts a new call, even at an index already used (servers that put
-   every call at index 0).
-2. ``index`` - a delta without an id belongs to the latest call seen at its index (the standard
-   shape: id and name in the first delta only; parallel calls interleave by index).
-3. otherwise the current (last touched) call.
+1. ``id`` and ``index`` - the call seen with that id at that index (llama.cpp repeats id and name
+   in every delta). Otherwise a new call, even when the id was seen at another index (servers
+   that reuse one id for several calls: the engine makes ids unique per transcript) or another id
+   at this index (servers that put every call at index 0) - except that a call at this index
+   that has no id yet takes it (the id may come after a first id-less fragment).
+2. ``index`` alone - the latest call seen at its index (the standard shape: id and name in the
+   first delta only; parallel calls interleave by index).
+3. ``id`` alone - the latest call seen with that id; a new id starts a new call. Without indexes,
+   calls that share an id cannot be told apart.
+4. neither - the current (last touched) call.
 
-A name arriving for a call that already has arguments starts a new call when routing was not by
-id and the name differs or the arguments so far are a complete JSON value (servers that send each
-call whole, with no id and no index). Otherwise a name equal to the name so far is a repeat and is
-dropped, and a different one is a fragment and is appended (``"get_"`` then ``"weather"``). A
-fragment equal to the whole name so far (``"a"`` then ``"a"``) is ambiguous and read as a repeat.
+A name arriving for a call that already has arguments starts a new call when routing was by
+index alone or by nothing and the name differs or the arguments so far are a complete JSON value
+(servers that send each call whole, with no id and no index). Otherwise a name equal to the name
+so far is a repeat and is dropped, and a different one is a fragment and is appended (``"get_"``
+then ``"weather"``). A fragment equal to the whole name so far (``"a"`` then ``"a"``) is
+ambiguous and read as a repeat.
 """
 
 from __future__ import annotations
@@ -75,13 +80,14 @@ class ToolCallAssembler:
         id_prefix: Prefix of generated ids.
     """
 
-    __slots__ = ("_by_id", "_by_index", "_calls", "_current", "_id_prefix")
+    __slots__ = ("_by_id", "_by_id_index", "_by_index", "_calls", "_current", "_id_prefix")
 
     def __init__(self, id_prefix: str | None = None) -> None:
         self._id_prefix = id_prefix if id_prefix is not None else f"call_{uuid.uuid4().hex[:12]}_"
         self._calls: list[_Call] = []
-        self._by_id: dict[str, int] = {}
-        self._by_index: dict[int, int] = {}
+        self._by_id: dict[str, int] = {}  # the latest call with the id
+        self._by_index: dict[int, int] = {}  # the latest call at the index
+        self._by_id_index: dict[tuple[str, int], int] = {}
         self._current: int | None = None
 
     def add(self, delta: Mapping[str, Any]) -> ToolCallDelta | None:
@@ -143,22 +149,27 @@ class ToolCallAssembler:
         self, call_id: str | None, raw_index: int | None, name: str | None
     ) -> tuple[int, bool]:
         """Return the position of the delta's call and whether the call is new to the caller."""
+        if call_id is not None and raw_index is not None:
+            known = self._by_id_index.get((call_id, raw_index))
+            if known is not None:
+                return known, False
+            # The id may arrive after a first id-less fragment at the same index.
+            at_index = self._by_index.get(raw_index)
+            if (
+                at_index is not None
+                and self._calls[at_index].id is None
+                and not self._starts_new(self._calls[at_index], name)
+            ):
+                self._calls[at_index].id = call_id
+                self._by_id[call_id] = at_index
+                self._by_id_index[call_id, raw_index] = at_index
+                return at_index, True
+            return self._new_call(call_id, raw_index), True
         if call_id is not None:
             known = self._by_id.get(call_id)
             if known is not None:
                 return known, False
-            if raw_index is not None:
-                # The id may arrive after a first id-less fragment at the same index.
-                at_index = self._by_index.get(raw_index)
-                if (
-                    at_index is not None
-                    and self._calls[at_index].id is None
-                    and not self._starts_new(self._calls[at_index], name)
-                ):
-                    self._calls[at_index].id = call_id
-                    self._by_id[call_id] = at_index
-                    return at_index, True
-            return self._new_call(call_id, raw_index), True
+            return self._new_call(call_id, None), True
         position = self._current if raw_index is None else self._by_index.get(raw_index)
         if position is None or self._starts_new(self._calls[position], name):
             return self._new_call(None, raw_index), True
@@ -176,6 +187,8 @@ class ToolCallAssembler:
             self._by_id[call_id] = position
         if raw_index is not None:
             self._by_index[raw_index] = position
+            if call_id is not None:
+                self._by_id_index[call_id, raw_index] = position
         return position
 
     @staticmethod

@@ -29,7 +29,7 @@ from typing import Any, Final
 
 import anyio
 from anyio.abc import ByteReceiveStream, ByteSendStream, Process
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ConfigDict
 
 from .._content import ContentPart, ImgPath, ImgUrl, Text
 from .._messages import AssistantMessage, Message, SystemMessage, ToolMessage, UserMessage
@@ -46,6 +46,7 @@ from ._base import (
 )
 from ._redact import redact
 from ._tokens import count_message_tokens, count_text_tokens
+from ._unicode import loads_reply, replace_surrogates
 
 __all__ = ["CLAUDE_CLI_CAPABILITIES", "ClaudeCodeCLI"]
 
@@ -204,7 +205,10 @@ class ClaudeCodeCLI(LLMInterface):
         )
         new = self._new_messages(messages)
         sent = new if new is not None else tuple(messages[1:] if system is not None else messages)
-        prompt = render_prompt(sent, names)
+        # Text UTF-8 cannot encode (lone surrogates) goes as U+FFFD, as over HTTP (_unicode).
+        prompt = replace_surrogates(render_prompt(sent, names))
+        if system is not None:
+            system = replace_surrogates(system)
         argv = [self.executable, "-p"]
         via_argv = len(prompt.encode()) <= _ARGV_LIMIT and not prompt.startswith("-")
         if via_argv:
@@ -310,13 +314,13 @@ class ClaudeCodeCLI(LLMInterface):
 
 def _parse_result(stdout: bytes) -> _CLIResult | None:
     """The result object: the whole output, else its last line that is one (some versions log
-    lines before it)."""
+    lines before it). Text that is not valid Unicode arrives with U+FFFD (see ``_unicode``)."""
     text = stdout.decode(errors="replace").strip()
     for candidate in (text, *reversed(text.splitlines())):
         if candidate.startswith("{"):
             try:
-                return _CLIResult.model_validate_json(candidate)
-            except ValidationError:
+                return _CLIResult.model_validate(loads_reply(candidate))
+            except ValueError:  # not JSON, or not a result (pydantic's ValidationError)
                 continue
     return None
 

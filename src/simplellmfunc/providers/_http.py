@@ -6,13 +6,14 @@ import json
 import logging
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, Final, cast
+from typing import Any, Final, TypeVar, cast
 
 import anyio
 import httpx
 
 from ..exceptions import (
     AuthenticationError,
+    EmptyReplyError,
     ProviderConnectionError,
     ProviderError,
     ProviderTimeoutError,
@@ -23,6 +24,7 @@ from ._keys import APIKeyPool
 from ._ratelimit import TokenBucket
 from ._redact import fingerprint, redact
 from ._retry import RetryPolicy
+from ._unicode import loads_reply, replace_surrogates
 
 __all__ = [
     "HTTPSettings",
@@ -30,12 +32,14 @@ __all__ = [
     "OpenResponse",
     "encode_json",
     "next_chunk",
+    "origin",
     "read_timeout",
 ]
 
 logger = logging.getLogger("simplellmfunc.providers")
 
 AuthHeaders = Callable[[str], Mapping[str, str]]
+T = TypeVar("T")
 _EXCERPT: Final = 500
 _DETAIL: Final = 300
 # One encoder for every request: json.dumps with options builds a new encoder per call.
@@ -43,8 +47,17 @@ _ENCODE: Final = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).enc
 
 
 def encode_json(body: Mapping[str, Any]) -> bytes:
-    """A request body as compact UTF-8 JSON (non-ASCII characters kept, as the SDKs send)."""
-    return _ENCODE(body).encode()
+    """A request body as compact UTF-8 JSON (non-ASCII characters kept, as the SDKs send).
+
+    Text that UTF-8 cannot encode (lone surrogates, e.g. a file name from ``os.listdir()``
+    that is not UTF-8) is sent with U+FFFD in its place; see :mod:`._unicode`.
+    """
+    text = _ENCODE(body)
+    try:
+        return text.encode()
+    except UnicodeEncodeError:
+        # Surrogates only occur inside JSON strings, so no pair forms across two of them.
+        return replace_surrogates(text).encode()
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,6 +94,8 @@ class HTTPTransport:
         client: httpx.AsyncClient | None = None,
     ) -> None:
         self.base_url = base_url.rstrip("/")
+        #: What errors name: ``scheme://host:port`` (no credentials, path or query).
+        self.target = origin(self.base_url)
         self.keys = keys
         self.provider = provider
         self.retry = retry
@@ -112,15 +127,21 @@ class HTTPTransport:
         return self.keys.keys if self.keys else ()
 
     async def post_json(
-        self, path: str, body: Mapping[str, Any], deadline: float
-    ) -> tuple[dict[str, Any], httpx.Headers]:
-        """POST ``body`` and return the decoded JSON object and the response headers.
+        self,
+        path: str,
+        body: Mapping[str, Any],
+        deadline: float,
+        parse: Callable[[dict[str, Any], httpx.Headers], T],
+    ) -> T:
+        """POST ``body`` and return ``parse(json_object, response_headers)``.
 
-        Unlike :meth:`open`, a connection that breaks while the body is read is retried: nothing
-        has reached the caller yet.
+        Unlike :meth:`open`, a connection that breaks while the body is read is retried, and so
+        is a reply ``parse`` finds empty (a retryable :class:`EmptyReplyError`): nothing has
+        reached the caller yet.
 
         Raises:
-            ProviderError: (a subclass) after the retries are spent or for a non-retryable error.
+            ProviderError: (a subclass) after the retries are spent or for a non-retryable error;
+                whatever ``parse`` raises.
             UserError: When the interface was closed.
         """
         content = encode_json(body)
@@ -133,14 +154,29 @@ class HTTPTransport:
                 finally:
                     await response.aclose()
                     self._release(key)
-            except ProviderConnectionError as error:
-                await self._wait_to_retry(error, None, attempt, deadline)
-                continue
-            return self._decode(raw, response), response.headers
+                return parse(self._decode(raw, response), response.headers)
+            except (ProviderConnectionError, EmptyReplyError) as error:
+                error.attempts = attempt
+                await self.wait_to_retry(error, attempt, deadline)
+
+    async def read_json(self, response: httpx.Response, deadline: float) -> dict[str, Any]:
+        """The whole body of an opened response as a JSON object (see :meth:`open`).
+
+        Raises:
+            ProviderTimeoutError: When the deadline passes.
+            ProviderConnectionError: When the connection breaks.
+            ProviderError: When the body is not a JSON object.
+        """
+        return self._decode(await self._read_within(response, deadline, 1), response)
 
     def _decode(self, raw: bytes, response: httpx.Response) -> dict[str, Any]:
+        """The body as a JSON object; invalid UTF-8 and escaped lone surrogates become U+FFFD.
+
+        Raises:
+            ProviderError: When the body is not a JSON object.
+        """
         try:
-            data = json.loads(raw)
+            data = loads_reply(raw.decode("utf-8-sig", "replace"))
         except ValueError as exc:
             text = raw.decode(errors="replace")
             raise self._error(ProviderError, "response is not valid JSON", response, text) from exc
@@ -162,10 +198,11 @@ class HTTPTransport:
             while (part := await next_chunk(body, deadline, limit)) is not None:
                 parts.append(part)
         except TimeoutError:
-            raise self._timeout(attempt) from None
+            raise self._timeout(attempt, f"while reading the reply from {self.target}") from None
         except httpx.HTTPError as exc:
             raise ProviderConnectionError(
-                f"{self.provider}: connection failed while reading: {type(exc).__name__}",
+                f"{self.provider}: connection to {self.target} failed while reading the reply: "
+                f"{type(exc).__name__}",
                 status=response.status_code,
                 provider=self.provider,
                 attempts=attempt,
@@ -175,19 +212,23 @@ class HTTPTransport:
             await body.aclose()
         return b"".join(parts)
 
-    def open(self, path: str, body: Mapping[str, Any], deadline: float) -> OpenResponse:
+    def open(
+        self, path: str, body: Mapping[str, Any], deadline: float, attempt: int = 0
+    ) -> OpenResponse:
         """``async with transport.open(...) as response``: send the request, retrying until a
         2xx response's headers arrive.
 
         The body is not read; nothing is retried once the block is entered. The response is
-        closed (and the key released) when the block exits, however it exits.
+        closed (and the key released) when the block exits, however it exits. ``attempt`` is
+        the number of attempts the call made before (they count against the retry policy);
+        the opener's ``attempt`` is the number of the one that got the response.
 
         Raises:
             ProviderError: (a subclass, on entering) after the retries are spent or for a
                 non-retryable error.
             UserError: (on entering) when the interface was closed.
         """
-        return OpenResponse(self, path, encode_json(body), deadline)
+        return OpenResponse(self, path, encode_json(body), deadline, attempt)
 
     async def _connect(
         self, path: str, content: bytes, deadline: float, attempt: int = 0
@@ -212,7 +253,8 @@ class HTTPTransport:
             if isinstance(outcome, httpx.Response):
                 return outcome, key, attempt
             self._release(key)  # before the wait: a sleeping call is not in flight
-            await self._wait_to_retry(*outcome, attempt, deadline)
+            error, delay = outcome
+            await self.wait_to_retry(error, attempt, deadline, delay)
 
     async def _acquire(self, deadline: float, attempt: int) -> str | None:
         if self.rate_limit is None:
@@ -227,7 +269,8 @@ class HTTPTransport:
                     await self.rate_limit.acquire()
                 return await self.keys.acquire() if self.keys is not None else None
         except TimeoutError:
-            raise self._timeout(attempt) from None
+            waiting = f"waiting for an API key or the rate limit ({self.target})"
+            raise self._timeout(attempt, waiting) from None
 
     def _release(self, key: str | None) -> None:
         if key is not None and self.keys is not None:
@@ -265,13 +308,14 @@ class HTTPTransport:
                 return await self._client.send(request, stream=True)
         except httpx.HTTPError as exc:
             raise ProviderConnectionError(
-                f"{self.provider}: connection failed: {type(exc).__name__}: "
+                f"{self.provider}: connection to {self.target} failed: {type(exc).__name__}: "
                 f"{redact(str(exc), self._secrets())}",
                 provider=self.provider,
                 attempts=attempt,
                 retryable=True,
             ) from exc
-        raise self._timeout(attempt)  # reached only when the deadline cancelled the send
+        # Reached only when the deadline cancelled the send.
+        raise self._timeout(attempt, f"before {self.target} answered")
 
     async def _failure(
         self, response: httpx.Response, key: str | None, attempt: int, deadline: float
@@ -307,10 +351,10 @@ class HTTPTransport:
             error.retryable = self.retry.should_retry(status, headers)
         return error, delay
 
-    async def _wait_to_retry(
-        self, error: ProviderError, delay: float | None, attempt: int, deadline: float
+    async def wait_to_retry(
+        self, error: ProviderError, attempt: int, deadline: float, delay: float | None = None
     ) -> None:
-        """Sleep before the next attempt (``delay`` ``None``: the policy's backoff).
+        """Sleep before the attempt after ``attempt`` (``delay`` ``None``: the policy's backoff).
 
         Raises:
             ProviderError: ``error`` itself, when it is final: not retryable, the retries are
@@ -352,9 +396,11 @@ class HTTPTransport:
             provider=self.provider,
         )
 
-    def _timeout(self, attempt: int) -> ProviderTimeoutError:
+    def _timeout(self, attempt: int, when: str) -> ProviderTimeoutError:
         return ProviderTimeoutError(
-            f"{self.provider}: call deadline passed", provider=self.provider, attempts=attempt
+            f"{self.provider}: call deadline passed {when}",
+            provider=self.provider,
+            attempts=attempt,
         )
 
     def key_label(self, key: str | None) -> str:
@@ -366,19 +412,24 @@ class OpenResponse:
     """The async context manager :meth:`HTTPTransport.open` returns (a class, not a generator:
     it is on every streamed call's path)."""
 
-    __slots__ = ("_content", "_deadline", "_key", "_path", "_response", "_transport")
+    __slots__ = ("_content", "_deadline", "_key", "_path", "_response", "_transport", "attempt")
 
-    def __init__(self, transport: HTTPTransport, path: str, content: bytes, deadline: float):
+    def __init__(
+        self, transport: HTTPTransport, path: str, content: bytes, deadline: float, attempt: int
+    ):
         self._transport = transport
         self._path = path
         self._content = content
         self._deadline = deadline
         self._response: httpx.Response | None = None
         self._key: str | None = None
+        self.attempt = attempt
 
     async def __aenter__(self) -> httpx.Response:
         connect = self._transport._connect
-        self._response, self._key, _ = await connect(self._path, self._content, self._deadline)
+        self._response, self._key, self.attempt = await connect(
+            self._path, self._content, self._deadline, self.attempt
+        )
         return self._response
 
     async def __aexit__(self, *exc_info: object) -> None:
@@ -387,6 +438,28 @@ class OpenResponse:
                 await self._response.aclose()
         finally:
             self._transport._release(self._key)
+
+
+_DEFAULT_PORTS: Final = {"http": 80, "https": 443}
+
+
+def origin(url: str) -> str:
+    """``scheme://host:port`` of ``url``, the port given even when it is the default: what an
+    error names. Never credentials, a path or a query string, where keys sometimes travel.
+
+    A URL that is not ``http(s)://host...`` (a typo: ``"localhost:8000/v1"``) is named as
+    written, without its query string and credentials.
+    """
+    try:
+        parsed: httpx.URL | None = httpx.URL(url)
+    except httpx.InvalidURL:
+        parsed = None
+    if parsed is None or not parsed.host or parsed.scheme not in _DEFAULT_PORTS:
+        bare = url.partition("?")[0].rpartition("@")[2]
+        return f"{bare} (not an http:// or https:// URL)"
+    host = f"[{parsed.host}]" if ":" in parsed.host else parsed.host
+    port = parsed.port or _DEFAULT_PORTS[parsed.scheme]
+    return f"{parsed.scheme}://{host}:{port}"
 
 
 def read_timeout(response: httpx.Response) -> float | None:

@@ -13,7 +13,7 @@ import anyio.to_thread
 import httpx
 
 from .._usage import Usage
-from ..exceptions import ProviderError
+from ..exceptions import EmptyReplyError, ProviderError
 from ._base import (
     Capabilities,
     FinishEvent,
@@ -27,6 +27,7 @@ from ._http import HTTPSettings, HTTPTransport, read_timeout
 from ._keys import APIKeyPool
 from ._ratelimit import TokenBucket
 from ._redact import fingerprint
+from ._reply import check_reply, is_json, reply_events
 from ._retry import RetryPolicy
 from ._stream import StreamParser, body_chunks, next_events
 from ._tokens import count_message_tokens, count_text_tokens
@@ -174,17 +175,32 @@ class HTTPInterface(LLMInterface):
 
     # -- the calls ---------------------------------------------------------------------------------
 
+    def _wire_body(self, request: LLMRequest, stream: bool) -> dict[str, Any]:
+        body = self._body(request, stream)
+        # The call decides how the reply comes: a ``stream`` body parameter never does.
+        if stream:
+            body["stream"] = True
+        else:
+            body.pop("stream", None)
+        return body
+
     async def complete(self, request: LLMRequest) -> LLMResponse:
-        """Run the request without streaming.
+        """Run the request without streaming (a ``stream`` body parameter is ignored).
+
+        An empty reply (no text, no tool calls, no reasoning) is retried like a 5xx.
 
         Raises:
             ProviderError: (a subclass) when the call fails after retries, or the reply is an
                 error (a :class:`StreamError` for an error object in a 200 response).
+            EmptyReplyError: When the replies stay empty, or the finish reason says why.
         """
         deadline = self._http.deadline(request.timeout)
-        body = self._body(request, False)
-        data, headers = await self._http.post_json(self.endpoint_path, body, deadline)
-        response = self._parse_reply(data, self._request_id(headers))
+        body = self._wire_body(request, False)
+
+        def parse(data: dict[str, Any], headers: httpx.Headers) -> LLMResponse:
+            return check_reply(self._parse_reply(data, self._request_id(headers)))
+
+        response = await self._http.post_json(self.endpoint_path, body, deadline, parse)
         if response.usage.calls == 0:
             response = await self._with_estimate(request, response)
         return response
@@ -193,29 +209,53 @@ class HTTPInterface(LLMInterface):
         """Run the request streaming (SSE); the last event is a :class:`FinishEvent`, after a
         :class:`UsageEvent` when the server reported usage (else usage is counted locally).
 
+        A server that answers with the whole JSON reply instead (it ignored ``"stream": true``)
+        is read as that reply: its text and tool calls come as one delta each (its reasoning
+        only in the final reply). An empty reply (no text, no tool calls, no reasoning) is
+        retried like a 5xx, as nothing has reached the caller.
+
         Raises:
             ProviderTimeoutError: When the call's deadline passes, streaming included.
             StreamError: When the stream breaks (retryable), carries an error event, a
                 malformed event, or ends before the reply is complete.
+            EmptyReplyError: When the replies stay empty, or the finish reason says why.
             ProviderError: (a subclass) when the call fails; never retried after the response
-                headers arrived.
+                headers arrived, but for an empty reply.
         """
         deadline = self._http.deadline(request.timeout)
+        attempt = 0
         while True:
-            body, opened = self._body(request, True), False
+            body, opened, yielded = self._wire_body(request, True), False, False
+            opener = self._http.open(self.endpoint_path, body, deadline, attempt)
             try:
-                async with self._http.open(self.endpoint_path, body, deadline) as response:
+                async with opener as response:
                     opened = True
-                    parser = self._stream_parser(self._request_id(response.headers))
-                    chunks, limit = body_chunks(response), read_timeout(response)
-                    try:
-                        while events := await next_events(chunks, parser, deadline, limit):
-                            for event in events:
-                                yield event
-                    finally:
-                        await chunks.aclose()
-                    final = parser.response()
+                    request_id = self._request_id(response.headers)
+                    if is_json(response):
+                        data = await self._http.read_json(response, deadline)
+                        final = check_reply(self._parse_reply(data, request_id))
+                        for event in reply_events(final):
+                            yield event
+                    else:
+                        parser = self._stream_parser(request_id)
+                        chunks, limit = body_chunks(response), read_timeout(response)
+                        target = self._http.target
+                        try:
+                            while events := await next_events(
+                                chunks, parser, deadline, limit, target
+                            ):
+                                yielded = True
+                                for event in events:
+                                    yield event
+                        finally:
+                            await chunks.aclose()
+                        final = check_reply(parser.response())
                 break
+            except EmptyReplyError as error:
+                if yielded:
+                    raise
+                attempt = error.attempts = opener.attempt
+                await self._http.wait_to_retry(error, attempt, deadline)
             except ProviderError as error:
                 if opened or not self._retry_refused(error, body):
                     raise

@@ -87,10 +87,12 @@ async def next_events(
     parser: StreamParser,
     deadline: float,
     limit: float | None,
+    target: str,
 ) -> list[StreamEvent] | None:
     """Read chunks until one carries events; ``None`` once the stream is over.
 
-    ``limit`` is httpx's per-read timeout (see :func:`~._http.read_timeout`). After the
+    ``limit`` is httpx's per-read timeout (see :func:`~._http.read_timeout`); ``target`` the
+    server's ``scheme://host:port``, which errors name. After the
     terminal event the rest of the body (normally only the chunked encoding's end) is read, so
     the connection goes back to the pool.
 
@@ -106,14 +108,14 @@ async def next_events(
                 chunk = await next_chunk(body, deadline, None)
         except TimeoutError:
             raise ProviderTimeoutError(
-                f"{parser.provider}: call deadline passed while streaming",
+                f"{parser.provider}: call deadline passed while streaming from {target}",
                 status=200,
                 request_id=parser.request_id,
                 provider=parser.provider,
             ) from None
         except httpx.HTTPError as exc:
             # The response had arrived: a broken stream, which a new call may not hit.
-            message = f"stream broken: {type(exc).__name__}"
+            message = f"stream broken: {type(exc).__name__} (from {target})"
             raise stream_error(parser.provider, message, parser.request_id, retryable=True) from exc
         if chunk is None:
             return None

@@ -5,7 +5,8 @@ tiktoken downloads its BPE files on first use; this module never lets it: it loo
 tiktoken's cache first (``$TIKTOKEN_CACHE_DIR``, else ``$DATA_GYM_CACHE_DIR``, else
 ``<tmp>/data-gym-cache``; the file name is the SHA-1 of the download URL) and, when the file is not
 there or cannot be loaded, counts ``ceil(len(text.encode("utf-8")) / 4)`` per text instead and
-warns once per process and encoding with a :class:`RuntimeWarning`.
+warns once per process and encoding with a :class:`RuntimeWarning` (a lone surrogate, which UTF-8
+cannot encode, counts the 3 bytes of the U+FFFD sent in its place).
 
 Limitation: a cache file that exists but is corrupt makes tiktoken delete it and try the network.
 """
@@ -74,7 +75,7 @@ def count_text_tokens(text: str, model: str = "") -> int:
         return 0
     encoding = _encoding(encoding_for_model(model))
     if encoding is None:
-        return math.ceil(len(text.encode("utf-8")) / 4)
+        return math.ceil(len(text.encode("utf-8", "surrogatepass")) / 4)
     return len(encoding.encode_ordinary(text))
 
 

@@ -163,11 +163,11 @@ class MessagesRenderer:
             "role": "assistant",
             "model": body["model"],
         }
-        if body.get("stream") is True:
+        if body.get("stream") is True and not reply.ignore_stream:
             return _Stream(reply, envelope, seq).render()
         if reply.error_event is not None:
             return JsonBody(200, json_bytes({"type": "error", "error": dict(reply.error_event)}))
-        return JsonBody(200, json_bytes(_message(reply, envelope, seq)))
+        return JsonBody(200, json_text(_message(reply, envelope, seq)))
 
 
 def _message(reply: Reply, envelope: dict[str, Any], seq: int) -> dict[str, Any]:

@@ -37,8 +37,8 @@ def split_text(text: str, pieces: int) -> list[str]:
 def error_body(reply: Reply) -> JsonBody:
     """The body of an error reply: ``{"error": {...}}`` unless the reply gives its own."""
     if isinstance(reply.body, bytes | str):
-        raw = reply.body.encode() if isinstance(reply.body, str) else reply.body
-        return JsonBody(reply.status, raw, "text/plain; charset=utf-8")
+        # A str is encoded by the plan, as the reply's ``surrogates`` option says.
+        return JsonBody(reply.status, reply.body, "text/plain; charset=utf-8")
     if reply.body is not None:
         return JsonBody(reply.status, json_bytes(dict(reply.body)))
     error = {
@@ -83,13 +83,13 @@ class ChatCompletionsRenderer:
             "model": str(body.get("model") or "mock-model"),
             "system_fingerprint": _FINGERPRINT,
         }
-        if body.get("stream") is True:
+        if body.get("stream") is True and not reply.ignore_stream:
             options = body.get("stream_options")
             include_usage = isinstance(options, dict) and options.get("include_usage") is True
             return _Stream(reply, envelope, seq, include_usage).render()
         if reply.error_event is not None:
             return JsonBody(200, json_bytes({"error": dict(reply.error_event)}))
-        return JsonBody(200, json_bytes(_completion(reply, envelope, seq)))
+        return JsonBody(200, json_text(_completion(reply, envelope, seq)))
 
 
 def _completion(reply: Reply, envelope: dict[str, Any], seq: int) -> dict[str, Any]:

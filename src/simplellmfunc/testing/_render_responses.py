@@ -32,7 +32,7 @@ from typing import Any, Final
 
 from ._render_openai import error_body, split_text
 from ._script import RecordedRequest, Reply, ToolCallSpec
-from ._wire import EventStream, JsonBody, Rendered, SSEEvent, json_bytes, json_text
+from ._wire import EventStream, JsonBody, Rendered, SSEEvent, json_text
 
 __all__ = ["ResponsesRenderer"]
 
@@ -84,9 +84,9 @@ class ResponsesRenderer:
             return error_body(reply)
         body = request.json if isinstance(request.json, dict) else {}
         build = _Builder(reply, body, seq)
-        if body.get("stream") is True:
+        if body.get("stream") is True and not reply.ignore_stream:
             return build.stream()
-        return JsonBody(200, json_bytes(build.response(final=True)))
+        return JsonBody(200, json_text(build.response(final=True)))
 
 
 class _Builder:
@@ -111,7 +111,8 @@ class _Builder:
         if done:
             item["summary"] = [{"type": "summary_text", "text": text}]
         if self.encrypted:  # opaque to clients: any string the server can read back will do
-            item["encrypted_content"] = base64.b64encode(text.encode()).decode() if done else None
+            raw = text.encode("utf-8", "surrogatepass")
+            item["encrypted_content"] = base64.b64encode(raw).decode() if done else None
         return item
 
     def message_item(self, done: bool) -> dict[str, Any]:

@@ -25,6 +25,7 @@ __all__ = [
     "ReplyOptions",
     "Script",
     "ScriptItem",
+    "SurrogateMode",
     "ToolCallSpec",
     "key_fingerprint",
     "redact_headers",
@@ -32,6 +33,7 @@ __all__ = [
 
 DeltaShape: TypeAlias = Literal["standard", "repeat_id_name", "all_index_0", "no_index", "no_id"]
 LineEnding: TypeAlias = Literal["lf", "crlf", "cr"]
+SurrogateMode: TypeAlias = Literal["escape", "bytes"]
 UsageLike: TypeAlias = tuple[int, int] | Usage
 
 _SECRET_HEADERS = frozenset({"authorization", "x-api-key", "api-key", "proxy-authorization"})
@@ -81,8 +83,11 @@ class ReplyOptions(TypedDict, total=False):
     error_event: Mapping[str, Any] | None
     error_event_style: Literal["data", "event"]
     keepalive: bool
+    empty_events: bool
     line_ending: LineEnding
     split_utf8: bool
+    surrogates: SurrogateMode
+    ignore_stream: bool
     drip: float | None
     headers: Mapping[str, str]
 
@@ -117,9 +122,20 @@ class Reply:
         error_event_style: ``"data"`` (``data: {"error": ...}``) or ``"event"`` (an
             ``event: error`` line before the data).
         keepalive: Send ``: keep-alive`` comment lines between stream events.
+        empty_events: Send an event whose data is empty (a bare ``data:`` line, then a blank
+            line) between stream events; the SSE spec dispatches it as an event.
         line_ending: Line ending of the stream: ``"lf"``, ``"crlf"`` or ``"cr"``.
         split_utf8: Cut each event's bytes inside its first multi-byte UTF-8 character and flush
             the two halves as separate writes.
+        surrogates: How lone surrogates in the reply's strings (text, reasoning, arguments, a
+            raw ``body``) go on the wire. ``"escape"``: as JSON ``\\udcff`` escapes, what
+            ``JSON.stringify`` and ``json.dumps`` send for a string cut inside a UTF-16 pair.
+            ``"bytes"``: U+DC80..U+DCFF as the single byte each stands for (Python's
+            ``surrogateescape``), i.e. invalid UTF-8 such as a string cut inside a multi-byte
+            character (``"\\udce4\\udcb8"`` sends the first two bytes of ``"中"``); other lone
+            surrogates are still escaped.
+        ignore_stream: Answer a streaming request as if it were not one: the complete JSON reply
+            (``application/json``), as servers that ignore ``"stream": true`` do.
         drip: Send one small piece every ``drip`` seconds, forever, until the client leaves.
         headers: Extra response headers (they override the server's own).
         status: HTTP status of an error reply.
@@ -145,8 +161,11 @@ class Reply:
     error_event: Mapping[str, Any] | None = None
     error_event_style: Literal["data", "event"] = "data"
     keepalive: bool = False
+    empty_events: bool = False
     line_ending: LineEnding = "lf"
     split_utf8: bool = False
+    surrogates: SurrogateMode = "escape"
+    ignore_stream: bool = False
     drip: float | None = None
     headers: Mapping[str, str] = field(default_factory=dict)
     status: int = 200

@@ -159,6 +159,10 @@ class MockLLMServer:
     without a default the server answers HTTP 500 ``no scripted reply``. Every request is
     recorded in :attr:`requests`, with credentials replaced by fingerprints.
 
+    A body that is not valid UTF-8 is answered HTTP 400 (JSON must be UTF-8, and real APIs refuse
+    it); lone surrogates sent as JSON ``\\udcff`` escapes are taken, recorded as they decode, and
+    sent back as escapes wherever a reply echoes them.
+
     A scripted callable that raises makes the server answer HTTP 500; the first such exception is
     raised again when the ``async with`` block exits, so failed assertions inside callables are
     not lost.
@@ -290,10 +294,7 @@ class MockLLMServer:
 
     def _respond(self, head: RequestHead, body: bytes) -> Iterator[Step]:
         seq = next(self._seq)
-        try:
-            parsed = json.loads(body) if body else None
-        except ValueError:
-            parsed = None
+        parsed, problem = _parse_body(body)
         request = RecordedRequest(
             head.method, head.target, redact_headers(head.headers), parsed, len(body)
         )
@@ -304,7 +305,7 @@ class MockLLMServer:
         if head.method != "POST":
             return self._fail(405, f"{head.method} not allowed", head)
         if not isinstance(parsed, dict):
-            return self._fail(400, "the body must be a JSON object", head)
+            return self._fail(400, problem or "the body must be a JSON object", head)
         if not getattr(renderer, "scripted", True):  # e.g. count_tokens: no reply consumed
             return build_plan(Reply(), renderer.render(Reply(), request, seq), head.keep_alive, seq)
         try:
@@ -319,6 +320,24 @@ class MockLLMServer:
 
     def _fail(self, status: int, message: str, head: RequestHead) -> Iterator[Step]:
         yield simple_response(status, _error(message), head.keep_alive)
+
+
+def _parse_body(body: bytes) -> tuple[Any, str | None]:
+    """The JSON of a request body (``None`` when empty or invalid) and what is wrong with it.
+
+    JSON text must be UTF-8 (RFC 8259), so a body that is not is refused, as real APIs do; a
+    lone surrogate sent as a ``\\udcff`` escape is valid JSON and is taken as it is.
+    """
+    if not body:
+        return None, None
+    try:
+        text = body.decode()
+    except UnicodeDecodeError as exc:
+        return None, f"the body is not valid UTF-8 (byte {exc.start})"
+    try:
+        return json.loads(text), None
+    except ValueError:
+        return None, None
 
 
 def _error(message: str) -> dict[str, Any]:

@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import enum
 import json
+import re
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from http import HTTPStatus
 from itertools import count
 from typing import Any, Final, Protocol, TypeAlias
 
-from ._script import RecordedRequest, Reply
+from ._script import RecordedRequest, Reply, SurrogateMode
 
 __all__ = [
     "CLOSE",
@@ -28,6 +29,7 @@ __all__ = [
     "SSEEvent",
     "Step",
     "build_plan",
+    "encode_text",
     "json_bytes",
     "json_text",
     "parse_head",
@@ -67,10 +69,11 @@ class SSEEvent:
 
 @dataclass(frozen=True, slots=True)
 class JsonBody:
-    """A complete (non-streamed) response body."""
+    """A complete (non-streamed) response body: bytes as they are, or text that the plan
+    encodes as the reply's ``surrogates`` option says."""
 
     status: int
-    body: bytes
+    body: bytes | str
     content_type: str = "application/json"
 
 
@@ -153,8 +156,33 @@ def json_text(value: Any) -> str:
 
 
 def json_bytes(value: Any) -> bytes:
-    """:func:`json_text` as UTF-8 bytes."""
-    return _ENCODE(value).encode()
+    """:func:`json_text` as UTF-8 bytes (lone surrogates as JSON escapes)."""
+    return encode_text(_ENCODE(value))
+
+
+_SURROGATE: Final = re.compile("[\ud800-\udfff]")
+
+
+def _escape(match: re.Match[str]) -> str:
+    return f"\\u{ord(match.group()):04x}"
+
+
+def _escape_unless_byte(match: re.Match[str]) -> str:
+    code = ord(match.group())
+    return match.group() if 0xDC80 <= code <= 0xDCFF else f"\\u{code:04x}"
+
+
+def encode_text(text: str, surrogates: SurrogateMode = "escape") -> bytes:
+    """``text`` as UTF-8; lone surrogates (only ever inside JSON strings here) as ``surrogates``
+    says: JSON ``\\udcff`` escapes, or (``"bytes"``) U+DC80..U+DCFF as the byte each stands
+    for, which is invalid UTF-8 on purpose. See :class:`~._script.Reply`."""
+    try:
+        return text.encode()
+    except UnicodeEncodeError:
+        pass
+    if surrogates == "bytes":
+        return _SURROGATE.sub(_escape_unless_byte, text).encode("utf-8", "surrogateescape")
+    return _SURROGATE.sub(_escape, text).encode()
 
 
 def _head(status: int, headers: Mapping[str, str], extra: Mapping[str, str]) -> bytes:
@@ -184,12 +212,12 @@ def simple_response(status: int, body: Any, keep_alive: bool) -> bytes:
     return _head(status, headers, {}) + payload
 
 
-def _sse_bytes(event: SSEEvent, eol: str) -> bytes:
+def _sse_bytes(event: SSEEvent, eol: str, surrogates: SurrogateMode) -> bytes:
     if event.event is None and "\n" not in event.data:
-        return f"data: {event.data}{eol}{eol}".encode()
+        return encode_text(f"data: {event.data}{eol}{eol}", surrogates)
     lines = [] if event.event is None else [f"event: {event.event}"]
     lines.extend(f"data: {line}" for line in event.data.split("\n"))
-    return (eol.join(lines) + eol + eol).encode()
+    return encode_text(eol.join(lines) + eol + eol, surrogates)
 
 
 def _split_utf8(data: bytes) -> tuple[bytes, bytes] | None:
@@ -215,6 +243,8 @@ def build_plan(reply: Reply, rendered: Rendered, keep_alive: bool, seq: int) -> 
 def _json_plan(reply: Reply, rendered: JsonBody, base: dict[str, str]) -> Iterator[Step]:
     base["content-type"] = rendered.content_type
     body = rendered.body
+    if isinstance(body, str):
+        body = encode_text(body, reply.surrogates)
     if reply.malformed:
         body = body[: len(body) // 2]
     if reply.drip is None:
@@ -277,8 +307,10 @@ def _stream_plan(reply: Reply, stream: EventStream, base: dict[str, str]) -> Ite
                 yield gap
             if reply.keepalive:
                 yield _chunk((_KEEPALIVE + eol + eol).encode())
+            if reply.empty_events:
+                yield _chunk(f"data:{eol}{eol}".encode())
         first = False
-        data = _sse_bytes(event, eol)
+        data = _sse_bytes(event, eol, reply.surrogates)
         halves = _split_utf8(data) if reply.split_utf8 else None
         if halves is None:
             yield _chunk(data)

@@ -124,8 +124,8 @@ class AnthropicCompatible(HTTPInterface):
             if system is not None:
                 body["system"] = system
             try:
-                data, _ = await self._http.post_json(
-                    "/messages/count_tokens", body, self._http.deadline(None)
+                data = await self._http.post_json(
+                    "/messages/count_tokens", body, self._http.deadline(None), _object
                 )
             except ProviderError as exc:
                 if exc.status in _NOT_OFFERED:
@@ -136,3 +136,7 @@ class AnthropicCompatible(HTTPInterface):
                 if isinstance(count, int) and not isinstance(count, bool):
                     return count
         return await super().count_tokens(messages)
+
+
+def _object(data: dict[str, Any], _headers: object) -> dict[str, Any]:
+    return data

@@ -20,6 +20,7 @@ from ..._usage import Usage
 from .._base import LLMResponse, ReasoningDelta, StreamEvent, TextDelta, ToolCallDelta
 from .._sse import SSEDecoder
 from .._stream import stream_error
+from .._unicode import loads_reply
 from ._wire import (
     error_event,
     finish_reason,
@@ -76,11 +77,16 @@ class MessagesStreamParser:
 
     def feed(self, event: str, data: str) -> list[StreamEvent]:
         """Handle one SSE event. ``content_block_stop`` needs nothing (a block is whole when the
-        message ends); ``ping`` and unknown event types are ignored.
+        message ends); ``ping``, unknown event types and events with empty data (a bare
+        ``data:`` line) are ignored.
 
         Raises:
-            StreamError: For an ``error`` event or a malformed one.
+            StreamError: For an ``error`` event (with data or without) or a malformed one.
         """
+        if not data or data.isspace():
+            if event != "error":
+                return []
+            data = "{}"
         payload = self._decode(event, data)
         kind = payload.get("type") or event
         if kind == "content_block_delta":
@@ -102,7 +108,7 @@ class MessagesStreamParser:
 
     def _decode(self, event: str, data: str) -> dict[str, Any]:
         try:
-            payload = json.loads(data)
+            payload = loads_reply(data)
         except ValueError:
             message = f"malformed stream event: {data[:120]!r}"
             raise stream_error(self.provider, message, self.request_id) from None

@@ -6,7 +6,6 @@ last one when asked for); ``data: [DONE]`` ends the stream.
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from ..._messages import AssistantMessage
@@ -16,26 +15,10 @@ from .._assembly import ToolCallAssembler
 from .._base import LLMResponse, ReasoningDelta, StreamEvent, TextDelta
 from .._sse import ServerSentEvent, SSEDecoder
 from .._stream import stream_error
+from .._unicode import loads_reply
 from ._wire import reasoning_details
 
 __all__ = ["ChatStreamParser"]
-
-_RAW_DECODE = json.JSONDecoder().raw_decode
-
-
-def _loads(data: str) -> Any:
-    """``json.loads`` for stream chunks, without its two regex passes in the common case.
-
-    Raises:
-        ValueError: For invalid JSON or text after the value.
-    """
-    try:
-        value, end = _RAW_DECODE(data)
-    except ValueError:
-        return json.loads(data)  # e.g. leading whitespace; raises for really invalid JSON
-    if end != len(data) and not data[end:].isspace():
-        raise ValueError(f"extra data after the JSON value at {end}")
-    return value
 
 
 class ChatStreamParser:
@@ -85,6 +68,9 @@ class ChatStreamParser:
     def feed(self, events: list[ServerSentEvent]) -> list[StreamEvent]:
         """The stream events carried by ``events`` (SSE events of one network chunk).
 
+        An event with empty data (the SSE algorithm dispatches one for a bare ``data:`` line)
+        carries nothing and is skipped, unless it is an ``error`` event.
+
         Raises:
             StreamError: For an ``error`` event, an ``{"error": ...}`` chunk or a malformed one.
         """
@@ -92,10 +78,11 @@ class ChatStreamParser:
         for sse in events:
             if self.done:
                 break
-            if sse.data == "[DONE]":
+            data = sse.data
+            if data == "[DONE]":
                 self.done = True
-            else:
-                self._handle(sse.event, sse.data, out)
+            elif (data and not data.isspace()) or sse.event == "error":
+                self._handle(sse.event, data, out)
         return out
 
     def _fail(self, message: str) -> StreamError:
@@ -105,7 +92,7 @@ class ChatStreamParser:
         if event == "error":
             raise self._fail(f"error event in stream: {data[:300]}")
         try:
-            chunk = _loads(data)
+            chunk = loads_reply(data)
         except ValueError:
             raise self._fail(f"malformed stream chunk: {data[:120]!r}") from None
         if not isinstance(chunk, dict):

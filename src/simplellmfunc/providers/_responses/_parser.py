@@ -7,7 +7,6 @@ with an error.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from dataclasses import replace
 from typing import Any, Final, TypeAlias
@@ -16,6 +15,7 @@ from ...exceptions import StreamError
 from .._base import LLMResponse, ReasoningDelta, StreamEvent, TextDelta, ToolCallDelta
 from .._sse import SSEDecoder
 from .._stream import stream_error
+from .._unicode import loads_reply
 from ._wire import failure_message, parse_response
 
 __all__ = ["ResponsesStreamParser"]
@@ -97,8 +97,12 @@ class ResponsesStreamParser:
         return stream_error(self.provider, message, self.request_id)
 
     def _handle(self, name: str, data: str, out: list[StreamEvent]) -> None:
+        if not data or data.isspace():  # a bare ``data:`` line: an event that carries nothing
+            if name == "error":
+                self._error({"type": "error"}, out)
+            return
         try:
-            payload = json.loads(data)
+            payload = loads_reply(data)
         except ValueError:
             raise self._fail(f"malformed stream event: {data[:120]!r}") from None
         if not isinstance(payload, dict):
