@@ -157,3 +157,9 @@ async def test_keyword_heuristic_is_an_option_of_llm_chat(
     assert calls == ["I will use the search tool now."]
     assert replies[-1] == "It is found."
     assert "tools" not in mock_server.requests[0].json  # the text protocol sends no tool specs
+
+
+@pytest.mark.parametrize("name", ["stream", "messages", "tools", "response_format"])
+def test_body_fields_the_framework_writes_are_refused(llm: OpenAICompatible, name: str) -> None:
+    with pytest.raises(DecoratorError, match=f"{name}= cannot be a body parameter"):
+        llm_function(llm, **{name: True})

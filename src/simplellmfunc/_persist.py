@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import json
 import os
 import secrets
 import sqlite3
@@ -44,7 +45,7 @@ import stat
 import threading
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import anyio.to_thread
 
@@ -56,6 +57,7 @@ __all__ = [
     "atomic_write",
     "create_file_exclusive",
     "fsync_dir",
+    "json_text",
     "open_database",
     "write_file_atomic",
 ]
@@ -372,3 +374,20 @@ def create_file_exclusive(directory: str | Path, names: Iterable[str], data: byt
     finally:
         os.close(dir_fd)
     return name
+
+
+def json_text(value: Any, **options: Any) -> str:
+    """``value`` as JSON text that can always be stored: readable UTF-8 (``ensure_ascii=False``),
+    unless a string holds a lone surrogate (``os.listdir`` of a non-UTF-8 name, a string cut inside
+    a character) — then ``\\uXXXX`` escapes, which SQLite and UTF-8 files accept and
+    ``json.loads`` turns back into the same string.
+
+    Raises:
+        TypeError, ValueError: For values ``json.dumps`` refuses (with ``options``).
+    """
+    text = json.dumps(value, ensure_ascii=False, **options)
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        text = json.dumps(value, ensure_ascii=True, **options)
+    return text

@@ -85,6 +85,13 @@ class EngineOptions:
 
 
 OPTION_NAMES = frozenset(f.name for f in fields(EngineOptions))
+# Body fields the framework writes itself: a decorator keyword argument cannot set them.
+_RESERVED = {
+    "stream": "streaming is chosen by the call: @llm_chat(stream=True); a typed call never streams",
+    "messages": "the messages come from the docstring, the history and the arguments",
+    "tools": "tools go in toolkit=",
+    "response_format": "the output format comes from the return annotation",
+}
 
 
 def split_options(
@@ -102,9 +109,10 @@ def split_options(
         The options (``options`` with the named ones applied) and the provider body parameters.
 
     Raises:
-        DecoratorError: For an option given twice, a bad option value, or a body parameter
-            that cannot be sent as JSON (an object meant for the engine, a typo'd option name
-            holding one).
+        DecoratorError: For an option given twice, a bad option value, a body field the
+            framework writes itself (``stream``, ``messages``, ``tools``, ``response_format``),
+            or a body parameter that cannot be sent as JSON (an object meant for the engine, a
+            typo'd option name holding one).
     """
     lifted = {k: v for k, v in llm_kwargs.items() if k in OPTION_NAMES}
     lifted.update((k, v) for k, v in explicit.items() if v is not None)
@@ -118,6 +126,8 @@ def split_options(
                 "keyword arguments"
             )
     for name, value in body.items():
+        if name in _RESERVED:
+            raise DecoratorError(f"{name}= cannot be a body parameter: {_RESERVED[name]}")
         try:
             json.dumps(value)
         except (TypeError, ValueError):

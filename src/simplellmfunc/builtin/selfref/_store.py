@@ -24,7 +24,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from ..._persist import DatabaseLike, open_database
+from ..._persist import DatabaseLike, json_text, open_database
 from ...exceptions import RunError
 
 __all__ = ["KeyState", "MemoryStateStore", "SQLiteStateStore", "StateStore"]
@@ -51,7 +51,7 @@ class KeyState:
 
     def to_json(self) -> str:
         """Serialise for storage."""
-        return json.dumps(
+        return json_text(
             {
                 "messages": list(self.messages),
                 "experiences": list(self.experiences),
@@ -59,7 +59,6 @@ class KeyState:
                 "summaries": list(self.summaries),
                 "forks": dict(self.forks),
             },
-            ensure_ascii=False,
             separators=(",", ":"),
         )
 

@@ -26,6 +26,7 @@ import anyio.to_thread
 from pydantic import TypeAdapter, ValidationError
 
 from ..._messages import Message, history_from_dicts
+from ..._persist import json_text
 from ...exceptions import ConfigError
 from ..stores import ScopedStore
 from ..trace import TraceRecord, TraceRecorder
@@ -193,7 +194,7 @@ class Checkpoint:
 
     def to_json(self, *, indent: int | None = 2) -> str:
         """The file text."""
-        return json.dumps(self.to_dict(), ensure_ascii=False, indent=indent)
+        return json_text(self.to_dict(), indent=indent)
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Checkpoint:

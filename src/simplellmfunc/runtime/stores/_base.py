@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from types import TracebackType
 from typing import Any, Literal, Self, TypeAlias
 
+from ..._persist import json_text
 from ...exceptions import ConfigError, UserError
 from .._clock import Clock
 from ._namespace import DEFAULT_SESSION, Namespace, check_key
@@ -100,7 +101,7 @@ class Record:
 
 def _encode(value: Any) -> str:
     try:
-        return json.dumps(value, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+        return json_text(value, allow_nan=False, separators=(",", ":"))
     except (TypeError, ValueError) as exc:
         raise UserError(f"store values must be JSON-serialisable: {exc}") from None
 

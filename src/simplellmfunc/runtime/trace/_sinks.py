@@ -20,7 +20,7 @@ from typing import Any
 
 import anyio
 
-from ..._persist import DatabaseLike, open_database
+from ..._persist import DatabaseLike, json_text, open_database
 from ...exceptions import ConfigError, RunError
 from ._record import TraceRecord, record_from_dict
 
@@ -62,7 +62,7 @@ class JSONLSink(TraceSink):
         """
         if self._closed:
             raise RunError(f"trace sink {str(self.path)!r} is closed")
-        line = json.dumps({"trace_id": trace_id, **record.to_dict()}, ensure_ascii=False)
+        line = json_text({"trace_id": trace_id, **record.to_dict()})
         try:
             if self._file is None:
                 self._file = await anyio.open_file(self.path, "a", encoding="utf-8")
@@ -145,7 +145,7 @@ class SQLiteTraceSink(TraceSink):
             record.duration_ms,
             record.total_tokens,
             int(record.success),
-            json.dumps(record.to_dict(), ensure_ascii=False),
+            json_text(record.to_dict()),
         )
 
         def work(conn: sqlite3.Connection) -> None:
