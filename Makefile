@@ -3,10 +3,11 @@ PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+DOCS_STAMP := $(VENV)/.docs-installed
 export TIKTOKEN_CACHE_DIR := $(CURDIR)/.cache/tiktoken
 
 .DEFAULT_GOAL := help
-.PHONY: help install test test-live lint format typecheck bench demo clean
+.PHONY: help install test test-live lint format typecheck bench demo docs docs-serve clean
 
 help: ## Show this help
 	@grep -hE '^[a-zA-Z_-]+:.*?## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*?## "}; {printf "  \033[36m%-12s\033[0m %s\n", $$1, $$2}'
@@ -45,5 +46,15 @@ bench: install ## Run every benchmark and print its table
 demo: install ## Chat agent with tools, events streamed to the terminal (.env provider, else local SmolLM2)
 	$(BIN)/python examples/demo.py
 
-clean: ## Remove the virtualenv and caches
-	rm -rf $(VENV) .cache .mypy_cache .ruff_cache
+$(DOCS_STAMP): $(STAMP)
+	$(BIN)/python -m pip install -q -e '.[docs]'
+	touch $(DOCS_STAMP)
+
+docs: $(DOCS_STAMP) ## Build the documentation site into site/ (strict: broken links and references fail)
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
+
+docs-serve: $(DOCS_STAMP) ## Serve the documentation site on http://127.0.0.1:8000 with live reload
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs serve
+
+clean: ## Remove the virtualenv, caches and the built site
+	rm -rf $(VENV) .cache .mypy_cache .ruff_cache site
