@@ -14,6 +14,7 @@ that::
 
     <!-- snippet: replies=[Reply.tool_calls(ToolCallSpec("add", {"a": 1})), Reply.text("1")] -->
     <!-- snippet: file=server.py -->   written beside each block of the page, not run itself
+    <!-- snippet: pytest -->           a test module: run with ``python -m pytest``
     <!-- snippet: skip: <reason> -->   not run (keep these rare: SKIPPED_BLOCKS lists them)
 
 ``replies=`` is a Python expression over ``Reply`` and ``ToolCallSpec``; every scripted reply must
@@ -77,6 +78,10 @@ class Block:
     def file_name(self) -> str | None:
         match = re.fullmatch(r"file=(\S+)", self.directive)
         return match.group(1) if match else None
+
+    @property
+    def is_pytest(self) -> bool:
+        return self.directive == "pytest"
 
     @property
     def replies(self) -> list[Reply]:
@@ -211,7 +216,7 @@ def prepare_workdir(block: Block, workdir: Path) -> Path:
             target = workdir / other.file_name
             target.parent.mkdir(parents=True, exist_ok=True)
             target.write_text(other.code, encoding="utf-8")
-    script = workdir / "snippet.py"
+    script = workdir / ("test_snippet.py" if block.is_pytest else "snippet.py")
     script.write_text(block.code, encoding="utf-8")
     return script
 
@@ -224,9 +229,12 @@ async def test_python_block_runs(block: Block, tmp_path: Path) -> None:
     async with MockLLMServer(default=generic_reply) as server:
         server.script(*replies)
         script = prepare_workdir(block, tmp_path)
+        command = [sys.executable, str(script)]
+        if block.is_pytest:
+            command[1:1] = ["-m", "pytest", "-q", "-p", "no:cacheprovider"]
         with anyio.fail_after(BLOCK_TIMEOUT):
             result = await anyio.run_process(
-                [sys.executable, str(script)],
+                command,
                 cwd=tmp_path,
                 env=snippet_env(server, tmp_path),
                 stdin=None,
@@ -251,7 +259,7 @@ def test_directives_are_known_and_skips_listed() -> None:
     for block in ALL_BLOCKS:
         if not block.directive:
             continue
-        assert block.skip_reason or block.file_name or block.replies, (
+        assert block.skip_reason or block.file_name or block.is_pytest or block.replies, (
             f"{block.id}: unknown snippet directive {block.directive!r}"
         )
         if block.skip_reason is not None:
@@ -267,3 +275,4 @@ def test_no_link_leaves_the_repository() -> None:
         for target in link.findall(page.read_text(encoding="utf-8")):
             resolved = (page.parent / target.partition("#")[0]).resolve()
             assert resolved.is_relative_to(ROOT), f"{page.relative_to(ROOT)} links to {target}"
+            assert resolved.exists(), f"{page.relative_to(ROOT)} links to missing {target}"
