@@ -50,7 +50,8 @@ DEAD_PROXY = "http://127.0.0.1:9"  # the discard port: nothing listens, connecti
 # that every exception is a reviewed decision.
 SKIPPED_BLOCKS: dict[str, int] = {}
 
-_FENCE = re.compile(r"^(?P<indent> {0,3})(?P<fence>```+)(?P<lang>[\w+-]*)[^\n]*$")
+# Any indentation: a block inside a list item or an admonition is run too, never skipped silently.
+_FENCE = re.compile(r"^(?P<indent>\s*)(?P<fence>```+)(?P<lang>[\w+-]*)[^\n]*$")
 _DIRECTIVE = re.compile(r"^\s*<!--\s*snippet:\s*(?P<body>.*?)\s*-->\s*$")
 
 
@@ -276,3 +277,19 @@ def test_no_link_leaves_the_repository() -> None:
             resolved = (page.parent / target.partition("#")[0]).resolve()
             assert resolved.is_relative_to(ROOT), f"{page.relative_to(ROOT)} links to {target}"
             assert resolved.exists(), f"{page.relative_to(ROOT)} links to missing {target}"
+
+
+async def test_blocks_cannot_reach_the_network(tmp_path: Path) -> None:
+    """The guard of the module docstring: a block that calls a real API fails at once."""
+    script = tmp_path / "snippet.py"
+    script.write_text('import httpx\nhttpx.get("https://api.openai.com/v1/models", timeout=5)\n')
+    async with MockLLMServer() as server:
+        with anyio.fail_after(BLOCK_TIMEOUT):
+            result = await anyio.run_process(
+                [sys.executable, str(script)],
+                cwd=tmp_path,
+                env=snippet_env(server, tmp_path),
+                check=False,
+            )
+    assert result.returncode != 0
+    assert b"ProxyError" in result.stderr or b"ConnectError" in result.stderr
