@@ -69,3 +69,37 @@ async def test_agent_sees_images_as_multimodal_tool_results(tmp_path: Path) -> N
     assert isinstance(sent, dict)
     parts = str(sent["messages"])
     assert "data:image/png;base64," in parts
+
+
+async def test_tool_timeout_that_kills_the_kernel_is_noticed_in_the_next_result(
+    tmp_path: Path,
+) -> None:
+    """The engine's ``tool_timeout`` cancels the tool; a cell that ignores the interrupt costs
+    the kernel, and the model must read that in its next result, not "Execution succeeded"."""
+    ignores = "import signal, time\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\ntime.sleep(60)"
+    async with (
+        PyRepl(tmp_path, interrupt_grace_seconds=1, log_dir=tmp_path / "logs") as repl,
+        MockLLMServer() as server,
+    ):
+        llm = OpenAICompatible("sk-test-123456789", "mock", server.url)
+
+        @llm_chat(llm, toolkit=repl.toolset, tool_timeout=2)
+        async def analyst(message: str, history: Any = None) -> None:
+            """Run code."""
+
+        server.script(
+            Reply.tool_calls(ToolCallSpec("execute_code", {"code": "kept = 'yes'"})),
+            Reply.tool_calls(ToolCallSpec("execute_code", {"code": ignores})),
+            Reply.tool_calls(ToolCallSpec("execute_code", {"code": "'kept' in globals()"})),
+            Reply.tool_calls(ToolCallSpec("execute_code", {"code": "1 + 1"})),
+            Reply.text("done"),
+        )
+        _ = [item async for item in analyst("go")]
+        await llm.aclose()
+        sent = server.requests[-1].json
+    assert isinstance(sent, dict)
+    tool_messages = [m["content"] for m in sent["messages"] if m["role"] == "tool"]
+    assert "timed out" in tool_messages[1]
+    assert "fresh Python kernel" in tool_messages[2]
+    assert "False" in tool_messages[2]
+    assert "fresh Python kernel" not in tool_messages[3]

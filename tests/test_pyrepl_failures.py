@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Iterator
+from functools import partial
 from pathlib import Path
+from typing import Any
 
 import anyio
 import psutil
@@ -13,6 +15,7 @@ from simplellmfunc import AbortSignal
 from simplellmfunc.builtin import PyRepl
 from simplellmfunc.builtin.pyrepl._reaper import live_count
 from simplellmfunc.exceptions import KernelError
+from simplellmfunc.tools import ToolEventEmitter
 
 
 @pytest.fixture(autouse=True)
@@ -57,6 +60,57 @@ async def test_timeout_that_ignores_interrupt_restarts_the_kernel(repl: PyRepl) 
     after = await repl.execute("'kept' in globals()")
     assert after["return_value"] == "False"
     assert "fresh Python kernel" in after["notice"]
+    assert (await repl.execute("1"))["notice"] is None
+
+
+IGNORES_INTERRUPTS = (
+    "import signal, time\n"
+    "signal.signal(signal.SIGINT, signal.SIG_IGN)\n"
+    "print('ready', flush=True)\n"
+    "time.sleep(60)"
+)
+
+
+async def cancel_when_ready(repl: PyRepl, code: str) -> None:
+    """Run ``code`` and cancel the caller as soon as it printed ``ready`` (the engine's
+    ``tool_timeout`` path: a cancel scope around the tool call)."""
+    ready = anyio.Event()
+
+    async def sink(event: Any) -> None:
+        if "ready" in str(event.data.get("text", "")):
+            ready.set()
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(partial(repl.execute, code, event_emitter=ToolEventEmitter(sink=sink)))
+        with anyio.fail_after(30):
+            await ready.wait()
+        tg.cancel_scope.cancel()
+
+
+async def test_cancelled_cell_that_ignores_interrupts_is_noticed(repl: PyRepl) -> None:
+    await repl.execute("kept = 'yes'")
+    await cancel_when_ready(repl, IGNORES_INTERRUPTS)
+    after = await repl.execute("'kept' in globals()")
+    assert after["return_value"] == "False"
+    assert "fresh Python kernel" in after["notice"]
+    assert "cancelled" in after["notice"]
+    assert (await repl.execute("1"))["notice"] is None
+
+
+async def test_cancelled_cell_that_stops_keeps_state_without_notice(repl: PyRepl) -> None:
+    await repl.execute("kept = 'yes'")
+    await cancel_when_ready(repl, "import time\nprint('ready', flush=True)\ntime.sleep(60)")
+    after = await repl.execute("kept")
+    assert after["return_value"] == "'yes'"
+    assert after["notice"] is None
+
+
+async def test_restart_is_noticed_once(repl: PyRepl) -> None:
+    await repl.execute("kept = 'yes'")
+    await repl.restart()
+    after = await repl.execute("'kept' in globals()")
+    assert after["return_value"] == "False"
+    assert "restarted" in after["notice"]
     assert (await repl.execute("1"))["notice"] is None
 
 

@@ -122,9 +122,9 @@ class CellRun:
             raise
         if self.out.verdict == "died":
             self.out.death = await self.session.exit_description()
-            await self.session.destroy()
+            await self.session.destroy("died")
         elif not self.out.recovered:
-            await self.session.destroy()
+            await self.session.destroy("did not stop after an interrupt and was killed")
         else:
             self.out.reply = await self._reply()
         return self.out
@@ -176,7 +176,9 @@ class CellRun:
                 msg = await self.session.client.get_iopub_msg()
                 if _is_idle(msg, self.msg_id):
                     return
-        await self.session.destroy()
+        await self.session.destroy(
+            "was killed: an execution was cancelled and did not stop after an interrupt"
+        )
 
     async def _reply(self) -> dict[str, Any] | None:
         try:

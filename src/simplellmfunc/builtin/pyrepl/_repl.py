@@ -224,8 +224,14 @@ class PyRepl:
         expression), ``error`` (a readable message that points at the failing line),
         ``error_details`` (``error_type``, ``message``, ``line``, ``column``, ``snippet``,
         ``pointer``, ``summary``, ``user_traceback``), ``execution_time_ms``, ``artifacts``
-        (images), ``execution_count``, ``notice`` (set when earlier state was lost) and
-        ``output_files`` (full output of cut streams).
+        (images), ``execution_count``, ``notice`` and ``output_files`` (full output of cut
+        streams).
+
+        ``notice`` is set, once, on the first result after the kernel was replaced, whatever
+        replaced it: a death, an exit between executions, a cell that did not stop after an
+        interrupt (a timeout, an abort, or a cancelled caller such as the engine's
+        ``tool_timeout``), a failed configuration, or :meth:`restart`. It says that every earlier
+        variable, import and definition is gone.
 
         With an ``event_emitter``, output streams as ``kernel_stdout`` / ``kernel_stderr``
         events. When the emitter delivers live (inside a run with events enabled, or built with

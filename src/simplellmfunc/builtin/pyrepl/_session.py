@@ -86,6 +86,8 @@ class KernelSession:
         self.pgid: int | None = km.provisioner.pgid
         self.fd_capture = False
         self.closed = False
+        #: Why the session was destroyed (completes "the previous kernel ..."); None while open.
+        self.ended: str | None = None
 
     @classmethod
     async def start(cls, options: SessionOptions) -> KernelSession:
@@ -206,14 +208,19 @@ class KernelSession:
             ) as exc:  # boundary: a dead kernel cannot be interrupted; death is handled
                 logger.debug("interrupting the kernel failed: %r", exc)
 
-    async def destroy(self) -> None:
+    async def destroy(self, why: str = "was shut down") -> None:
         """Kill the kernel's process group and remove every file; idempotent, never raises.
 
         Runs shielded with a bound so that a cancelled caller still leaves nothing behind.
+
+        Args:
+            why: Why, for the notice of the next execution (it completes "the previous kernel
+                ..."); the first call's reason is kept in :attr:`ended`.
         """
         if self.closed:
             return
         self.closed = True
+        self.ended = why
         with anyio.CancelScope(shield=True), anyio.move_on_after(_CLEANUP_BOUND):
             try:
                 self.client.stop_channels()
