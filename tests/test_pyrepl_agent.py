@@ -103,3 +103,32 @@ async def test_tool_timeout_that_kills_the_kernel_is_noticed_in_the_next_result(
     assert "fresh Python kernel" in tool_messages[2]
     assert "False" in tool_messages[2]
     assert "fresh Python kernel" not in tool_messages[3]
+
+
+async def test_exit_in_a_tool_call_keeps_the_kernel_for_the_next_calls(tmp_path: Path) -> None:
+    async with (
+        PyRepl(tmp_path, log_dir=tmp_path / "logs") as repl,
+        MockLLMServer() as server,
+    ):
+        llm = OpenAICompatible("sk-test-123456789", "mock", server.url)
+
+        @llm_chat(llm, toolkit=repl.toolset, tool_timeout=30)
+        async def analyst(message: str, history: Any = None) -> None:
+            """Run code."""
+
+        server.script(
+            Reply.tool_calls(ToolCallSpec("execute_code", {"code": "x = 41\nexit()\nx = 0"})),
+            Reply.tool_calls(ToolCallSpec("execute_code", {"code": "x + 1"})),
+            Reply.tool_calls(ToolCallSpec("execute_code", {"code": "x + 2"})),
+            Reply.text("done"),
+        )
+        _ = [item async for item in analyst("go")]
+        await llm.aclose()
+        sent = server.requests[-1].json
+    assert isinstance(sent, dict)
+    tool_messages = [m["content"] for m in sent["messages"] if m["role"] == "tool"]
+    assert "kernel keeps running" in tool_messages[0]
+    assert "succeeded" in tool_messages[0]
+    assert "42" in tool_messages[1]
+    assert "43" in tool_messages[2]
+    assert not any("KernelDiedError" in m or "died" in m for m in tool_messages)

@@ -141,7 +141,9 @@ async def test_death_by_signal_is_reported(repl: PyRepl, code: str, signal_name:
 
 
 async def test_exit_between_executions_gives_a_fresh_kernel(repl: PyRepl) -> None:
-    await repl.execute("kept = 1\nexit()")
+    # A background thread ends the kernel after the cell has finished.
+    code = "import os, threading\nkept = 1\nthreading.Timer(0.2, os._exit, (0,)).start()"
+    await repl.execute(code)
     session = repl._kernel.session
     assert session is not None
     # Wait for the kernel to finish exiting (polling: there is no exit event to wait on).
@@ -151,6 +153,62 @@ async def test_exit_between_executions_gives_a_fresh_kernel(repl: PyRepl) -> Non
     after = await repl.execute("'kept' in globals()")
     assert after["return_value"] == "False"
     assert "exited between executions" in after["notice"]
+
+
+@pytest.mark.parametrize(
+    "call", ["exit()", "quit()", "sys.exit()", "sys.exit(0)", "raise SystemExit"]
+)
+async def test_exit_stops_the_cell_and_keeps_the_kernel(repl: PyRepl, call: str) -> None:
+    code = f"import sys\nkept = 'yes'\nprint('before')\n{call}\nprint('after')"
+    result = await repl.execute(code)
+    assert result["success"] is True, result
+    assert result["error"] is None
+    assert result["stdout"] == "before\n"
+    assert result["stderr"] == ""  # no "To exit: use 'exit', 'quit', or Ctrl-D." hint
+    assert "kernel keeps running" in result["notice"]
+    # Neither the next execution nor the one after it finds a dead kernel.
+    for _ in range(2):
+        await anyio.sleep(0.3)
+        after = await repl.execute("kept")
+        assert after["return_value"] == "'yes'", after
+        assert after["notice"] is None
+
+
+async def test_bare_exit_line_keeps_the_kernel(repl: PyRepl) -> None:
+    await repl.reset()  # the namespace IPython rebuilds must hold the guarded exit too
+    await repl.execute("kept = 'yes'")
+    result = await repl.execute("exit")  # IPython calls it: a one-line cell is autocalled
+    assert result["success"] is True
+    assert "kernel keeps running" in result["notice"]
+    for _ in range(2):
+        await anyio.sleep(0.3)
+        after = await repl.execute("kept")
+        assert after["return_value"] == "'yes'", after
+
+
+@pytest.mark.parametrize("call", ["exit(3)", "quit(3)", "sys.exit(3)"])
+async def test_exit_with_a_failure_code_fails_the_cell(repl: PyRepl, call: str) -> None:
+    result = await repl.execute(f"import sys\nkept = 'yes'\n{call}\nprint('after')")
+    assert result["success"] is False
+    assert result["error"].startswith("SystemExit: 3")
+    assert result["stdout"] == ""
+    assert "kernel keeps running" in result["notice"]
+    await anyio.sleep(0.3)
+    assert (await repl.execute("kept"))["return_value"] == "'yes'"
+
+
+async def test_exit_request_that_gets_through_restarts_with_a_notice(repl: PyRepl) -> None:
+    # Bypass the kernel-side exit() guard: IPython's own ask_exit stops the kernel.
+    code = "kept = 1\nip = get_ipython()\nip.keepkernel_on_exit = False\ntype(ip).ask_exit(ip)"
+    result = await repl.execute(code)
+    assert result["success"] is True
+    assert "next execution starts in a fresh kernel" in result["notice"]
+    for _ in range(2):
+        await anyio.sleep(0.3)
+        after = await repl.execute("'kept' in globals()")
+        assert after["success"], after
+        assert after["return_value"] == "False"
+        assert after["notice"] is None
 
 
 async def test_repeated_deaths_raise_instead_of_looping(tmp_path: Path) -> None:

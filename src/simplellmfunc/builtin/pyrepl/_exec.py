@@ -60,6 +60,7 @@ class CellOutcome:
     death: str | None = None
     inputs: int = 0
     ran: bool = True
+    kernel_exited: bool = False
 
 
 class CellRun:
@@ -127,6 +128,11 @@ class CellRun:
             await self.session.destroy("did not stop after an interrupt and was killed")
         else:
             self.out.reply = await self._reply()
+            if _asks_exit(self.out.reply):
+                # The kernel stops its loop a moment after this reply: end it now, so that
+                # this result says so instead of a later execution finding a dead kernel.
+                self.out.kernel_exited = True
+                await self.session.destroy("exited because the code asked it to")
         return self.out
 
     # -- the watchdog -------------------------------------------------------------------------
@@ -282,6 +288,15 @@ class CellRun:
         # Each answer restarts the active-time window.
         self._window_start = anyio.current_time()
         self._notify()
+
+
+def _asks_exit(reply: dict[str, Any] | None) -> bool:
+    """Whether an execute reply carries IPython's request to stop the kernel."""
+    payloads = (reply or {}).get("payload") or []
+    return any(
+        isinstance(p, dict) and p.get("source") == "ask_exit" and not p.get("keepkernel")
+        for p in payloads
+    )
 
 
 def _is_idle(msg: dict[str, Any], msg_id: str) -> bool:

@@ -41,6 +41,14 @@ class PyRepl:
     constructing an instance never blocks. Executions on one instance run one at a time
     (queued); instances are independent and run in parallel.
 
+    ``exit()``, ``quit()`` and ``sys.exit()`` in a cell stop that cell, not the kernel: they raise
+    ``SystemExit``, the rest of the cell is skipped, and the result carries a ``notice`` that the
+    kernel and its variables are kept. Without a code, or with 0, the execution succeeded; with
+    another code it failed (``SystemExit: <code>``). Should a cell still get IPython's request to
+    stop the kernel through (the ``ask_exit`` reply payload), the kernel is shut down at once and
+    that cell's result says so; the next execution starts in a fresh kernel. To clear the
+    namespace use :meth:`reset`; to replace the kernel, :meth:`restart`.
+
     Args:
         working_directory: The kernel's working directory (default: the current directory).
         execution_timeout_seconds: Active-time limit of one execution; time spent waiting for

@@ -11,6 +11,8 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
+import warnings
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -75,6 +77,36 @@ def _plain_tracebacks(shell: Any) -> None:
         shell.InteractiveTB.set_colors("nocolor")
 
 
+def _stop_cell() -> None:
+    raise SystemExit(None)
+
+
+def _exit_stops_the_cell(shell: Any) -> None:
+    """Make ``exit()`` / ``quit()`` stop the cell (like ``sys.exit()``) instead of the kernel.
+
+    IPython's ``exit`` only flags the kernel to stop a moment after the cell, so the rest of the
+    cell runs, the next execution too, and the one after finds a dead kernel. Here they raise
+    ``SystemExit(code)``, which IPython catches at the cell boundary; the host reports it.
+    """
+    from IPython.core.autocall import ZMQExitAutocall
+
+    class StopCell(ZMQExitAutocall):
+        """``exit`` / ``quit`` here: stop this execution; the kernel and its state stay."""
+
+        def __call__(self, code: Any = None) -> None:
+            raise SystemExit(code)
+
+    exiter = StopCell(shell)  # type: ignore[no-untyped-call]
+    shell.exiter = exiter  # reset() puts ``shell.exiter`` back into the namespace
+    shell.ask_exit = _stop_cell  # direct calls of the shell's exit request
+    for name in ("exit", "quit"):
+        shell.user_ns[name] = exiter
+        shell.user_ns_hidden[name] = exiter
+    # IPython's hint after a SystemExit tells the reader how to end the kernel: not wanted here.
+    message = re.escape("To exit: use 'exit', 'quit', or Ctrl-D.")
+    warnings.filterwarnings("ignore", message=message, category=UserWarning)
+
+
 def install(shell: Any) -> dict[str, Any]:
     """Install hooks once per kernel process; returns what is active."""
     if _STATE["shell"] is None:
@@ -82,6 +114,7 @@ def install(shell: Any) -> dict[str, Any]:
         _STATE["runtime"] = _runtime.Runtime()
         _STATE["fd"] = _streams.install()
         _plain_tracebacks(shell)
+        _exit_stops_the_cell(shell)
         if hasattr(shell, "_tee"):
             shell._tee = _no_tee
         shell.events.register("pre_execute", _streams.unshadow)
