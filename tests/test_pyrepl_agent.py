@@ -132,3 +132,29 @@ async def test_exit_in_a_tool_call_keeps_the_kernel_for_the_next_calls(tmp_path:
     assert "42" in tool_messages[1]
     assert "43" in tool_messages[2]
     assert not any("KernelDiedError" in m or "died" in m for m in tool_messages)
+
+
+async def test_replaced_stdout_in_one_tool_call_does_not_silence_the_next(tmp_path: Path) -> None:
+    async with (
+        PyRepl(tmp_path, log_dir=tmp_path / "logs") as repl,
+        MockLLMServer() as server,
+    ):
+        llm = OpenAICompatible("sk-test-123456789", "mock", server.url)
+
+        @llm_chat(llm, toolkit=repl.toolset, tool_timeout=30)
+        async def analyst(message: str, history: Any = None) -> None:
+            """Run code."""
+
+        swallow = "import io, sys\nsys.stdout = io.StringIO()\nprint('gone')"
+        server.script(
+            Reply.tool_calls(ToolCallSpec("execute_code", {"code": swallow})),
+            Reply.tool_calls(ToolCallSpec("execute_code", {"code": "print('seen again')"})),
+            Reply.text("done"),
+        )
+        _ = [item async for item in analyst("go")]
+        await llm.aclose()
+        sent = server.requests[-1].json
+    assert isinstance(sent, dict)
+    tool_messages = [m["content"] for m in sent["messages"] if m["role"] == "tool"]
+    assert "gone" not in tool_messages[0]
+    assert "[stdout]\nseen again" in tool_messages[1]

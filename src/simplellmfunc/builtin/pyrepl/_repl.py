@@ -49,6 +49,9 @@ class PyRepl:
     that cell's result says so; the next execution starts in a fresh kernel. To clear the
     namespace use :meth:`reset`; to replace the kernel, :meth:`restart`.
 
+    Each execution starts with the kernel's own ``sys.stdout`` and ``sys.stderr``: a cell that
+    replaced them (``sys.stdout = io.StringIO()``) silences only itself.
+
     Args:
         working_directory: The kernel's working directory (default: the current directory).
         execution_timeout_seconds: Active-time limit of one execution; time spent waiting for

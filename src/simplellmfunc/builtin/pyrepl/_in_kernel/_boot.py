@@ -45,6 +45,12 @@ def _image_bundle(kind: str) -> Callable[[Any], dict[str, Any]]:
     return bundle
 
 
+def _pre_execute() -> None:
+    """Give every execution the kernel's own output streams, writable at the class level."""
+    _streams.restore(getattr(_STATE["shell"], "parent_header", None))
+    _streams.unshadow()
+
+
 def _post_run_cell(result: Any) -> None:
     """Forward pending fd output, and publish error details for a failed cell."""
     _streams.drain()
@@ -117,7 +123,7 @@ def install(shell: Any) -> dict[str, Any]:
         _exit_stops_the_cell(shell)
         if hasattr(shell, "_tee"):
             shell._tee = _no_tee
-        shell.events.register("pre_execute", _streams.unshadow)
+        shell.events.register("pre_execute", _pre_execute)
         shell.events.register("post_run_cell", _post_run_cell)
         formatter = shell.display_formatter.mimebundle_formatter
         for kind, name in (("path", "ImgPath"), ("url", "ImgUrl")):

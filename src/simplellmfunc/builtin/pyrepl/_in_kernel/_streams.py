@@ -19,11 +19,12 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["drain", "install", "unshadow"]
+__all__ = ["drain", "install", "restore", "unshadow"]
 
 _LOCK = threading.RLock()
 _PIPES: list[_Pipe] = []
 _STREAMS: list[Any] = []
+_ORIGINAL: list[Any] = []
 _LAST: list[Any] = [None]
 _MASTER_PID = [0]
 
@@ -131,6 +132,21 @@ def unshadow() -> None:
         vars(stream).pop("write", None)
 
 
+def restore(parent: Any) -> None:
+    """Put the kernel's own ``sys.stdout`` / ``sys.stderr`` back (call before each execution).
+
+    A cell that replaced them (``sys.stdout = io.StringIO()``) would otherwise silence every
+    later ``print()`` for the kernel's life; a redirection inside one cell is unaffected.
+    ``parent`` is the request being executed: ipykernel told the replacement, not the restored
+    stream, whose output it belongs to.
+    """
+    for name, original in zip(("stdout", "stderr"), _ORIGINAL, strict=False):
+        if getattr(sys, name) is not original:
+            setattr(sys, name, original)
+            if parent and hasattr(original, "set_parent"):
+                original.set_parent(parent)
+
+
 def install() -> bool:
     """Order stdout / stderr output and take over ipykernel's fd forwarding.
 
@@ -139,9 +155,10 @@ def install() -> bool:
     whether fd-level output is forwarded by this module (False when ipykernel does not capture
     fds: ``capture_fd_output`` off, an unsupported platform, or unexpected internals).
     """
-    if _STREAMS:
+    if _STREAMS or _ORIGINAL:
         return bool(_PIPES)
     streams = [sys.stdout, sys.stderr]
+    _ORIGINAL.extend(streams)
     cls = type(streams[0])
     if type(streams[1]) is not cls:
         return False
