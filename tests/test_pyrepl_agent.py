@@ -158,3 +158,36 @@ async def test_replaced_stdout_in_one_tool_call_does_not_silence_the_next(tmp_pa
     tool_messages = [m["content"] for m in sent["messages"] if m["role"] == "tool"]
     assert "gone" not in tool_messages[0]
     assert "[stdout]\nseen again" in tool_messages[1]
+
+
+async def test_thread_output_from_an_earlier_tool_call_is_labelled(tmp_path: Path) -> None:
+    start = (
+        "import threading\n"
+        "go = threading.Event()\n"
+        "def worker():\n"
+        "    go.wait()\n"
+        "    print('worker done')\n"
+        "t = threading.Thread(target=worker, name='worker')\n"
+        "t.start()"
+    )
+    async with (
+        PyRepl(tmp_path, log_dir=tmp_path / "logs") as repl,
+        MockLLMServer() as server,
+    ):
+        llm = OpenAICompatible("sk-test-123456789", "mock", server.url)
+
+        @llm_chat(llm, toolkit=repl.toolset, tool_timeout=30)
+        async def analyst(message: str, history: Any = None) -> None:
+            """Run code."""
+
+        server.script(
+            Reply.tool_calls(ToolCallSpec("execute_code", {"code": start})),
+            Reply.tool_calls(ToolCallSpec("execute_code", {"code": "go.set(); t.join()"})),
+            Reply.text("done"),
+        )
+        _ = [item async for item in analyst("go")]
+        await llm.aclose()
+        sent = server.requests[-1].json
+    assert isinstance(sent, dict)
+    tool_messages = [m["content"] for m in sent["messages"] if m["role"] == "tool"]
+    assert "[stdout]\n[thread 'worker' from execution [1]] worker done" in tool_messages[1]

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 
+import anyio
 import psutil
 import pytest
 import pytest_asyncio
@@ -55,3 +56,62 @@ async def test_redirect_inside_one_cell_still_works(repl: PyRepl) -> None:
         "print('outside', buffer.getvalue().strip())"
     )
     assert (await repl.execute(code))["stdout"] == "outside captured\n"
+
+
+async def test_thread_output_in_a_later_cell_is_labelled(repl: PyRepl) -> None:
+    code = (
+        "import threading\n"
+        "go = threading.Event()\n"
+        "def worker():\n"
+        "    go.wait()\n"
+        "    print('from worker')\n"
+        "    print('two', 'parts')\n"
+        "t = threading.Thread(target=worker, name='worker')\n"
+        "t.start()\n"
+        "print('started')"
+    )
+    first = await repl.execute(code)
+    assert first["stdout"] == "started\n"
+    label = f"[thread 'worker' from execution [{first['execution_count']}]] "
+    second = await repl.execute("go.set()\nt.join()\nprint('main')")
+    assert second["stdout"] == f"{label}from worker\n{label}two parts\nmain\n"
+
+
+async def test_thread_output_between_cells_comes_with_the_next_one(repl: PyRepl) -> None:
+    code = (
+        "import threading, time\n"
+        "def late():\n"
+        "    time.sleep(0.3)\n"
+        "    print('late words')\n"
+        "threading.Thread(target=late, name='late').start()"
+    )
+    first = await repl.execute(code)
+    assert first["stdout"] == ""
+    await anyio.sleep(1.5)
+    second = await repl.execute("print('now')")
+    label = f"[thread 'late' from execution [{first['execution_count']}]] "
+    assert second["stdout"] == f"{label}late words\nnow\n"
+    assert (await repl.execute("print('clean')"))["stdout"] == "clean\n"
+
+
+async def test_thread_of_the_current_cell_is_not_labelled(repl: PyRepl) -> None:
+    code = (
+        "import threading\n"
+        "t = threading.Thread(target=print, args=('inside',))\n"
+        "t.start()\n"
+        "t.join()"
+    )
+    assert (await repl.execute(code))["stdout"] == "inside\n"
+
+
+async def test_pool_threads_belong_to_the_cell_that_submitted_the_work(repl: PyRepl) -> None:
+    setup = (
+        "import asyncio\n"
+        "from concurrent.futures import ThreadPoolExecutor\n"
+        "pool = ThreadPoolExecutor(1)\n"
+        "pool.submit(print, 'warm').result()\n"
+        "await asyncio.to_thread(print, 'warm too')"
+    )
+    assert (await repl.execute(setup))["stdout"] == "warm\nwarm too\n"
+    reuse = "pool.submit(print, 'work').result()\nawait asyncio.to_thread(print, 'more')"
+    assert (await repl.execute(reuse))["stdout"] == "work\nmore\n"

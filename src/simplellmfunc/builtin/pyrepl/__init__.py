@@ -10,8 +10,8 @@ How the pieces fit (each module's docstring says more)::
            ├─ CellRun (_exec): one execution — IOPub, input() (_input), timeouts, abort
            └─ BridgeServer (_bridge): host side of ``runtime`` calls into PrimitivePacks (_pack)
 
-    _in_kernel/: what runs inside the kernel process (bootstrap, error details, fd capture, the
-    ``runtime`` bridge client), standard library only.
+    _in_kernel/: what runs inside the kernel process (bootstrap, error details, fd capture,
+    background-thread output, the ``runtime`` bridge client), standard library only.
 
 Names are imported on first access: ``PyRepl`` and ``KernelPool`` pull in jupyter_client, which
 users of ``PrimitivePack`` or of the tools alone (SelfReference) should not pay for.

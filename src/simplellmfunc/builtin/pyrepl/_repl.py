@@ -52,6 +52,12 @@ class PyRepl:
     Each execution starts with the kernel's own ``sys.stdout`` and ``sys.stderr``: a cell that
     replaced them (``sys.stdout = io.StringIO()``) silences only itself.
 
+    What a background thread prints belongs to the execution during which it is printed (or to
+    the next one, when printed between executions). A thread started by an earlier execution has
+    each of its lines labelled ``[thread 'name' from execution [N]]``; the current execution's
+    own threads, and thread pools working for it, are not labelled. Output of subprocesses is
+    not attributed.
+
     Args:
         working_directory: The kernel's working directory (default: the current directory).
         execution_timeout_seconds: Active-time limit of one execution; time spent waiting for

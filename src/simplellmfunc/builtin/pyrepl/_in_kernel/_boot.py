@@ -16,7 +16,7 @@ import warnings
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from . import _errors, _runtime, _streams
+from . import _errors, _runtime, _streams, _threads
 
 __all__ = ["ERROR_MIME", "IMAGE_MIME", "control", "install"]
 
@@ -51,9 +51,16 @@ def _pre_execute() -> None:
     _streams.unshadow()
 
 
+def _pre_run_cell(info: Any) -> None:
+    """A user cell starts: it owns the output from now on (held thread output comes first)."""
+    _threads.begin(_STATE["shell"].execution_count, lambda stream, text: stream.write(text))
+
+
 def _post_run_cell(result: Any) -> None:
     """Forward pending fd output, and publish error details for a failed cell."""
     _streams.drain()
+    count = getattr(result, "execution_count", None)
+    _threads.end(count if isinstance(count, int) else None)
     if result is None:
         return
     before = result.error_before_exec
@@ -119,11 +126,14 @@ def install(shell: Any) -> dict[str, Any]:
         _STATE["shell"] = shell
         _STATE["runtime"] = _runtime.Runtime()
         _STATE["fd"] = _streams.install()
+        _threads.install()
+        _streams.set_router(_threads.route)
         _plain_tracebacks(shell)
         _exit_stops_the_cell(shell)
         if hasattr(shell, "_tee"):
             shell._tee = _no_tee
         shell.events.register("pre_execute", _pre_execute)
+        shell.events.register("pre_run_cell", _pre_run_cell)
         shell.events.register("post_run_cell", _post_run_cell)
         formatter = shell.display_formatter.mimebundle_formatter
         for kind, name in (("path", "ImgPath"), ("url", "ImgUrl")):

@@ -19,7 +19,7 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["drain", "install", "restore", "unshadow"]
+__all__ = ["drain", "install", "restore", "set_router", "unshadow"]
 
 _LOCK = threading.RLock()
 _PIPES: list[_Pipe] = []
@@ -27,6 +27,7 @@ _STREAMS: list[Any] = []
 _ORIGINAL: list[Any] = []
 _LAST: list[Any] = [None]
 _MASTER_PID = [0]
+_ROUTER: list[Callable[[Any, str], str | None]] = []
 
 
 class _Pipe:
@@ -79,11 +80,15 @@ def _ordered_write(original: Callable[[Any, str], Any]) -> Callable[[Any, str], 
         if os.getpid() != _MASTER_PID[0] or stream not in _STREAMS:
             # A forked child shares the pipes' read ends; it must not consume them.
             return original(stream, text)
+        routed = _ROUTER[0](stream, text) if _ROUTER and isinstance(text, str) else text
+        if routed is None:
+            return len(text)
         with _LOCK:
             for pipe in _PIPES:
                 _drain_one(pipe)
             _switch_to(stream)
-            return original(stream, text)
+            original(stream, routed)
+        return len(text)
 
     return write
 
@@ -130,6 +135,12 @@ def unshadow() -> None:
     """
     for stream in _STREAMS:
         vars(stream).pop("write", None)
+
+
+def set_router(router: Callable[[Any, str], str | None]) -> None:
+    """Pass every Python-level write through ``router``: what it returns is written instead
+    (``None``: nothing now). Used to label the output of background threads."""
+    _ROUTER[:] = [router]
 
 
 def restore(parent: Any) -> None:
