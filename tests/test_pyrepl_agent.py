@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
+import anyio
 from PIL import Image
 
 from simplellmfunc import OpenAICompatible, llm_chat
@@ -191,3 +193,32 @@ async def test_thread_output_from_an_earlier_tool_call_is_labelled(tmp_path: Pat
     assert isinstance(sent, dict)
     tool_messages = [m["content"] for m in sent["messages"] if m["role"] == "tool"]
     assert "[stdout]\n[thread 'worker' from execution [1]] worker done" in tool_messages[1]
+
+
+async def test_tool_result_of_huge_output_names_a_file_holding_all_of_it(tmp_path: Path) -> None:
+    code = "for i in range(100_000):\n    print(f'line {i:06d}')"
+    everything = "".join(f"line {i:06d}\n" for i in range(100_000))
+    async with (
+        PyRepl(
+            tmp_path, log_dir=tmp_path / "logs", max_output_tokens=500, max_capture_chars=100_000
+        ) as repl,
+        MockLLMServer() as server,
+    ):
+        llm = OpenAICompatible("sk-test-123456789", "mock", server.url)
+
+        @llm_chat(llm, toolkit=repl.toolset, tool_timeout=60)
+        async def analyst(message: str, history: Any = None) -> None:
+            """Run code."""
+
+        server.script(
+            Reply.tool_calls(ToolCallSpec("execute_code", {"code": code})), Reply.text("done")
+        )
+        _ = [item async for item in analyst("go")]
+        await llm.aclose()
+        sent = server.requests[-1].json
+    assert isinstance(sent, dict)
+    [message] = [m["content"] for m in sent["messages"] if m["role"] == "tool"]
+    named = re.search(r" is in (\S+) \.\.\.\]", message)
+    assert named is not None
+    assert (await anyio.Path(named[1]).read_text()) == everything
+    assert f"the full output (1,200,000 characters) is in {named[1]}" in message

@@ -105,6 +105,15 @@ async def test_cancelled_cell_that_stops_keeps_state_without_notice(repl: PyRepl
     assert after["notice"] is None
 
 
+async def test_cancelled_cell_leaves_no_partial_output_file(tmp_path: Path) -> None:
+    logs = tmp_path / "logs"
+    async with PyRepl(tmp_path, max_capture_chars=10_000, log_dir=logs) as repl:
+        code = "import time\nprint('x' * 1_500_000)\nprint('ready', flush=True)\ntime.sleep(60)"
+        await cancel_when_ready(repl, code)
+        assert (await repl.execute("1"))["return_value"] == "1"
+    assert not list(logs.rglob("outputs/*"))
+
+
 async def test_restart_is_noticed_once(repl: PyRepl) -> None:
     await repl.execute("kept = 'yes'")
     await repl.restart()

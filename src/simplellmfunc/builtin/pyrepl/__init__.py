@@ -3,7 +3,7 @@
 How the pieces fit (each module's docstring says more)::
 
     PyRepl (_repl)   tools (_tools: execute_code, reset_repl, list_variables);
-      │              audit log and spill files (_audit); result dict (_result, _capture)
+      │              audit log and output files (_audit); result dict (_result, _output, _capture)
       └─ ManagedKernel (_managed): start, configure, replace a lost kernel, circuit breaker
            ├─ KernelSession (_session): one kernel process (_env, _reaper);
            │    KernelPool (_pool) keeps some started

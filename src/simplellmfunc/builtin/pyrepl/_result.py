@@ -13,13 +13,14 @@ state are kept.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ._capture import CHARS_PER_TOKEN, fit_stream, split_budget
 from ._exec import CellLimits, CellOutcome
+from ._output import CHARS_PER_TOKEN, StreamView
 
-__all__ = ["ResultContext", "Spill", "build_result"]
+__all__ = ["ResultContext", "build_result"]
 
 _SYSTEM_EXIT = (
     "The code raised SystemExit (exit(), quit() or sys.exit()), which stops this execution "
@@ -44,36 +45,17 @@ class ResultContext:
     limits: CellLimits
     elapsed_ms: float
     max_output_tokens: int
-    spill_paths: dict[str, str]
+    streams: Mapping[str, StreamView]
     notice: str | None
     input_enabled: bool
     abort_reason: str = ""
 
 
-@dataclass(frozen=True, slots=True)
-class Spill:
-    """A full output to write to ``path``."""
-
-    path: str
-    text: str
-
-
-def build_result(out: CellOutcome, ctx: ResultContext) -> tuple[dict[str, Any], list[Spill]]:
-    """Return the result dict and the spill files to write."""
+def build_result(out: CellOutcome, ctx: ResultContext) -> dict[str, Any]:
+    """Return the result dict (the streams as ``ctx.streams`` presents them)."""
     budget = max(ctx.max_output_tokens, 1) * CHARS_PER_TOKEN
-    stdout_text, stderr_text = out.stdout.text(), out.stderr.text()
-    out_budget, err_budget = split_budget(len(stdout_text), len(stderr_text), budget)
-    stdout = fit_stream(
-        stdout_text, out_budget, tail_share=0.5, spill_path=ctx.spill_paths["stdout"]
-    )
-    stderr = fit_stream(
-        stderr_text, err_budget, tail_share=0.8, spill_path=ctx.spill_paths["stderr"]
-    )
-    spills = [
-        Spill(ctx.spill_paths[name], fitted.spill)
-        for name, fitted in (("stdout", stdout), ("stderr", stderr))
-        if fitted.spill is not None
-    ]
+    stdout, stderr = ctx.streams["stdout"], ctx.streams["stderr"]
+    files = {name: view.file for name, view in ctx.streams.items() if view.file is not None}
     error, details = _error(out, ctx)
     reply = out.reply or {}
     exit_code = _system_exit(out)
@@ -101,9 +83,9 @@ def build_result(out: CellOutcome, ctx: ResultContext) -> tuple[dict[str, Any], 
         "artifacts": out.artifacts,
         "execution_count": reply.get("execution_count"),
         "notice": "\n".join(n for n in notices if n) or None,
-        "output_files": {s: p for s, p in ctx.spill_paths.items() if _spilled(spills, p)} or None,
+        "output_files": files or None,
     }
-    return result, spills
+    return result
 
 
 def _system_exit(out: CellOutcome) -> str | None:
@@ -112,10 +94,6 @@ def _system_exit(out: CellOutcome) -> str | None:
     if out.verdict != "done" or details.get("error_type") != "SystemExit":
         return None
     return str(details.get("message", ""))
-
-
-def _spilled(spills: list[Spill], path: str) -> bool:
-    return any(s.path == path for s in spills)
 
 
 def _cap(text: str | None, limit: int) -> str | None:
