@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import psutil
 from PIL import Image
 
 from simplellmfunc import OpenAICompatible, llm_chat
@@ -222,3 +223,39 @@ async def test_tool_result_of_huge_output_names_a_file_holding_all_of_it(tmp_pat
     assert named is not None
     assert (await anyio.Path(named[1]).read_text()) == everything
     assert f"the full output (1,200,000 characters) is in {named[1]}" in message
+
+
+async def test_process_detached_in_a_tool_call_dies_with_the_repl(tmp_path: Path) -> None:
+    code = "import subprocess\nsubprocess.Popen(['sleep', '60'], start_new_session=True).pid"
+    async with MockLLMServer() as server:
+        llm = OpenAICompatible("sk-test-123456789", "mock", server.url)
+        async with PyRepl(tmp_path, log_dir=tmp_path / "logs") as repl:
+
+            @llm_chat(llm, toolkit=repl.toolset, tool_timeout=30)
+            async def analyst(message: str, history: Any = None) -> None:
+                """Run code."""
+
+            server.script(
+                Reply.tool_calls(ToolCallSpec("execute_code", {"code": code})), Reply.text("ok")
+            )
+            _ = [item async for item in analyst("go")]
+            sent = server.requests[-1].json
+            assert isinstance(sent, dict)
+            [message] = [m["content"] for m in sent["messages"] if m["role"] == "tool"]
+            detached = psutil.Process(int(message.rsplit("\n", 1)[1]))
+            assert detached.is_running()
+        await llm.aclose()
+    assert await ended(detached)
+
+
+async def ended(process: psutil.Process, seconds: float = 5.0) -> bool:
+    """Whether ``process`` ended (a zombie waiting for its new parent counts as ended)."""
+    with anyio.move_on_after(seconds):
+        while True:
+            try:
+                if process.status() == psutil.STATUS_ZOMBIE:
+                    return True
+            except psutil.NoSuchProcess:
+                return True
+            await anyio.sleep(0.05)
+    return False

@@ -119,6 +119,13 @@ def test_kernel_environment_is_an_allowlist() -> None:
     assert "PYTEST_CURRENT_TEST" not in env  # it would switch ipykernel's fd capture off
     assert env["TMPDIR"] == "/private/tmp"
     assert env["IPYTHONDIR"] == "/private/ipython"
+    # What the kernel spawns inherits the marker that lets close() find it.
+    assert (
+        kernel_environment("/tmp/slf-kernel-x", {"SIMPLELLMFUNC_KERNEL": "forged"}, host)[
+            "SIMPLELLMFUNC_KERNEL"
+        ]
+        == "slf-kernel-x"
+    )
 
 
 def test_log_dir_resolution(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -207,6 +207,13 @@ class PyRepl:
     async def close(self) -> None:
         """Shut the kernel down and release everything; idempotent.
 
+        Kills the kernel and every process it spawned: its process group, and on Linux also
+        what left the group (``start_new_session=True``, daemons), found by parentage and by a
+        marker variable in the environment they inherited. A process that both cleared its
+        environment and left the kernel's process tree is not found: run code that must not
+        escape in a sandbox. Replacing a kernel (death, restart, a cell that did not stop) kills
+        the same way.
+
         Runs shielded with a bound: a cancelled caller still leaves no process or file behind.
         """
         await self._kernel.close()
