@@ -212,12 +212,16 @@ async def test_exit_request_that_gets_through_restarts_with_a_notice(repl: PyRep
     result = await repl.execute(code)
     assert result["success"] is True
     assert "next execution starts in a fresh kernel" in result["notice"]
+    notices = []
     for _ in range(2):
         await anyio.sleep(0.3)
         after = await repl.execute("'kept' in globals()")
         assert after["success"], after
         assert after["return_value"] == "False"
-        assert after["notice"] is None
+        notices.append(after["notice"])
+    # Like every replaced kernel, the next result says so, once.
+    assert "exited because the code asked it to" in notices[0]
+    assert notices[1] is None
 
 
 async def test_repeated_deaths_raise_instead_of_looping(tmp_path: Path) -> None:

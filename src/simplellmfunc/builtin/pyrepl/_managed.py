@@ -109,9 +109,6 @@ class ManagedKernel:
         """Count an execution that killed its kernel (for the circuit breaker)."""
         if outcome.verdict == "died" and not self.closed:
             self._deaths.append(time.monotonic())
-        if outcome.kernel_exited:
-            # That execution's own result tells the model: no second notice.
-            self.session = None
 
     async def restart(self) -> None:
         """Destroy the current kernel and forget past deaths (the next use starts a new one)."""

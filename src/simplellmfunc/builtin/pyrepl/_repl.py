@@ -47,7 +47,7 @@ class PyRepl:
     kernel and its variables are kept. Without a code, or with 0, the execution succeeded; with
     another code it failed (``SystemExit: <code>``). Should a cell still get IPython's request to
     stop the kernel through (the ``ask_exit`` reply payload), the kernel is shut down at once and
-    that cell's result says so; the next execution starts in a fresh kernel. To clear the
+    that cell's result says so, as does the next one, which runs in a fresh kernel. To clear the
     namespace use :meth:`reset`; to replace the kernel, :meth:`restart`.
 
     Each execution starts with the kernel's own ``sys.stdout`` and ``sys.stderr``: a cell that
@@ -259,10 +259,10 @@ class PyRepl:
         streams).
 
         ``notice`` is set, once, on the first result after the kernel was replaced, whatever
-        replaced it: a death, an exit between executions, a cell that did not stop after an
-        interrupt (a timeout, an abort, or a cancelled caller such as the engine's
-        ``tool_timeout``), a failed configuration, or :meth:`restart`. It says that every earlier
-        variable, import and definition is gone.
+        replaced it: a death, an exit (between executions, or a request to stop the kernel that
+        got past ``exit()``), a cell that did not stop after an interrupt (a timeout, an abort,
+        or a cancelled caller such as the engine's ``tool_timeout``), a failed configuration, or
+        :meth:`restart`. It says that every earlier variable, import and definition is gone.
 
         With an ``event_emitter``, output streams as ``kernel_stdout`` / ``kernel_stderr``
         events. When the emitter delivers live (inside a run with events enabled, or built with
