@@ -242,6 +242,50 @@ async def test_huge_output_is_cut_and_spilled(repl: PyRepl) -> None:
     assert result["stderr"] == "last err\n"
 
 
+def split_marker(shown: str) -> tuple[str, str, str]:
+    """(head, marker, tail) of a stream the model reads cut."""
+    head, _, rest = shown.partition("\n[... output truncated: ")
+    marker, _, tail = rest.partition(" ...]\n")
+    return head, marker, tail
+
+
+NUMBERED_LINES = "for i in range(100_000):\n    print(f'line {i:06d}')"
+ALL_LINES = "".join(f"line {i:06d}\n" for i in range(100_000))  # 1,200,000 characters
+
+
+async def test_output_beyond_memory_is_saved_in_full_while_it_streams(tmp_path: Path) -> None:
+    async with PyRepl(
+        tmp_path, log_dir=tmp_path / "logs", max_output_tokens=500, max_capture_chars=100_000
+    ) as small:
+        result = await small.execute(NUMBERED_LINES)
+    shown = result["stdout"]
+    head, marker, tail = split_marker(shown)
+    assert head.startswith("line 000000\n")
+    assert tail.endswith("line 099999\n")
+    path = Path(result["output_files"]["stdout"])
+    assert (await anyio.Path(path).read_text()) == ALL_LINES
+    omitted = int(marker.split(" characters omitted")[0].replace(",", ""))
+    assert len(head) + len(tail) + omitted == len(ALL_LINES)
+    assert marker.endswith(f"the full output (1,200,000 characters) is in {path}")
+    assert [p.name for p in path.parent.iterdir()] == [path.name]  # no partial file left
+
+
+async def test_output_file_cap_is_stated(tmp_path: Path) -> None:
+    async with PyRepl(
+        tmp_path,
+        log_dir=tmp_path / "logs",
+        max_output_tokens=500,
+        max_capture_chars=100_000,
+        max_output_file_chars=300_000,
+    ) as small:
+        result = await small.execute(NUMBERED_LINES)
+    _, marker, tail = split_marker(result["stdout"])
+    path = Path(result["output_files"]["stdout"])
+    assert marker.endswith(f"the first 300,000 of its 1,200,000 characters are in {path}")
+    assert (await anyio.Path(path).read_text()) == ALL_LINES[:300_000]
+    assert tail.endswith("line 099999\n")
+
+
 async def test_error_and_stderr_tail_survive_the_budget(repl: PyRepl) -> None:
     code = (
         "import sys\n"

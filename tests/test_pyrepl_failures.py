@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Iterator
+from functools import partial
 from pathlib import Path
+from typing import Any
 
 import anyio
 import psutil
@@ -13,6 +15,7 @@ from simplellmfunc import AbortSignal
 from simplellmfunc.builtin import PyRepl
 from simplellmfunc.builtin.pyrepl._reaper import live_count
 from simplellmfunc.exceptions import KernelError
+from simplellmfunc.tools import ToolEventEmitter
 
 
 @pytest.fixture(autouse=True)
@@ -60,6 +63,66 @@ async def test_timeout_that_ignores_interrupt_restarts_the_kernel(repl: PyRepl) 
     assert (await repl.execute("1"))["notice"] is None
 
 
+IGNORES_INTERRUPTS = (
+    "import signal, time\n"
+    "signal.signal(signal.SIGINT, signal.SIG_IGN)\n"
+    "print('ready', flush=True)\n"
+    "time.sleep(60)"
+)
+
+
+async def cancel_when_ready(repl: PyRepl, code: str) -> None:
+    """Run ``code`` and cancel the caller as soon as it printed ``ready`` (the engine's
+    ``tool_timeout`` path: a cancel scope around the tool call)."""
+    ready = anyio.Event()
+
+    async def sink(event: Any) -> None:
+        if "ready" in str(event.data.get("text", "")):
+            ready.set()
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(partial(repl.execute, code, event_emitter=ToolEventEmitter(sink=sink)))
+        with anyio.fail_after(30):
+            await ready.wait()
+        tg.cancel_scope.cancel()
+
+
+async def test_cancelled_cell_that_ignores_interrupts_is_noticed(repl: PyRepl) -> None:
+    await repl.execute("kept = 'yes'")
+    await cancel_when_ready(repl, IGNORES_INTERRUPTS)
+    after = await repl.execute("'kept' in globals()")
+    assert after["return_value"] == "False"
+    assert "fresh Python kernel" in after["notice"]
+    assert "cancelled" in after["notice"]
+    assert (await repl.execute("1"))["notice"] is None
+
+
+async def test_cancelled_cell_that_stops_keeps_state_without_notice(repl: PyRepl) -> None:
+    await repl.execute("kept = 'yes'")
+    await cancel_when_ready(repl, "import time\nprint('ready', flush=True)\ntime.sleep(60)")
+    after = await repl.execute("kept")
+    assert after["return_value"] == "'yes'"
+    assert after["notice"] is None
+
+
+async def test_cancelled_cell_leaves_no_partial_output_file(tmp_path: Path) -> None:
+    logs = tmp_path / "logs"
+    async with PyRepl(tmp_path, max_capture_chars=10_000, log_dir=logs) as repl:
+        code = "import time\nprint('x' * 1_500_000)\nprint('ready', flush=True)\ntime.sleep(60)"
+        await cancel_when_ready(repl, code)
+        assert (await repl.execute("1"))["return_value"] == "1"
+    assert not list(logs.rglob("outputs/*"))
+
+
+async def test_restart_is_noticed_once(repl: PyRepl) -> None:
+    await repl.execute("kept = 'yes'")
+    await repl.restart()
+    after = await repl.execute("'kept' in globals()")
+    assert after["return_value"] == "False"
+    assert "restarted" in after["notice"]
+    assert (await repl.execute("1"))["notice"] is None
+
+
 async def test_kernel_death_then_fresh_kernel(repl: PyRepl) -> None:
     await repl.execute("kept = 1")
     result = await repl.execute("import os\nos._exit(3)")
@@ -87,7 +150,9 @@ async def test_death_by_signal_is_reported(repl: PyRepl, code: str, signal_name:
 
 
 async def test_exit_between_executions_gives_a_fresh_kernel(repl: PyRepl) -> None:
-    await repl.execute("kept = 1\nexit()")
+    # A background thread ends the kernel after the cell has finished.
+    code = "import os, threading\nkept = 1\nthreading.Timer(0.2, os._exit, (0,)).start()"
+    await repl.execute(code)
     session = repl._kernel.session
     assert session is not None
     # Wait for the kernel to finish exiting (polling: there is no exit event to wait on).
@@ -97,6 +162,66 @@ async def test_exit_between_executions_gives_a_fresh_kernel(repl: PyRepl) -> Non
     after = await repl.execute("'kept' in globals()")
     assert after["return_value"] == "False"
     assert "exited between executions" in after["notice"]
+
+
+@pytest.mark.parametrize(
+    "call", ["exit()", "quit()", "sys.exit()", "sys.exit(0)", "raise SystemExit"]
+)
+async def test_exit_stops_the_cell_and_keeps_the_kernel(repl: PyRepl, call: str) -> None:
+    code = f"import sys\nkept = 'yes'\nprint('before')\n{call}\nprint('after')"
+    result = await repl.execute(code)
+    assert result["success"] is True, result
+    assert result["error"] is None
+    assert result["stdout"] == "before\n"
+    assert result["stderr"] == ""  # no "To exit: use 'exit', 'quit', or Ctrl-D." hint
+    assert "kernel keeps running" in result["notice"]
+    # Neither the next execution nor the one after it finds a dead kernel.
+    for _ in range(2):
+        await anyio.sleep(0.3)
+        after = await repl.execute("kept")
+        assert after["return_value"] == "'yes'", after
+        assert after["notice"] is None
+
+
+async def test_bare_exit_line_keeps_the_kernel(repl: PyRepl) -> None:
+    await repl.reset()  # the namespace IPython rebuilds must hold the guarded exit too
+    await repl.execute("kept = 'yes'")
+    result = await repl.execute("exit")  # IPython calls it: a one-line cell is autocalled
+    assert result["success"] is True
+    assert "kernel keeps running" in result["notice"]
+    for _ in range(2):
+        await anyio.sleep(0.3)
+        after = await repl.execute("kept")
+        assert after["return_value"] == "'yes'", after
+
+
+@pytest.mark.parametrize("call", ["exit(3)", "quit(3)", "sys.exit(3)"])
+async def test_exit_with_a_failure_code_fails_the_cell(repl: PyRepl, call: str) -> None:
+    result = await repl.execute(f"import sys\nkept = 'yes'\n{call}\nprint('after')")
+    assert result["success"] is False
+    assert result["error"].startswith("SystemExit: 3")
+    assert result["stdout"] == ""
+    assert "kernel keeps running" in result["notice"]
+    await anyio.sleep(0.3)
+    assert (await repl.execute("kept"))["return_value"] == "'yes'"
+
+
+async def test_exit_request_that_gets_through_restarts_with_a_notice(repl: PyRepl) -> None:
+    # Bypass the kernel-side exit() guard: IPython's own ask_exit stops the kernel.
+    code = "kept = 1\nip = get_ipython()\nip.keepkernel_on_exit = False\ntype(ip).ask_exit(ip)"
+    result = await repl.execute(code)
+    assert result["success"] is True
+    assert "next execution starts in a fresh kernel" in result["notice"]
+    notices = []
+    for _ in range(2):
+        await anyio.sleep(0.3)
+        after = await repl.execute("'kept' in globals()")
+        assert after["success"], after
+        assert after["return_value"] == "False"
+        notices.append(after["notice"])
+    # Like every replaced kernel, the next result says so, once.
+    assert "exited because the code asked it to" in notices[0]
+    assert notices[1] is None
 
 
 async def test_repeated_deaths_raise_instead_of_looping(tmp_path: Path) -> None:

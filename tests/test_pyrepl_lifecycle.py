@@ -63,6 +63,75 @@ async def test_close_kills_kernel_and_its_children_and_removes_files(
     assert private_dirs(temp_root) == []
 
 
+DETACHED = {
+    "new session": (
+        "import subprocess\nsubprocess.Popen(['sleep', '60'], start_new_session=True).pid"
+    ),
+    "new session, empty environment": (
+        "import subprocess\nsubprocess.Popen(['sleep', '60'], start_new_session=True, env={}).pid"
+    ),
+    "daemon (double fork)": (
+        "import subprocess\n"
+        "shell = subprocess.run(\n"
+        "    ['sh', '-c', 'sleep 60 >/dev/null 2>&1 & echo $!'],\n"
+        "    start_new_session=True, capture_output=True, text=True)\n"
+        "int(shell.stdout)"
+    ),
+}
+
+
+async def gone(process: psutil.Process, seconds: float = 5.0) -> bool:
+    """Whether ``process`` ended (a zombie waiting for its new parent counts as ended)."""
+    with anyio.move_on_after(seconds):
+        while True:
+            try:
+                if process.status() == psutil.STATUS_ZOMBIE:
+                    return True
+            except psutil.NoSuchProcess:
+                return True
+            await anyio.sleep(0.05)
+    return False
+
+
+@pytest.mark.parametrize("code", list(DETACHED.values()), ids=list(DETACHED))
+async def test_close_kills_processes_the_kernel_detached(
+    tmp_path: Path, temp_root: Path, code: str
+) -> None:
+    async with await anyio.open_process(["sleep", "60"]) as bystander:  # the host's own
+        repl = PyRepl(tmp_path, log_dir=tmp_path / "logs")
+        try:
+            result = await repl.execute(code)
+            detached = psutil.Process(int(result["return_value"]))
+            assert detached.is_running()
+        finally:
+            await repl.close()
+            try:
+                assert await gone(detached)
+                assert bystander.returncode is None  # close() spared it
+            finally:
+                bystander.kill()
+                await bystander.wait()
+    assert private_dirs(temp_root) == []
+
+
+@pytest.mark.parametrize("how", ["restart", "death", "timeout"])
+async def test_replacing_the_kernel_kills_what_it_detached(tmp_path: Path, how: str) -> None:
+    async with PyRepl(
+        tmp_path, execution_timeout_seconds=1, interrupt_grace_seconds=1, log_dir=tmp_path / "logs"
+    ) as repl:
+        result = await repl.execute(DETACHED["new session"])
+        detached = psutil.Process(int(result["return_value"]))
+        if how == "restart":
+            await repl.restart()
+        elif how == "death":
+            await repl.execute("import os\nos._exit(1)")
+        else:
+            ignores = "import signal, time\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\n"
+            await repl.execute(ignores + "time.sleep(60)")
+        assert await gone(detached)
+        assert (await repl.execute("1"))["return_value"] == "1"
+
+
 async def test_cancelled_task_still_cleans_up(tmp_path: Path, temp_root: Path) -> None:
     repl = PyRepl(tmp_path, log_dir=tmp_path / "logs")
     await repl.start()  # so that the cancellation below lands in the cell, however slow the box

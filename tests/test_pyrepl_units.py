@@ -12,8 +12,9 @@ from hypothesis import strategies as st
 from simplellmfunc.builtin import PrimitivePack, PyRepl
 from simplellmfunc.builtin.pyrepl import render_execution
 from simplellmfunc.builtin.pyrepl._audit import resolve_log_dir
-from simplellmfunc.builtin.pyrepl._capture import StreamCapture, fit_stream, split_budget
+from simplellmfunc.builtin.pyrepl._capture import Spool, StreamCapture
 from simplellmfunc.builtin.pyrepl._env import kernel_environment
+from simplellmfunc.builtin.pyrepl._output import cut_stream, present_streams, split_budget
 from simplellmfunc.exceptions import UserError
 
 
@@ -37,18 +38,67 @@ def test_stream_capture_keeps_head_and_tail(chunks: list[str], limit: int) -> No
         assert len(head) + len(tail) <= limit
 
 
-def test_fit_stream_and_budget_split() -> None:
+def capture_of(text: str, max_chars: int = 1_000_000, spool: Spool | None = None) -> StreamCapture:
+    capture = StreamCapture(max_chars, spool)
+    for start in range(0, len(text), 97):
+        capture.write(text[start : start + 97])
+    return capture
+
+
+def test_cut_stream_and_budget_split() -> None:
     text = "".join(f"row {i}\n" for i in range(1000))
-    fitted = fit_stream(text, 200, tail_share=0.8, spill_path="/logs/out.txt")
-    assert fitted.spill == text
-    assert fitted.text.startswith("row 0\n")
-    assert fitted.text.endswith("row 999\n")
-    assert "/logs/out.txt" in fitted.text
-    assert fit_stream("short", 200, tail_share=0.5, spill_path="x").spill is None
+    cut = cut_stream(capture_of(text), 200, tail_share=0.8)
+    assert cut is not None
+    head, tail = cut
+    assert head.startswith("row 0\n")
+    assert tail.endswith("row 999\n")
+    assert len(head) + len(tail) <= 200
+    assert cut_stream(capture_of("short"), 200, tail_share=0.5) is None
+    # Past memory, head and tail come from what memory kept, never from its marker.
+    head, tail = cut_stream(capture_of(text, max_chars=1000), 5000, tail_share=0.5) or ("", "")
+    assert text.startswith(head)
+    assert text.endswith(tail)
+    assert "not kept" not in head + tail
     assert split_budget(10, 10, 100) == (10, 10)
     assert split_budget(500, 10, 100) == (90, 10)
     assert split_budget(10, 500, 100) == (10, 90)
     assert split_budget(500, 500, 100) == (50, 50)
+
+
+async def saved_views(
+    text: str, tmp_path: Path, *, max_chars: int, file_chars: int
+) -> tuple[str, Path]:
+    path = tmp_path / "out" / "00001-stdout.txt"
+    capture = capture_of(text, max_chars, Spool(str(path), file_chars))
+    await capture.flush()
+
+    async def never(path: str, text: str) -> bool:
+        raise AssertionError("a spooled stream is not written again")
+
+    views = await present_streams(
+        {"stdout": capture, "stderr": StreamCapture(100)}, 400, {"stdout": str(path)}, never
+    )
+    return views["stdout"].text, path
+
+
+async def test_spooled_output_is_whole_on_disk(tmp_path: Path) -> None:
+    text = "".join(f"row {i}\n" for i in range(100_000))
+    shown, path = await saved_views(text, tmp_path, max_chars=10_000, file_chars=10**9)
+    assert path.read_text() == text
+    assert f"the full output ({len(text):,} characters) is in {path}" in shown
+    assert sorted(p.name for p in path.parent.iterdir()) == [path.name]
+
+
+async def test_spool_cap_and_failure_are_stated(tmp_path: Path) -> None:
+    text = "x" * 50_000
+    shown, path = await saved_views(text, tmp_path, max_chars=1_000, file_chars=20_000)
+    assert path.read_text() == text[:20_000]
+    assert f"the first 20,000 of its 50,000 characters are in {path}" in shown
+    blocked = tmp_path / "blocked"
+    blocked.write_text("a file where the output directory should be")
+    shown, path = await saved_views(text, blocked, max_chars=1_000, file_chars=20_000)
+    assert "the output could not be saved to a file" in shown
+    assert str(path) not in shown
 
 
 def test_kernel_environment_is_an_allowlist() -> None:
@@ -69,6 +119,13 @@ def test_kernel_environment_is_an_allowlist() -> None:
     assert "PYTEST_CURRENT_TEST" not in env  # it would switch ipykernel's fd capture off
     assert env["TMPDIR"] == "/private/tmp"
     assert env["IPYTHONDIR"] == "/private/ipython"
+    # What the kernel spawns inherits the marker that lets close() find it.
+    assert (
+        kernel_environment("/tmp/slf-kernel-x", {"SIMPLELLMFUNC_KERNEL": "forged"}, host)[
+            "SIMPLELLMFUNC_KERNEL"
+        ]
+        == "slf-kernel-x"
+    )
 
 
 def test_log_dir_resolution(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -3,15 +3,15 @@
 How the pieces fit (each module's docstring says more)::
 
     PyRepl (_repl)   tools (_tools: execute_code, reset_repl, list_variables);
-      │              audit log and spill files (_audit); result dict (_result, _capture)
+      │              audit log and output files (_audit); result dict (_result, _output, _capture)
       └─ ManagedKernel (_managed): start, configure, replace a lost kernel, circuit breaker
            ├─ KernelSession (_session): one kernel process (_env, _reaper);
            │    KernelPool (_pool) keeps some started
            ├─ CellRun (_exec): one execution — IOPub, input() (_input), timeouts, abort
            └─ BridgeServer (_bridge): host side of ``runtime`` calls into PrimitivePacks (_pack)
 
-    _in_kernel/: what runs inside the kernel process (bootstrap, error details, fd capture, the
-    ``runtime`` bridge client), standard library only.
+    _in_kernel/: what runs inside the kernel process (bootstrap, error details, fd capture,
+    background-thread output, the ``runtime`` bridge client), standard library only.
 
 Names are imported on first access: ``PyRepl`` and ``KernelPool`` pull in jupyter_client, which
 users of ``PrimitivePack`` or of the tools alone (SelfReference) should not pay for.

@@ -1,38 +1,156 @@
-"""Output capture with caps, and the budget that decides what the model reads.
+"""Output capture: bounded in memory, complete on disk.
 
-A :class:`StreamCapture` keeps at most ``max_chars`` characters of one stream: past that, the
-head stays and the tail keeps rolling, so memory is bounded however much a cell prints. When
-the output of an execution exceeds the token budget, :func:`fit_output` keeps the head and the
-tail (stderr leans to the tail: the end of a traceback or a log is what matters) and the full
-captured text goes to a spill file whose path is written into the shortened text.
+A :class:`StreamCapture` keeps at most ``max_chars`` characters of one stream in memory: past
+that, the head stays and the tail keeps rolling, so memory is bounded however much a cell prints.
+With a :class:`Spool`, the stream is also written to a file while it streams, from the moment it
+outgrows memory (an output that fits in memory is still whole there, and is written out after the
+execution if the model cannot read all of it). The file is capped too (``max_chars`` of the
+spool); what the model is told about it (``_output``) says how much it holds.
+
+The file is written under ``<path>.part`` and renamed to ``path`` only when it is kept, so the
+name given to the model never holds a partial output, and an output nobody needs is removed.
 """
 
 from __future__ import annotations
 
+import contextlib
+import os
 from collections import deque
-from dataclasses import dataclass
+from typing import TextIO
 
-__all__ = ["CHARS_PER_TOKEN", "FittedStream", "StreamCapture", "fit_stream", "split_budget"]
+import anyio
+import anyio.to_thread
 
-#: A rough characters-per-token ratio, good enough to size output against a token budget.
-CHARS_PER_TOKEN = 4
+__all__ = ["Spool", "StreamCapture"]
+
+#: Characters gathered in memory before they are written to the spool file in one go.
+_CHUNK_CHARS = 1 << 20
+
+
+class Spool:
+    """The output of one stream on disk, written in chunks from a worker thread.
+
+    Args:
+        path: Where the file goes when it is kept.
+        max_chars: Characters written at most; the rest is counted by the capture, not saved.
+    """
+
+    def __init__(self, path: str, max_chars: int) -> None:
+        self.path = path
+        self._part = path + ".part"
+        self._max = max(max_chars, 0)
+        self._pending: list[str] = []
+        self._pending_chars = 0
+        self._file: TextIO | None = None
+        self.started = False
+        #: Characters written, or about to be (at most ``max_chars``).
+        self.saved_chars = 0
+        #: Why the file could not be written, if it could not.
+        self.failed: OSError | None = None
+
+    def append(self, text: str) -> bool:
+        """Queue ``text`` (up to the cap); whether enough is queued to :meth:`flush` now."""
+        self.started = True
+        room = self._max - self.saved_chars
+        if self.failed is not None or room <= 0 or not text:
+            return False
+        piece = text[:room]
+        self._pending.append(piece)
+        self._pending_chars += len(piece)
+        self.saved_chars += len(piece)
+        return self._pending_chars >= _CHUNK_CHARS
+
+    async def flush(self) -> None:
+        """Write what is queued (in a worker thread)."""
+        if not self._pending:
+            return
+        chunk = "".join(self._pending)
+        self._pending.clear()
+        self._pending_chars = 0
+        if self.failed is not None:
+            return
+        try:
+            await anyio.to_thread.run_sync(self._write, chunk)
+        except OSError as exc:
+            self.failed = exc
+
+    def _write(self, chunk: str) -> None:
+        if self._file is None:
+            os.makedirs(os.path.dirname(self._part) or ".", exist_ok=True)
+            self._file = open(self._part, "w", encoding="utf-8", errors="replace")  # noqa: SIM115
+        self._file.write(chunk)
+
+    def _close_file(self) -> None:
+        handle, self._file = self._file, None
+        if handle is not None:
+            handle.close()
+
+    async def keep(self) -> bool:
+        """Finish the file and give it its name; False (file removed) if it could not be."""
+        with anyio.CancelScope(shield=True):
+            await self.flush()
+            if self.failed is None:
+                try:
+                    await anyio.to_thread.run_sync(self._finish)
+                except OSError as exc:
+                    self.failed = exc
+            if self.failed is not None:
+                await self.discard()
+        return self.failed is None
+
+    def _finish(self) -> None:
+        self._close_file()
+        os.replace(self._part, self.path)
+
+    async def discard(self) -> None:
+        """Drop the file (an output nobody is pointed at); never raises."""
+
+        def drop() -> None:
+            with contextlib.suppress(OSError):
+                self._close_file()
+            with contextlib.suppress(OSError):
+                os.unlink(self._part)
+
+        self._pending.clear()
+        with anyio.CancelScope(shield=True):
+            await anyio.to_thread.run_sync(drop)
 
 
 class StreamCapture:
-    """Collects one output stream, keeping at most ``max_chars`` characters (head + tail)."""
+    """Collects one output stream, keeping at most ``max_chars`` characters (head + tail) in
+    memory; with a ``spool``, the stream also goes to a file once it outgrows memory."""
 
-    def __init__(self, max_chars: int) -> None:
+    def __init__(self, max_chars: int, spool: Spool | None = None) -> None:
         self._max = max(max_chars, 2)
         self._head: list[str] = []
         self._head_size = 0
         self._tail: deque[str] = deque()
         self._tail_size = 0
         self.total_chars = 0
+        self.spool = spool
 
-    def write(self, text: str) -> None:
-        """Append ``text``."""
+    def write(self, text: str) -> bool:
+        """Append ``text``; whether the spool wants a :meth:`flush` now."""
         if not text:
-            return
+            return False
+        due = False
+        spool = self.spool
+        if spool is not None:
+            if not spool.started and self.total_chars + len(text) > self._max:
+                # Memory is about to drop the middle: until now it holds everything.
+                head, tail = self._kept()
+                spool.append(head + tail)
+            if spool.started:
+                due = spool.append(text)
+        self._keep(text)
+        return due
+
+    async def flush(self) -> None:
+        """Write what the spool has queued."""
+        if self.spool is not None:
+            await self.spool.flush()
+
+    def _keep(self, text: str) -> None:
         self.total_chars += len(text)
         half = self._max // 2
         if self._head_size < half:
@@ -55,9 +173,13 @@ class StreamCapture:
 
     @property
     def dropped_chars(self) -> int:
-        """Characters that were not kept (the middle of a huge output)."""
+        """Characters not kept in memory (the middle of a huge output)."""
         head, tail = self._kept()
         return self.total_chars - len(head) - len(tail)
+
+    def parts(self) -> tuple[str, str]:
+        """The kept head and tail; with nothing dropped, together they are the whole stream."""
+        return self._kept()
 
     def text(self) -> str:
         """The kept text, with a marker where the middle was dropped."""
@@ -66,51 +188,3 @@ class StreamCapture:
         if dropped <= 0:
             return head + tail
         return f"{head}\n[... {dropped:,} characters not kept in memory ...]\n{tail}"
-
-
-@dataclass(frozen=True, slots=True)
-class FittedStream:
-    """What the model reads of one stream; ``spill`` is the full text when it was cut."""
-
-    text: str
-    spill: str | None
-
-
-def split_budget(stdout_len: int, stderr_len: int, budget_chars: int) -> tuple[int, int]:
-    """Share ``budget_chars`` between stdout and stderr (each gets at least what it needs)."""
-    if stdout_len + stderr_len <= budget_chars:
-        return stdout_len, stderr_len
-    half = budget_chars // 2
-    if stderr_len <= half:
-        return budget_chars - stderr_len, stderr_len
-    if stdout_len <= half:
-        return stdout_len, budget_chars - stdout_len
-    return half, budget_chars - half
-
-
-def fit_stream(text: str, budget_chars: int, *, tail_share: float, spill_path: str) -> FittedStream:
-    """Cut ``text`` to about ``budget_chars`` keeping head and tail, with a marker naming the file.
-
-    The caller writes ``spill`` (the full text) to ``spill_path`` when it is not ``None``.
-    """
-    if len(text) <= budget_chars:
-        return FittedStream(text, None)
-    tail_len = int(budget_chars * tail_share)
-    head_len = budget_chars - tail_len
-    head = _cut_at_line(text[:head_len], from_end=False)
-    tail = _cut_at_line(text[len(text) - tail_len :], from_end=True) if tail_len else ""
-    omitted = len(text) - len(head) - len(tail)
-    marker = (
-        f"\n[... output truncated: {omitted:,} characters omitted; "
-        f"the full output is in {spill_path} ...]\n"
-    )
-    return FittedStream(head + marker + tail, text)
-
-
-def _cut_at_line(text: str, *, from_end: bool) -> str:
-    """Trim a partial line at the cut edge when a line break is near (readability)."""
-    if from_end:
-        index = text.find("\n")
-        return text[index + 1 :] if 0 <= index < 200 else text
-    index = text.rfind("\n")
-    return text[: index + 1] if index >= len(text) - 200 else text

@@ -2,13 +2,16 @@
 
 Kernels run code a model wrote, so they must not inherit the host's secrets (API keys, tokens,
 cloud credentials). Only variables needed to find programs, libraries and the locale pass through;
-anything else must be handed over explicitly with ``PyRepl(env=...)``.
+anything else must be handed over explicitly with ``PyRepl(env=...)``. One variable is added: the
+marker that ties the kernel and whatever it spawns to it (see ``_procs``).
 """
 
 from __future__ import annotations
 
 import os
 from collections.abc import Mapping
+
+from ._procs import marker_entry
 
 __all__ = ["ALLOWED_ENV", "kernel_environment"]
 
@@ -61,6 +64,7 @@ def kernel_environment(
 
     Args:
         private_dir: The kernel's private directory; temp files and IPython's profile go there.
+            Its name is the kernel's marker token.
         user_env: Variables the user passes on purpose (they win over everything).
         host_env: The host environment (default: ``os.environ``).
     """
@@ -78,4 +82,5 @@ def kernel_environment(
         }
     )
     env.update({str(k): str(v) for k, v in (user_env or {}).items()})
+    env.update(marker_entry(os.path.basename(private_dir)))
     return env

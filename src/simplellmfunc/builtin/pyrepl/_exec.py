@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Coroutine, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -19,7 +19,7 @@ import anyio
 
 from ..._abort import AbortSignal
 from ...tools import ToolEventEmitter
-from ._capture import StreamCapture
+from ._capture import Spool, StreamCapture
 from ._in_kernel._boot import ERROR_MIME, IMAGE_MIME
 from ._input import InputBroker
 from ._session import KernelSession
@@ -36,12 +36,13 @@ _REPLY_TIMEOUT = 5.0
 
 @dataclass(frozen=True, slots=True)
 class CellLimits:
-    """Timeouts of one execution, in seconds."""
+    """Timeouts of one execution (seconds) and how much of its output is kept (characters)."""
 
     execution_timeout: float
     input_idle_timeout: float
     interrupt_grace: float
     max_capture_chars: int
+    max_file_chars: int = 100_000_000
 
 
 @dataclass(slots=True)
@@ -60,6 +61,7 @@ class CellOutcome:
     death: str | None = None
     inputs: int = 0
     ran: bool = True
+    kernel_exited: bool = False
 
 
 class CellRun:
@@ -76,6 +78,7 @@ class CellRun:
         inputs: InputBroker,
         allow_input: bool = False,
         serve: Callable[[], Coroutine[Any, Any, None]] | None = None,
+        output_paths: Mapping[str, str] | None = None,
     ) -> None:
         self.session = session
         self.code = code
@@ -85,10 +88,14 @@ class CellRun:
         self.inputs = inputs
         self.allow_input = allow_input and emitter is not None
         self.serve = serve
-        self.out = CellOutcome(
-            stdout=StreamCapture(limits.max_capture_chars),
-            stderr=StreamCapture(limits.max_capture_chars),
-        )
+        paths = output_paths or {}
+
+        def capture(name: str) -> StreamCapture:
+            path = paths.get(name)
+            spool = Spool(path, limits.max_file_chars) if path is not None else None
+            return StreamCapture(limits.max_capture_chars, spool)
+
+        self.out = CellOutcome(stdout=capture("stdout"), stderr=capture("stderr"))
         self.msg_id = ""
         self._idle = anyio.Event()
         self._wake = anyio.Event()
@@ -119,14 +126,22 @@ class CellRun:
         except BaseException:
             with anyio.CancelScope(shield=True):
                 await self._recover_after_cancel()
+                for stream in (self.out.stdout, self.out.stderr):
+                    if stream.spool is not None:
+                        await stream.spool.discard()
             raise
         if self.out.verdict == "died":
             self.out.death = await self.session.exit_description()
-            await self.session.destroy()
+            await self.session.destroy("died")
         elif not self.out.recovered:
-            await self.session.destroy()
+            await self.session.destroy("did not stop after an interrupt and was killed")
         else:
             self.out.reply = await self._reply()
+            if _asks_exit(self.out.reply):
+                # The kernel stops its loop a moment after this reply: end it now, so that
+                # this result says so instead of a later execution finding a dead kernel.
+                self.out.kernel_exited = True
+                await self.session.destroy("exited because the code asked it to")
         return self.out
 
     # -- the watchdog -------------------------------------------------------------------------
@@ -176,7 +191,9 @@ class CellRun:
                 msg = await self.session.client.get_iopub_msg()
                 if _is_idle(msg, self.msg_id):
                     return
-        await self.session.destroy()
+        await self.session.destroy(
+            "was killed: an execution was cancelled and did not stop after an interrupt"
+        )
 
     async def _reply(self) -> dict[str, Any] | None:
         try:
@@ -211,7 +228,8 @@ class CellRun:
 
     async def _stream(self, name: str, text: str) -> None:
         capture = self.out.stderr if name == "stderr" else self.out.stdout
-        capture.write(text)
+        if capture.write(text):
+            await capture.flush()
         if self.emitter is not None and text:
             event = "kernel_stderr" if name == "stderr" else "kernel_stdout"
             await self.emitter.emit(event, {"text": text})
@@ -275,11 +293,21 @@ class CellRun:
             self.inputs.close(request_id)
         value = answer[0]
         self.session.client.input(value)
-        self.out.stdout.write(f"{prompt}{'*' * len(value) if password else value}\n")
+        if self.out.stdout.write(f"{prompt}{'*' * len(value) if password else value}\n"):
+            await self.out.stdout.flush()
         self._waiting_input = False
         # Each answer restarts the active-time window.
         self._window_start = anyio.current_time()
         self._notify()
+
+
+def _asks_exit(reply: dict[str, Any] | None) -> bool:
+    """Whether an execute reply carries IPython's request to stop the kernel."""
+    payloads = (reply or {}).get("payload") or []
+    return any(
+        isinstance(p, dict) and p.get("source") == "ask_exit" and not p.get("keepkernel")
+        for p in payloads
+    )
 
 
 def _is_idle(msg: dict[str, Any], msg_id: str) -> bool:

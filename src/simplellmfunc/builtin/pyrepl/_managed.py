@@ -4,6 +4,11 @@
 (working directory, limits, bridge, self-reference) whenever it changed or the kernel is new,
 remembers that state was lost so that the next execution is told, and stops replacing a kernel
 that keeps dying (a circuit breaker) instead of looping.
+
+Whoever destroys a session says why (``KernelSession.destroy(why)``): a cell that died or did not
+stop, a cancelled caller, a failed configuration. :meth:`ManagedKernel.ready` turns the reason of
+the session it replaces into the one notice of the next execution, so no path that replaces a
+kernel can forget to say so.
 """
 
 from __future__ import annotations
@@ -89,29 +94,28 @@ class ManagedKernel:
             raise KernelError("this PyRepl is closed")
         session = self.session
         if session is not None and not session.closed and not await session.is_alive():
-            # It exited between executions (exit() in a cell, a crash in a background thread).
-            await session.destroy()
-            self._lost = _LOST_STATE.format(why="exited between executions")
-        if session is None or session.closed:
+            # It exited between executions (a crash in a background thread, os._exit in one).
+            await session.destroy("exited between executions")
+        if session is not None and session.closed:
+            self._lost = _LOST_STATE.format(why=session.ended or "was shut down")
+            session = self.session = None
+        if session is None:
             session = await self._replace()
         if not self._configured:
             await self._configure(session)
         return session
 
     def record(self, outcome: CellOutcome) -> None:
-        """Account for an execution that killed or lost its kernel."""
+        """Count an execution that killed its kernel (for the circuit breaker)."""
         if outcome.verdict == "died" and not self.closed:
             self._deaths.append(time.monotonic())
-            self._lost = _LOST_STATE.format(why="died")
-        elif not outcome.recovered:
-            self._lost = _LOST_STATE.format(why="did not stop after an interrupt and was killed")
 
     async def restart(self) -> None:
         """Destroy the current kernel and forget past deaths (the next use starts a new one)."""
         self._deaths.clear()
-        session, self.session = self.session, None
+        session = self.session
         if session is not None:
-            await session.destroy()
+            await session.destroy("was restarted (PyRepl.restart())")
 
     async def close(self) -> None:
         """Destroy the kernel and the bridge; idempotent and shielded."""
@@ -169,6 +173,6 @@ class ManagedKernel:
         try:
             await session.control("configure", config=config)
         except BaseException:
-            await session.destroy()
+            await session.destroy("could not be configured and was shut down")
             raise
         self._configured = True

@@ -1,8 +1,12 @@
-"""Last-resort cleanup: kill every live kernel process group when the interpreter exits.
+"""Killing kernels: what they spawned too, and as a last resort when the interpreter exits.
+
+:func:`kill_kernel` kills a kernel's process group and, through ``_procs``, what it spawned and
+detached (new sessions, daemons).
 
 Sessions register here when their kernel starts and unregister when they shut it down. The
 ``atexit`` hook is installed on the first registration (never at import time) and works without an
-event loop: it signals process groups and removes private directories synchronously.
+event loop: it kills kernels (as :func:`kill_kernel`) and removes private directories
+synchronously.
 
 A host killed outright (SIGKILL, SIGTERM) runs no exit hook: its kernels notice and exit on their
 own (ipykernel watches its parent), but their private directories stay. Each private directory
@@ -19,7 +23,9 @@ import tempfile
 import threading
 from dataclasses import dataclass
 
-__all__ = ["LiveKernel", "kill_group", "make_private_dir", "register", "unregister"]
+from ._procs import kill_spawned
+
+__all__ = ["LiveKernel", "kill_kernel", "make_private_dir", "register", "unregister"]
 
 PREFIXES = ("slf-kernel-", "slf-bridge-")
 _OWNER = "owner.pid"
@@ -38,6 +44,15 @@ _LIVE: dict[int, LiveKernel] = {}
 _LOCK = threading.Lock()
 _HOOKED = [False]
 _SWEPT = [False]
+
+
+def kill_kernel(kernel: LiveKernel) -> None:
+    """SIGKILL the kernel's process group and every process it spawned, detached ones included.
+
+    Blocking (it reads ``/proc``): call from a worker thread.
+    """
+    token = os.path.basename(kernel.private_dir)
+    kill_spawned(kernel.pid, token, lambda: kill_group(kernel.pgid, kernel.pid))
 
 
 def kill_group(pgid: int | None, pid: int) -> None:
@@ -114,7 +129,7 @@ def _reap_all() -> None:
         kernels = list(_LIVE.values())
         _LIVE.clear()
     for kernel in kernels:
-        kill_group(kernel.pgid, kernel.pid)
+        kill_kernel(kernel)
         try:
             # The kernel is our child: reap it so no zombie outlives the parent's last moments.
             os.waitpid(kernel.pid, 0)

@@ -20,6 +20,7 @@ from ._audit import AuditLog, resolve_log_dir
 from ._exec import CellLimits, CellOutcome, CellRun
 from ._input import InputBroker, delivers_live
 from ._managed import KernelSettings, ManagedKernel
+from ._output import CHARS_PER_TOKEN, present_streams
 from ._pack import PrimitivePack
 from ._pool import KernelPool
 from ._result import ResultContext, build_result
@@ -41,6 +42,23 @@ class PyRepl:
     constructing an instance never blocks. Executions on one instance run one at a time
     (queued); instances are independent and run in parallel.
 
+    ``exit()``, ``quit()`` and ``sys.exit()`` in a cell stop that cell, not the kernel: they raise
+    ``SystemExit``, the rest of the cell is skipped, and the result carries a ``notice`` that the
+    kernel and its variables are kept. Without a code, or with 0, the execution succeeded; with
+    another code it failed (``SystemExit: <code>``). Should a cell still get IPython's request to
+    stop the kernel through (the ``ask_exit`` reply payload), the kernel is shut down at once and
+    that cell's result says so, as does the next one, which runs in a fresh kernel. To clear the
+    namespace use :meth:`reset`; to replace the kernel, :meth:`restart`.
+
+    Each execution starts with the kernel's own ``sys.stdout`` and ``sys.stderr``: a cell that
+    replaced them (``sys.stdout = io.StringIO()``) silences only itself.
+
+    What a background thread prints belongs to the execution during which it is printed (or to
+    the next one, when printed between executions). A thread started by an earlier execution has
+    each of its lines labelled ``[thread 'name' from execution [N]]``; the current execution's
+    own threads, and thread pools working for it, are not labelled. Output of subprocesses is
+    not attributed.
+
     Args:
         working_directory: The kernel's working directory (default: the current directory).
         execution_timeout_seconds: Active-time limit of one execution; time spent waiting for
@@ -52,7 +70,8 @@ class PyRepl:
         memory_limit_mb: Address-space limit of the kernel process (``RLIMIT_AS``), if any.
         cpu_time_limit_s: CPU-time limit of the kernel process (``RLIMIT_CPU``), if any.
         max_output_tokens: About how much output the model reads per execution; beyond it
-            the head and tail are kept and the full output is saved to a file.
+            the head and tail are kept and the output is saved to a file (written while it
+            streams, once it outgrows ``max_capture_chars``), whose path the model is given.
         interrupt_grace_seconds: How long an interrupted execution may take to stop before the
             kernel is restarted (losing its state).
         pool: A started :class:`KernelPool` to take a pre-started kernel from.
@@ -61,7 +80,10 @@ class PyRepl:
         max_kernel_deaths: Kernel deaths within ``kernel_death_window_seconds`` after which
             executions raise :class:`KernelError` instead of starting yet another kernel.
         kernel_death_window_seconds: The window for ``max_kernel_deaths``.
-        max_capture_chars: Characters kept in memory per output stream and execution.
+        max_capture_chars: Characters kept in memory per output stream and execution (the
+            head and the tail; the output file holds the rest).
+        max_output_file_chars: Characters saved per output stream and execution in its file;
+            past that, the model is told how much of the output the file holds.
 
     Raises:
         UserError: For a non-positive timeout.
@@ -84,6 +106,7 @@ class PyRepl:
         max_kernel_deaths: int = 3,
         kernel_death_window_seconds: float = 300.0,
         max_capture_chars: int = 4_000_000,
+        max_output_file_chars: int = 100_000_000,
     ) -> None:
         for name, value in (
             ("execution_timeout_seconds", execution_timeout_seconds),
@@ -99,6 +122,7 @@ class PyRepl:
             input_idle_timeout_seconds,
             interrupt_grace_seconds,
             max_capture_chars,
+            max_output_file_chars,
         )
         self._kernel = ManagedKernel(
             KernelSettings(
@@ -183,6 +207,13 @@ class PyRepl:
     async def close(self) -> None:
         """Shut the kernel down and release everything; idempotent.
 
+        Kills the kernel and every process it spawned: its process group, and on Linux also
+        what left the group (``start_new_session=True``, daemons), found by parentage and by a
+        marker variable in the environment they inherited. A process that both cleared its
+        environment and left the kernel's process tree is not found: run code that must not
+        escape in a sandbox. Replacing a kernel (death, restart, a cell that did not stop) kills
+        the same way.
+
         Runs shielded with a bound: a cancelled caller still leaves no process or file behind.
         """
         await self._kernel.close()
@@ -224,8 +255,14 @@ class PyRepl:
         expression), ``error`` (a readable message that points at the failing line),
         ``error_details`` (``error_type``, ``message``, ``line``, ``column``, ``snippet``,
         ``pointer``, ``summary``, ``user_traceback``), ``execution_time_ms``, ``artifacts``
-        (images), ``execution_count``, ``notice`` (set when earlier state was lost) and
-        ``output_files`` (full output of cut streams).
+        (images), ``execution_count``, ``notice`` and ``output_files`` (full output of cut
+        streams).
+
+        ``notice`` is set, once, on the first result after the kernel was replaced, whatever
+        replaced it: a death, an exit (between executions, or a request to stop the kernel that
+        got past ``exit()``), a cell that did not stop after an interrupt (a timeout, an abort,
+        or a cancelled caller such as the engine's ``tool_timeout``), a failed configuration, or
+        :meth:`restart`. It says that every earlier variable, import and definition is gone.
 
         With an ``event_emitter``, output streams as ``kernel_stdout`` / ``kernel_stderr``
         events. When the emitter delivers live (inside a run with events enabled, or built with
@@ -253,12 +290,18 @@ class PyRepl:
                     inputs=self._inputs,
                     allow_input=delivers_live(event_emitter),
                     serve=self._kernel.serve(),
+                    output_paths=self._output_paths(),
                 )
                 outcome = await run.run()
             self._kernel.record(outcome)
             return await self._finish(
                 outcome, code, started_at, started, notice, event_emitter, abort_signal
             )
+
+    def _output_paths(self) -> dict[str, str]:
+        """Where the output of the current execution goes when the model cannot read it all."""
+        audit = self._audit_log()
+        return {name: audit.spill_path(self._sequence, name) for name in ("stdout", "stderr")}
 
     async def _finish(
         self,
@@ -271,27 +314,29 @@ class PyRepl:
         abort: AbortSignal | None,
     ) -> dict[str, Any]:
         audit = self._audit_log()
-        sequence = self._sequence
+        streams = await present_streams(
+            {"stdout": outcome.stdout, "stderr": outcome.stderr},
+            max(self._max_output_tokens, 1) * CHARS_PER_TOKEN,
+            self._output_paths(),
+            audit.write_spill,
+        )
         context = ResultContext(
             limits=self._limits,
             elapsed_ms=(time.perf_counter() - started) * 1000,
             max_output_tokens=self._max_output_tokens,
-            spill_paths={s: audit.spill_path(sequence, s) for s in ("stdout", "stderr")},
+            streams=streams,
             notice=notice,
             input_enabled=delivers_live(emitter),
             abort_reason=abort.reason if abort is not None else "",
         )
-        result, spills = build_result(outcome, context)
-        for spill in spills:
-            if not await audit.write_spill(spill.path, spill.text):
-                _unspill(result, spill.path)
+        result = build_result(outcome, context)
         settings = {
             "execution_timeout_seconds": self._limits.execution_timeout,
             "input_idle_timeout_seconds": self._limits.input_idle_timeout,
             "working_directory": self._cwd,
         }
         await audit.record(
-            sequence=sequence, started=started_at, code=code, result=result, settings=settings
+            sequence=self._sequence, started=started_at, code=code, result=result, settings=settings
         )
         return result
 
@@ -391,6 +436,7 @@ class PyRepl:
             max_kernel_deaths=settings.max_deaths,
             kernel_death_window_seconds=settings.death_window,
             max_capture_chars=limits.max_capture_chars,
+            max_output_file_chars=limits.max_file_chars,
         )
         clone._kernel.packs.update(self._kernel.packs)
         clone._kernel.selfref_namespace = self._kernel.selfref_namespace
@@ -401,13 +447,3 @@ class PyRepl:
         closed = self._kernel.closed
         state = "closed" if closed else "running" if self.is_running else "not started"
         return f"<PyRepl {self._instance_id} {state} cwd={self._cwd!r}>"
-
-
-def _unspill(result: dict[str, Any], path: str) -> None:
-    """The full output could not be saved: do not point the model at a missing file."""
-    for stream in ("stdout", "stderr"):
-        result[stream] = result[stream].replace(
-            f"the full output is in {path}", "the full output could not be saved"
-        )
-    files = {k: v for k, v in (result.get("output_files") or {}).items() if v != path}
-    result["output_files"] = files or None

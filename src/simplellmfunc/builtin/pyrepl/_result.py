@@ -1,20 +1,37 @@
 """Turn a :class:`CellOutcome` into the result dict of ``PyRepl.execute``.
 
 The dict is the seed's shape (``success``, ``stdout``, ``stderr``, ``return_value``, ``error``,
-``error_details``, ``execution_time_ms``, ``artifacts``) plus ``execution_count``, ``notice`` (a
-message about lost state) and ``output_files`` (where cut output was saved in full).
+``error_details``, ``execution_time_ms``, ``artifacts``) plus ``execution_count``, ``notice`` (lost
+state, or a cell stopped by ``SystemExit``) and ``output_files`` (where cut output was saved in
+full).
+
+``SystemExit`` (``exit()``, ``quit()``, ``sys.exit()``; see ``_in_kernel._boot``) stops the cell
+and nothing else: with a code that means success (none, 0) the execution succeeded, with any
+other code it failed with ``SystemExit: <code>``; either way the notice says the kernel and its
+state are kept.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ._capture import CHARS_PER_TOKEN, fit_stream, split_budget
 from ._exec import CellLimits, CellOutcome
+from ._output import CHARS_PER_TOKEN, StreamView
 
-__all__ = ["ResultContext", "Spill", "build_result"]
+__all__ = ["ResultContext", "build_result"]
 
+_SYSTEM_EXIT = (
+    "The code raised SystemExit (exit(), quit() or sys.exit()), which stops this execution "
+    "only: the Python kernel keeps running, and variables and imports are kept."
+)
+_KERNEL_EXITED = (
+    "The code asked the Python kernel to exit, so it was shut down: every variable, import and "
+    "definition is gone, and the next execution starts in a fresh kernel."
+)
+#: ``str(SystemExit(code))`` for the codes that mean success, as for a process exit status.
+_CLEAN_EXITS = frozenset({"", "None", "0", "False"})
 _NO_INPUT_HINT = (
     "input() cannot be answered here: this execution has no event consumer to reply to "
     "input requests. Put the values directly in the code instead."
@@ -28,41 +45,33 @@ class ResultContext:
     limits: CellLimits
     elapsed_ms: float
     max_output_tokens: int
-    spill_paths: dict[str, str]
+    streams: Mapping[str, StreamView]
     notice: str | None
     input_enabled: bool
     abort_reason: str = ""
 
 
-@dataclass(frozen=True, slots=True)
-class Spill:
-    """A full output to write to ``path``."""
-
-    path: str
-    text: str
-
-
-def build_result(out: CellOutcome, ctx: ResultContext) -> tuple[dict[str, Any], list[Spill]]:
-    """Return the result dict and the spill files to write."""
+def build_result(out: CellOutcome, ctx: ResultContext) -> dict[str, Any]:
+    """Return the result dict (the streams as ``ctx.streams`` presents them)."""
     budget = max(ctx.max_output_tokens, 1) * CHARS_PER_TOKEN
-    stdout_text, stderr_text = out.stdout.text(), out.stderr.text()
-    out_budget, err_budget = split_budget(len(stdout_text), len(stderr_text), budget)
-    stdout = fit_stream(
-        stdout_text, out_budget, tail_share=0.5, spill_path=ctx.spill_paths["stdout"]
-    )
-    stderr = fit_stream(
-        stderr_text, err_budget, tail_share=0.8, spill_path=ctx.spill_paths["stderr"]
-    )
-    spills = [
-        Spill(ctx.spill_paths[name], fitted.spill)
-        for name, fitted in (("stdout", stdout), ("stderr", stderr))
-        if fitted.spill is not None
-    ]
+    stdout, stderr = ctx.streams["stdout"], ctx.streams["stderr"]
+    files = {name: view.file for name, view in ctx.streams.items() if view.file is not None}
     error, details = _error(out, ctx)
     reply = out.reply or {}
-    success = out.verdict == "done" and error is None and reply.get("status", "ok") == "ok"
+    exit_code = _system_exit(out)
+    clean_exit = exit_code in _CLEAN_EXITS
+    if clean_exit:
+        # sys.exit(0) and friends end a script normally: the cell stopped, nothing failed.
+        error, details = None, None
+    replied_ok = clean_exit or reply.get("status", "ok") == "ok"
+    success = out.verdict == "done" and error is None and replied_ok
     if success is False and error is None:
         error = f"{reply.get('ename', 'Error')}: {reply.get('evalue', '')}"
+    notices = [ctx.notice]
+    if out.kernel_exited:
+        notices.append(_KERNEL_EXITED)
+    elif exit_code is not None:
+        notices.append(_SYSTEM_EXIT)
     result: dict[str, Any] = {
         "success": success,
         "stdout": stdout.text,
@@ -73,14 +82,18 @@ def build_result(out: CellOutcome, ctx: ResultContext) -> tuple[dict[str, Any], 
         "execution_time_ms": round(ctx.elapsed_ms, 3),
         "artifacts": out.artifacts,
         "execution_count": reply.get("execution_count"),
-        "notice": ctx.notice,
-        "output_files": {s: p for s, p in ctx.spill_paths.items() if _spilled(spills, p)} or None,
+        "notice": "\n".join(n for n in notices if n) or None,
+        "output_files": files or None,
     }
-    return result, spills
+    return result
 
 
-def _spilled(spills: list[Spill], path: str) -> bool:
-    return any(s.path == path for s in spills)
+def _system_exit(out: CellOutcome) -> str | None:
+    """The code of a SystemExit that ended the cell (``str(exc)``), or None."""
+    details = out.error_details or {}
+    if out.verdict != "done" or details.get("error_type") != "SystemExit":
+        return None
+    return str(details.get("message", ""))
 
 
 def _cap(text: str | None, limit: int) -> str | None:

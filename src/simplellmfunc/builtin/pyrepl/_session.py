@@ -2,7 +2,8 @@
 
 A session owns a private directory (mode 0700) holding the connection file, the IPC sockets,
 the kernel's temp dir, its IPython dir and its log. Destroying the session kills the kernel's
-process group (the kernel and whatever it spawned) and removes the directory.
+process group and whatever the kernel spawned, detached processes included (see ``_procs``), and
+removes the directory.
 """
 
 from __future__ import annotations
@@ -84,8 +85,11 @@ class KernelSession:
         self.private_dir = private_dir
         self.pid: int = km.provisioner.pid
         self.pgid: int | None = km.provisioner.pgid
+        self.live = _reaper.LiveKernel(self.pid, self.pgid, private_dir)
         self.fd_capture = False
         self.closed = False
+        #: Why the session was destroyed (completes "the previous kernel ..."); None while open.
+        self.ended: str | None = None
 
     @classmethod
     async def start(cls, options: SessionOptions) -> KernelSession:
@@ -110,7 +114,7 @@ class KernelSession:
             client = km.client()
             client.start_channels(hb=False, control=False)
             session = cls(km, client, private_dir)
-            _reaper.register(_reaper.LiveKernel(session.pid, session.pgid, private_dir))
+            _reaper.register(session.live)
             with anyio.fail_after(options.startup_timeout):
                 await client.wait_for_ready(timeout=options.startup_timeout)
                 info = await session.control("install", code=_LOADER)
@@ -206,21 +210,27 @@ class KernelSession:
             ) as exc:  # boundary: a dead kernel cannot be interrupted; death is handled
                 logger.debug("interrupting the kernel failed: %r", exc)
 
-    async def destroy(self) -> None:
+    async def destroy(self, why: str = "was shut down") -> None:
         """Kill the kernel's process group and remove every file; idempotent, never raises.
 
         Runs shielded with a bound so that a cancelled caller still leaves nothing behind.
+
+        Args:
+            why: Why, for the notice of the next execution (it completes "the previous kernel
+                ..."); the first call's reason is kept in :attr:`ended`.
         """
         if self.closed:
             return
         self.closed = True
+        self.ended = why
         with anyio.CancelScope(shield=True), anyio.move_on_after(_CLEANUP_BOUND):
+            # First, while the kernel may still run: its descendants are found by parentage.
+            await anyio.to_thread.run_sync(_reaper.kill_kernel, self.live)
             try:
                 self.client.stop_channels()
                 await self.km.shutdown_kernel(now=True)
-            except Exception as exc:  # boundary: fall back to killing the group ourselves
-                logger.debug("kernel shutdown failed, killing its process group: %r", exc)
-            _reaper.kill_group(self.pgid, self.pid)
+            except Exception as exc:  # boundary: the processes are killed already
+                logger.debug("kernel shutdown failed after killing it: %r", exc)
             await anyio.to_thread.run_sync(shutil.rmtree, self.private_dir, True)
         _reaper.unregister(self.pid)
 

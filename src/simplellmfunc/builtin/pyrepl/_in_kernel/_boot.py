@@ -11,10 +11,12 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
+import warnings
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from . import _errors, _runtime, _streams
+from . import _errors, _runtime, _streams, _threads
 
 __all__ = ["ERROR_MIME", "IMAGE_MIME", "control", "install"]
 
@@ -43,9 +45,22 @@ def _image_bundle(kind: str) -> Callable[[Any], dict[str, Any]]:
     return bundle
 
 
+def _pre_execute() -> None:
+    """Give every execution the kernel's own output streams, writable at the class level."""
+    _streams.restore(getattr(_STATE["shell"], "parent_header", None))
+    _streams.unshadow()
+
+
+def _pre_run_cell(info: Any) -> None:
+    """A user cell starts: it owns the output from now on (held thread output comes first)."""
+    _threads.begin(_STATE["shell"].execution_count, lambda stream, text: stream.write(text))
+
+
 def _post_run_cell(result: Any) -> None:
     """Forward pending fd output, and publish error details for a failed cell."""
     _streams.drain()
+    count = getattr(result, "execution_count", None)
+    _threads.end(count if isinstance(count, int) else None)
     if result is None:
         return
     before = result.error_before_exec
@@ -75,16 +90,50 @@ def _plain_tracebacks(shell: Any) -> None:
         shell.InteractiveTB.set_colors("nocolor")
 
 
+def _stop_cell() -> None:
+    raise SystemExit(None)
+
+
+def _exit_stops_the_cell(shell: Any) -> None:
+    """Make ``exit()`` / ``quit()`` stop the cell (like ``sys.exit()``) instead of the kernel.
+
+    IPython's ``exit`` only flags the kernel to stop a moment after the cell, so the rest of the
+    cell runs, the next execution too, and the one after finds a dead kernel. Here they raise
+    ``SystemExit(code)``, which IPython catches at the cell boundary; the host reports it.
+    """
+    from IPython.core.autocall import ZMQExitAutocall
+
+    class StopCell(ZMQExitAutocall):
+        """``exit`` / ``quit`` here: stop this execution; the kernel and its state stay."""
+
+        def __call__(self, code: Any = None) -> None:
+            raise SystemExit(code)
+
+    exiter = StopCell(shell)  # type: ignore[no-untyped-call]
+    shell.exiter = exiter  # reset() puts ``shell.exiter`` back into the namespace
+    shell.ask_exit = _stop_cell  # direct calls of the shell's exit request
+    for name in ("exit", "quit"):
+        shell.user_ns[name] = exiter
+        shell.user_ns_hidden[name] = exiter
+    # IPython's hint after a SystemExit tells the reader how to end the kernel: not wanted here.
+    message = re.escape("To exit: use 'exit', 'quit', or Ctrl-D.")
+    warnings.filterwarnings("ignore", message=message, category=UserWarning)
+
+
 def install(shell: Any) -> dict[str, Any]:
     """Install hooks once per kernel process; returns what is active."""
     if _STATE["shell"] is None:
         _STATE["shell"] = shell
         _STATE["runtime"] = _runtime.Runtime()
         _STATE["fd"] = _streams.install()
+        _threads.install()
+        _streams.set_router(_threads.route)
         _plain_tracebacks(shell)
+        _exit_stops_the_cell(shell)
         if hasattr(shell, "_tee"):
             shell._tee = _no_tee
-        shell.events.register("pre_execute", _streams.unshadow)
+        shell.events.register("pre_execute", _pre_execute)
+        shell.events.register("pre_run_cell", _pre_run_cell)
         shell.events.register("post_run_cell", _post_run_cell)
         formatter = shell.display_formatter.mimebundle_formatter
         for kind, name in (("path", "ImgPath"), ("url", "ImgUrl")):

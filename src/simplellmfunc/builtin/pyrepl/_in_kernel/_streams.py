@@ -19,13 +19,15 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["drain", "install", "unshadow"]
+__all__ = ["drain", "install", "restore", "set_router", "unshadow"]
 
 _LOCK = threading.RLock()
 _PIPES: list[_Pipe] = []
 _STREAMS: list[Any] = []
+_ORIGINAL: list[Any] = []
 _LAST: list[Any] = [None]
 _MASTER_PID = [0]
+_ROUTER: list[Callable[[Any, str], str | None]] = []
 
 
 class _Pipe:
@@ -78,11 +80,15 @@ def _ordered_write(original: Callable[[Any, str], Any]) -> Callable[[Any, str], 
         if os.getpid() != _MASTER_PID[0] or stream not in _STREAMS:
             # A forked child shares the pipes' read ends; it must not consume them.
             return original(stream, text)
+        routed = _ROUTER[0](stream, text) if _ROUTER and isinstance(text, str) else text
+        if routed is None:
+            return len(text)
         with _LOCK:
             for pipe in _PIPES:
                 _drain_one(pipe)
             _switch_to(stream)
-            return original(stream, text)
+            original(stream, routed)
+        return len(text)
 
     return write
 
@@ -131,6 +137,27 @@ def unshadow() -> None:
         vars(stream).pop("write", None)
 
 
+def set_router(router: Callable[[Any, str], str | None]) -> None:
+    """Pass every Python-level write through ``router``: what it returns is written instead
+    (``None``: nothing now). Used to label the output of background threads."""
+    _ROUTER[:] = [router]
+
+
+def restore(parent: Any) -> None:
+    """Put the kernel's own ``sys.stdout`` / ``sys.stderr`` back (call before each execution).
+
+    A cell that replaced them (``sys.stdout = io.StringIO()``) would otherwise silence every
+    later ``print()`` for the kernel's life; a redirection inside one cell is unaffected.
+    ``parent`` is the request being executed: ipykernel told the replacement, not the restored
+    stream, whose output it belongs to.
+    """
+    for name, original in zip(("stdout", "stderr"), _ORIGINAL, strict=False):
+        if getattr(sys, name) is not original:
+            setattr(sys, name, original)
+            if parent and hasattr(original, "set_parent"):
+                original.set_parent(parent)
+
+
 def install() -> bool:
     """Order stdout / stderr output and take over ipykernel's fd forwarding.
 
@@ -139,9 +166,10 @@ def install() -> bool:
     whether fd-level output is forwarded by this module (False when ipykernel does not capture
     fds: ``capture_fd_output`` off, an unsupported platform, or unexpected internals).
     """
-    if _STREAMS:
+    if _STREAMS or _ORIGINAL:
         return bool(_PIPES)
     streams = [sys.stdout, sys.stderr]
+    _ORIGINAL.extend(streams)
     cls = type(streams[0])
     if type(streams[1]) is not cls:
         return False
