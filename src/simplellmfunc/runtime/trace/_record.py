@@ -188,8 +188,14 @@ def _summary(record: TraceRecord, width: int) -> str:
     return f'→ "{_line(text, width)}"' if text else "→ (empty)"
 
 
-def timeline(records: Sequence[TraceRecord], *, width: int = 80) -> str:
+def timeline(records: Sequence[TraceRecord], *, width: int = 80, result: bool = True) -> str:
     """The text timeline: one line per step, the final answer, then the totals.
+
+    Args:
+        records: The steps.
+        width: Longest summary per line.
+        result: Add the ``Result:`` line (the command line leaves it out: it printed the
+            answer already).
 
     Example::
 
@@ -211,7 +217,7 @@ def timeline(records: Sequence[TraceRecord], *, width: int = 80) -> str:
         )
     stats = compute_stats(records)
     ends = [r for r in records if r.kind == "end"]
-    if ends:
+    if ends and result:
         lines += ["", f"Result: {_line(ends[-1].output, width * 2)}"]
     lines.append(
         f"({_count(stats.total_steps, 'step')}, {_seconds(stats.total_time_ms)}, "
