@@ -108,7 +108,8 @@ class FilesConfig(_Section):
 
 
 class ShellToolConfig(_Section):
-    """A shell command as a tool (see ``commands.ShellTool``)."""
+    """A shell command as a tool (see ``commands.ShellTool``); a first word ``python`` or
+    ``python3`` means the Python running the agent."""
 
     name: ToolName
     command: Annotated[str, Field(min_length=1)]
@@ -120,7 +121,8 @@ class ShellToolConfig(_Section):
 
 
 class AgentToolConfig(_Section):
-    """Another agent (any command reading stdin) as a tool (see ``commands.CLIAgentTool``)."""
+    """Another agent (any command reading stdin) as a tool (see ``commands.CLIAgentTool``); a
+    first word ``python`` or ``python3`` means the Python running the agent."""
 
     name: ToolName
     command: Annotated[str, Field(min_length=1)]
@@ -137,7 +139,10 @@ class ToolkitConfig(_Section):
         pyrepl: A Python kernel (``true`` or options).
         files: Workspace file tools (``true``, a directory, or options).
         mcpServers: MCP servers in the common ``{"name": {command, args, env} | {url}}`` shape,
-            or the path of a JSON file holding ``{"mcpServers": ...}``.
+            or the path of a JSON file holding ``{"mcpServers": ...}``. A stdio server runs in
+            the config file's folder unless it says ``cwd``. ``command: python`` (or
+            ``python3``) means the Python running the agent, so a server script finds the
+            project's packages; write a path to use another interpreter.
         mcp_prefix: Put the server name before each MCP tool name (``demo_get_sum``).
         mcp_timeout: Per-call timeout of MCP tools, in seconds.
         shell: Shell command tools.
