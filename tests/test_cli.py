@@ -96,9 +96,58 @@ async def test_validate_prints_a_summary(simple: Path, env: dict[str, str], tmp_
     done = await cli("validate", simple, env=env, cwd=tmp_path)
     assert done.code == 0, done.stderr
     assert done.stdout.startswith(f"ok: {simple}: agent 'simple'; simple; model openai:mock-model")
+    assert "  ok         model key: set (OPENAI_API_KEY)" in done.stdout
     missing_key = await cli("validate", simple, env=clean_env(), cwd=tmp_path)
-    assert missing_key.code == 2
-    assert "no API key; set OPENAI_API_KEY" in missing_key.stderr
+    assert missing_key.code == 0, missing_key.stderr  # a warning: the key may be set elsewhere
+    assert "warning    model key: not set (OPENAI_API_KEY); not checked online" in (
+        missing_key.stdout
+    )
+    assert "not checked offline: the model endpoint and key" in missing_key.stdout
+
+
+@pytest.mark.parametrize("name", sorted(p.name for p in AGENTS.glob("*.yml")))
+async def test_every_example_config_validates_offline_without_a_key(
+    name: str, tmp_path: Path
+) -> None:
+    done = await cli("validate", AGENTS / name, env=clean_env(), cwd=tmp_path)
+    assert done.code == 0, done.stdout + done.stderr
+    assert done.stdout.startswith(f"ok: {AGENTS / name}: ")
+    assert "model key: not set (DEEPSEEK_API_KEY); not checked online" in done.stdout
+    assert "problem" not in done.stdout
+
+
+async def test_validate_finds_what_cannot_work(tmp_path: Path, env: dict[str, str]) -> None:
+    (tmp_path / "a-file").write_text("not a folder")
+    config = write(
+        tmp_path / "broken.yml",
+        "model: openai:m\n"
+        "toolkit:\n"
+        "  files: ./no-such-workspace\n"
+        "  shell:\n"
+        "    - {name: calc, command: 'no-such-program-xyz {a}'}\n"
+        "    - {name: fine, command: 'echo {a}'}\n"
+        "  mcpServers:\n"
+        "    demo: {command: python, args: [missing_server.py]}\n"
+        "    gone: {command: /no/such/node, args: [x.js]}\n"
+        "    remote: {url: 'http://127.0.0.1:9/mcp'}\n"
+        "memory: {store: sqlite, path: a-file/memory.db}\n"
+        "checkpoints: {dir: fresh/checkpoints}\n",
+    )
+    done = await cli("validate", config, env=env, cwd=tmp_path)
+    assert done.code == 2, done.stdout + done.stderr
+    out = done.stdout
+    assert out.startswith(f"not ok: {config}: ")
+    assert f"problem    files workspace: {tmp_path}/no-such-workspace is not an existing" in out
+    assert "problem    shell tool calc: 'no-such-program-xyz' is not on PATH" in out
+    assert "ok         shell tool fine: a shell command" in out
+    assert "problem    mcp server demo: its script missing_server.py does not exist" in out
+    assert "problem    mcp server gone: '/no/such/node' is not on PATH" in out
+    assert "unchecked  mcp server remote: streamable-http:http://127.0.0.1:9/mcp" in out
+    assert f"problem    memory: {tmp_path}/a-file/memory.db cannot be created" in out
+    assert "ok         checkpoints: " in out
+    assert "error: config error: " in done.stderr
+    assert "5 problems found offline" in done.stderr
+    assert not (tmp_path / "fresh").exists()  # validate creates nothing
 
 
 async def test_provider_failure_exits_3(

@@ -58,4 +58,5 @@ async def test_in_memory_sqlite_needs_no_folder(tmp_path: Path) -> None:
 async def test_checkpoints_create_their_folder(tmp_path: Path) -> None:
     manager = CheckpointManager(tmp_path / "a" / "b")
     info = await manager.save(Checkpoint(history=({"role": "user", "content": "hi"},)))
-    assert Path(info.path).is_file()
+    assert info.number == 1
+    assert (tmp_path / "a" / "b").is_dir()
