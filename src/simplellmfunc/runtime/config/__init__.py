@@ -1,4 +1,4 @@
-"""Agents from config files (seed 001's ``RuntimeConfig`` and ``Runtime.execute``).
+"""Agents from config files.
 
 :class:`AgentConfig` is read by :func:`load_agent_config` (command line > environment > file >
 defaults, every problem reported with its key and line); :class:`ConfiguredAgent` builds the

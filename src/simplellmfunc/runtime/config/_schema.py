@@ -1,4 +1,4 @@
-"""The agent config (seed §10): what a YAML / TOML / JSON agent file may say, validated by pydantic.
+"""The agent config: what a YAML / TOML / JSON agent file may say, validated by pydantic.
 
 A minimal file::
 
@@ -163,7 +163,7 @@ class ToolkitConfig(_Section):
 
 
 class MemoryConfig(_Section):
-    """Agent memory: a store, its namespace, and what is saved (seed §8).
+    """Agent memory: a store, its namespace, and what is saved.
 
     Attributes:
         store: ``none`` (no memory), ``memory`` (this process), ``sqlite`` (a file; needs
@@ -211,7 +211,7 @@ class LimitsConfig(_Section):
 
 
 class TerminationConfig(_Section):
-    """When a run stops besides "no tool calls" (seed §5).
+    """When a run stops besides "no tool calls".
 
     Attributes:
         signals: Implicit termination phrases (``null``: the built-in list).
@@ -223,7 +223,7 @@ class TerminationConfig(_Section):
 
 
 class HistoryConfig(_Section):
-    """The history window (seed §2.4): what of a long conversation is sent."""
+    """The history window: what of a long conversation is sent."""
 
     max_tokens: Annotated[int, Field(ge=1)] | None = None
     keep_recent_turns: Annotated[int, Field(ge=1)] = 20
@@ -232,7 +232,7 @@ class HistoryConfig(_Section):
 
 
 class TraceConfig(_Section):
-    """The trace of a run (seed §9).
+    """The trace of a run.
 
     Attributes:
         timeline: Print the step timeline after each run (``--trace``).
@@ -247,7 +247,7 @@ class TraceConfig(_Section):
 
 
 class CheckpointConfig(_Section):
-    """Checkpoints (seed §20): ``:save`` / ``:load`` in the REPL, and saves every N steps.
+    """Checkpoints: ``:save`` / ``:load`` in the REPL, and saves every N steps.
 
     Attributes:
         dir: Where the checkpoint files go (needed for any checkpoint).

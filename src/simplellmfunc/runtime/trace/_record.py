@@ -2,7 +2,7 @@
 
 Records are plain frozen dataclasses with JSON round trips (:meth:`TraceRecord.to_dict`,
 :meth:`TraceRecord.from_dict`, validated with pydantic because the dicts come back from files).
-:func:`timeline` renders records as the step timeline of seed §15.1.
+:func:`timeline` renders records as the step timeline.
 """
 
 from __future__ import annotations
