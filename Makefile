@@ -7,7 +7,7 @@ DOCS_STAMP := $(VENV)/.docs-installed
 export TIKTOKEN_CACHE_DIR := $(CURDIR)/.cache/tiktoken
 
 .DEFAULT_GOAL := help
-.PHONY: help install test test-live lint format typecheck bench demo docs docs-serve clean
+.PHONY: help install test test-live mcp-reference lint format typecheck bench demo docs docs-serve clean
 
 help: ## Show this help
 	@grep -hE '^[a-zA-Z_-]+:.*?## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*?## "}; {printf "  \033[36m%-12s\033[0m %s\n", $$1, $$2}'
@@ -28,6 +28,14 @@ test-live: install ## End-to-end tests against a real local model (SmolLM2 via l
 	$(BIN)/python scripts/local_model.py install
 	$(BIN)/python scripts/llama_server.py build
 	$(BIN)/python -m pytest -q -m live
+
+# The npm reference MCP server, pinned by tests/test_mcp_reference.py (which skips without it).
+EVERYTHING := @modelcontextprotocol/server-everything
+EVERYTHING_VERSION := $(shell sed -n 's/^EVERYTHING_VERSION = "\(.*\)"/\1/p' tests/test_mcp_reference.py)
+
+mcp-reference: install ## MCP client tests against the npm reference server (installs it with npm)
+	npm install --prefix .cache/npm --no-audit --no-fund $(EVERYTHING)@$(EVERYTHING_VERSION)
+	$(BIN)/python -m pytest -q tests/test_mcp_reference.py
 
 lint: install ## ruff check + format check
 	$(BIN)/ruff check src tests benchmarks examples scripts

@@ -69,7 +69,7 @@ async def test_live_acceptance(env: dict[str, str], tmp_path: Path) -> None:
             env=environ, cwd=tmp_path, guard=LIVE_GUARD,
         )  # fmt: skip
         assert done.code == 0, f"{config}: {done.stderr}"
-        assert "Result:" in done.stderr  # the timeline
+        assert "LLM call" in done.stderr  # the timeline (its totals line)
         return result_of(done.stdout)
 
     # 1. simple: one LLM step.

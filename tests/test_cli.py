@@ -4,6 +4,8 @@ exit codes, output formats, streams, trace files, precedence end to end, memory,
 from __future__ import annotations
 
 import json
+import os
+import shutil
 import signal
 import sqlite3
 import sys
@@ -14,7 +16,18 @@ from pathlib import Path
 import anyio
 import pytest
 
-from acceptance_support import alive, clean_env, cli, eventually, finish, read_pid, start_cli, write
+from acceptance_support import (
+    AGENTS,
+    ROOT,
+    alive,
+    clean_env,
+    cli,
+    eventually,
+    finish,
+    read_pid,
+    start_cli,
+    write,
+)
 from simplellmfunc import AbortSignal
 from simplellmfunc.exceptions import ConfigError
 from simplellmfunc.hooks import EventYield, LLMChunkArriveEvent
@@ -83,9 +96,58 @@ async def test_validate_prints_a_summary(simple: Path, env: dict[str, str], tmp_
     done = await cli("validate", simple, env=env, cwd=tmp_path)
     assert done.code == 0, done.stderr
     assert done.stdout.startswith(f"ok: {simple}: agent 'simple'; simple; model openai:mock-model")
+    assert "  ok         model key: set (OPENAI_API_KEY)" in done.stdout
     missing_key = await cli("validate", simple, env=clean_env(), cwd=tmp_path)
-    assert missing_key.code == 2
-    assert "no API key; set OPENAI_API_KEY" in missing_key.stderr
+    assert missing_key.code == 0, missing_key.stderr  # a warning: the key may be set elsewhere
+    assert "warning    model key: not set (OPENAI_API_KEY); not checked online" in (
+        missing_key.stdout
+    )
+    assert "not checked offline: the model endpoint and key" in missing_key.stdout
+
+
+@pytest.mark.parametrize("name", sorted(p.name for p in AGENTS.glob("*.yml")))
+async def test_every_example_config_validates_offline_without_a_key(
+    name: str, tmp_path: Path
+) -> None:
+    done = await cli("validate", AGENTS / name, env=clean_env(), cwd=tmp_path)
+    assert done.code == 0, done.stdout + done.stderr
+    assert done.stdout.startswith(f"ok: {AGENTS / name}: ")
+    assert "model key: not set (DEEPSEEK_API_KEY); not checked online" in done.stdout
+    assert "problem" not in done.stdout
+
+
+async def test_validate_finds_what_cannot_work(tmp_path: Path, env: dict[str, str]) -> None:
+    (tmp_path / "a-file").write_text("not a folder")
+    config = write(
+        tmp_path / "broken.yml",
+        "model: openai:m\n"
+        "toolkit:\n"
+        "  files: ./no-such-workspace\n"
+        "  shell:\n"
+        "    - {name: calc, command: 'no-such-program-xyz {a}'}\n"
+        "    - {name: fine, command: 'echo {a}'}\n"
+        "  mcpServers:\n"
+        "    demo: {command: python, args: [missing_server.py]}\n"
+        "    gone: {command: /no/such/node, args: [x.js]}\n"
+        "    remote: {url: 'http://127.0.0.1:9/mcp'}\n"
+        "memory: {store: sqlite, path: a-file/memory.db}\n"
+        "checkpoints: {dir: fresh/checkpoints}\n",
+    )
+    done = await cli("validate", config, env=env, cwd=tmp_path)
+    assert done.code == 2, done.stdout + done.stderr
+    out = done.stdout
+    assert out.startswith(f"not ok: {config}: ")
+    assert f"problem    files workspace: {tmp_path}/no-such-workspace is not an existing" in out
+    assert "problem    shell tool calc: 'no-such-program-xyz' is not on PATH" in out
+    assert "ok         shell tool fine: a shell command" in out
+    assert "problem    mcp server demo: its script missing_server.py does not exist" in out
+    assert "problem    mcp server gone: '/no/such/node' is not on PATH" in out
+    assert "unchecked  mcp server remote: streamable-http:http://127.0.0.1:9/mcp" in out
+    assert f"problem    memory: {tmp_path}/a-file/memory.db cannot be created" in out
+    assert "ok         checkpoints: " in out
+    assert "error: config error: " in done.stderr
+    assert "5 problems found offline" in done.stderr
+    assert not (tmp_path / "fresh").exists()  # validate creates nothing
 
 
 async def test_provider_failure_exits_3(
@@ -191,6 +253,74 @@ async def test_trace_files(simple: Path, env: dict[str, str], tmp_path: Path) ->
     assert done.code == 0, done.stderr
     with closing(sqlite3.connect(tmp_path / "t.db")) as db:
         assert db.execute("select count(*) from trace_records").fetchone() == (2,)
+
+
+async def test_trace_does_not_print_the_answer_again(
+    simple: Path, env: dict[str, str], tmp_path: Path
+) -> None:
+    done = await cli("run", simple, "hi", "--trace", env=env, cwd=tmp_path)
+    assert done.code == 0, done.stderr
+    assert done.stdout == "Hi there!\n"
+    assert "[1] end   answer" in done.stderr  # the timeline is there
+    assert "Result:" not in done.stderr  # but not the answer a second time
+    assert "(2 steps" in done.stderr
+
+
+async def test_a_config_error_prints_no_empty_trace(tmp_path: Path, env: dict[str, str]) -> None:
+    config = write(
+        tmp_path / "redis.yml",
+        "model: openai:m\nmemory: {store: redis, url: 'redis://127.0.0.1:1/0'}\n",
+    )
+    done = await cli("run", config, "hi", "--trace", env=env, cwd=tmp_path)
+    assert done.code == 2
+    assert "0 steps" not in done.stderr
+
+
+# --- first contact: the README's agent config, as shipped --------------------------------
+
+
+def fake_python(directory: Path) -> Path:
+    """A directory holding a ``python`` and ``python3`` that are not this interpreter (like a
+    system Python without the project's packages): they fail the way such a Python does."""
+    directory.mkdir()
+    for name in ("python", "python3"):
+        write(directory / name, "#!/bin/sh\necho 'No module named mcp' >&2\nexit 1\n")
+        (directory / name).chmod(0o755)
+    return directory
+
+
+@pytest.fixture
+def shipped_agents(tmp_path: Path) -> Path:
+    """The repository's example configs (and the demo MCP server they name), copied so their
+    relative paths hold and their files (memory, checkpoints) stay out of the checkout."""
+    root = tmp_path / "checkout"
+    shutil.copytree(AGENTS, root / "examples" / "agents")
+    servers = ROOT / "tests" / "mcp_servers"
+    (root / "tests" / "mcp_servers").mkdir(parents=True)
+    shutil.copy(servers / "demo_server.py", root / "tests" / "mcp_servers")
+    return root / "examples" / "agents"
+
+
+async def test_the_readme_agent_config_runs_as_shipped(
+    server: MockLLMServer, shipped_agents: Path, tmp_path: Path
+) -> None:
+    def brain(request: RecordedRequest) -> Reply:
+        messages = request.json["messages"]
+        if messages[-1]["role"] == "tool":
+            return Reply.text(f"The sum is {messages[-1]['content']}.")
+        return Reply.tool_calls(ToolCallSpec("demo_get_sum", {"n": 100}))
+
+    server.default = brain
+    path = f"{fake_python(tmp_path / 'bin')}:{os.environ.get('PATH', '/usr/bin:/bin')}"
+    env = clean_env(
+        {"DEEPSEEK_API_KEY": "sk-test-123456789", "DEEPSEEK_BASE_URL": server.url, "PATH": path}
+    )
+    config = shipped_agents / "agent-config.yml"
+    done = await cli("run", config, "compute 1+2+...+100", env=env, cwd=tmp_path)
+    assert done.code == 0, done.stderr
+    assert "5050" in done.stdout
+    # The SQLite memory store made its folder; the next run remembers.
+    assert (shipped_agents / ".simplellmfunc" / "memory.db").is_file()
 
 
 # --- precedence, end to end ---------------------------------------------------------------

@@ -1,4 +1,9 @@
-"""Every offline example runs cleanly (they script the mock server themselves)."""
+"""Every example runs offline and prints what it shows.
+
+The examples of the builtins pick their model from ``.env`` / the environment, else a scripted
+model plays its part (``examples/_model.py``): they run here with no key, no model setting and
+no ``.env`` (a temporary working directory), stdin closed, as CI and a fresh clone run them.
+"""
 
 from __future__ import annotations
 
@@ -14,6 +19,67 @@ from simplellmfunc.testing import MockLLMServer, Reply, ToolCallSpec
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 OFFLINE = ["typed_function", "chat_with_tools", "streaming_events", "abort", "parallel_tools"]
+
+#: Example → lines its output must contain (what the example is there to show).
+BUILTINS: dict[str, list[str]] = {
+    "pyrepl_chatbot": [
+        "[app answers the kernel's 'What is your name? ' with 'Ada']",
+        "│ > Hello, Ada!",
+        "│ > 3 ADA",  # turn 2 uses the variable of turn 1
+        "The kernel greeted you: Hello, Ada!",
+    ],
+    "self_reference_memory": [
+        "Done: I now see 2 messages: my prompt and a summary.",
+        'experiences: ["The user\'s name is Ada; she prefers metric units.", '
+        "'Ada asked about the Eiffel Tower']",
+        "summaries: ['sum_1']",
+        "system prompt: Answer in one short sentence.",
+    ],
+    "self_reference_fork": [
+        "[fork_1] fork ended: completed",
+        "[fork_2] fork ended: completed",
+        "fork_1 completed {'city': 'Paris', 'millions': 2.1}",
+        "fork_2: completed, memory key planner::fork::2",
+    ],
+    "file_toolset_edit": [
+        "→ sed(path='stats.py'",
+        "+    return sum(values) / len(values)",
+        "mean ok",
+    ],
+    "mcp_tools": [
+        "server tools: ['get_current_time', 'convert_time']",
+        " in Tokyo; 09:00 in Paris is ",  # the hour there depends on the date (summer time)
+    ],
+    "config_agent": [
+        "warning    model key: not set (DEEPSEEK_API_KEY); not checked online",
+        "Final answer: 17 * 3 = 51",
+        "[1] tool  calc",
+    ],
+    "pyrepl_example": [
+        "[stdout] mean ",
+        "tools: ['execute_code', 'reset_repl', 'list_variables']",
+        "mean: 3.875",
+        "SyntaxError at line 1: 'for i in range(2)'",
+        "after reset: []",
+        "repl2 sees repl1's x: False",
+    ],
+    "self_reference_basic_example": [
+        "Always include one actionable next step.",
+        "keys: ['agent_1', 'agent_2', 'agent_main']",
+        "my_key: ['You are helpful.', 'remember this']",
+        "after clear: 0",
+    ],
+}
+
+
+def offline_env() -> dict[str, str]:
+    """This process's environment without any model setting or key."""
+    model_settings = ("EXAMPLE_MODEL", "OPENAI_MODEL")
+    return {
+        k: v
+        for k, v in os.environ.items()
+        if not k.endswith(("_API_KEY", "_BASE_URL")) and k not in model_settings
+    }
 
 
 @pytest.mark.parametrize("name", OFFLINE)
@@ -54,3 +120,29 @@ async def test_demo_runs_against_a_provider_from_the_environment(
     assert "← get_weather: 'Paris: 14°C, rain showers' (ok)" in out
     assert "assistant> It is 14°C with rain showers in Paris." in out
     assert "sk-test-123456789" not in out
+
+
+@pytest.mark.parametrize("name", sorted(BUILTINS))
+def test_builtin_example_runs_offline(name: str, tmp_path: Path) -> None:
+    result = subprocess.run(
+        [sys.executable, str(EXAMPLES / f"{name}.py")],
+        capture_output=True,
+        text=True,
+        timeout=180,
+        check=False,
+        cwd=tmp_path,
+        env=offline_env(),
+        stdin=subprocess.DEVNULL,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    out = result.stdout
+    for line in BUILTINS[name]:
+        assert line in out, f"{line!r} not in:\n{out}"
+    if name != "config_agent":  # that one uses a mock server, not the scripted model
+        assert out.startswith("(no model configured: a scripted model plays its part")
+    assert "Traceback" not in result.stderr
+
+
+def test_every_example_is_tested() -> None:
+    scripts = {p.stem for p in EXAMPLES.glob("*.py") if not p.name.startswith("_")}
+    assert scripts == {"demo", *OFFLINE, *BUILTINS}  # demo: tested above, as `make demo`

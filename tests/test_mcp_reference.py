@@ -1,8 +1,9 @@
 """MCPToolset against servers we did not write: the npm reference server and mcp-server-time.
 
-``@modelcontextprotocol/server-everything`` is installed with npm into ``.cache/npm`` by a
-session fixture (these tests skip, saying why, when npm or the registry is unavailable); its
-HTTP modes are kept on 127.0.0.1. ``mcp-server-time`` comes from PyPI (a dev dependency).
+``@modelcontextprotocol/server-everything`` comes from npm, installed into ``.cache/npm`` by
+``make mcp-reference`` (which then runs this module), never by the test run itself: without it
+the tests that need it skip, saying how to install it. Its HTTP modes are kept on 127.0.0.1.
+``mcp-server-time`` comes from PyPI (a dev dependency).
 """
 
 from __future__ import annotations
@@ -10,7 +11,6 @@ from __future__ import annotations
 import importlib.util
 import json
 import shutil
-import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -44,23 +44,16 @@ def no_orphans() -> Iterator[None]:
 
 @pytest.fixture(scope="session")
 def everything() -> list[str]:
-    """``node <server-everything>``: installed on first use, or the tests are skipped."""
-    node, npm = shutil.which("node"), shutil.which("npm")
-    if node is None or npm is None:
-        pytest.skip("node / npm are not installed")
+    """``node <server-everything>`` when ``make mcp-reference`` installed it; else a skip."""
+    node = shutil.which("node")
+    if node is None:
+        pytest.skip("node is not installed")
     script = NPM_DIR / "node_modules" / EVERYTHING / "dist" / "index.js"
     if not _installed(script):
-        NPM_DIR.mkdir(parents=True, exist_ok=True)
-        command = [npm, "install", "--prefix", str(NPM_DIR), "--no-audit", "--no-fund"]
-        try:
-            subprocess.run(
-                [*command, f"{EVERYTHING}@{EVERYTHING_VERSION}"],
-                check=True,
-                capture_output=True,
-                timeout=300,
-            )
-        except (subprocess.SubprocessError, OSError) as exc:
-            pytest.skip(f"cannot install {EVERYTHING} with npm: {exc}")
+        pytest.skip(
+            f"{EVERYTHING}@{EVERYTHING_VERSION} is not installed in {NPM_DIR} "
+            "(`make mcp-reference` installs it with npm and runs these tests)"
+        )
     return [node, "--require", str(LOCALHOST_ONLY), str(script)]
 
 

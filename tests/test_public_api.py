@@ -143,10 +143,12 @@ RUNTIME_PACKAGES = {
         "AgentConfig",
         "ConfigRunResult",
         "ConfiguredAgent",
+        "Finding",
         "RunObserver",
         "TurnResult",
         "build_llm",
         "build_options",
+        "check_config",
         "load_agent_config",
         "run_config",
     },
@@ -184,7 +186,7 @@ RUNTIME_PACKAGES = {
     },
 }
 # What simplellmfunc.runtime re-exports from its sub-packages (the CLI helpers stay in theirs).
-RUNTIME_ONLY_IN_SUBPACKAGE = {"build_llm", "build_options", "timeline"}
+RUNTIME_ONLY_IN_SUBPACKAGE = {"Finding", "build_llm", "build_options", "check_config", "timeline"}
 
 
 def test_runtime_surface() -> None:

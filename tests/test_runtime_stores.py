@@ -386,7 +386,7 @@ async def test_open_store_refuses_what_it_cannot_use(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="url"):
         await open_store("redis")
     with pytest.raises(ConfigError, match="cannot open SQLite"):
-        await open_store("sqlite", path=tmp_path / "missing-dir" / "x.db")
+        await open_store("sqlite", path=tmp_path)  # a folder (a missing one is created)
     (tmp_path / "not.db").write_bytes(b"this is not a database" * 100)
     with pytest.raises(ConfigError):
         await open_store("sqlite", path=tmp_path / "not.db")

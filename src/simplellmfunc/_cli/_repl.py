@@ -124,7 +124,8 @@ class Repl:
         if turn.aborted:
             print("(turn aborted)", file=sys.stderr, flush=True)
         elif self.agent.config.trace.timeline:
-            print(timeline(self.agent.recorder.records[-20:]), file=sys.stderr, flush=True)
+            records = self.agent.recorder.records[-20:]
+            print(timeline(records, result=False), file=sys.stderr, flush=True)
 
     # -- commands ----------------------------------------------------------------------------
 

@@ -122,9 +122,10 @@ def _print_result(
 
 
 def _print_trace(agent: ConfiguredAgent) -> None:
-    """The (possibly partial) step timeline, on stderr."""
+    """The (possibly partial) step timeline, on stderr (without the answer: stdout has it)."""
     try:
         records = agent.recorder.records
     except SimpleLLMFuncError:
         return  # the agent never opened: nothing ran
-    print(timeline(records), file=sys.stderr, flush=True)
+    if records:
+        print(timeline(records, result=False), file=sys.stderr, flush=True)

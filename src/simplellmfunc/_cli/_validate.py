@@ -1,5 +1,11 @@
-"""``simplellmfunc validate CFG``: check a config (and that its model can be built) without
-running it; print ``ok`` and a summary, or every problem with its key and line."""
+"""``simplellmfunc validate CFG``: check a config without running it, offline.
+
+The file is loaded (every problem with its key and line), then :func:`check_config` looks at
+what the agent needs that can be seen without the network or starting anything: the model's
+preset and key, each tool's command and scripts, the folders of memory, trace and checkpoints.
+Every finding is printed; what could not be checked offline is said. The exit status is 0 when
+nothing is a problem (warnings, such as a key not set here, are allowed), else 2.
+"""
 
 from __future__ import annotations
 
@@ -7,9 +13,9 @@ import argparse
 
 import anyio
 
-from ..exceptions import SimpleLLMFuncError
+from ..exceptions import ConfigError, SimpleLLMFuncError
 from ..runtime import AgentConfig, load_agent_config
-from ..runtime.config import build_llm
+from ..runtime.config import Finding, check_config
 from ._args import overrides_from
 from ._output import EXIT_OK, report_error
 
@@ -34,17 +40,20 @@ def describe_config(config: AgentConfig) -> str:
     return "; ".join(parts)
 
 
-async def _check_model(config: AgentConfig) -> None:
-    llm = build_llm(config.model)
-    await llm.aclose()
-
-
 def handle_validate(args: argparse.Namespace) -> int:
     """Validate ``args.config``; return the exit status."""
     try:
         config = load_agent_config(args.config, overrides=overrides_from(args))
-        anyio.run(_check_model, config)
     except SimpleLLMFuncError as exc:
         return report_error(exc)
-    print(f"ok: {args.config}: {describe_config(config)}")
+    findings: list[Finding] = anyio.run(check_config, config)
+    problems = [f for f in findings if f.level == "problem"]
+    head = "ok" if not problems else "not ok"
+    print(f"{head}: {args.config}: {describe_config(config)}")
+    for finding in findings:
+        print(f"  {finding}")
+    if problems:
+        lines = "\n".join(f"  {p.subject}: {p.message}" for p in problems)
+        count = f"{len(problems)} problem{'s' if len(problems) > 1 else ''}"
+        return report_error(ConfigError(f"{args.config}: {count} found offline\n{lines}"))
     return EXIT_OK

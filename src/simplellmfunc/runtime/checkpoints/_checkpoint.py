@@ -1,4 +1,4 @@
-"""Checkpoint: a versioned JSON snapshot of an agent's state (seed §20).
+"""Checkpoint: a versioned JSON snapshot of an agent's state.
 
 A checkpoint holds the conversation history (chat dicts), the agent's memory items, the state
 of a SelfReference per key (history, experiences, summaries), the trace records, the last input
@@ -10,7 +10,7 @@ and counters (steps, calls, tokens, time). File layout (one JSON object)::
 
 Version rules on load: another major version is refused (:class:`ConfigError`), another minor
 version is loaded with a warning (``UserWarning``), another patch version silently. Values that
-JSON cannot carry are stored as their ``str()`` (seed §20.4).
+JSON cannot carry are stored as their ``str()``.
 """
 
 from __future__ import annotations

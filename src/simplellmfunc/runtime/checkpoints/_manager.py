@@ -1,4 +1,4 @@
-"""CheckpointManager: numbered checkpoint files in one directory (seed §20.3).
+"""CheckpointManager: numbered checkpoint files in one directory.
 
 Files are ``cp_001.json``, ``cp_002.json``, …; numbers only grow. A save takes the next number
 after both the highest file present and a high-water mark kept in ``.cp_last`` (so a number that
@@ -235,7 +235,7 @@ def _write(path: Path, text: str) -> None:
 
 
 async def save_checkpoint(checkpoint: Checkpoint, path: str | Path) -> None:
-    """Write ``checkpoint`` to ``path``, replacing it atomically (seed §20.5 ``save_context``).
+    """Write ``checkpoint`` to ``path``, replacing it atomically.
 
     Raises:
         RunError: If the file cannot be written.
@@ -247,7 +247,7 @@ async def save_checkpoint(checkpoint: Checkpoint, path: str | Path) -> None:
 
 
 async def load_checkpoint(path: str | Path) -> Checkpoint:
-    """Read the checkpoint at ``path`` (seed §20.5 ``load_context``), version rules applied.
+    """Read the checkpoint at ``path``, version rules applied.
 
     Raises:
         ConfigError: If it cannot be read, is malformed or of another major version.

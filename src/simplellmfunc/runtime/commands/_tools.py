@@ -1,5 +1,5 @@
-"""Command lines as tools (seed §2.1): :class:`ShellTool`, and :class:`CLIAgentTool` for agents
-calling agents (seed §15 test 6).
+"""Command lines as tools: :class:`ShellTool`, and :class:`CLIAgentTool` for agents
+calling agents.
 
 * ``ShellTool(name, command, timeout)``: the model's arguments fill the command's placeholders,
   each one shell-quoted (``shlex.quote``), so an argument is always exactly one word to the shell

@@ -241,8 +241,7 @@ async def build_recorder(config: AgentConfig, stack: AsyncExitStack) -> TraceRec
     sinks: list[TraceSink] = []
     file = config.trace.file
     if file:
-        path = Path(file)
-        path.parent.mkdir(parents=True, exist_ok=True)
+        path = Path(file)  # the sinks create its folder
         is_sqlite = path.suffix.lower() in _SQLITE_SUFFIXES
         sinks.append(SQLiteTraceSink(path) if is_sqlite else JSONLSink(path))
     recorder = TraceRecorder(sinks=sinks, max_chars=config.trace.max_chars)

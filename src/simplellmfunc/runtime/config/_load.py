@@ -26,6 +26,7 @@ from ...exceptions import ConfigError
 from ._file import KeyPath, dotted, read_config_file
 from ._precedence import Layer, env_layer, file_layer, merge_layers, override_layer
 from ._schema import AgentConfig
+from ._shapes import use_this_python
 
 __all__ = ["ConfigProblem", "load_agent_config"]
 
@@ -69,6 +70,7 @@ def load_agent_config(
         override_layer(overrides or {}),
     ]
     merged, owners = merge_layers(layers)
+    use_this_python(merged)
     try:
         config = AgentConfig.model_validate(merged)
     except ValidationError as exc:

@@ -1,4 +1,4 @@
-"""Where each setting comes from (seed §10): command line > environment > file > defaults.
+"""Where each setting comes from: command line > environment > file > defaults.
 
 The rule holds for every section, because the layers are merged as plain data before pydantic
 sees them; nothing reads a setting from one layer only.

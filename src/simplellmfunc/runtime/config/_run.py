@@ -1,5 +1,4 @@
-"""``run_config``: build an agent from its config file and run it once (seed §12's
-``Runtime.execute``).
+"""``run_config``: build an agent from its config file and run it once.
 
 ::
 
@@ -54,7 +53,7 @@ class ConfigRunResult:
         return self.terminated_by == "aborted"
 
     def timeline(self, *, width: int = 80) -> str:
-        """The step timeline (seed §15.1)."""
+        """The step timeline."""
         return timeline(self.trace, width=width)
 
     def to_dict(self) -> dict[str, Any]:

@@ -1,4 +1,4 @@
-"""The agent config (seed §10): what a YAML / TOML / JSON agent file may say, validated by pydantic.
+"""The agent config: what a YAML / TOML / JSON agent file may say, validated by pydantic.
 
 A minimal file::
 
@@ -108,7 +108,8 @@ class FilesConfig(_Section):
 
 
 class ShellToolConfig(_Section):
-    """A shell command as a tool (see ``commands.ShellTool``)."""
+    """A shell command as a tool (see ``commands.ShellTool``); a first word ``python`` or
+    ``python3`` means the Python running the agent."""
 
     name: ToolName
     command: Annotated[str, Field(min_length=1)]
@@ -120,7 +121,8 @@ class ShellToolConfig(_Section):
 
 
 class AgentToolConfig(_Section):
-    """Another agent (any command reading stdin) as a tool (see ``commands.CLIAgentTool``)."""
+    """Another agent (any command reading stdin) as a tool (see ``commands.CLIAgentTool``); a
+    first word ``python`` or ``python3`` means the Python running the agent."""
 
     name: ToolName
     command: Annotated[str, Field(min_length=1)]
@@ -137,7 +139,10 @@ class ToolkitConfig(_Section):
         pyrepl: A Python kernel (``true`` or options).
         files: Workspace file tools (``true``, a directory, or options).
         mcpServers: MCP servers in the common ``{"name": {command, args, env} | {url}}`` shape,
-            or the path of a JSON file holding ``{"mcpServers": ...}``.
+            or the path of a JSON file holding ``{"mcpServers": ...}``. A stdio server runs in
+            the config file's folder unless it says ``cwd``. ``command: python`` (or
+            ``python3``) means the Python running the agent, so a server script finds the
+            project's packages; write a path to use another interpreter.
         mcp_prefix: Put the server name before each MCP tool name (``demo_get_sum``).
         mcp_timeout: Per-call timeout of MCP tools, in seconds.
         shell: Shell command tools.
@@ -158,7 +163,7 @@ class ToolkitConfig(_Section):
 
 
 class MemoryConfig(_Section):
-    """Agent memory: a store, its namespace, and what is saved (seed §8).
+    """Agent memory: a store, its namespace, and what is saved.
 
     Attributes:
         store: ``none`` (no memory), ``memory`` (this process), ``sqlite`` (a file; needs
@@ -206,7 +211,7 @@ class LimitsConfig(_Section):
 
 
 class TerminationConfig(_Section):
-    """When a run stops besides "no tool calls" (seed §5).
+    """When a run stops besides "no tool calls".
 
     Attributes:
         signals: Implicit termination phrases (``null``: the built-in list).
@@ -218,7 +223,7 @@ class TerminationConfig(_Section):
 
 
 class HistoryConfig(_Section):
-    """The history window (seed §2.4): what of a long conversation is sent."""
+    """The history window: what of a long conversation is sent."""
 
     max_tokens: Annotated[int, Field(ge=1)] | None = None
     keep_recent_turns: Annotated[int, Field(ge=1)] = 20
@@ -227,7 +232,7 @@ class HistoryConfig(_Section):
 
 
 class TraceConfig(_Section):
-    """The trace of a run (seed §9).
+    """The trace of a run.
 
     Attributes:
         timeline: Print the step timeline after each run (``--trace``).
@@ -242,7 +247,7 @@ class TraceConfig(_Section):
 
 
 class CheckpointConfig(_Section):
-    """Checkpoints (seed §20): ``:save`` / ``:load`` in the REPL, and saves every N steps.
+    """Checkpoints: ``:save`` / ``:load`` in the REPL, and saves every N steps.
 
     Attributes:
         dir: Where the checkpoint files go (needed for any checkpoint).
@@ -274,7 +279,9 @@ class AgentConfig(_Section):
         model: The model (see :class:`ModelConfig`).
         system: The system prompt.
         tool_protocol: ``native`` function calling, ``text`` (prompted actions, for models
-            without tools) or ``auto`` (native when the provider supports it).
+            without tools), ``json`` (every step forced by a JSON schema: small local models on
+            servers with schema-constrained decoding) or ``auto`` (native when the provider
+            supports it).
         keyword_heuristic: With the text protocol, also read "use the X tool" prose as a call.
         toolkit: Tools.
         memory: Agent memory.
@@ -291,7 +298,7 @@ class AgentConfig(_Section):
     kind: Literal["simple", "react", "chain"] = "react"
     model: ModelConfig
     system: str = ""
-    tool_protocol: Literal["auto", "native", "text"] = "auto"
+    tool_protocol: Literal["auto", "native", "text", "json"] = "auto"
     keyword_heuristic: bool = False
     toolkit: ToolkitConfig = ToolkitConfig()
     memory: MemoryConfig = MemoryConfig()

@@ -5,19 +5,26 @@ are merged, so that a shorthand in one layer merges with the full form in anothe
 ``model: "provider:model"`` (kept as ``{"@spec": ...}`` until merged, see :mod:`._precedence`),
 ``pyrepl: true``, ``files: DIR``, ``memory: KIND``, chain steps as plain strings.
 :func:`resolve_paths` makes each path setting absolute against the layer's base directory.
+:func:`use_this_python` makes a bare ``python`` command mean the interpreter running the agent.
 """
 
 from __future__ import annotations
 
 import copy
+import shlex
+import sys
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from ._file import KeyPath
 
-__all__ = ["SPEC", "is_dict", "normalize", "resolve_paths"]
+__all__ = ["PYTHON_NAMES", "SPEC", "is_dict", "normalize", "resolve_paths", "use_this_python"]
 
+#: Commands that mean "Python": a config saying ``command: python`` wants the interpreter that
+#: runs the agent (the project's virtualenv, with its packages), not the first ``python`` on
+#: PATH (often a system Python without them, or none at all).
+PYTHON_NAMES = frozenset({"python", "python3"})
 SPEC = "@spec"  # a model given as text, resolved against the lower layers when merging
 # Keys holding paths; "*" is any key or index.
 _PATHS: tuple[KeyPath, ...] = (
@@ -97,3 +104,29 @@ def _resolve_at(node: Any, pattern: KeyPath, base: Path) -> None:
             node[head] = _absolute(node[head], base)
         return
     _resolve_at(node[head], rest, base)
+
+
+def use_this_python(data: dict[str, Any]) -> None:
+    """Replace a bare ``python`` / ``python3`` with :data:`sys.executable`, in place: the
+    ``command`` of stdio MCP servers, and the first word of shell and agent tool commands.
+    Paths (``/usr/bin/python3``) and other names (``python3.12``) are kept as given."""
+    if not sys.executable or not is_dict(data, "toolkit"):
+        return
+    toolkit = data["toolkit"]
+    servers = toolkit.get("mcpServers")
+    if isinstance(servers, dict):
+        for entry in servers.values():
+            if isinstance(entry, dict) and entry.get("command") in PYTHON_NAMES:
+                entry["command"] = sys.executable
+    for key in ("shell", "agents"):
+        for entry in toolkit.get(key) or []:
+            if isinstance(entry, dict) and isinstance(entry.get("command"), str):
+                entry["command"] = _this_python_first(entry["command"])
+
+
+def _this_python_first(command: str) -> str:
+    stripped = command.lstrip()
+    first, sep, rest = stripped.partition(" ")
+    if first not in PYTHON_NAMES:
+        return command
+    return shlex.quote(sys.executable) + sep + rest

@@ -1,7 +1,7 @@
-"""Auto-save strategies: what agent memory keeps from each step (seed §8.4).
+"""Auto-save strategies: what agent memory keeps from each step.
 
 A :class:`Step` is what memory may learn from: a finished tool batch (the assistant's text with
-its calls and what each returned: the seed's thought, action and observation) or a finished turn
+its calls and what each returned: a thought, an action and an observation) or a finished turn
 (the user's input and the answer). A strategy turns a step into ``(key, value)`` items:
 
 * :class:`StepTriple` (the default, the most reliable): one short ``[action] observation`` line
@@ -77,7 +77,7 @@ class StepTriple(AutoSave):
     """One ``[tool(arguments)] observation`` line per call; ``user … | answer …`` per turn.
 
     Args:
-        max_chars: Longest observation, input or answer kept (the seed keeps 200).
+        max_chars: Longest observation, input or answer kept.
     """
 
     def __init__(self, max_chars: int = 200) -> None:

@@ -13,8 +13,9 @@ from __future__ import annotations
 import sqlite3
 import time
 
-from ..._persist import DatabaseLike, open_database
+from ..._persist import DatabaseLike
 from .._clock import Clock
+from .._files import open_sqlite
 from ._base import Record, Store
 from ._namespace import Namespace
 
@@ -59,8 +60,9 @@ class SQLiteStore(Store):
     """Items in a SQLite file (WAL, one transaction per write, fsynced; reads are not).
 
     Args:
-        database: A file path, or a shared :class:`~._sqlite.SQLiteDatabase` (then closing this
-            store leaves it open).
+        database: A file path (its folders are created), or a shared
+            :class:`~simplellmfunc._persist.SQLiteDatabase` (then closing this store leaves it
+            open).
         max_items: Most items per namespace (``None``: unbounded).
         ttl: Default time to live in seconds (``None``: never expire).
         clock: Wall-clock source.
@@ -78,7 +80,7 @@ class SQLiteStore(Store):
         clock: Clock = time.time,
     ) -> None:
         super().__init__(max_items=max_items, ttl=ttl, clock=clock)
-        self.database, self._owned = open_database(database, _STORE_SCHEMA, durable=True)
+        self.database, self._owned = open_sqlite(database, _STORE_SCHEMA, durable=True)
 
     async def ping(self) -> None:
         """Nothing to check: opening the file already did (see the constructor)."""

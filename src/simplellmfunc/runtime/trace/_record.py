@@ -2,7 +2,7 @@
 
 Records are plain frozen dataclasses with JSON round trips (:meth:`TraceRecord.to_dict`,
 :meth:`TraceRecord.from_dict`, validated with pydantic because the dicts come back from files).
-:func:`timeline` renders records as the step timeline of seed §15.1.
+:func:`timeline` renders records as the step timeline.
 """
 
 from __future__ import annotations
@@ -188,8 +188,14 @@ def _summary(record: TraceRecord, width: int) -> str:
     return f'→ "{_line(text, width)}"' if text else "→ (empty)"
 
 
-def timeline(records: Sequence[TraceRecord], *, width: int = 80) -> str:
+def timeline(records: Sequence[TraceRecord], *, width: int = 80, result: bool = True) -> str:
     """The text timeline: one line per step, the final answer, then the totals.
+
+    Args:
+        records: The steps.
+        width: Longest summary per line.
+        result: Add the ``Result:`` line (the command line leaves it out: it printed the
+            answer already).
 
     Example::
 
@@ -211,7 +217,7 @@ def timeline(records: Sequence[TraceRecord], *, width: int = 80) -> str:
         )
     stats = compute_stats(records)
     ends = [r for r in records if r.kind == "end"]
-    if ends:
+    if ends and result:
         lines += ["", f"Result: {_line(ends[-1].output, width * 2)}"]
     lines.append(
         f"({_count(stats.total_steps, 'step')}, {_seconds(stats.total_time_ms)}, "

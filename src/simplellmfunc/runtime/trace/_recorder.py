@@ -1,4 +1,4 @@
-"""TraceRecorder: turns the typed event stream of any agent into trace records (seed §9).
+"""TraceRecorder: turns the typed event stream of any agent into trace records.
 
 Feed it the items of a decorated function called with ``enable_event=True``::
 

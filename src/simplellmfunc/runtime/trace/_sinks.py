@@ -19,9 +19,11 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import anyio.to_thread
 
-from ..._persist import DatabaseLike, json_text, open_database
+from ..._persist import DatabaseLike, json_text
 from ...exceptions import ConfigError, RunError
+from .._files import ensure_parent, open_sqlite
 from ._record import TraceRecord, record_from_dict
 
 __all__ = ["JSONLSink", "SQLiteTraceSink", "TraceSink", "read_jsonl"]
@@ -46,7 +48,7 @@ class JSONLSink(TraceSink):
     """Appends records to a JSON Lines file (created on the first record).
 
     Args:
-        path: The file; its directory must exist.
+        path: The file; its folders are created with it.
     """
 
     def __init__(self, path: str | Path) -> None:
@@ -65,10 +67,11 @@ class JSONLSink(TraceSink):
         line = json_text({"trace_id": trace_id, **record.to_dict()})
         try:
             if self._file is None:
+                await anyio.to_thread.run_sync(ensure_parent, self.path)
                 self._file = await anyio.open_file(self.path, "a", encoding="utf-8")
             await self._file.write(line + "\n")
             await self._file.flush()
-        except OSError as exc:
+        except (OSError, ConfigError) as exc:
             raise RunError(f"cannot write trace file {str(self.path)!r}: {exc}") from exc
 
     async def aclose(self) -> None:
@@ -121,14 +124,15 @@ class SQLiteTraceSink(TraceSink):
     recorder that reloads old records gets a new trace id for that reason.
 
     Args:
-        database: A file path, or a shared :class:`~._sqlite.SQLiteDatabase`.
+        database: A file path (its folders are created), or a shared
+            :class:`~simplellmfunc._persist.SQLiteDatabase`.
 
     Raises:
         ConfigError: If the database cannot be opened or initialised.
     """
 
     def __init__(self, database: DatabaseLike) -> None:
-        self.database, self._owned = open_database(database, _TRACE_SCHEMA, durable=False)
+        self.database, self._owned = open_sqlite(database, _TRACE_SCHEMA, durable=False)
 
     async def write(self, record: TraceRecord, trace_id: str) -> None:
         """Insert ``record`` (one transaction).

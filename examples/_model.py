@@ -1,0 +1,40 @@
+"""The model an example talks to: yours when `.env` or the environment names one, else a
+scripted stand-in, so every example also runs offline (that is how CI runs them).
+
+Name a model in `.env` (or export the variables):
+
+    EXAMPLE_MODEL=deepseek:deepseek-chat    # any make_llm preset; its key from DEEPSEEK_API_KEY
+    # or OPENAI_MODEL=gpt-4o-mini with OPENAI_API_KEY (and OPENAI_BASE_URL for another server)
+
+With neither, a ScriptedLLM plays the model: it answers with the replies the example wrote down
+(a callable reply may look at the request, e.g. at the last tool result). A real model decides for
+itself, so with one the run may take another path than the script.
+"""
+
+from __future__ import annotations
+
+from simplellmfunc import LLMInterface, OpenAICompatible, make_llm
+from simplellmfunc.providers import env_settings
+from simplellmfunc.testing import Canned, ScriptedLLM
+
+
+def pick_model(*script: Canned, default: Canned | None = None) -> LLMInterface:
+    """The configured model, or a ScriptedLLM answering with ``script``, then ``default``."""
+    env = env_settings()  # the environment over ./.env
+    if env.get("EXAMPLE_MODEL"):
+        llm: LLMInterface = make_llm(env["EXAMPLE_MODEL"])
+    elif env.get("OPENAI_MODEL"):
+        llm = OpenAICompatible.from_env()
+    else:
+        print("(no model configured: a scripted model plays its part; see examples/_model.py)")
+        return ScriptedLLM(script, default=default)
+    print(f"(model: {llm.provider_name}:{llm.model_name})")
+    return llm
+
+
+def last_tool_result(request: object) -> str:
+    """The text of the newest tool result in a request (for scripted replies)."""
+    for message in reversed(request.messages):  # type: ignore[attr-defined]
+        if message.role == "tool":
+            return str(message.text)
+    return ""
