@@ -23,9 +23,12 @@ The server runs in its own process by default (``--server process``: this script
 (``--server inprocess``, what the bounded test in ``tests/test_soak.py`` uses).
 
 It prints a table of counts and exits non-zero on any untyped error, invalid history, leak,
-session that hung or ended without a final item, silent empty answer or answer that is not its
-session's. For every fault kind it says how many failing sessions saw it (and saw only it), and
-prints one example traceback per failure.
+session that hung or ended without a final item, silent empty answer, answer that is not its
+session's, or typed error in a session that saw no fault. For every fault kind it says how many
+failing sessions saw it (and saw only it), and prints one example traceback per failure.
+
+The sessions share the interface's default pool of 100 connections, as they would in a real
+service; ``--max-connections`` changes it.
 
 Usage::
 
@@ -115,8 +118,11 @@ class SoakConfig:
         retry_after: The ``Retry-After`` header of a 429 (seconds).
         read_timeout: The interface's ``read_timeout``: a server gone silent is a typed
             ``ProviderTimeoutError`` after this long.
-        session_guard: Seconds after which a session counts as hung (and is cancelled); longer
-            than a call can take with its retries, so only a session the client loses is hung.
+        call_timeout: The interface's ``timeout``: the deadline of one LLM call, waiting for a
+            pooled connection and retries included.
+        session_guard: Seconds after which a session counts as hung (and is cancelled): well
+            beyond what its few calls may take within ``call_timeout``, so only a session the
+            client loses is hung.
         server: ``"process"`` (a child process) or ``"inprocess"``.
         max_connections: The interface's connection pool size (its default, 100: sessions
             queue for connections, as they do in real use; httpcore's pool then spends much of
@@ -134,7 +140,8 @@ class SoakConfig:
     tool_timeout: float = 0.5
     retry_after: str = "1"
     read_timeout: float = 20.0
-    session_guard: float = 180.0
+    call_timeout: float = 120.0
+    session_guard: float = 600.0
     server: Literal["process", "inprocess"] = "process"
     max_connections: int = 100
 
@@ -343,11 +350,12 @@ class Outcome:
     detail: str = ""  # a traceback, or what was wrong
     invalid: list[str] = field(default_factory=list)  # why returned histories were invalid
     aborted: bool = False
+    unexplained: bool = False  # a typed error in a session that saw no fault at all
 
     @property
     def failed(self) -> bool:
-        """Whether this session breaks the soak's promise."""
-        return self.ending in FAILED_ENDINGS or bool(self.invalid)
+        """Whether this session breaks the soak's promise (or failed for no reason)."""
+        return self.ending in FAILED_ENDINGS or bool(self.invalid) or self.unexplained
 
 
 async def _session(index: int, agents: Mapping[str, Any], config: SoakConfig) -> Outcome:
@@ -625,6 +633,7 @@ async def run_soak(config: SoakConfig) -> SoakReport:
             url,
             max_retries=2,
             read_timeout=config.read_timeout,
+            timeout=config.call_timeout,
             max_connections=config.max_connections,
         )
         async with llm:
@@ -651,6 +660,10 @@ async def run_soak(config: SoakConfig) -> SoakReport:
         by_session.setdefault(int(session), []).extend(kinds)
     for session, kinds in tally.by_session.items():
         by_session.setdefault(session, []).extend(kinds)
+    for outcome in outcomes:
+        # A typed error is the promise kept, but a session that saw no fault should answer.
+        clean = not by_session.get(outcome.session) and not outcome.aborted
+        outcome.unexplained = outcome.ending == "typed" and clean
     return SoakReport(
         config=config,
         outcomes=sorted(outcomes, key=lambda o: o.session),
@@ -678,6 +691,8 @@ def report_rows(report: SoakReport) -> list[tuple[str, int | float | str]]:
         ("  typed errors", endings["typed"]),
     ]
     rows += [(f"    {name}", count) for name, count in sorted(report.typed_errors.items())]
+    unexplained = sum(1 for o in report.outcomes if o.unexplained)
+    rows.append(("    of them in sessions that saw no fault", unexplained))
     rows.append(("  untyped errors", endings["untyped"]))
     rows += [(f"    {name}", count) for name, count in sorted(report.untyped_errors.items())]
     rows += [
@@ -706,6 +721,8 @@ def _what_failed(outcome: Outcome) -> list[str]:
         failed.append(f"untyped {outcome.error_type}")
     elif outcome.ending in FAILED_ENDINGS:
         failed.append(outcome.ending.replace("_", " "))
+    elif outcome.unexplained:
+        failed.append(f"{outcome.error_type} with no fault")
     if outcome.invalid:
         failed.append("invalid history")
     return failed
@@ -716,7 +733,8 @@ ATTRIBUTION_HEADERS = ["fault", "sessions", "untyped", "invalid", "other", "fail
 
 def fault_attribution(report: SoakReport) -> list[tuple[str, int, int, int, int, int]]:
     """Per fault kind, the sessions that saw it: all of them, those that ended in an untyped
-    error, with an invalid history, or another failure (empty answer, no final item, hung, ...),
+    error, with an invalid history, or another failure (empty answer, no final item, hung, a
+    typed error with no fault to explain it, ...),
     and the failing ones that saw no other fault."""
     seen: Counter[str] = Counter()
     untyped: Counter[str] = Counter()
@@ -730,7 +748,7 @@ def fault_attribution(report: SoakReport) -> list[tuple[str, int, int, int, int,
             continue
         if outcome.ending == "untyped":
             untyped.update(kinds)
-        elif outcome.ending in FAILED_ENDINGS:
+        elif outcome.ending in FAILED_ENDINGS or outcome.unexplained:
             other.update(kinds)
         if outcome.invalid:
             invalid.update(kinds)
