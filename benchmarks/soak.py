@@ -783,10 +783,12 @@ def print_report(report: SoakReport, *, tracebacks: bool = True) -> None:
     from _common import print_table  # benchmarks/ is on sys.path when run as a script
 
     config = report.config
+    llm_rate = f"{config.llm_fault_rate:.0%}" if config.llm_faults else "none"
+    tool_rate = f"{config.tool_fault_rate:.0%}" if config.tool_faults else "none"
     title = (
-        f"soak: {config.sessions} sessions, seed {config.seed}, LLM faults "
-        f"{config.llm_fault_rate:.0%}, tool faults {config.tool_fault_rate:.0%}, aborts "
-        f"{config.abort_rate:.0%}, server {config.server}"
+        f"soak: {config.sessions} sessions, seed {config.seed}, LLM faults {llm_rate}, tool "
+        f"faults {tool_rate}, aborts {config.abort_rate:.0%}, server {config.server}, "
+        f"{config.max_connections} connections"
     )
     print_table(["what", "count"], report_rows(report), title=title)
     print()
