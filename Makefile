@@ -7,7 +7,7 @@ DOCS_STAMP := $(VENV)/.docs-installed
 export TIKTOKEN_CACHE_DIR := $(CURDIR)/.cache/tiktoken
 
 .DEFAULT_GOAL := help
-.PHONY: help install test test-live mcp-reference lint format typecheck bench demo docs docs-serve clean
+.PHONY: help install test test-live mcp-reference lint format typecheck bench soak demo docs docs-serve clean
 
 help: ## Show this help
 	@grep -hE '^[a-zA-Z_-]+:.*?## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*?## "}; {printf "  \033[36m%-12s\033[0m %s\n", $$1, $$2}'
@@ -50,6 +50,9 @@ typecheck: install ## mypy --strict on src/
 
 bench: install ## Run every benchmark and print its table
 	@for f in benchmarks/bench_*.py; do echo "== $$f"; $(BIN)/python $$f || exit 1; done
+
+soak: install ## 1,000 concurrent sessions with injected faults: typed endings, valid histories, no leaks
+	$(BIN)/python benchmarks/soak.py
 
 demo: install ## Chat agent with tools, events streamed to the terminal (.env provider, else local SmolLM2)
 	$(BIN)/python examples/demo.py

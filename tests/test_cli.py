@@ -175,6 +175,24 @@ async def test_tool_failure_exits_4(tmp_path: Path, env: dict[str, str]) -> None
     assert "Traceback" not in done.stderr
 
 
+async def test_an_mcp_server_that_exits_at_start_is_explained(
+    tmp_path: Path, env: dict[str, str]
+) -> None:
+    script = Path(__file__).parent / "mcp_servers" / "failing_server.py"
+    config = write(
+        tmp_path / "mcp.yml",
+        "model: openai:m\ntoolkit:\n  mcpServers:\n    broken:\n"
+        f"      command: {json.dumps(sys.executable)}\n"
+        f"      args: [{json.dumps(str(script))}, exit, '3']\n",
+    )
+    done = await cli("run", config, "hi", env=env, cwd=tmp_path)
+    assert done.code == 4, done.stderr
+    assert "error: tool failure: cannot connect to MCP server broken" in done.stderr
+    assert "the server exited with code 3" in done.stderr
+    assert "fatal: cannot open the database (exit 3)" in done.stderr
+    assert "Traceback" not in done.stderr
+
+
 async def test_unusable_store_fails_loudly(tmp_path: Path, env: dict[str, str]) -> None:
     config = write(
         tmp_path / "redis.yml",

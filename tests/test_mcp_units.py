@@ -17,10 +17,10 @@ import simplellmfunc.mcp as mcp_pkg
 from simplellmfunc._content import ImgUrl, Text
 from simplellmfunc.exceptions import ConfigError, ToolDefinitionError
 from simplellmfunc.mcp import HttpSpec, MCPResult, StdioSpec, load_config, model_name
-from simplellmfunc.mcp._config import child_environment, stdio_spec
+from simplellmfunc.mcp._config import child_environment, secret_values, stdio_spec
 from simplellmfunc.mcp._errors import describe, translate
 from simplellmfunc.mcp._names import NameMap, check_unique
-from simplellmfunc.mcp._process import parse_line
+from simplellmfunc.mcp._process import ServerOutput, parse_line
 from simplellmfunc.mcp._results import prompt_messages, resource_result, tool_result
 from simplellmfunc.mcp._tool import model_schema
 
@@ -318,3 +318,26 @@ def test_describe_looks_inside_groups() -> None:
     group = ExceptionGroup("outer", [FileNotFoundError(2, "No such file", "/bin/nope")])
     assert describe(group) == "command not found: /bin/nope"
     assert describe(TimeoutError()) == "no answer in time"
+
+
+def test_secret_values_skip_flags_and_path_lists(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HOST_TOKEN", "host-token-value")
+    spec = stdio_spec(
+        "server",
+        env={"API_TOKEN": "abcdef123456", "DEBUG": "1", "PYTHONPATH": "/opt/a:/opt/b"},
+        inherit_env=["HOST_TOKEN", "NOT_SET_ANYWHERE"],
+    )
+    assert sorted(secret_values(spec)) == ["abcdef123456", "host-token-value"]
+
+
+def test_the_stderr_tail_is_redacted_then_bounded_to_whole_lines() -> None:
+    output = ServerOutput(["secret-token", "secret-token-long"])
+    output.add("key=secret-token-long and secret-token")
+    assert output.stderr_tail == "key=*** and ***"
+    for number in range(30):
+        output.add(f"{number:02d} " + "y" * 400)
+    lines = output.stderr_tail.splitlines()
+    assert len(output.stderr_tail) <= 4096
+    assert lines[0].startswith("20 ")
+    assert len(lines[0]) == 403  # never half a line
+    assert lines[-1].startswith("29 ")

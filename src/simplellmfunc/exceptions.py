@@ -226,7 +226,22 @@ class WorkspaceError(RunError):
 
 
 class MCPError(RunError):
-    """An MCP server failed, disconnected or sent something malformed."""
+    """An MCP server failed, disconnected or sent something malformed.
+
+    Attributes:
+        exit_code: For a stdio server that ended on its own before its session was up, its exit
+            status (negative: killed by that signal); ``None`` otherwise.
+        stderr_tail: For a stdio server whose session could not be opened, the last lines it
+            wrote to stderr (at most 20 lines and 4 KB; the values it was given in ``env`` are
+            redacted); ``""`` when there were none.
+    """
+
+    def __init__(
+        self, message: str, *, exit_code: int | None = None, stderr_tail: str = ""
+    ) -> None:
+        super().__init__(message)
+        self.exit_code = exit_code
+        self.stderr_tail = stderr_tail
 
 
 class AbortedError(RunError):

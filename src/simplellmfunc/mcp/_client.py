@@ -38,7 +38,9 @@ class MCPToolset(ServerLink):
     :class:`MCPError` and the next call reconnects (a stdio server is started again), up to
     ``max_reconnects`` attempts. A stdio server runs in its own process group, gets only an
     allowlisted environment plus ``env``, logs its stderr to ``simplellmfunc.mcp.stderr``, and
-    is stopped with its whole group when the toolset closes.
+    is stopped with its whole group when the toolset closes. A server that ends before its
+    session is up fails the connect with an :class:`MCPError` that carries its ``exit_code`` and
+    ``stderr_tail`` (the last 20 lines, at most 4 KB, with the values given in ``env`` redacted).
 
     Args:
         spec: Where the server is (see :meth:`stdio`, :meth:`http`, :meth:`sse`).

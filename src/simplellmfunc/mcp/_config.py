@@ -25,6 +25,7 @@ __all__ = [
     "child_environment",
     "load_config",
     "safe_url",
+    "secret_values",
     "stdio_spec",
 ]
 
@@ -87,6 +88,21 @@ def child_environment(spec: StdioSpec) -> dict[str, str]:
     env = {name: value for name, value in env.items() if not value.startswith("()")}
     env.update(spec.env or {})
     return env
+
+
+def secret_values(spec: StdioSpec) -> list[str]:
+    """The values a stdio server was given that may be secrets, to keep out of errors.
+
+    Everything passed in ``env`` or named in ``inherit_env``, except very short values (``1``,
+    ``true``) and lists of absolute paths (``PYTHONPATH``), which would only garble the text.
+    """
+    given = dict(spec.env or {})
+    given.update({name: os.environ[name] for name in spec.inherit_env if name in os.environ})
+    return [value for value in given.values() if len(value) >= 6 and not _paths(value)]
+
+
+def _paths(value: str) -> bool:
+    return all(os.path.isabs(part) for part in value.split(os.pathsep))
 
 
 # --- the configuration file ----------------------------------------------------------------

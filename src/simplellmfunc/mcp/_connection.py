@@ -24,9 +24,9 @@ from mcp.client.subscriptions import (
 )
 from mcp.types.version import MODERN_PROTOCOL_VERSIONS
 
-from ._config import HttpSpec, ServerSpec, StdioSpec
-from ._errors import UNKNOWN_SESSION, describe
-from ._process import open_stdio
+from ._config import HttpSpec, ServerSpec, StdioSpec, secret_values
+from ._errors import UNKNOWN_SESSION, StartFailure, describe
+from ._process import ServerOutput, open_stdio
 
 __all__ = ["Connection", "ListKind", "Options", "SessionWatch", "supervise"]
 
@@ -111,18 +111,20 @@ async def supervise(
 ) -> None:
     """Open a session, report it through ``task_status`` and hold it until it is done.
 
-    Failures before the session is up propagate to the ``TaskGroup.start`` caller; later ones
-    only end this session (the next call opens a new one).
+    Failures before the session is up propagate to the ``TaskGroup.start`` caller, as a
+    :class:`StartFailure` that says how a stdio server ended; later ones only end this session
+    (the next call opens a new one).
     """
     done, ended = anyio.Event(), anyio.Event()
     watch = SessionWatch()
+    output = ServerOutput(secret_values(spec)) if isinstance(spec, StdioSpec) else None
     started = False
     try:
         # The deadline covers the handshake only; the scope must outlive it, since the
         # session's task groups are entered inside it.
         with anyio.CancelScope(deadline=anyio.current_time() + options.connect_timeout) as scope:
             async with Client(
-                _transport(spec, options.label, done, watch),
+                _transport(spec, options.label, done, watch, output),
                 mode=options.mode,
                 cache=None,
                 client_info=options.client_info,
@@ -141,7 +143,10 @@ async def supervise(
             raise TimeoutError("connect timed out")
     except Exception as exc:  # boundary: a broken session must not take the toolset down
         if not started:
-            raise
+            # The stdio transport has been left: the server's exit and stderr are known.
+            if output is None:
+                raise StartFailure(exc) from exc
+            raise StartFailure(exc, output.exit_code, output.stderr_tail) from exc
         logger.warning("MCP server %s: session ended: %s", options.label, describe(exc))
     finally:
         done.set()
@@ -149,10 +154,14 @@ async def supervise(
 
 
 def _transport(
-    spec: ServerSpec, label: str, lost: anyio.Event, watch: SessionWatch
+    spec: ServerSpec,
+    label: str,
+    lost: anyio.Event,
+    watch: SessionWatch,
+    output: ServerOutput | None,
 ) -> AbstractAsyncContextManager[Any]:
     if isinstance(spec, StdioSpec):
-        return open_stdio(spec, label, lost)
+        return open_stdio(spec, label, lost, output)
     if spec.transport == "sse":
         return sse_client(spec.url, headers=dict(spec.headers), auth=spec.auth)
     return _streamable_http(spec, watch)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import signal
 from dataclasses import dataclass
 
 import anyio
@@ -13,7 +14,7 @@ from pydantic import ValidationError
 
 from ..exceptions import MCPError
 
-__all__ = ["UNKNOWN_SESSION", "Failure", "describe", "translate"]
+__all__ = ["UNKNOWN_SESSION", "Failure", "StartFailure", "connect_error", "describe", "translate"]
 
 # How servers say "unknown session" (the Python SDK, the TypeScript SDK, common servers).
 UNKNOWN_SESSION = re.compile(
@@ -61,6 +62,57 @@ def translate(exc: Exception, what: str, label: str, session_rejected: bool = Fa
     return Failure(MCPError(f"{what} failed on MCP server {label}: {describe(exc)}"), False, False)
 
 
+class StartFailure(Exception):
+    """A session that could not be opened, with what its stdio server left behind.
+
+    ``exit_code``: how the server ended on its own (``None``: it did not, or not over stdio);
+    ``stderr_tail``: its last stderr lines, already bounded and redacted.
+    """
+
+    def __init__(self, cause: Exception, exit_code: int | None = None, stderr_tail: str = ""):
+        super().__init__(str(cause))
+        self.cause = cause
+        self.exit_code = exit_code
+        self.stderr_tail = stderr_tail
+
+
+def connect_error(
+    label: str, failure: Exception | None, attempts: int, connect_timeout: float
+) -> MCPError:
+    """The error for a server that could not be started or reached in ``attempts`` tries.
+
+    A stdio server that exited is described by its exit status, not by the SDK's "Connection
+    closed"; the tail of its stderr follows on the next lines.
+    """
+    exit_code, tail, cause = None, "", failure
+    if isinstance(failure, StartFailure):
+        exit_code, tail, cause = failure.exit_code, failure.stderr_tail, failure.cause
+    if exit_code is not None:
+        reason = _exit_status(exit_code)
+    elif isinstance(cause, TimeoutError):
+        reason = f"no answer within {connect_timeout:g} s"
+    else:
+        reason = describe(cause) if cause is not None else "unknown"
+    tries = f" after {attempts} attempts" if attempts > 1 else ""
+    message = f"cannot connect to MCP server {label}{tries}: {reason}"
+    if tail:
+        lines = "\n".join(f"  | {line}" for line in tail.splitlines())
+        message += f"; the end of its stderr:\n{lines}"
+    elif exit_code is not None:
+        message += " (no output on stderr)"
+    return MCPError(message, exit_code=exit_code, stderr_tail=tail)
+
+
+def _exit_status(code: int) -> str:
+    if code >= 0:
+        return f"the server exited with code {code}"
+    try:
+        name = signal.Signals(-code).name
+    except ValueError:
+        name = f"signal {-code}"
+    return f"the server was killed by {name}"
+
+
 def _first_error(exc: ValidationError) -> str:
     errors = exc.errors(include_url=False)
     if not errors:
@@ -73,6 +125,10 @@ def describe(exc: BaseException) -> str:
     """A one-line reason, looking inside exception groups."""
     while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
         exc = exc.exceptions[0]
+    if isinstance(exc, StartFailure):
+        if exc.exit_code is not None:
+            return _exit_status(exc.exit_code)
+        exc = exc.cause
     if isinstance(exc, TimeoutError):
         return "no answer in time"
     if isinstance(exc, FileNotFoundError):

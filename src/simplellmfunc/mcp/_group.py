@@ -96,6 +96,8 @@ class LinkGroup(Generic[M]):
             raise
         if failures:
             await self.aclose()
+            if len(failures) == 1:
+                raise failures[0]  # keeps a stdio server's exit code and stderr tail
             raise MCPError("; ".join(str(f) for f in failures))
 
     async def aclose(self) -> None:

@@ -19,7 +19,7 @@ from .._abort import AbortSignal
 from ..exceptions import AbortedError, MCPError, UserError
 from ._config import ServerSpec
 from ._connection import Connection, ListKind, Options, supervise
-from ._errors import describe, translate
+from ._errors import connect_error, describe, translate
 
 __all__ = ["ServerLink"]
 
@@ -167,11 +167,8 @@ class ServerLink:
                 self._stale.update(("tools", "prompts", "resources"))  # a new session
             self._conn = conn
             return conn
-        reason = describe(failure) if failure is not None else "unknown"
-        if isinstance(failure, TimeoutError):
-            reason = f"no answer within {self._options.connect_timeout:g} s"
-        tries = f" after {attempts} attempts" if attempts > 1 else ""
-        raise MCPError(f"cannot connect to MCP server {self.name}{tries}: {reason}") from failure
+        timeout = self._options.connect_timeout
+        raise connect_error(self.name, failure, attempts, timeout) from failure
 
     def _changed(self, kind: ListKind) -> None:
         self._stale.add(kind)

@@ -1,9 +1,10 @@
 """The stdio transport: an MCP server as a child process in its own process group.
 
 The SDK's ``stdio_client`` leaves descendants alive when the server exits on its own and sends
-stderr to a file, so on POSIX we own the process: its stderr goes to our log, a malformed line
-that names a request fails that request, and on close (or cancel, or a failed connect) the
-whole process group is terminated. Framing and message types are the SDK's.
+stderr to a file, so on POSIX we own the process: its stderr goes to our log (and its last lines
+to a :class:`ServerOutput`, for the error of a server that ends before its session is up), a
+malformed line that names a request fails that request, and on close (or cancel, or a failed
+connect) the whole process group is terminated. Framing and message types are the SDK's.
 """
 
 from __future__ import annotations
@@ -14,7 +15,8 @@ import os
 import re
 import signal
 import sys
-from collections.abc import AsyncIterator
+from collections import deque
+from collections.abc import AsyncIterator, Iterable
 from contextlib import asynccontextmanager, suppress
 
 import anyio
@@ -27,7 +29,7 @@ from pydantic import ValidationError
 
 from ._config import StdioSpec, child_environment
 
-__all__ = ["open_stdio", "parse_line"]
+__all__ = ["ServerOutput", "open_stdio", "parse_line"]
 
 logger = logging.getLogger("simplellmfunc.mcp")
 stderr_logger = logging.getLogger("simplellmfunc.mcp.stderr")
@@ -40,6 +42,9 @@ _EOF_GRACE = 0.5  # for the last output of a server that exited
 _FLUSH = 0.5
 _MAX_LOG_LINE = 2000
 _MAX_PARTIAL = 65536
+_TAIL_LINES = 20
+_TAIL_CHARS = 4096
+_REDACTED = "***"
 _ID = re.compile(rb'"id"\s*:\s*(-?\d+|"(?:[^"\\]|\\.)*")')
 
 Streams = tuple[
@@ -47,13 +52,48 @@ Streams = tuple[
 ]
 
 
+class ServerOutput:
+    """What a stdio server left behind: how it ended on its own, and the tail of its stderr.
+
+    ``exit_code`` is the server's exit status when it ended before we began to stop it
+    (negative: killed by that signal), else ``None``. :attr:`stderr_tail` keeps the last
+    20 lines, at most 4 KB, with each of ``secrets`` (the values the server was given) replaced
+    by ``***``: a server that prints its configuration must not put a token into an error.
+    """
+
+    __slots__ = ("_lines", "_secrets", "exit_code")
+
+    def __init__(self, secrets: Iterable[str] = ()) -> None:
+        self.exit_code: int | None = None
+        self._lines: deque[str] = deque(maxlen=_TAIL_LINES)
+        # Longest first, so a secret that contains another is replaced whole.
+        self._secrets = sorted({s for s in secrets if s}, key=len, reverse=True)
+
+    def add(self, line: str) -> None:
+        """Keep one line the server wrote to stderr."""
+        self._lines.append(line)
+
+    @property
+    def stderr_tail(self) -> str:
+        """The last lines of stderr (redacted, bounded; whole lines only)."""
+        text = "\n".join(self._lines)
+        for secret in self._secrets:
+            text = text.replace(secret, _REDACTED)
+        if len(text) > _TAIL_CHARS:
+            text = text[-_TAIL_CHARS:].partition("\n")[2]
+        return text
+
+
 @asynccontextmanager
-async def open_stdio(spec: StdioSpec, label: str, lost: anyio.Event) -> AsyncIterator[Streams]:
+async def open_stdio(
+    spec: StdioSpec, label: str, lost: anyio.Event, output: ServerOutput | None = None
+) -> AsyncIterator[Streams]:
     """Start the server and yield the session's (read, write) streams.
 
     ``lost`` is set when the server exits or stops reading. Leaving the context stops the
     server: stdin is closed, then the process group gets SIGTERM and finally SIGKILL, all
-    bounded and shielded from cancellation.
+    bounded and shielded from cancellation. ``output`` (if given) receives how the server
+    ended, if it ended on its own, and its last stderr lines, once the context is left.
 
     Raises:
         OSError: The command cannot be started.
@@ -74,7 +114,7 @@ async def open_stdio(spec: StdioSpec, label: str, lost: anyio.Event) -> AsyncIte
     # No await between the spawn and the try: a cancellation there would leak the process.
     read_send, read_recv = anyio.create_memory_object_stream[SessionMessage | Exception](0)
     write_send, write_recv = anyio.create_memory_object_stream[SessionMessage](0)
-    pipes = _Pipes(process, label, lost, read_send, write_recv)
+    pipes = _Pipes(process, label, lost, read_send, write_recv, output or ServerOutput())
     try:
         async with anyio.create_task_group() as group:
             group.start_soon(pipes.read_stdout)
@@ -88,7 +128,10 @@ async def open_stdio(spec: StdioSpec, label: str, lost: anyio.Event) -> AsyncIte
                     write_send.close()
                     with anyio.move_on_after(_FLUSH):
                         await pipes.writer_done.wait()
+                    await pipes.note_exit()
                     await stop_process_group(process)
+                    with anyio.move_on_after(_EOF_GRACE):
+                        await pipes.stderr_done.wait()  # its last words, for the error
                 group.cancel_scope.cancel()
     finally:
         with anyio.CancelScope(shield=True):
@@ -109,14 +152,17 @@ class _Pipes:
         lost: anyio.Event,
         read_send: MemoryObjectSendStream[SessionMessage | Exception],
         write_recv: MemoryObjectReceiveStream[SessionMessage],
+        output: ServerOutput,
     ) -> None:
         self.process = process
         self.label = label
         self.lost = lost
         self.read_send = read_send
         self.write_recv = write_recv
+        self.output = output
         self.reader_done = anyio.Event()
         self.writer_done = anyio.Event()
+        self.stderr_done = anyio.Event()
 
     async def read_stdout(self) -> None:
         assert self.process.stdout is not None
@@ -147,11 +193,22 @@ class _Pipes:
 
     async def log_stderr(self) -> None:
         assert self.process.stderr is not None
-        with suppress(anyio.ClosedResourceError, anyio.BrokenResourceError, OSError):
-            async for line in _lines(self.process.stderr):
-                text = line.decode("utf-8", "replace").rstrip()
-                if text:
-                    stderr_logger.info("[%s] %s", self.label, text[:_MAX_LOG_LINE])
+        try:
+            with suppress(anyio.ClosedResourceError, anyio.BrokenResourceError, OSError):
+                async for line in _lines(self.process.stderr):
+                    text = line.decode("utf-8", "replace").rstrip()[:_MAX_LOG_LINE]
+                    if text:
+                        stderr_logger.info("[%s] %s", self.label, text)
+                        self.output.add(text)
+        finally:
+            self.stderr_done.set()
+
+    async def note_exit(self) -> None:
+        """Record the exit status of a server that ended on its own (before we stop it)."""
+        if self.reader_done.is_set():
+            # Its stdout closed: it is most likely exiting; give the loop a moment to reap it.
+            await _wait_exit(self.process, _EOF_GRACE)
+        self.output.exit_code = self.process.returncode
 
     async def watch_exit(self) -> None:
         """End the session when the server exits, even if a descendant holds stdout open."""
