@@ -92,8 +92,10 @@ async def test_steps_are_schema_constrained_and_a_repeat_forces_the_answer(
 
     third = mock_server.requests[2].json
     assert schema_of(mock_server, 2)["properties"]["action"] == {"const": "final_answer"}
-    assert "final answer" in third["messages"][-1]["content"]
-    history = history_from_dicts(end.final_messages)
+    # The answer step is sent what the model saw before it repeated itself.
+    assert third["messages"] == mock_server.requests[1].json["messages"]
+    history = history_from_dicts(end.final_messages)  # the repetition is kept, answered
+    assert "Not run again" in history[-2].content  # type: ignore[union-attr]
     assert history[-1].content == "Paris: 14°C with rain showers."  # type: ignore[union-attr]
 
 

@@ -57,7 +57,7 @@ def compile_request(
         transcript: The working transcript, mutations applied.
         final_answer: Compile the forced final-answer call (no tools, explicit instruction).
         window: The messages to send instead of the whole transcript (a history window).
-        instruction: The instruction of the final-answer call.
+        instruction: The instruction of the final-answer call (``""``: none).
     """
     messages: list[Message] = list(transcript.messages if window is None else window)
     if invocation.json_protocol:
@@ -73,7 +73,7 @@ def compile_request(
         content = system_context(invocation, transcript, invocation.system_prompt)
         if content:
             messages.insert(0, SystemMessage(content))
-    if final_answer:
+    if final_answer and instruction:
         messages.append(UserMessage(instruction))
     native = not (invocation.text_protocol or invocation.json_protocol)
     use_tools = bool(invocation.tools) and not final_answer and native

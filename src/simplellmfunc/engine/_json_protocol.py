@@ -13,7 +13,9 @@ only the ``final_answer`` branch.
 
 Small models tend to repeat a call after seeing its result. With this protocol a batch that
 repeats the previous one exactly is not run again: the calls are answered "already done, the
-result is above" and the next step is forced to be the final answer.
+result is above" (so the history stays valid), and the next step is forced to be the final
+answer, sent what the model saw before it repeated (measured on SmolLM2-135M: it then answers
+from the observation, 3 of 3; with the repetition and a note in view it echoes the note).
 
 In the history, calls are stored exactly like native tool calls; :func:`to_json_transcript` sends
 the assistant's calls back as the JSON it wrote and results as ``role: "tool"`` messages (a small
@@ -32,7 +34,6 @@ from ..providers import ResponseFormat, ToolSpec
 
 __all__ = [
     "FINAL_ACTION",
-    "REPEAT_INSTRUCTION",
     "JSONStep",
     "parse_step",
     "render_json_catalogue",
@@ -42,10 +43,6 @@ __all__ = [
 ]
 
 FINAL_ACTION = "final_answer"
-REPEAT_INSTRUCTION = (
-    "You already have the tool results you need above. Do not call a tool again: give your "
-    "final answer now, based on them."
-)
 _STRING: Mapping[str, Any] = {"type": "string"}
 
 
@@ -75,17 +72,19 @@ def _object(properties: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def render_json_catalogue(tools: Sequence[ToolSpec]) -> str:
-    """The system-prompt section naming the tools and the two reply shapes."""
-    lines = ["## Tools", "You can call these tools:"]
+    """The system-prompt section: each tool with the exact reply that calls it, then the answer.
+
+    Short and concrete on purpose: measured on SmolLM2-135M, one example reply per tool made it
+    call the tool for 3 of 3 weather questions; a catalogue of JSON schemas made it answer
+    without calling (2 of 3). The schemas themselves are enforced by ``response_format``.
+    """
+    lines = ["## Tools"]
     for spec in tools:
-        schema = json.dumps(dict(spec.parameters), ensure_ascii=False, separators=(",", ":"))
-        lines.append(f"- {spec.name}: {spec.description}\n  action_input schema: {schema}")
-    lines.append(
-        "\nReply with one JSON object. To call a tool: "
-        '{"action": "<tool name>", "action_input": {<arguments>}}. '
-        "You will get its result, then reply again. When you can answer: "
-        f'{{"action": "{FINAL_ACTION}", "answer": <your answer>}}.'
-    )
+        properties = dict(spec.parameters).get("properties") or {}
+        arguments = ", ".join(f'"{name}": ...' for name in properties)
+        call = f'{{"action": "{spec.name}", "action_input": {{{arguments}}}}}'
+        lines.append(f"- {spec.name}: {spec.description.strip()} To use it, reply {call}.")
+    lines.append(f'When you have the result, reply {{"action": "{FINAL_ACTION}", "answer": ...}}.')
     return "\n".join(lines)
 
 

@@ -41,7 +41,7 @@ from ..providers import LLMRequest, count_message_tokens
 from ._compile import FINAL_ANSWER_INSTRUCTION, compile_request
 from ._emit import Emitter
 from ._invocation import Invocation, RunContext
-from ._json_protocol import REPEAT_INSTRUCTION, repeat_result
+from ._json_protocol import repeat_result
 from ._llm_call import TextChunk, call_llm
 from ._plan import plan_reply
 from ._runaway import (
@@ -84,14 +84,20 @@ async def think(run: RunContext) -> tuple[ToolCall, ...] | None:
         state.transcript.apply_all(list(await hook.before_llm_call(run.view())))
     cap = invocation.options.max_tool_calls
     capped = cap is not None and state.tool_iterations >= cap and bool(invocation.tools)
-    final = capped or state.force_final
-    window = await _windowed(invocation, state)
+    repeated = state.answer_from is not None
+    final = capped or repeated
+    if repeated:
+        # What the model saw before it repeated the call: with the answer-only schema, a small
+        # model answers from the observation (with the repetition in view, it echoes the notes).
+        window: Sequence[Message] | None = state.transcript.messages[: state.answer_from]
+    else:
+        window = await _windowed(invocation, state)
     request = compile_request(
         invocation,
         state.transcript,
         final_answer=final,
         window=window,
-        instruction=FINAL_ANSWER_INSTRUCTION if capped else REPEAT_INSTRUCTION,
+        instruction=FINAL_ANSWER_INSTRUCTION if capped else "",
     )
     try:
         outcome = await call_llm(run, request)
@@ -181,8 +187,8 @@ async def _repeated(run: RunContext, calls: tuple[ToolCall, ...]) -> bool:
     """JSON protocol: a batch that repeats the previous one is answered, not run, and the next
     step must be the final answer (small models repeat a call after seeing its result)."""
     state = run.state
+    state.answer_from = len(state.transcript.messages) - 1  # before the repeating message
     state.transcript.apply_all([ToolResultMutation(c.id, repeat_result(c.name)) for c in calls])
-    state.force_final = True
     await _iteration_end(run.emitter, state, 0)
     return False
 

@@ -54,8 +54,8 @@ class RunState:
         window_summary: The history window's LLM summary, keyed by how many messages it covers.
         batches: The signature of each tool batch so far (repetition detection).
         loop_warned: The model was told its batches repeat (the next repetition ends the run).
-        force_final: The next LLM call must give the final answer (JSON protocol, after a
-            repeated call).
+        answer_from: JSON protocol, after a repeated call: the next LLM call must give the
+            final answer, and is sent the transcript up to this index (before the repetition).
     """
 
     transcript: Transcript
@@ -73,7 +73,7 @@ class RunState:
     window_summary: tuple[int, str] | None = None
     batches: list[Signature] = field(default_factory=list)
     loop_warned: bool = False
-    force_final: bool = False
+    answer_from: int | None = None
 
     def result(self) -> RunResult:
         """The result of the run (call once it has ended)."""
