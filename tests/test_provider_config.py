@@ -222,3 +222,39 @@ def test_from_env_reads_dotenv_and_the_environment_wins(
     assert llm.key_pool is not None
     assert llm.key_pool.keys == (KEY,)
     assert KEY not in repr(llm)
+
+
+def test_from_env_for_a_local_server_needs_no_key_and_takes_capabilities() -> None:
+    llm = OpenAICompatible.from_env(
+        {
+            "OPENAI_MODEL": "SmolLM2-135M-Instruct",
+            "OPENAI_BASE_URL": "http://127.0.0.1:8080/v1",
+            "OPENAI_CAPABILITIES": "native_tools=false, json_schema=true, stream_usage=0",
+        }
+    )
+    assert llm.key_pool is None
+    caps = llm.capabilities
+    assert (caps.native_tools, caps.json_schema, caps.stream_usage) == (False, True, False)
+    assert caps.streaming  # fields left out keep their defaults
+
+
+@pytest.mark.parametrize(
+    ("value", "message"),
+    [
+        ("native_tool=false", "unknown capability 'native_tool'"),
+        ("json_schema=maybe", "true or false"),
+    ],
+)
+def test_from_env_refuses_capabilities_that_do_not_parse(value: str, message: str) -> None:
+    environ = {"OPENAI_MODEL": "m", "OPENAI_BASE_URL": "http://localhost:1/v1"}
+    with pytest.raises(ConfigError, match=message):
+        OpenAICompatible.from_env({**environ, "OPENAI_CAPABILITIES": value})
+
+
+async def test_from_env_talks_to_a_local_server_without_a_key(mock_server: MockLLMServer) -> None:
+    mock_server.script(Reply.text("hello"))
+    environ = {"OPENAI_MODEL": "m", "OPENAI_BASE_URL": mock_server.url}
+    async with OpenAICompatible.from_env(environ) as llm:
+        response = await llm.complete(LLMRequest((UserMessage("hi"),)))
+    assert response.text == "hello"
+    assert "authorization" not in mock_server.requests[0].headers

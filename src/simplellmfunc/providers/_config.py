@@ -5,12 +5,15 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Callable, Mapping
+from dataclasses import fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, TypeVar
+from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
 from ..exceptions import ConfigError
+from ._base import Capabilities
 from ._retry import RetryPolicy
 
 if TYPE_CHECKING:
@@ -122,15 +125,55 @@ def interface_from_env(
     default_base_url: str = "https://api.openai.com/v1",
 ) -> _I:
     """Build an interface from ``<prefix>_API_KEY`` (comma-separated for several keys),
-    ``<prefix>_BASE_URL`` and ``<prefix>_MODEL``.
+    ``<prefix>_BASE_URL``, ``<prefix>_MODEL`` and ``<prefix>_CAPABILITIES``.
+
+    The key may be left out for a server on this machine (a loopback base URL: llama.cpp,
+    Ollama). ``<prefix>_CAPABILITIES`` declares what the server supports, as comma-separated
+    ``name=true|false`` pairs of :class:`~simplellmfunc.providers.Capabilities` fields, e.g.
+    ``native_tools=false,json_schema=true`` for llama.cpp's ``llama-server`` with a model whose
+    template has no tools.
 
     Raises:
-        ConfigError: If the model or the key is missing.
+        ConfigError: If the model is missing, the key is missing for a remote server, or the
+            capabilities do not parse.
     """
     env = env_settings(environ)
     model = env.get(f"{prefix}_MODEL", "").strip()
     keys = [k.strip() for k in env.get(f"{prefix}_API_KEY", "").split(",") if k.strip()]
-    if not model or not keys:
-        raise ConfigError(f"set {prefix}_MODEL and {prefix}_API_KEY (in the environment or .env)")
     base_url = env.get(f"{prefix}_BASE_URL", "").strip() or default_base_url
-    return cls(keys, model, base_url)
+    if not model or not (keys or _is_loopback(base_url)):
+        raise ConfigError(
+            f"set {prefix}_MODEL and {prefix}_API_KEY (in the environment or .env); the key may "
+            "be left out for a server on this machine"
+        )
+    capabilities = _capabilities(env.get(f"{prefix}_CAPABILITIES", ""), f"{prefix}_CAPABILITIES")
+    extra: dict[str, Any] = {"capabilities": capabilities} if capabilities is not None else {}
+    return cls(keys or None, model, base_url, **extra)
+
+
+def _is_loopback(url: str) -> bool:
+    host = urlsplit(url).hostname or ""
+    return host in ("localhost", "::1") or host.startswith("127.")
+
+
+def _capabilities(text: str, name: str) -> Capabilities | None:
+    """``Capabilities`` from ``"field=true,field=false"`` (``None`` for an empty text).
+
+    Raises:
+        ConfigError: For an unknown field or a value that is not true/false.
+    """
+    if not text.strip():
+        return None
+    known = {f.name for f in fields(Capabilities)}
+    values: dict[str, bool] = {}
+    for item in filter(None, (part.strip() for part in text.split(","))):
+        key, _, value = item.partition("=")
+        key, value = key.strip(), value.strip().lower()
+        if key not in known:
+            raise ConfigError(
+                f"{name}: unknown capability {key!r}; known: {', '.join(sorted(known))}"
+            )
+        if value not in ("true", "false", "1", "0", "yes", "no"):
+            raise ConfigError(f"{name}: {key} must be true or false, got {value!r}")
+        values[key] = value in ("true", "1", "yes")
+    return Capabilities(**values)
