@@ -8,14 +8,16 @@ the stream's consumer as the events a stream of that reply would have carried.
 
 from __future__ import annotations
 
-from typing import Final
+import json
+from collections.abc import Mapping
+from typing import Any, Final
 
 import httpx
 
-from ..exceptions import EmptyReplyError
+from ..exceptions import EmptyReplyError, ProviderError
 from ._base import LLMResponse, StreamEvent, TextDelta, ToolCallDelta
 
-__all__ = ["check_reply", "is_json", "reply_events"]
+__all__ = ["check_reply", "is_json", "malformed_reply", "reply_events"]
 
 # Finish reasons that say why a reply is empty: a retry would get the same.
 _WHY_EMPTY: Final = {
@@ -63,3 +65,16 @@ def reply_events(response: LLMResponse) -> list[StreamEvent]:
     for index, call in enumerate(response.message.tool_calls):
         events.append(ToolCallDelta(index, call.id, call.name, call.arguments))
     return events
+
+
+def malformed_reply(
+    provider: str, missing: str, data: Mapping[str, Any], request_id: str | None
+) -> ProviderError:
+    """The error for a 200 body without the part every reply of its API has (``missing``)."""
+    return ProviderError(
+        f"{provider}: response has no {missing}",
+        status=200,
+        request_id=request_id,
+        body_excerpt=json.dumps(data)[:300],
+        provider=provider,
+    )

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar, Final
@@ -12,6 +11,7 @@ from ...exceptions import ProviderError
 from .._base import Capabilities, LLMRequest, LLMResponse
 from .._http_interface import HTTPInterface
 from .._keys import APIKeyPool
+from .._reply import malformed_reply
 from ._parser import MessagesStreamParser
 from ._wire import build_messages_body, error_event, parse_messages_response, wire_messages
 
@@ -100,13 +100,7 @@ class AnthropicCompatible(HTTPInterface):
             raise error_event(self.provider_name, data, request_id)
         response = parse_messages_response(data, self.provider_name, request_id)
         if response is None:
-            raise ProviderError(
-                f"{self.provider_name}: response has no content",
-                status=200,
-                request_id=request_id,
-                body_excerpt=json.dumps(data)[:300],
-                provider=self.provider_name,
-            )
+            raise malformed_reply(self.provider_name, "content", data, request_id)
         return response
 
     def _stream_parser(self, request_id: str | None) -> MessagesStreamParser:

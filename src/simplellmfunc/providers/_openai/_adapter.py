@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from typing import Any, ClassVar
 
 from ...exceptions import ProviderError
 from .._base import LLMRequest, LLMResponse
 from .._http_interface import HTTPInterface
+from .._reply import malformed_reply
 from .._stream import stream_error
 from ._parser import ChatStreamParser
 from ._wire import build_chat_body, parse_chat_response
@@ -55,13 +55,7 @@ class OpenAICompatible(HTTPInterface):
             raise stream_error(self.provider_name, message, request_id)
         response = parse_chat_response(data, self.provider_name, request_id)
         if response is None:
-            raise ProviderError(
-                f"{self.provider_name}: response has no choices",
-                status=200,
-                request_id=request_id,
-                body_excerpt=json.dumps(data)[:300],
-                provider=self.provider_name,
-            )
+            raise malformed_reply(self.provider_name, "choices", data, request_id)
         return response
 
     def _stream_parser(self, request_id: str | None) -> ChatStreamParser:

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import json
 from typing import Any, ClassVar
 
-from ...exceptions import ProviderError
 from .._base import LLMRequest, LLMResponse
 from .._http_interface import HTTPInterface
+from .._reply import malformed_reply
 from .._stream import stream_error
 from ._parser import ResponsesStreamParser
 from ._wire import build_responses_body, failure_message, parse_response
@@ -48,13 +47,7 @@ class OpenAIResponsesCompatible(HTTPInterface):
             message = f"response failed: {failure[:300]}"
             raise stream_error(self.provider_name, message, request_id)
         if not isinstance(data.get("output"), list):
-            raise ProviderError(
-                f"{self.provider_name}: response has no output",
-                status=200,
-                request_id=request_id,
-                body_excerpt=json.dumps(data)[:300],
-                provider=self.provider_name,
-            )
+            raise malformed_reply(self.provider_name, "output", data, request_id)
         return parse_response(data, self.provider_name, request_id)
 
     def _stream_parser(self, request_id: str | None) -> ResponsesStreamParser:
