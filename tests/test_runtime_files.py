@@ -60,3 +60,13 @@ async def test_checkpoints_create_their_folder(tmp_path: Path) -> None:
     info = await manager.save(Checkpoint(history=({"role": "user", "content": "hi"},)))
     assert info.number == 1
     assert (tmp_path / "a" / "b").is_dir()
+
+
+def test_selfreference_makes_its_database_folder_too(tmp_path: Path) -> None:
+    from simplellmfunc import SelfReference
+
+    path = tmp_path / "memory" / "agents" / "m.db"
+    memory = SelfReference(path=path)
+    memory.memory["agent"].append({"role": "user", "content": "hi"})
+    memory.close()
+    assert path.exists()

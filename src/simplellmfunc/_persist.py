@@ -56,6 +56,7 @@ __all__ = [
     "SQLiteDatabase",
     "atomic_write",
     "create_file_exclusive",
+    "ensure_parent",
     "fsync_dir",
     "json_text",
     "open_database",
@@ -196,20 +197,37 @@ DatabaseLike = str | Path | SQLiteDatabase
 """A database file path, or an open :class:`SQLiteDatabase` to share."""
 
 
+def ensure_parent(path: str | Path) -> None:
+    """Create the folders ``path`` will live in (nothing if they exist).
+
+    Raises:
+        ConfigError: If a folder cannot be created (a file in the way, no permission).
+    """
+    parent = Path(path).expanduser().parent
+    try:
+        parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ConfigError(f"cannot create the folder {str(parent)!r}: {exc.strerror}") from exc
+
+
 def open_database(
     target: DatabaseLike, schema: Sequence[str], *, durable: bool = True
 ) -> tuple[SQLiteDatabase, bool]:
-    """Open ``target`` (or reuse it) and make sure ``schema`` exists.
+    """Open ``target`` (or reuse it) and make sure ``schema`` exists; a file path's folders are
+    created first, so a configured ``memory/agent.db`` works on a fresh checkout.
 
     Returns:
         The database and whether the caller owns it (and so must close it).
 
     Raises:
-        ConfigError: If the database cannot be opened or initialised.
+        ConfigError: If a folder cannot be created, or the database cannot be opened or
+            initialised.
     """
     if isinstance(target, SQLiteDatabase):
         target.ensure_schema(schema)
         return target, False
+    if str(target) not in ("", ":memory:"):  # SQLite's private temporary and in-memory databases
+        ensure_parent(target)
     database = SQLiteDatabase(target, durable=durable)
     try:
         database.ensure_schema(schema)

@@ -13,9 +13,8 @@ from __future__ import annotations
 import sqlite3
 import time
 
-from ..._persist import DatabaseLike
+from ..._persist import DatabaseLike, open_database
 from .._clock import Clock
-from .._files import open_sqlite
 from ._base import Record, Store
 from ._namespace import Namespace
 
@@ -80,7 +79,7 @@ class SQLiteStore(Store):
         clock: Clock = time.time,
     ) -> None:
         super().__init__(max_items=max_items, ttl=ttl, clock=clock)
-        self.database, self._owned = open_sqlite(database, _STORE_SCHEMA, durable=True)
+        self.database, self._owned = open_database(database, _STORE_SCHEMA, durable=True)
 
     async def ping(self) -> None:
         """Nothing to check: opening the file already did (see the constructor)."""

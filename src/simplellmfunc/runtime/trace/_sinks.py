@@ -21,9 +21,8 @@ from typing import Any
 import anyio
 import anyio.to_thread
 
-from ..._persist import DatabaseLike, json_text
+from ..._persist import DatabaseLike, ensure_parent, json_text, open_database
 from ...exceptions import ConfigError, RunError
-from .._files import ensure_parent, open_sqlite
 from ._record import TraceRecord, record_from_dict
 
 __all__ = ["JSONLSink", "SQLiteTraceSink", "TraceSink", "read_jsonl"]
@@ -132,7 +131,7 @@ class SQLiteTraceSink(TraceSink):
     """
 
     def __init__(self, database: DatabaseLike) -> None:
-        self.database, self._owned = open_sqlite(database, _TRACE_SCHEMA, durable=False)
+        self.database, self._owned = open_database(database, _TRACE_SCHEMA, durable=False)
 
     async def write(self, record: TraceRecord, trace_id: str) -> None:
         """Insert ``record`` (one transaction).
