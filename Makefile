@@ -54,7 +54,7 @@ bench: install ## Run every benchmark and print its table
 soak: install ## 1,000 concurrent sessions with injected faults: typed endings, valid histories, no leaks
 	$(BIN)/python benchmarks/soak.py
 
-demo: install ## Chat agent with tools, events streamed to the terminal (.env provider, else local SmolLM2)
+demo: install ## A typed call and a tool-using agent turn, events in the terminal (.env provider, else local SmolLM2 on llama-server)
 	$(BIN)/python examples/demo.py
 
 $(DOCS_STAMP): $(STAMP)
