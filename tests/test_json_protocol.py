@@ -137,3 +137,21 @@ async def test_llm_function_answers_in_its_return_type(
         assert await forecast("How warm is Oslo?") == Forecast(city="Oslo", celsius=14)
     answer = schema_of(mock_server, 0)["oneOf"][-1]["properties"]["answer"]
     assert answer["properties"]["celsius"]["type"] == "integer"  # the return type's schema
+
+
+async def test_streamed_text_is_the_answer_not_the_json_steps(
+    mock_server: MockLLMServer, llm: OpenAICompatible
+) -> None:
+    mock_server.script(
+        Reply.text(json.dumps({"action": "get_weather", "action_input": {"city": "Oslo"}})),
+        Reply.text(json.dumps({"action": "final_answer", "answer": "Snow in Oslo."}), chunks=4),
+    )
+
+    @llm_chat(llm, toolkit=[get_weather], stream=True, options=JSON)
+    async def agent(message: str, history: list[dict[str, Any]]) -> None:
+        """You answer weather questions."""
+
+    with anyio.fail_after(GUARD):
+        outputs = [out async for out in agent("Weather in Oslo?", history=[])]
+    assert "".join(text for text, _ in outputs) == "Snow in Oslo."
+    assert outputs[-1][1][-1] == {"role": "assistant", "content": "Snow in Oslo."}

@@ -131,7 +131,7 @@ async def _request(
         if emitter.wants_raw:
             await emitter.raw(RawItem(response))
         elif invocation.stream and response.text:
-            await _chunk(emitter, response.text, response.text)
+            await _chunk(emitter, response.text, response.text, invocation.json_protocol)
         return response
     except ProviderError as exc:
         await emitter.event(
@@ -140,10 +140,12 @@ async def _request(
         raise
 
 
-async def _chunk(emitter: Emitter, text: str, accumulated: str) -> None:
+async def _chunk(emitter: Emitter, text: str, accumulated: str, protocol: bool) -> None:
+    """Report a text delta: as an event, or as a text item (``protocol``: the reply is a JSON
+    step, not prose; the answer goes out as one item once it is read from it)."""
     if emitter.wants_events:
         await emitter.event(LLMChunkArriveEvent(text=text, accumulated_text=accumulated))
-    elif emitter.wants_text:
+    elif emitter.wants_text and not protocol:
         await emitter.raw(TextChunk(text))
 
 
@@ -160,7 +162,7 @@ async def _stream(
                 partial.append(event.text)
                 if emitter.wants_events or (emitter.wants_text and not emitter.wants_raw):
                     accumulated += event.text
-                    await _chunk(emitter, event.text, accumulated)
+                    await _chunk(emitter, event.text, accumulated, invocation.json_protocol)
             elif isinstance(event, ReasoningDelta):
                 if emitter.wants_events:
                     await emitter.event(LLMChunkArriveEvent(reasoning=event.text))

@@ -137,6 +137,8 @@ async def think(run: RunContext) -> tuple[ToolCall, ...] | None:
         return ()
     state.final_text = plan.answer
     state.terminated_by = plan.terminated_by
+    if invocation.json_protocol and invocation.stream and emitter.wants_text and plan.answer:
+        await emitter.raw(TextChunk(plan.answer))  # its JSON step was not streamed as prose
     repair = _repair(invocation, state)
     if repair is not None:
         state.transcript.apply(repair)
