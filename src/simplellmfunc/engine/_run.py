@@ -287,9 +287,7 @@ async def run_react(
     Raises:
         ProviderError: When an LLM call fails after retries (the run ends with an event).
     """
-    run = Run(invocation, transcript, emitter, abort, user_input=user_input)
-    await run.run_to_end()
-    return run.state.result()
+    return await Run(invocation, transcript, emitter, abort, user_input=user_input).result()
 
 
 def _needs_task_group(invocation: Invocation) -> bool:
