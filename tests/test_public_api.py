@@ -20,6 +20,7 @@ import simplellmfunc.runtime.checkpoints
 import simplellmfunc.runtime.commands
 import simplellmfunc.runtime.config
 import simplellmfunc.runtime.memory
+import simplellmfunc.runtime.skills
 import simplellmfunc.runtime.stores
 import simplellmfunc.runtime.trace
 import simplellmfunc.tools
@@ -68,6 +69,7 @@ EXPECTED_TOP = {
         simplellmfunc.runtime.commands,
         simplellmfunc.runtime.config,
         simplellmfunc.runtime.memory,
+        simplellmfunc.runtime.skills,
         simplellmfunc.runtime.stores,
         simplellmfunc.runtime.trace,
         simplellmfunc.tools,
@@ -163,6 +165,20 @@ RUNTIME_PACKAGES = {
         "render_memory",
         "strip_memory",
     },
+    "skills": {
+        "DEFAULT_SKILL_AGENT_PROMPT",
+        "LOAD_SKILL",
+        "SKILL_FILE",
+        "DiscoverMode",
+        "Skill",
+        "SkillRegistry",
+        "Skills",
+        "find_skill_folders",
+        "loaded_skills",
+        "read_skill_folder",
+        "skill",
+        "skill_agent",
+    },
     "stores": {
         "InMemoryStore",
         "Namespace",
@@ -186,7 +202,21 @@ RUNTIME_PACKAGES = {
     },
 }
 # What simplellmfunc.runtime re-exports from its sub-packages (the CLI helpers stay in theirs).
-RUNTIME_ONLY_IN_SUBPACKAGE = {"Finding", "build_llm", "build_options", "check_config", "timeline"}
+RUNTIME_ONLY_IN_SUBPACKAGE = {
+    "Finding",
+    "build_llm",
+    "build_options",
+    "check_config",
+    "timeline",
+    # skills: the registry, the toolkit, the decorator and the agent are re-exported
+    "DEFAULT_SKILL_AGENT_PROMPT",
+    "LOAD_SKILL",
+    "SKILL_FILE",
+    "DiscoverMode",
+    "find_skill_folders",
+    "loaded_skills",
+    "read_skill_folder",
+}
 
 
 def test_runtime_surface() -> None:

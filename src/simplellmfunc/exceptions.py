@@ -8,6 +8,7 @@ Every error the library raises derives from :class:`SimpleLLMFuncError`::
     │   ├── ContentError           invalid Text / ImgUrl / ImgPath
     │   ├── InvalidHistoryError    a history that no provider would accept (has ``index``)
     │   ├── ToolDefinitionError    a tool that cannot be exposed to a model
+    │   ├── SkillError             a skill folder (SKILL.md) or skill definition that is invalid
     │   └── DecoratorError         @llm_function / @llm_chat used on the wrong thing
     ├── RunError                   a run failed for a reason outside the caller's code
     │   ├── ProviderError          the model API failed (status, request id, attempts, retryable)
@@ -56,6 +57,7 @@ __all__ = [
     "RateLimitError",
     "RunError",
     "SimpleLLMFuncError",
+    "SkillError",
     "StreamError",
     "ToolDefinitionError",
     "ToolExecutionError",
@@ -96,6 +98,11 @@ class InvalidHistoryError(UserError, ValueError):
 
 class ToolDefinitionError(UserError):
     """A tool cannot be exposed to a model (bad name, unsupported signature)."""
+
+
+class SkillError(UserError):
+    """A skill cannot be used: a ``SKILL.md`` without a valid ``name`` / ``description``, an
+    unknown skill name, two skills with one name."""
 
 
 class DecoratorError(UserError, TypeError):

@@ -32,7 +32,13 @@ from ..engine import (
 )
 from ..exceptions import DecoratorError
 from ..providers import LLMInterface
-from ._common import resolve_tools, self_reference_hook, split_call_kwargs, static_tools
+from ._common import (
+    resolve_tools,
+    self_reference_hook,
+    split_call_kwargs,
+    static_tools,
+    toolkit_hooks,
+)
 from ._prompt import HISTORY_NAMES, docstring_of, fill_template, render_arguments
 
 __all__ = ["llm_chat"]
@@ -89,7 +95,8 @@ def llm_chat(
             tools).
         termination: Implicit termination signals (default: on only with the text protocol).
         history_window: Send only the system prompt and recent turns within a token budget.
-        hooks: Extra run hooks (memory, checkpoints, ...), called after SelfReference's.
+        hooks: Extra run hooks (memory, checkpoints, ...), called after SelfReference's; toolkit
+            items that are run hooks too (skills) come last.
         **llm_kwargs: Body parameters for every call (``temperature`` …); engine option names
             (``tool_timeout``, ``keyword_heuristic`` …) are taken out first.
 
@@ -119,6 +126,7 @@ def llm_chat(
         doc = docstring_of(func)
         memory = self_reference_hook(self_reference, self_reference_key)
         run_hooks = ((memory,) if memory is not None else ()) + tuple(hooks)
+        run_hooks += toolkit_hooks(providers)
 
         async def prepare(
             args: tuple[Any, ...], kwargs: dict[str, Any], resumed: Any = None

@@ -14,7 +14,7 @@ the invocation): one module instead of an import circle.
 from __future__ import annotations
 
 from collections.abc import Callable, Coroutine, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from .._abort import AbortSignal, PauseSignal
@@ -22,7 +22,7 @@ from .._events import EventOrigin
 from .._mutations import ContextMutation
 from .._transcript import Transcript
 from .._usage import Usage
-from ..exceptions import UserError
+from ..exceptions import ToolDefinitionError, UserError
 from ..providers import LLMInterface, ResponseFormat
 from ..tools import Tool
 from ._emit import Emitter
@@ -223,6 +223,27 @@ class RunContext:
                 "Run.run_to_end (a run stepped with Run.step has none)"
             )
         self._tasks.start_soon(func, *args, name=name)
+
+    def add_tools(self, tools: Sequence[Tool]) -> None:
+        """Make ``tools`` callable from the next LLM call of this run on (skills enable theirs).
+
+        A tool already in the run (the same object) is skipped.
+
+        Raises:
+            ToolDefinitionError: If another tool of the run has the same name.
+        """
+        current = {t.name: t for t in self.invocation.tools}
+        added: list[Tool] = []
+        for candidate in tools:
+            known = current.get(candidate.name)
+            if known is candidate:
+                continue
+            if known is not None:
+                raise ToolDefinitionError(f"two tools are named {candidate.name!r}")
+            current[candidate.name] = candidate
+            added.append(candidate)
+        if added:
+            self.invocation = replace(self.invocation, tools=self.invocation.tools + tuple(added))
 
     def bind(self, tasks: TaskGroup | None) -> None:
         """Set (or clear) the run's task group; called by the loop."""

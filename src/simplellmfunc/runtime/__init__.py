@@ -10,6 +10,9 @@
 * :mod:`.checkpoints`: :class:`Checkpoint`, :class:`CheckpointManager`, :class:`CheckpointHook`.
 * :mod:`.commands`: command lines as tools: :class:`ShellTool`, and :class:`CLIAgentTool` for
   agents calling agents, over :func:`run_command`.
+* :mod:`.skills`: :class:`Skill` s from Agent Skills folders (``SKILL.md``) or :func:`skill`,
+  a :class:`SkillRegistry` with search and discovery, :class:`Skills` (a registry as a toolkit
+  item: ``load_skill`` on demand) and :func:`skill_agent`.
 * :mod:`.config`: agents from config files: :class:`AgentConfig` read by
   :func:`load_agent_config` (command line > environment > file > defaults), run once by
   :func:`run_config` (a :class:`ConfigRunResult`) or turn after turn by
@@ -21,7 +24,7 @@ public names only.
 
 Room is left for the packages that come next, each a sibling sub-package on the same terms:
 ``multiagent/`` (agent as tool, handoff, group chat, parallel runs, channels, shared memory),
-``skills/`` (a skill registry exposed as a toolkit), ``retrieval/`` (a store + retrieve tool),
+``retrieval/`` (a store + retrieve tool),
 ``a2a/`` and ``serving/`` (agent card, client and server; HTTP serving) and ``durable/``
 (durable, distributed runs on DBOS).
 
@@ -63,6 +66,7 @@ from .memory import (
     render_memory,
     strip_memory,
 )
+from .skills import Skill, SkillRegistry, Skills, skill, skill_agent
 from .stores import (
     InMemoryStore,
     Namespace,
@@ -109,6 +113,9 @@ __all__ = [
     "SQLiteTraceSink",
     "ScopedStore",
     "ShellTool",
+    "Skill",
+    "SkillRegistry",
+    "Skills",
     "Step",
     "StepTriple",
     "Store",
@@ -128,6 +135,8 @@ __all__ = [
     "run_config",
     "save_checkpoint",
     "serialize_value",
+    "skill",
+    "skill_agent",
     "strip_memory",
 ]
 
