@@ -185,6 +185,8 @@ def semantic_problems(config: AgentConfig) -> list[tuple[tuple[str | int, ...], 
         problems.append((("chain",), f"only a chain agent has stages; this one is {config.kind}"))
     if config.kind == "simple" and not config.toolkit.is_empty():
         problems.append((("toolkit",), "a simple agent calls no tools; use kind: react"))
+    if config.kind != "react" and config.skills_section.paths:
+        problems.append((("skills",), "only a react agent loads skills (they are tools)"))
     memory = config.memory
     if memory.store == "sqlite" and not memory.path:
         problems.append((("memory", "store"), "a sqlite store needs memory.path"))

@@ -162,6 +162,25 @@ class ToolkitConfig(_Section):
         return not (self.pyrepl or self.files or self.mcpServers or self.shell or self.agents)
 
 
+class SkillsConfig(_Section):
+    """Skills (Agent Skills folders); ``skills: [dir, ...]`` is short for ``{paths: [...]}``.
+
+    Attributes:
+        paths: Folders holding skill folders (or one skill folder each).
+        discover: Load skills chosen for each message before the model answers: ``search``
+            (word search), ``llm`` (one call of the agent's model) or ``off``.
+        max_skills: How many skills discovery loads at most.
+        scripts: Let the model run the skills' scripts (``run_skill_script``).
+        script_timeout: Seconds before a script is killed.
+    """
+
+    paths: list[Annotated[str, Field(min_length=1)]] = []
+    discover: Literal["off", "search", "llm"] = "off"
+    max_skills: Annotated[int, Field(ge=1)] = 3
+    scripts: bool = False
+    script_timeout: Positive = 60.0
+
+
 class MemoryConfig(_Section):
     """Agent memory: a store, its namespace, and what is saved.
 
@@ -284,6 +303,7 @@ class AgentConfig(_Section):
             supports it).
         keyword_heuristic: With the text protocol, also read "use the X tool" prose as a call.
         toolkit: Tools.
+        skills: Skill folders (a list of folders, or a :class:`SkillsConfig`).
         memory: Agent memory.
         limits: Limits of a run.
         termination: Termination signals.
@@ -301,6 +321,7 @@ class AgentConfig(_Section):
     tool_protocol: Literal["auto", "native", "text", "json"] = "auto"
     keyword_heuristic: bool = False
     toolkit: ToolkitConfig = ToolkitConfig()
+    skills: list[Annotated[str, Field(min_length=1)]] | SkillsConfig = []
     memory: MemoryConfig = MemoryConfig()
     limits: LimitsConfig = LimitsConfig()
     termination: TerminationConfig = TerminationConfig()
@@ -308,3 +329,9 @@ class AgentConfig(_Section):
     trace: TraceConfig = TraceConfig()
     checkpoints: CheckpointConfig = CheckpointConfig()
     chain: list[ChainStep] = []
+
+    @property
+    def skills_section(self) -> SkillsConfig:
+        """``skills`` as a :class:`SkillsConfig` (a plain list is its ``paths``)."""
+        skills = self.skills
+        return skills if isinstance(skills, SkillsConfig) else SkillsConfig(paths=skills)
