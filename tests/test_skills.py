@@ -420,3 +420,48 @@ def test_python_interpreter_for_scripts_is_this_one() -> None:
     from simplellmfunc.runtime.skills import _toolkit
 
     assert _toolkit._INTERPRETERS[".py"] == sys.executable
+
+
+# ---- config files ---------------------------------------------------------------------------
+
+
+async def test_a_config_file_gives_an_agent_its_skill_folders(
+    mock_server: MockLLMServer, skills_dir: Path, tmp_path: Path
+) -> None:
+    from simplellmfunc.runtime.config import check_config, load_agent_config, run_config
+
+    config = tmp_path / "agent.yml"
+    config.write_text(
+        "model: openai:mock-model\nsystem: You fill forms.\n"
+        f"skills:\n  paths: [{json.dumps(str(skills_dir))}]\n  scripts: true\n"
+        "  discover: search\n  max_skills: 1\n"
+    )
+    mock_server.script(
+        Reply.tool_calls(
+            ToolCallSpec(
+                "run_skill_script",
+                {"skill": "pdf-forms", "script": "scripts/fields.py", "args": ["a.pdf"]},
+                "c1",
+            )
+        ),
+        Reply.text("name and date"),
+    )
+    env = {"OPENAI_API_KEY": "sk-test-123456789", "OPENAI_BASE_URL": mock_server.url}
+    with anyio.fail_after(GUARD):
+        result = await run_config(config, "List the fields of the PDF form a.pdf", environ=env)
+    assert result.result == "name and date"
+    assert "run_skill_script" in offered(mock_server, 0)
+    sent = mock_server.requests[0].json["messages"]
+    assert sent[2]["tool_calls"][0]["function"]["arguments"] == '{"name": "pdf-forms"}'
+    assert tool_results(mock_server, 1)["c1"].strip() == "fields of a.pdf : name, date"
+    assert [r.kind for r in result.trace] == ["llm", "tool", "llm", "end"]
+    # the short form, and what `simplellmfunc validate` says about it
+    config.write_text(f"model: openai:mock-model\nskills: [{json.dumps(str(skills_dir))}]\n")
+    findings = await check_config(load_agent_config(config, environ=env), environ=env)
+    assert any(
+        f.subject == f"skills {skills_dir}" and f.message == "pdf-forms, release-notes"
+        for f in findings
+    )
+    (skills_dir / "pdf-forms" / "SKILL.md").write_text("---\nname: pdf-forms\n---\n")
+    findings = await check_config(load_agent_config(config, environ=env), environ=env)
+    assert any(f.level == "problem" and "description" in f.message for f in findings)
