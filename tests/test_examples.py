@@ -63,6 +63,13 @@ BUILTINS: dict[str, list[str]] = {
         "after reset: []",
         "repl2 sees repl1's x: False",
     ],
+    "skills_agent": [
+        "skills: ['csv-stats', 'unit-convert']",
+        "  → load_skill({'name': 'csv-stats'})",
+        "  ← rows=3 mean_x=2.333 mean_y=23.333",
+        'loaded skills: [\'{"name": "unit-convert"}\']',  # found by search, before the model
+        "  ← 70.7",
+    ],
     "self_reference_basic_example": [
         "Always include one actionable next step.",
         "keys: ['agent_1', 'agent_2', 'agent_main']",
