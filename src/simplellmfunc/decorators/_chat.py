@@ -32,6 +32,7 @@ from ..engine import (
 )
 from ..exceptions import DecoratorError
 from ..providers import LLMInterface
+from ._agent_tool import AgentTool
 from ._common import resolve_tools, self_reference_hook, split_call_kwargs, static_tools
 from ._prompt import HISTORY_NAMES, docstring_of, fill_template, render_arguments
 
@@ -182,10 +183,33 @@ def llm_chat(
             async for item in iterate(await prepare((), kwargs, history)):
                 yield item
 
+        async def prepare_run(
+            *args: Any, _resume_history: list[dict[str, Any]] | None = None, **kwargs: Any
+        ) -> Run:
+            """The :class:`~simplellmfunc.engine.Run` a call with these arguments would
+            iterate, not started (multi-agent runtimes drive it, or a child run of it). A
+            missing history is an empty one; ``_resume_history`` continues a history without a
+            new user message, as :func:`resume` does."""
+            if _resume_history is not None:
+                return await prepare((), kwargs, _resume_history)
+            if history_name not in kwargs and len(args) <= _position(signature, history_name):
+                kwargs[history_name] = []
+            return await prepare(args, kwargs)
+
+        def as_tool(name: str | None = None, description: str | None = None) -> AgentTool:
+            """This agent as a tool of another agent (see :class:`AgentTool`)."""
+            return AgentTool(wrapper, name=name, description=description)
+
         wrapper.resume = resume  # type: ignore[attr-defined]
+        wrapper.prepare_run = prepare_run  # type: ignore[attr-defined]
+        wrapper.as_tool = as_tool  # type: ignore[attr-defined]
         return wrapper
 
     return decorate
+
+
+def _position(signature: inspect.Signature, name: str) -> int:
+    return list(signature.parameters).index(name)
 
 
 def _output(item: Any, view: _HistoryView, *, enable_event: bool, stream: bool) -> Any:

@@ -7,7 +7,7 @@ Build an :class:`Invocation` (model, tools, prompt, :class:`EngineOptions`, hook
 
 from ._compile import FINAL_ANSWER_INSTRUCTION, compile_request, system_context
 from ._emit import Emitter
-from ._invocation import Invocation, RunContext, RunHook, RunView
+from ._invocation import Invocation, RunContext, RunHook, RunView, current_run
 from ._llm_call import RawItem, TextChunk
 from ._options import EngineOptions, ToolProtocol, split_options
 from ._phases import SUMMARY_INSTRUCTION
@@ -41,6 +41,7 @@ __all__ = [
     "TextChunk",
     "ToolProtocol",
     "compile_request",
+    "current_run",
     "new_call_id",
     "parse_reply",
     "render_catalogue",
