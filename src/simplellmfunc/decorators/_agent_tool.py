@@ -11,10 +11,11 @@ stream, usage into the caller's total, the caller's abort stopping it.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
-from .._abort import AbortSignal
+from .._abort import AbortSignal, PauseSignal
 from .._events import EventOrigin
 from ..engine import Emitter, Run, RunContext, RunResult, current_run, new_call_id
 from ..exceptions import UserError
@@ -37,6 +38,8 @@ async def agent_run(
     abort: AbortSignal | None = None,
     history: list[dict[str, Any]] | None = None,
     resume: bool = False,
+    tools: Sequence[Tool] = (),
+    pause: PauseSignal | None = None,
     **kwargs: Any,
 ) -> Run:
     """The run of ``agent(*args, history=history, **kwargs)``, not started.
@@ -50,6 +53,8 @@ async def agent_run(
         abort: The run's abort signal.
         history: The conversation before this call (default: none).
         resume: Continue ``history`` without a new user message (``args`` then must be empty).
+        tools: Tools added to the agent's own for this run (handoff tools).
+        pause: The run's pause signal (it stops before its next LLM call once set).
 
     Raises:
         UserError: If ``agent`` is not an ``@llm_chat`` function.
@@ -63,11 +68,14 @@ async def agent_run(
         prepared = await prepare(*args, history=history, **kwargs)
     else:
         prepared = await prepare(*args, **kwargs)
-    if under is None and abort is None:
+    if under is None and abort is None and not tools and pause is None:
         return prepared
-    context = prepared.context
+    invocation = prepared.context.invocation
+    if tools:
+        invocation = replace(invocation, tools=(*invocation.tools, *tools))
+    transcript = prepared.state.transcript
     if under is None:
-        return Run(context.invocation, prepared.state.transcript, abort=abort)
+        return Run(invocation, transcript, abort=abort, pause=pause)
     base = under.origin
     origin = EventOrigin(
         base.session_id,
@@ -78,7 +86,7 @@ async def agent_run(
         base.fork_depth + depth,
         agent=name or agent_name(agent),
     )
-    return Run(context.invocation, prepared.state.transcript, under.derive(origin), abort)
+    return Run(invocation, transcript, under.derive(origin), abort, pause=pause)
 
 
 class AgentTool(Tool):
@@ -161,9 +169,7 @@ async def run_under(
     abort = AbortSignal()
     unlink = parent.abort.add_callback(abort.abort) if parent.abort is not None else None
     try:
-        run = await agent_run(
-            agent, *args, under=parent.emitter, name=name, abort=abort, **kwargs
-        )
+        run = await agent_run(agent, *args, under=parent.emitter, name=name, abort=abort, **kwargs)
         try:
             await run.run_to_end()
         finally:

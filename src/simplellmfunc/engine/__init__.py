@@ -11,6 +11,7 @@ from ._invocation import Invocation, RunContext, RunHook, RunView, current_run
 from ._llm_call import RawItem, TextChunk
 from ._options import EngineOptions, ToolProtocol, split_options
 from ._phases import SUMMARY_INSTRUCTION
+from ._pump import Finished, event_pump
 from ._run import ReactRun, Run, RunItem, new_call_id, run_react
 from ._scheduler import BatchResult, run_tool_batch
 from ._state import RunResult, RunState
@@ -25,6 +26,7 @@ __all__ = [
     "BatchResult",
     "Emitter",
     "EngineOptions",
+    "Finished",
     "HistoryWindow",
     "Invocation",
     "RawItem",
@@ -42,6 +44,7 @@ __all__ = [
     "ToolProtocol",
     "compile_request",
     "current_run",
+    "event_pump",
     "new_call_id",
     "parse_reply",
     "render_catalogue",
