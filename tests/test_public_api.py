@@ -20,6 +20,7 @@ import simplellmfunc.runtime.checkpoints
 import simplellmfunc.runtime.commands
 import simplellmfunc.runtime.config
 import simplellmfunc.runtime.memory
+import simplellmfunc.runtime.multiagent
 import simplellmfunc.runtime.stores
 import simplellmfunc.runtime.trace
 import simplellmfunc.tools
@@ -68,6 +69,7 @@ EXPECTED_TOP = {
         simplellmfunc.runtime.commands,
         simplellmfunc.runtime.config,
         simplellmfunc.runtime.memory,
+        simplellmfunc.runtime.multiagent,
         simplellmfunc.runtime.stores,
         simplellmfunc.runtime.trace,
         simplellmfunc.tools,
@@ -95,6 +97,7 @@ EXPECTED_ENGINE = {
     "BatchResult",
     "Emitter",
     "EngineOptions",
+    "Finished",
     "HistoryWindow",
     "Invocation",
     "RawItem",
@@ -111,6 +114,8 @@ EXPECTED_ENGINE = {
     "TextChunk",
     "ToolProtocol",
     "compile_request",
+    "current_run",
+    "event_pump",
     "new_call_id",
     "parse_reply",
     "render_catalogue",
@@ -162,6 +167,25 @@ RUNTIME_PACKAGES = {
         "StepTriple",
         "render_memory",
         "strip_memory",
+    },
+    "multiagent": {
+        "AgentOutcome",
+        "Channel",
+        "GroupChat",
+        "GroupChatResult",
+        "GroupChatState",
+        "GroupMessage",
+        "Handoff",
+        "HandoffResult",
+        "InputFilter",
+        "LLMSelector",
+        "Parallel",
+        "ParallelResult",
+        "RedisChannel",
+        "SharedMemory",
+        "SpeakerSelector",
+        "Team",
+        "drop_tool_turns",
     },
     "stores": {
         "InMemoryStore",
