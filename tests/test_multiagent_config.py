@@ -7,8 +7,8 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
-from acceptance_support import clean_env, cli, write
 
+from acceptance_support import clean_env, cli, write
 from simplellmfunc.exceptions import ConfigError
 from simplellmfunc.runtime import load_agent_config, run_config
 from simplellmfunc.testing import MockLLMServer, RecordedRequest, Reply, ToolCallSpec
