@@ -1,7 +1,7 @@
 """An ``@llm_chat`` agent run under another run: :func:`agent_run`, and :class:`AgentTool`.
 
 :func:`agent_run` prepares the run a call of the agent would iterate (through the agent's
-``prepare_run``) and, given an emitter to stream into, makes it a sub-run: its events go into
+``prepare_call``) and, given an emitter to stream into, makes it a sub-run: its events go into
 that stream tagged with the agent's name (``origin.agent``) and depth (``origin.fork_depth``),
 the caller's call id as their parent. The multi-agent runtime drives handoffs, group chats and
 parallel runs with it; :class:`AgentTool` (``agent.as_tool()``) runs an agent inside a tool call
@@ -59,21 +59,17 @@ async def agent_run(
     Raises:
         UserError: If ``agent`` is not an ``@llm_chat`` function.
     """
-    prepare = getattr(agent, "prepare_run", None)
+    prepare = getattr(agent, "prepare_call", None)
     if prepare is None:
-        raise UserError(f"{agent!r} is not an @llm_chat agent (it has no prepare_run)")
+        raise UserError(f"{agent!r} is not an @llm_chat agent (it has no prepare_call)")
     if resume:
-        prepared: Run = await prepare(_resume_history=history or [], **kwargs)
+        invocation, transcript = await prepare(_resume_history=history or [], **kwargs)
     elif history is not None:
-        prepared = await prepare(*args, history=history, **kwargs)
+        invocation, transcript = await prepare(*args, history=history, **kwargs)
     else:
-        prepared = await prepare(*args, **kwargs)
-    if under is None and abort is None and not tools and pause is None:
-        return prepared
-    invocation = prepared.context.invocation
+        invocation, transcript = await prepare(*args, **kwargs)
     if tools:
         invocation = replace(invocation, tools=(*invocation.tools, *tools))
-    transcript = prepared.state.transcript
     if under is None:
         return Run(invocation, transcript, abort=abort, pause=pause)
     base = under.origin
@@ -117,8 +113,8 @@ class AgentTool(Tool):
         description: str | None = None,
         timeout: float | None = None,
     ) -> None:
-        if not hasattr(agent, "prepare_run"):
-            raise UserError(f"{agent!r} is not an @llm_chat agent (it has no prepare_run)")
+        if not hasattr(agent, "prepare_call"):
+            raise UserError(f"{agent!r} is not an @llm_chat agent (it has no prepare_call)")
         self.agent = agent
         doc = (getattr(agent, "__doc__", None) or "").strip().splitlines()
         text = description or (doc[0] if doc else f"Ask the agent {agent_name(agent)!r}.")

@@ -33,7 +33,13 @@ from ..engine import (
 from ..exceptions import DecoratorError
 from ..providers import LLMInterface
 from ._agent_tool import AgentTool
-from ._common import resolve_tools, self_reference_hook, split_call_kwargs, static_tools
+from ._common import (
+    CallOptions,
+    resolve_tools,
+    self_reference_hook,
+    split_call_kwargs,
+    static_tools,
+)
 from ._prompt import HISTORY_NAMES, docstring_of, fill_template, render_arguments
 
 __all__ = ["llm_chat"]
@@ -121,9 +127,9 @@ def llm_chat(
         memory = self_reference_hook(self_reference, self_reference_key)
         run_hooks = ((memory,) if memory is not None else ()) + tuple(hooks)
 
-        async def prepare(
+        async def build(
             args: tuple[Any, ...], kwargs: dict[str, Any], resumed: Any = None
-        ) -> Run:
+        ) -> tuple[Invocation, Transcript, CallOptions, Message | None]:
             call = split_call_kwargs(kwargs)
             system = fill_template(doc, call.template_params)
             if resumed is None:
@@ -148,6 +154,12 @@ def llm_chat(
                 hooks=run_hooks,
             )
             transcript = Transcript(_initial_messages(system, history, user))
+            return invocation, transcript, call, user
+
+        async def prepare(
+            args: tuple[Any, ...], kwargs: dict[str, Any], resumed: Any = None
+        ) -> Run:
+            invocation, transcript, call, user = await build(args, kwargs, resumed)
             return Run(
                 invocation,
                 transcript,
@@ -183,25 +195,27 @@ def llm_chat(
             async for item in iterate(await prepare((), kwargs, history)):
                 yield item
 
-        async def prepare_run(
+        async def prepare_call(
             *args: Any, _resume_history: list[dict[str, Any]] | None = None, **kwargs: Any
-        ) -> Run:
-            """The :class:`~simplellmfunc.engine.Run` a call with these arguments would
-            iterate, not started (multi-agent runtimes drive it, or a child run of it). A
-            missing history is an empty one; ``_resume_history`` continues a history without a
-            new user message, as :func:`resume` does."""
+        ) -> tuple[Invocation, Transcript]:
+            """The invocation and transcript a call with these arguments would run (the
+            multi-agent runtime runs them under another run). A missing history is an empty
+            one; ``_resume_history`` continues a history without a new user message, as
+            :func:`resume` does."""
             if _resume_history is not None:
-                return await prepare((), kwargs, _resume_history)
+                invocation, transcript, _, _ = await build((), kwargs, _resume_history)
+                return invocation, transcript
             if history_name not in kwargs and len(args) <= _position(signature, history_name):
                 kwargs[history_name] = []
-            return await prepare(args, kwargs)
+            invocation, transcript, _, _ = await build(args, kwargs)
+            return invocation, transcript
 
         def as_tool(name: str | None = None, description: str | None = None) -> AgentTool:
             """This agent as a tool of another agent (see :class:`AgentTool`)."""
             return AgentTool(wrapper, name=name, description=description)
 
         wrapper.resume = resume  # type: ignore[attr-defined]
-        wrapper.prepare_run = prepare_run  # type: ignore[attr-defined]
+        wrapper.prepare_call = prepare_call  # type: ignore[attr-defined]
         wrapper.as_tool = as_tool  # type: ignore[attr-defined]
         return wrapper
 

@@ -12,7 +12,7 @@ and has to answer.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from ..._abort import AbortSignal, PauseSignal
@@ -20,7 +20,7 @@ from ..._messages import history_to_dicts
 from ..._mutations import UserMessageMutation
 from ..._usage import Usage
 from ...decorators import agent_name
-from ...engine import Emitter, RunResult
+from ...engine import Emitter, RunResult, current_run
 from ...exceptions import UserError
 from ...tools import Tool, ToolContext
 from ._team import Agent, Member, Team, members, play_turn
@@ -67,18 +67,23 @@ def drop_tool_turns(history: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return kept
 
 
-@dataclass(slots=True)
-class _Request:
-    target: str | None = None
-    reason: str = ""
-    pause: PauseSignal = field(default_factory=PauseSignal)
+class _Request(PauseSignal):
+    """The pause signal of one agent's turn, and the transfer that set it."""
+
+    __slots__ = ("reason", "target")
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.target: str | None = None
+        self.reason = ""
 
 
 class _TransferTool(Tool):
-    """Hands the conversation to another agent."""
+    """Hands the conversation to another agent (built once per route; the turn it ends is the
+    current run's, whose pause signal is its :class:`_Request`)."""
 
-    def __init__(self, source: str, target: Member, request: _Request) -> None:
-        self._source, self._target, self._request = source, target.name, request
+    def __init__(self, source: str, target: Member) -> None:
+        self._source, self._target = source, target.name
         doc = (getattr(target.agent, "__doc__", None) or "").strip().splitlines()
         about = f" ({doc[0]})" if doc else ""
         super().__init__(
@@ -96,11 +101,18 @@ class _TransferTool(Tool):
         return await self.invoke({"reason": reason})
 
     async def invoke(self, arguments: Mapping[str, Any], context: ToolContext | None = None) -> str:
-        """Record the transfer (the first of a batch wins) and end the turn."""
-        request = self._request
+        """Record the transfer (the first of a batch wins) and end the turn.
+
+        Raises:
+            UserError: If called outside a handoff run.
+        """
+        run = current_run()
+        request = run.pause if run is not None else None
+        if not isinstance(request, _Request):
+            raise UserError(f"{self.name} works only inside a Handoff run")
         if request.target is None:
             request.target, request.reason = self._target, str(arguments.get("reason") or "")
-            request.pause.pause()
+            request.pause()
             if context is not None:
                 data = {"from": self._source, "to": self._target, "reason": request.reason}
                 await context.event_emitter.emit("handoff", data)
@@ -152,6 +164,10 @@ class Handoff(Team[HandoffResult]):
             if key not in self._members:
                 raise UserError(f"handoff route from unknown agent {key!r}")
             self._routes[key] = tuple(name_of(t) for t in targets)
+        self._tools = {
+            source: tuple(_TransferTool(source, self._members[t]) for t in targets)
+            for source, targets in self._routes.items()
+        }
         self.entry = name_of(entry)
         self.max_handoffs = max_handoffs
         self.input_filter = input_filter
@@ -168,11 +184,9 @@ class Handoff(Team[HandoffResult]):
         result: RunResult | None = None
         for hop in range(self.max_handoffs + 1):
             request = _Request()
-            tools = self._tools(current, request) if hop < self.max_handoffs else ()
+            tools = self._tools.get(current.name, ()) if hop < self.max_handoffs else ()
             if hop == 0:
-                result = await play_turn(
-                    current, root, abort, message, tools=tools, pause=request.pause
-                )
+                result = await play_turn(current, root, abort, message, tools=tools, pause=request)
             else:
                 note = f"[handoff] {path[-2]} handed the conversation to you ({current.name})"
                 note += f": {reason}" if reason else "."
@@ -183,7 +197,7 @@ class Handoff(Team[HandoffResult]):
                     history=self.input_filter(history) if self.input_filter else history,
                     resume=True,
                     tools=tools,
-                    pause=request.pause,
+                    pause=request,
                     prelude=(UserMessageMutation({"role": "user", "content": note}),),
                 )
             usage = usage + result.usage
@@ -196,7 +210,3 @@ class Handoff(Team[HandoffResult]):
         return HandoffResult(
             result.text, current.name, tuple(path), history, usage, result.terminated_by
         )
-
-    def _tools(self, member: Member, request: _Request) -> tuple[Tool, ...]:
-        targets = self._routes.get(member.name, ())
-        return tuple(_TransferTool(member.name, self._members[t], request) for t in targets)

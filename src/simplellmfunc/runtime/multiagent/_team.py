@@ -52,7 +52,7 @@ def members(agents: Sequence[Agent] | dict[str, Agent]) -> tuple[Member, ...]:
     if len(set(names)) != len(names):
         raise UserError(f"agent names must be unique in a team, got {names} (pass a dict)")
     for name, agent in pairs:
-        if not hasattr(agent, "prepare_run"):
+        if not hasattr(agent, "prepare_call"):
             raise UserError(f"{name!r} is not an @llm_chat agent")
     return tuple(Member(name, agent) for name, agent in pairs)
 
