@@ -20,6 +20,7 @@ import simplellmfunc.runtime.checkpoints
 import simplellmfunc.runtime.commands
 import simplellmfunc.runtime.config
 import simplellmfunc.runtime.memory
+import simplellmfunc.runtime.multiagent
 import simplellmfunc.runtime.skills
 import simplellmfunc.runtime.stores
 import simplellmfunc.runtime.trace
@@ -70,6 +71,7 @@ EXPECTED_TOP = {
         simplellmfunc.runtime.config,
         simplellmfunc.runtime.memory,
         simplellmfunc.runtime.skills,
+        simplellmfunc.runtime.multiagent,
         simplellmfunc.runtime.stores,
         simplellmfunc.runtime.trace,
         simplellmfunc.tools,
@@ -97,6 +99,7 @@ EXPECTED_ENGINE = {
     "BatchResult",
     "Emitter",
     "EngineOptions",
+    "Finished",
     "HistoryWindow",
     "Invocation",
     "RawItem",
@@ -113,6 +116,8 @@ EXPECTED_ENGINE = {
     "TextChunk",
     "ToolProtocol",
     "compile_request",
+    "current_run",
+    "event_pump",
     "new_call_id",
     "parse_reply",
     "render_catalogue",
@@ -178,6 +183,25 @@ RUNTIME_PACKAGES = {
         "read_skill_folder",
         "skill",
         "skill_agent",
+    },
+    "multiagent": {
+        "AgentOutcome",
+        "Channel",
+        "GroupChat",
+        "GroupChatResult",
+        "GroupChatState",
+        "GroupMessage",
+        "Handoff",
+        "HandoffResult",
+        "InputFilter",
+        "LLMSelector",
+        "Parallel",
+        "ParallelResult",
+        "RedisChannel",
+        "SharedMemory",
+        "SpeakerSelector",
+        "Team",
+        "drop_tool_turns",
     },
     "stores": {
         "InMemoryStore",

@@ -27,6 +27,9 @@ Every error the library raises derives from :class:`SimpleLLMFuncError`::
     │   │                          ``runtime.BridgeError``; never raised on the host)
     │   ├── WorkspaceError         a path outside a FileToolset workspace, or a stale write
     │   ├── MCPError               an MCP server failed
+    │   ├── ChannelError           a multi-agent channel failed
+    │   │   ├── ChannelClosedError     sent to or received from a closed (and drained) channel
+    │   │   └── ChannelTimeoutError    no message (or no room) within the timeout
     │   └── AbortedError           the run was aborted through an AbortSignal
     └── ToolSignal                 raised by tools to talk to the loop, never an error
         └── ToolRetry              "tell the model this message and let it try again"
@@ -41,6 +44,9 @@ __all__ = [
     "AbortedError",
     "AuthenticationError",
     "BridgeError",
+    "ChannelClosedError",
+    "ChannelError",
+    "ChannelTimeoutError",
     "ConfigError",
     "ContentError",
     "DecoratorError",
@@ -249,6 +255,18 @@ class MCPError(RunError):
         super().__init__(message)
         self.exit_code = exit_code
         self.stderr_tail = stderr_tail
+
+
+class ChannelError(RunError):
+    """A multi-agent channel failed (its Redis server, a value of the wrong type)."""
+
+
+class ChannelClosedError(ChannelError):
+    """The channel is closed: nothing more can be sent, and everything sent was received."""
+
+
+class ChannelTimeoutError(ChannelError, TimeoutError):
+    """No message arrived (or no room to send) within the timeout."""
 
 
 class AbortedError(RunError):

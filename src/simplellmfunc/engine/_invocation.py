@@ -14,6 +14,7 @@ the invocation): one module instead of an import circle.
 from __future__ import annotations
 
 from collections.abc import Callable, Coroutine, Mapping, Sequence
+from contextvars import ContextVar
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
@@ -32,7 +33,7 @@ from ._state import RunState
 if TYPE_CHECKING:
     from anyio.abc import TaskGroup
 
-__all__ = ["Invocation", "RunContext", "RunHook", "RunView"]
+__all__ = ["Invocation", "RunContext", "RunHook", "RunView", "current_run", "running_tools"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -248,3 +249,21 @@ class RunContext:
     def bind(self, tasks: TaskGroup | None) -> None:
         """Set (or clear) the run's task group; called by the loop."""
         self._tasks = tasks
+
+
+_CURRENT_RUN: ContextVar[RunContext | None] = ContextVar("simplellmfunc_current_run", default=None)
+
+
+def current_run() -> RunContext | None:
+    """The run whose tool batch is running in this task, ``None`` outside a tool call.
+
+    Tools that start runs of their own (an agent used as a tool) make them child runs of this
+    one: their events go into its stream, their usage into its total, its abort stops them.
+    """
+    return _CURRENT_RUN.get()
+
+
+def running_tools(run: RunContext) -> Callable[[], None]:
+    """Mark ``run`` as the current run while its tools run; returns the undo (the scheduler's)."""
+    token = _CURRENT_RUN.set(run)
+    return lambda: _CURRENT_RUN.reset(token)

@@ -25,6 +25,7 @@ __all__ = [
     "ChainStep",
     "CheckpointConfig",
     "FilesConfig",
+    "GroupConfig",
     "HistoryConfig",
     "LimitsConfig",
     "MemoryConfig",
@@ -287,14 +288,29 @@ class ChainStep(_Section):
     system: str | None = None
 
 
+class GroupConfig(_Section):
+    """How a ``group`` agent's members talk (see ``multiagent.GroupChat``).
+
+    Attributes:
+        speaker: ``round_robin``, or ``llm`` (this config's model picks the next speaker).
+        max_rounds: Most member messages.
+        stop_keywords: A message containing one ends the chat.
+    """
+
+    speaker: Literal["round_robin", "llm"] = "round_robin"
+    max_rounds: Annotated[int, Field(ge=1)] = 10
+    stop_keywords: list[Annotated[str, Field(min_length=1)]] = ["TERMINATE"]
+
+
 class AgentConfig(_Section):
     """One agent, as a config file describes it.
 
     Attributes:
         name: The agent's name (memory namespace, trace labels); default: the file's stem.
         description: What the agent does (for humans, and for agents calling it).
-        kind: ``simple`` (one LLM call, no tools), ``react`` (the tool loop) or ``chain``
-            (``chain`` stages, each one LLM call fed the previous output).
+        kind: ``simple`` (one LLM call, no tools), ``react`` (the tool loop), ``chain``
+            (``chain`` stages, each one LLM call fed the previous output) or ``group`` (the
+            ``agents`` in a group chat, see ``group``).
         model: The model (see :class:`ModelConfig`).
         system: The system prompt.
         tool_protocol: ``native`` function calling, ``text`` (prompted actions, for models
@@ -311,11 +327,15 @@ class AgentConfig(_Section):
         trace: Trace options.
         checkpoints: Checkpoint options.
         chain: The stages of a ``chain`` agent.
+        agents: The config files of a ``group`` agent's members (relative to this file).
+        group: How the members of a ``group`` agent talk.
+        handoffs: Config files of agents this one may hand the conversation to (they may hand
+            it back); the run reports which agent answered.
     """
 
     name: Name = "agent"
     description: str = ""
-    kind: Literal["simple", "react", "chain"] = "react"
+    kind: Literal["simple", "react", "chain", "group"] = "react"
     model: ModelConfig
     system: str = ""
     tool_protocol: Literal["auto", "native", "text", "json"] = "auto"
@@ -329,6 +349,9 @@ class AgentConfig(_Section):
     trace: TraceConfig = TraceConfig()
     checkpoints: CheckpointConfig = CheckpointConfig()
     chain: list[ChainStep] = []
+    agents: list[str] = []
+    group: GroupConfig = GroupConfig()
+    handoffs: list[str] = []
 
     @property
     def skills_section(self) -> SkillsConfig:

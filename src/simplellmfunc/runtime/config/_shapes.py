@@ -37,6 +37,8 @@ _PATHS: tuple[KeyPath, ...] = (
     ("toolkit", "shell", "*", "cwd"),
     ("toolkit", "agents", "*", "cwd"),
     ("toolkit", "mcpServers", "*", "cwd"),
+    ("agents", "*"),
+    ("handoffs", "*"),
 )
 
 
@@ -90,6 +92,9 @@ def _resolve_at(node: Any, pattern: KeyPath, base: Path) -> None:
     if not pattern:
         return
     head, rest = pattern[0], pattern[1:]
+    if head == "*" and not rest and isinstance(node, list):  # a list of paths
+        node[:] = [_absolute(v, base) if isinstance(v, str) else v for v in node]
+        return
     if head == "*":
         children = (
             node.values() if isinstance(node, dict) else node if isinstance(node, list) else []
