@@ -26,6 +26,9 @@ Every error the library raises derives from :class:`SimpleLLMFuncError`::
     │   │                          ``runtime.BridgeError``; never raised on the host)
     │   ├── WorkspaceError         a path outside a FileToolset workspace, or a stale write
     │   ├── MCPError               an MCP server failed
+    │   ├── SandboxViolation       sandboxed code was refused (a path outside, no network, no
+    │   │   │                      isolation where ``require_isolation=True``)
+    │   │   └── ResourceLimitExceeded   a sandbox limit was hit (has ``limit``)
     │   └── AbortedError           the run was aborted through an AbortSignal
     └── ToolSignal                 raised by tools to talk to the loop, never an error
         └── ToolRetry              "tell the model this message and let it try again"
@@ -54,7 +57,9 @@ __all__ = [
     "ProviderError",
     "ProviderTimeoutError",
     "RateLimitError",
+    "ResourceLimitExceeded",
     "RunError",
+    "SandboxViolation",
     "SimpleLLMFuncError",
     "StreamError",
     "ToolDefinitionError",
@@ -242,6 +247,28 @@ class MCPError(RunError):
         super().__init__(message)
         self.exit_code = exit_code
         self.stderr_tail = stderr_tail
+
+
+class SandboxViolation(RunError):
+    """Sandboxed code did something its :class:`~simplellmfunc.sandbox.SandboxPolicy` refuses.
+
+    Raised for a sandboxed tool whose code touched a path outside its sandbox, or for a policy
+    with ``require_isolation=True`` where bubblewrap cannot run. Inside a run the model sees it
+    as the tool result; the host process is never at risk.
+    """
+
+
+class ResourceLimitExceeded(SandboxViolation):
+    """Sandboxed code hit a limit of its policy.
+
+    Attributes:
+        limit: Which one: ``"memory"``, ``"cpu_time"``, ``"wall_time"``, ``"processes"``,
+            ``"open_files"`` or ``"file_size"``.
+    """
+
+    def __init__(self, message: str, *, limit: str) -> None:
+        super().__init__(message)
+        self.limit = limit
 
 
 class AbortedError(RunError):
