@@ -7,7 +7,7 @@ PyRepl kernels run under a policy by default; ``@sandboxed`` / ``tool(..., sandb
 
 from __future__ import annotations
 
-from ._bwrap import Isolation, isolation, sandbox_argv, usable
+from ._bwrap import Isolation, import_paths, isolation, sandbox_argv, usable
 from ._env import ALLOWED_ENV, clean_environment
 from ._policy import LIMIT_NAMES, SandboxPolicy, as_policy
 
@@ -18,6 +18,7 @@ __all__ = [
     "SandboxPolicy",
     "as_policy",
     "clean_environment",
+    "import_paths",
     "isolation",
     "sandbox_argv",
     "usable",

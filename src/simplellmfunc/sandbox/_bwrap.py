@@ -27,7 +27,15 @@ from dataclasses import dataclass
 from ..exceptions import SandboxViolation
 from ._policy import SandboxPolicy
 
-__all__ = ["Isolation", "isolation", "launcher_argv", "sandbox_argv", "task_count", "usable"]
+__all__ = [
+    "Isolation",
+    "import_paths",
+    "isolation",
+    "launcher_argv",
+    "sandbox_argv",
+    "task_count",
+    "usable",
+]
 
 logger = logging.getLogger("simplellmfunc.sandbox")
 
@@ -169,6 +177,17 @@ def launcher_argv(policy: SandboxPolicy, argv: Sequence[str]) -> list[str]:
     tasks = task_count() if os.getuid() != 0 else 0
     limits = ",".join(f"{k}={v}" for k, v in policy.rlimits(tasks_now=tasks).items())
     return [sys.executable, "-I", "-S", "-c", _LAUNCH, limits, *argv]
+
+
+def import_paths(pythonpath: str = "") -> list[str]:
+    """Where sandboxed Python finds code: ``pythonpath`` entries and the host's ``sys.path``.
+
+    The current directory is left out (it may hold ``.env`` or other secrets).
+    """
+    here = os.getcwd()
+    paths = [p for p in pythonpath.split(os.pathsep) if p]
+    paths += [p for p in sys.path if p and os.path.isdir(p)]
+    return [p for p in dict.fromkeys(paths) if os.path.abspath(p) != here]
 
 
 def _python_paths() -> list[str]:

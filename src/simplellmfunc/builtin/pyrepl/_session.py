@@ -24,7 +24,7 @@ from jupyter_client.kernelspec import KernelSpec, KernelSpecManager
 from jupyter_client.manager import AsyncKernelManager
 
 from ...exceptions import KernelError
-from ...sandbox import Isolation, SandboxPolicy, sandbox_argv, usable
+from ...sandbox import Isolation, SandboxPolicy, import_paths, sandbox_argv, usable
 from . import _reaper
 from ._env import kernel_environment
 
@@ -98,14 +98,6 @@ def _make_private_dir() -> str:
     return path
 
 
-def _host_paths(env: Mapping[str, str]) -> list[str]:
-    """Where the kernel's Python finds code: ``PYTHONPATH`` and ``sys.path`` (not the cwd)."""
-    here = os.getcwd()
-    paths = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
-    paths += [p for p in sys.path if p and os.path.isdir(p)]
-    return [_IN_KERNEL, *(p for p in dict.fromkeys(paths) if os.path.abspath(p) != here)]
-
-
 def _kernel_argv(
     options: SessionOptions, isolated: Isolation | None, private_dir: str, env: Mapping[str, str]
 ) -> list[str]:
@@ -117,7 +109,7 @@ def _kernel_argv(
         workspace=options.cwd or os.path.join(private_dir, "work"),
         isolated=isolated,
         writable=[private_dir],
-        read_only=_host_paths(env),
+        read_only=[_IN_KERNEL, *import_paths(env.get("PYTHONPATH", ""))],
         # ipykernel exits when its parent is not JPY_PARENT_PID; inside, its parent is bwrap.
         unset=["JPY_PARENT_PID"],
     )
