@@ -54,7 +54,5 @@ def clean_environment(
     source = os.environ if host_env is None else host_env
     extra = set(also)
     return {
-        k: v
-        for k, v in source.items()
-        if k in ALLOWED_ENV or k in extra or k.startswith("LC_")
+        k: v for k, v in source.items() if k in ALLOWED_ENV or k in extra or k.startswith("LC_")
     }

@@ -1,4 +1,4 @@
-"""``SandboxPolicy``: what sandboxed code may reach and how much it may use (frozen, serialisable)."""
+"""``SandboxPolicy``: what sandboxed code may reach and use (frozen, serialisable)."""
 
 from __future__ import annotations
 

@@ -90,7 +90,9 @@ class SandboxedTool(FunctionTool):
         workspace = self.workspace
         private = None
         if workspace is None:
-            private = workspace = await anyio.to_thread.run_sync(tempfile.mkdtemp, None, "slf-tool-")
+            private = workspace = await anyio.to_thread.run_sync(
+                tempfile.mkdtemp, None, "slf-tool-"
+            )
         try:
             paths = import_paths(os.environ.get("PYTHONPATH", ""))
             argv = sandbox_argv(

@@ -16,6 +16,7 @@ from ._procs import marker_entry
 
 __all__ = ["ALLOWED_ENV", "kernel_environment"]
 
+
 def kernel_environment(
     private_dir: str,
     user_env: Mapping[str, str] | None = None,

@@ -172,7 +172,7 @@ class ManagedKernel:
         if self.packs:
             if self._bridge is None:
                 self._bridge = BridgeServer(lambda: self.packs)
-            await self._bridge.open()
+            await self._bridge.open(session.private_dir if session.isolated else None)
             bridge = self._bridge.kernel_config()
         config = {
             "cwd": settings.cwd or session.workspace,
