@@ -142,7 +142,9 @@ async def test_escape_suite_under_the_default_policy(
     }
     rows = []
     try:
-        async with PyRepl(log_dir=tmp_path / "logs", execution_timeout_seconds=60) as repl:
+        async with PyRepl(
+            log_dir=tmp_path / "logs", execution_timeout_seconds=60, sandbox=True
+        ) as repl:
             assert repl.isolated
             for name, code in ESCAPES.items():
                 result = await repl.execute(code.format(**values))
@@ -201,8 +203,11 @@ async def test_shell_tool_in_a_sandbox(tmp_path: Path, monkeypatch: pytest.Monke
     out = await shell.run(input="echo hi > note.txt; cat note.txt; env | grep -c sk- || true")
     assert out.splitlines() == ["hi", "0"]
     assert (tmp_path / "note.txt").read_text() == "hi\n"
-    with pytest.raises(ToolExecutionError, match=r"Read-only|No such file"):
-        await shell.run(input=f"echo x > {tmp_path.parent}/planted")
+    # The workspace's parent inside is the sandbox's own /tmp: the host's stays untouched.
+    await shell.run(input=f"echo x > {tmp_path.parent}/planted")
+    assert not (tmp_path.parent / "planted").exists()
+    with pytest.raises(ToolExecutionError, match=r"Read-only"):
+        await shell.run(input="echo x > /usr/planted")
     out = await shell.run(input="ls /proc | grep -c '^[0-9]' ")
     assert int(out.strip()) < 10
 
@@ -213,7 +218,7 @@ async def test_fallback_warns_once_and_require_isolation_refuses(
     monkeypatch.setenv("SIMPLELLMFUNC_BWRAP", "off")
     assert isolation().binary is None
     caplog.set_level(logging.WARNING, logger="simplellmfunc.sandbox")
-    async with PyRepl(log_dir=tmp_path / "logs") as repl:
+    async with PyRepl(log_dir=tmp_path / "logs", sandbox=True) as repl:
         assert not repl.isolated
         result = await repl.execute(
             "import os, resource\n(os.getcwd(), resource.getrlimit(resource.RLIMIT_AS)[0])"

@@ -47,7 +47,7 @@ class KernelPool:
         *,
         env: Mapping[str, str] | None = None,
         startup_timeout_seconds: float = 60.0,
-        sandbox: SandboxPolicy | bool = True,
+        sandbox: SandboxPolicy | bool = False,
         working_directory: str | os.PathLike[str] | None = None,
     ) -> None:
         self.size = max(1, size)
