@@ -30,6 +30,9 @@ Every error the library raises derives from :class:`SimpleLLMFuncError`::
     │   ├── ChannelError           a multi-agent channel failed
     │   │   ├── ChannelClosedError     sent to or received from a closed (and drained) channel
     │   │   └── ChannelTimeoutError    no message (or no room) within the timeout
+    │   ├── SandboxViolation       sandboxed code was refused (a path outside, no network, no
+    │   │   │                      isolation where ``require_isolation=True``)
+    │   │   └── ResourceLimitExceeded   a sandbox limit was hit (has ``limit``)
     │   └── AbortedError           the run was aborted through an AbortSignal
     └── ToolSignal                 raised by tools to talk to the loop, never an error
         └── ToolRetry              "tell the model this message and let it try again"
@@ -61,7 +64,9 @@ __all__ = [
     "ProviderError",
     "ProviderTimeoutError",
     "RateLimitError",
+    "ResourceLimitExceeded",
     "RunError",
+    "SandboxViolation",
     "SimpleLLMFuncError",
     "SkillError",
     "StreamError",
@@ -267,6 +272,28 @@ class ChannelClosedError(ChannelError):
 
 class ChannelTimeoutError(ChannelError, TimeoutError):
     """No message arrived (or no room to send) within the timeout."""
+
+
+class SandboxViolation(RunError):
+    """Sandboxed code did something its :class:`~simplellmfunc.sandbox.SandboxPolicy` refuses.
+
+    Raised for a sandboxed tool whose code touched a path outside its sandbox, or for a policy
+    with ``require_isolation=True`` where bubblewrap cannot run. Inside a run the model sees it
+    as the tool result; the host process is never at risk.
+    """
+
+
+class ResourceLimitExceeded(SandboxViolation):
+    """Sandboxed code hit a limit of its policy.
+
+    Attributes:
+        limit: Which one: ``"memory"``, ``"cpu_time"``, ``"wall_time"``, ``"processes"``,
+            ``"open_files"`` or ``"file_size"``.
+    """
+
+    def __init__(self, message: str, *, limit: str) -> None:
+        super().__init__(message)
+        self.limit = limit
 
 
 class AbortedError(RunError):
