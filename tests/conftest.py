@@ -53,6 +53,12 @@ async def mock_server() -> AsyncIterator[MockLLMServer]:
         yield server
 
 
+def _loop_daemon(task: asyncio.Task[object]) -> bool:
+    """sse-starlette's shutdown watcher: one per event loop, started by the first SSE response
+    (the A2A SDK streams with it), polling for a uvicorn shutdown; not ours to end."""
+    return getattr(task.get_coro(), "__qualname__", "") == "_shutdown_watcher"
+
+
 @pytest.fixture
 async def _async_leak_check() -> AsyncIterator[None]:
     process = psutil.Process()
@@ -61,7 +67,8 @@ async def _async_leak_check() -> AsyncIterator[None]:
     yield
 
     def extra_tasks() -> set[asyncio.Task[object]]:
-        return asyncio.all_tasks() - tasks - {asyncio.current_task()}
+        extra = asyncio.all_tasks() - tasks - {asyncio.current_task()}
+        return {task for task in extra if not _loop_daemon(task)}
 
     assert await settle(lambda: not extra_tasks()), f"leaked tasks: {extra_tasks()}"
     assert await settle(lambda: process.num_fds() <= fds), (

@@ -27,6 +27,9 @@ Every error the library raises derives from :class:`SimpleLLMFuncError`::
     │   │                          ``runtime.BridgeError``; never raised on the host)
     │   ├── WorkspaceError         a path outside a FileToolset workspace, or a stale write
     │   ├── MCPError               an MCP server failed
+    │   ├── A2AError               a remote A2A agent failed or answered with an error (has ``url``)
+    │   │   └── A2AConnectionError     the remote A2A agent could not be reached
+    │   ├── CapacityError          a served agent refused a turn: too many sessions or turns
     │   ├── ChannelError           a multi-agent channel failed
     │   │   ├── ChannelClosedError     sent to or received from a closed (and drained) channel
     │   │   └── ChannelTimeoutError    no message (or no room) within the timeout
@@ -44,9 +47,12 @@ Catch ``UserError`` to report misuse, ``RunError`` to handle failed runs and ``P
 from __future__ import annotations
 
 __all__ = [
+    "A2AConnectionError",
+    "A2AError",
     "AbortedError",
     "AuthenticationError",
     "BridgeError",
+    "CapacityError",
     "ChannelClosedError",
     "ChannelError",
     "ChannelTimeoutError",
@@ -260,6 +266,36 @@ class MCPError(RunError):
         super().__init__(message)
         self.exit_code = exit_code
         self.stderr_tail = stderr_tail
+
+
+class A2AError(RunError):
+    """A remote A2A agent failed, answered with an error or ended its task unsuccessfully.
+
+    Attributes:
+        url: The remote agent's URL.
+        state: The remote task's final state (``"failed"``, ``"canceled"``, ...), if it ended.
+    """
+
+    def __init__(self, message: str, *, url: str, state: str | None = None) -> None:
+        super().__init__(message)
+        self.url = url
+        self.state = state
+
+
+class A2AConnectionError(A2AError):
+    """The remote A2A agent could not be reached (refused, unreachable, timed out)."""
+
+
+class CapacityError(RunError):
+    """A served agent refused a turn: the session or turn limit is reached, or it is closing.
+
+    Attributes:
+        limit: Which limit: ``"sessions"``, ``"turns"`` or ``"closing"``.
+    """
+
+    def __init__(self, message: str, *, limit: str) -> None:
+        super().__init__(message)
+        self.limit = limit
 
 
 class ChannelError(RunError):

@@ -258,9 +258,21 @@ class ConfiguredAgent:
     # -- running -----------------------------------------------------------------------------
 
     async def run(
-        self, text: str, *, abort: AbortSignal | None = None, observer: RunObserver | None = None
+        self,
+        text: str,
+        *,
+        abort: AbortSignal | None = None,
+        observer: RunObserver | None = None,
+        history: Sequence[Mapping[str, Any]] | None = None,
     ) -> TurnResult:
         """Run one turn on ``text``; the conversation goes on from the agent's history.
+
+        Args:
+            text: The user's message.
+            abort: Aborts the turn (its history stays valid).
+            observer: Learns the turn's events.
+            history: Continue this conversation instead, leaving the agent's own untouched
+                (one agent serving many sessions); a chain agent ignores it.
 
         Raises:
             UserError: If the agent is not open.
@@ -271,6 +283,8 @@ class ConfiguredAgent:
             return await self._run_chain(text, abort, observer)
         if self._chat is None:
             raise UserError("the agent is not open; use 'async with'")
+        if history is not None:
+            return await self._turn(self._chat, text, [dict(m) for m in history], abort, observer)
         result = await self._turn(self._chat, text, self.history, abort, observer)
         self.history = result.history
         return result

@@ -1,0 +1,246 @@
+"""A remote A2A agent as a tool: :class:`A2AAgentTool`, and :func:`a2a_tool` (named from its card).
+
+The model sends a ``task``; the tool sends it to the remote agent as one A2A message (streamed
+when the agent can), passes its progress on as custom events — ``a2a_status`` (state, text,
+the remote's metadata) and ``a2a_artifact`` (text, append, last_chunk) — and returns the answer
+(the text of the remote's artifacts, else of its last message). When the calling run is
+aborted, the remote task is cancelled. A remote that cannot be reached raises
+:class:`~simplellmfunc.exceptions.A2AConnectionError`; a task that ends failed, rejected or
+cancelled raises :class:`~simplellmfunc.exceptions.A2AError`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from typing import Any
+
+import anyio
+import httpx
+from a2a.client import A2ACardResolver, ClientConfig, ClientFactory
+from a2a.helpers import get_artifact_text, get_message_text, new_text_message
+from a2a.types import (
+    AgentCard,
+    CancelTaskRequest,
+    Role,
+    SendMessageRequest,
+    StreamResponse,
+    TaskState,
+)
+from a2a.utils.errors import A2AError as SDKError
+
+from ...exceptions import A2AConnectionError, A2AError, UserError
+from ...tools import Tool, ToolContext
+
+__all__ = ["A2AAgentTool", "a2a_tool"]
+
+_FAILED: dict[int, str] = {
+    TaskState.TASK_STATE_FAILED: "failed",
+    TaskState.TASK_STATE_REJECTED: "rejected",
+    TaskState.TASK_STATE_CANCELED: "canceled",
+}
+_CANCEL_SECONDS = 5.0
+
+
+class A2AAgentTool(Tool):
+    """A remote A2A agent as a tool of a local one.
+
+    Args:
+        url: The remote agent's base URL (its card is at ``/.well-known/agent-card.json``).
+        name: The tool name.
+        description: What the remote agent does, for the calling model.
+        token: A bearer token sent with every request.
+        timeout: Seconds before the call is given up (default: the run's tool timeout).
+        headers: More HTTP headers.
+    """
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        name: str,
+        description: str | None = None,
+        token: str | None = None,
+        timeout: float | None = None,
+        headers: Mapping[str, str] | None = None,
+    ) -> None:
+        if not url.startswith(("http://", "https://")):
+            raise UserError(f"an A2A agent URL must start with http:// or https://: {url!r}")
+        self.url = url.rstrip("/")
+        self._headers = dict(headers or {})
+        if token:
+            self._headers["Authorization"] = f"Bearer {token}"
+        super().__init__(name, description or f"Ask the remote agent at {self.url}.", timeout=timeout)
+
+    @property
+    def parameters(self) -> dict[str, Any]:
+        """One required string: the task."""
+        return {
+            "type": "object",
+            "properties": {
+                "task": {"type": "string", "description": "The task for the agent, in full."}
+            },
+            "required": ["task"],
+        }
+
+    async def invoke(self, arguments: Mapping[str, Any], context: ToolContext | None = None) -> str:
+        """Send ``task`` to the remote agent and return its answer.
+
+        Raises:
+            UserError: If ``task`` is missing.
+            A2AConnectionError: If the remote agent cannot be reached.
+            A2AError: If it answers with an error or its task does not complete.
+        """
+        task = arguments.get("task")
+        if not isinstance(task, str):
+            raise UserError(f"tool {self.name}: 'task' must be a string")
+        call = _Call(self, context)
+        async with httpx.AsyncClient(headers=self._headers, timeout=None) as http:
+            with self._errors():
+                card = await A2ACardResolver(http, self.url).get_agent_card()
+                client = ClientFactory(ClientConfig(httpx_client=http)).create(card)
+                try:
+                    return await call.send(client, task)
+                finally:
+                    await client.close()
+
+    async def run(self, task: str) -> str:
+        """Send ``task`` to the remote agent (the tool's one parameter)."""
+        return await self.invoke({"task": task})
+
+    @contextmanager
+    def _errors(self) -> Iterator[None]:
+        """SDK and network errors → our typed errors."""
+        try:
+            yield
+        except (SDKError, httpx.HTTPError) as exc:
+            cause: BaseException | None = exc
+            while cause is not None:
+                unreachable = isinstance(cause, httpx.TransportError)
+                if unreachable:
+                    raise A2AConnectionError(
+                        f"the A2A agent at {self.url} cannot be reached: {cause!r}", url=self.url
+                    ) from exc
+                cause = cause.__cause__
+            raise A2AError(f"the A2A agent at {self.url} failed: {exc}", url=self.url) from exc
+
+
+class _Call:
+    """One message to the remote agent: its progress, its answer, its cancellation."""
+
+    def __init__(self, tool: A2AAgentTool, context: ToolContext | None) -> None:
+        self._tool = tool
+        self._context = context
+        self._task_id = ""
+        self._artifacts: dict[str, str] = {}
+        self._message = ""
+        self._state: int = TaskState.TASK_STATE_UNSPECIFIED
+
+    async def send(self, client: Any, task: str) -> str:
+        request = SendMessageRequest(message=new_text_message(task, role=Role.ROLE_USER))
+        try:
+            async for response in client.send_message(request):
+                await self._take(response)
+        except anyio.get_cancelled_exc_class():
+            with anyio.CancelScope(shield=True), anyio.move_on_after(_CANCEL_SECONDS):
+                await self._cancel(client)
+            raise
+        state = _FAILED.get(self._state)
+        if state is not None:
+            text = self._message or self._answer()
+            raise A2AError(
+                f"the A2A agent at {self._tool.url} ended its task {state}: {text}",
+                url=self._tool.url,
+                state=state,
+            )
+        return self._answer() or self._message
+
+    def _answer(self) -> str:
+        return "\n".join(text for text in self._artifacts.values() if text)
+
+    async def _cancel(self, client: Any) -> None:
+        if not self._task_id:
+            return
+        try:
+            await client.cancel_task(CancelTaskRequest(id=self._task_id))
+        except (SDKError, httpx.HTTPError):
+            return  # the remote is gone or the task ended: nothing left to cancel
+
+    async def _take(self, response: StreamResponse) -> None:
+        if response.HasField("task"):
+            task = response.task
+            self._task_id, self._state = task.id, task.status.state
+            for artifact in task.artifacts:
+                self._artifacts[artifact.artifact_id] = get_artifact_text(artifact, "")
+            if task.status.HasField("message"):
+                self._message = get_message_text(task.status.message, "")
+        elif response.HasField("message"):
+            self._message = get_message_text(response.message, "")
+        elif response.HasField("status_update"):
+            await self._status(response)
+        elif response.HasField("artifact_update"):
+            await self._artifact(response)
+
+    async def _status(self, response: StreamResponse) -> None:
+        update = response.status_update
+        self._task_id, self._state = update.task_id, update.status.state
+        text = ""
+        if update.status.HasField("message"):
+            text = self._message = get_message_text(update.status.message, "")
+        metadata = _plain(update.metadata) if update.HasField("metadata") else {}
+        await self._emit(
+            "a2a_status",
+            {"state": TaskState.Name(update.status.state), "text": text, "metadata": metadata},
+        )
+
+    async def _artifact(self, response: StreamResponse) -> None:
+        update = response.artifact_update
+        self._task_id = update.task_id
+        key, text = update.artifact.artifact_id, get_artifact_text(update.artifact, "")
+        self._artifacts[key] = self._artifacts.get(key, "") + text if update.append else text
+        await self._emit(
+            "a2a_artifact",
+            {"artifact_id": key, "text": text, "append": update.append, "last_chunk": update.last_chunk},
+        )
+
+    async def _emit(self, name: str, data: dict[str, Any]) -> None:
+        if self._context is not None:
+            await self._context.event_emitter.emit(name, {"url": self._tool.url, **data})
+
+
+def _plain(struct: Any) -> dict[str, Any]:
+    from google.protobuf.json_format import MessageToDict
+
+    return dict(MessageToDict(struct))
+
+
+async def a2a_tool(
+    url: str,
+    *,
+    name: str | None = None,
+    description: str | None = None,
+    token: str | None = None,
+    timeout: float | None = None,
+) -> A2AAgentTool:
+    """An :class:`A2AAgentTool` named and described from the remote agent's card.
+
+    Raises:
+        A2AConnectionError: If the remote agent cannot be reached.
+        A2AError: If its card cannot be read.
+    """
+    probe = A2AAgentTool(url, name=name or "a2a_agent", token=token)
+    async with httpx.AsyncClient(headers=probe._headers, timeout=30.0) as http:
+        with probe._errors():
+            card: AgentCard = await A2ACardResolver(http, probe.url).get_agent_card()
+    return A2AAgentTool(
+        url,
+        name=name or _tool_name(card.name),
+        description=description or card.description or None,
+        token=token,
+        timeout=timeout,
+    )
+
+
+def _tool_name(text: str) -> str:
+    name = "".join(c if c.isalnum() or c in "_-" else "_" for c in text).strip("_")
+    return (name or "a2a_agent")[:64]
