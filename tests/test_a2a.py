@@ -26,7 +26,7 @@ from google.protobuf.json_format import MessageToDict
 from simplellmfunc import OpenAICompatible, llm_chat, tool
 from simplellmfunc._messages import history_from_dicts, validate_history
 from simplellmfunc._serve._uvicorn import running
-from simplellmfunc.runtime.a2a import ServedAgent, a2a_app
+from simplellmfunc.runtime.serving import ServedAgent, a2a_app
 from simplellmfunc.testing import MockLLMServer, Reply, ToolCallSpec
 
 GUARD = 20.0

@@ -1,4 +1,5 @@
-"""The ``simplellmfunc`` command line: ``run``, ``repl`` and ``validate`` an agent config.
+"""The ``simplellmfunc`` command line: ``run``, ``repl``, ``validate`` and ``serve`` an agent
+config.
 
 ::
 
@@ -6,6 +7,7 @@
     echo "a task" | simplellmfunc run worker.yml --quiet -
     simplellmfunc repl agent.yml
     simplellmfunc validate agent.yml
+    SIMPLELLMFUNC_SERVE_TOKEN=secret simplellmfunc serve agent.yml --port 8000
 
 Exit codes: 0 done, 1 the run failed otherwise, 2 bad config or command line, 3 the model
 provider failed, 4 a tool could not be started or used, 130 aborted (Ctrl-C).
@@ -34,6 +36,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             from ._repl import handle_repl
 
             return handle_repl(args)
+        if args.command == "serve":
+            from ._serve import handle_serve
+
+            return handle_serve(args)
         from ._validate import handle_validate
 
         return handle_validate(args)

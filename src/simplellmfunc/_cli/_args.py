@@ -66,6 +66,15 @@ def build_parser() -> argparse.ArgumentParser:
     _add_run_options(repl)
     validate = commands.add_parser("validate", help="check a config file and print its problems")
     _add_common(validate)
+    serve = commands.add_parser(
+        "serve", help="serve an agent over HTTP (A2A, OpenAI-compatible chat completions)"
+    )
+    _add_common(serve)
+    serve.add_argument("--host", help="the address to listen on (default: serve.host, loopback)")
+    serve.add_argument("--port", type=int, help="the port (default: serve.port; 0: any free one)")
+    serve.add_argument(
+        "--no-auth", action="store_true", help="serve without a bearer token (loopback only)"
+    )
     return parser
 
 

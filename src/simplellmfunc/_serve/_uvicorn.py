@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
+import signal
 import socket
-from collections.abc import AsyncIterator, Callable
-from contextlib import asynccontextmanager
+import threading
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from contextlib import asynccontextmanager, contextmanager
 from typing import Any
 
 import anyio
 import uvicorn
 
-__all__ = ["bind", "running"]
+__all__ = ["bind", "running", "server_for"]
 
 
 def bind(host: str, port: int) -> socket.socket:
@@ -28,9 +30,44 @@ def bind(host: str, port: int) -> socket.socket:
     return sock
 
 
-def server_for(app: Any, *, graceful_seconds: float = 10.0) -> uvicorn.Server:
-    """A uvicorn server for ``app`` that waits ``graceful_seconds`` for open requests on
-    shutdown (the app's lifespan aborts running turns first)."""
+Hook = Callable[[], Awaitable[None]]
+
+
+class _Server(uvicorn.Server):
+    """uvicorn, calling ``before_shutdown`` (abort the running turns) before it waits for open
+    requests to end."""
+
+    def __init__(self, config: uvicorn.Config, before_shutdown: Hook | None) -> None:
+        super().__init__(config)
+        self._before_shutdown = before_shutdown
+
+    @contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        """SIGINT / SIGTERM start a graceful shutdown; unlike uvicorn's own, the signal is not
+        raised again afterwards (the command then exits normally)."""
+        if threading.current_thread() is not threading.main_thread():
+            yield
+            return
+        signals = (signal.SIGINT, signal.SIGTERM)
+        original = {sig: signal.signal(sig, self.handle_exit) for sig in signals}
+        try:
+            yield
+        finally:
+            for sig, handler in original.items():
+                signal.signal(sig, handler)
+
+    async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
+        if self._before_shutdown is not None:
+            await self._before_shutdown()
+        await super().shutdown(sockets)
+
+
+def server_for(
+    app: Any, *, before_shutdown: Hook | None = None, graceful_seconds: int = 10
+) -> uvicorn.Server:
+    """A uvicorn server for ``app``: on shutdown it calls ``before_shutdown`` (abort the running
+    turns: their streams then end with a valid history), then waits ``graceful_seconds`` for
+    open requests."""
     config = uvicorn.Config(
         app,
         log_level="warning",
@@ -38,19 +75,23 @@ def server_for(app: Any, *, graceful_seconds: float = 10.0) -> uvicorn.Server:
         timeout_graceful_shutdown=graceful_seconds,
         access_log=False,
     )
-    return uvicorn.Server(config)
+    return _Server(config, before_shutdown)
 
 
 @asynccontextmanager
 async def running(
-    make_app: Callable[[str], Any], host: str = "127.0.0.1", port: int = 0
+    make_app: Callable[[str], Any],
+    host: str = "127.0.0.1",
+    port: int = 0,
+    *,
+    before_shutdown: Hook | None = None,
 ) -> AsyncIterator[str]:
     """Serve ``make_app(base_url)`` while the block runs; yields the base URL
     (``http://host:port``, known once the socket is bound)."""
     sock = bind(host, port)
     try:
         bound = sock.getsockname()[1]
-        server = server_for(make_app(f"http://{host}:{bound}"))
+        server = server_for(make_app(f"http://{host}:{bound}"), before_shutdown=before_shutdown)
         async with anyio.create_task_group() as group:
             group.start_soon(server.serve, [sock])
             try:

@@ -209,7 +209,8 @@ class _Call:
 
 
 def _plain(struct: Any) -> dict[str, Any]:
-    from google.protobuf.json_format import MessageToDict
+    """A protobuf ``Struct`` as a plain dict."""
+    from google.protobuf.json_format import MessageToDict  # type: ignore[import-untyped]
 
     return dict(MessageToDict(struct))
 

@@ -7,6 +7,8 @@ the task that opened it (MCP toolsets require that).
 
 from __future__ import annotations
 
+import os
+
 import dataclasses
 from collections.abc import Mapping
 from contextlib import AsyncExitStack
@@ -176,6 +178,19 @@ async def build_toolkit(config: AgentConfig, stack: AsyncExitStack) -> list[Any]
         )
         for a in section.agents
     )
+    if section.a2a:
+        from ..a2a import A2AAgentTool
+
+        toolkit.extend(
+            A2AAgentTool(
+                a.url,
+                name=a.name,
+                description=a.description,
+                token=os.environ.get(a.token_env) if a.token_env else None,
+                timeout=a.timeout,
+            )
+            for a in section.a2a
+        )
     if section.mcpServers:
         from ...mcp import MCPServerGroup
 

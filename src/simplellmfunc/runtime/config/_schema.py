@@ -133,6 +133,16 @@ class AgentToolConfig(_Section):
     cwd: str | None = None
 
 
+class A2AToolConfig(_Section):
+    """A remote A2A agent as a tool (see ``runtime.a2a.A2AAgentTool``)."""
+
+    url: Annotated[str, Field(pattern=r"^https?://")]
+    name: ToolName
+    description: str | None = None
+    token_env: str | None = None
+    timeout: Positive | None = None
+
+
 class ToolkitConfig(_Section):
     """The agent's tools.
 
@@ -148,6 +158,8 @@ class ToolkitConfig(_Section):
         mcp_timeout: Per-call timeout of MCP tools, in seconds.
         shell: Shell command tools.
         agents: Agents (commands) as tools.
+        a2a: Remote A2A agents as tools (``url``, ``name``, ``description``, ``token_env``:
+            the variable holding its bearer token, ``timeout``).
     """
 
     pyrepl: PyReplConfig | None = None
@@ -157,10 +169,13 @@ class ToolkitConfig(_Section):
     mcp_timeout: Positive | None = 60.0
     shell: list[ShellToolConfig] = []
     agents: list[AgentToolConfig] = []
+    a2a: list[A2AToolConfig] = []
 
     def is_empty(self) -> bool:
         """Whether no tool is configured."""
-        return not (self.pyrepl or self.files or self.mcpServers or self.shell or self.agents)
+        return not (
+            self.pyrepl or self.files or self.mcpServers or self.shell or self.agents or self.a2a
+        )
 
 
 class SkillsConfig(_Section):
@@ -302,6 +317,28 @@ class GroupConfig(_Section):
     stop_keywords: list[Annotated[str, Field(min_length=1)]] = ["TERMINATE"]
 
 
+class ServeConfig(_Section):
+    """How ``simplellmfunc serve`` serves the agent (command-line options win).
+
+    Attributes:
+        host: The address to listen on (loopback by default).
+        port: The port.
+        token_env: The environment variable holding the bearer token.
+        max_sessions: A2A sessions (contexts) kept at once.
+        idle_timeout: Seconds before an idle session is dropped.
+        max_turns: Turns running at once.
+        a2a: Serve A2A (agent card and JSON-RPC endpoint).
+    """
+
+    host: str = "127.0.0.1"
+    port: Annotated[int, Field(ge=0, le=65535)] = 8000
+    token_env: str = "SIMPLELLMFUNC_SERVE_TOKEN"
+    max_sessions: Annotated[int, Field(ge=1)] = 100
+    idle_timeout: Positive | None = 3600.0
+    max_turns: Annotated[int, Field(ge=1)] = 16
+    a2a: bool = True
+
+
 class AgentConfig(_Section):
     """One agent, as a config file describes it.
 
@@ -331,6 +368,7 @@ class AgentConfig(_Section):
         group: How the members of a ``group`` agent talk.
         handoffs: Config files of agents this one may hand the conversation to (they may hand
             it back); the run reports which agent answered.
+        serve: How ``simplellmfunc serve`` serves it (see :class:`ServeConfig`).
     """
 
     name: Name = "agent"
@@ -352,6 +390,7 @@ class AgentConfig(_Section):
     agents: list[str] = []
     group: GroupConfig = GroupConfig()
     handoffs: list[str] = []
+    serve: ServeConfig = ServeConfig()
 
     @property
     def skills_section(self) -> SkillsConfig:

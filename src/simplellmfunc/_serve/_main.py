@@ -1,0 +1,96 @@
+"""``simplellmfunc serve CONFIG``: open the configured agent and serve it until a signal.
+
+The token comes from the environment (``serve.token_env``, default
+``SIMPLELLMFUNC_SERVE_TOKEN``), never from the command line; without one the server refuses to
+start unless ``--no-auth`` is given, and ``--no-auth`` is refused on a non-loopback address.
+SIGINT / SIGTERM stop it gracefully: running turns are aborted (each ends with a valid
+history, A2A tasks end ``canceled``), then open requests get a few seconds to finish.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import os
+import sys
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from ..exceptions import UserError
+from ..runtime.config import AgentConfig, ConfiguredAgent
+from ..runtime.serving import ServedAgent
+from ._app import create_app
+from ._uvicorn import bind, server_for
+
+__all__ = ["ServeSettings", "is_loopback", "serve_config"]
+
+
+def is_loopback(host: str) -> bool:
+    """Whether ``host`` is a loopback address (or ``localhost``)."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+@dataclass(frozen=True, slots=True)
+class ServeSettings:
+    """Where and how to serve (the config's ``serve:`` section with command-line overrides)."""
+
+    host: str
+    port: int
+    token: str | None
+
+    @classmethod
+    def resolve(
+        cls,
+        config: AgentConfig,
+        *,
+        host: str | None = None,
+        port: int | None = None,
+        no_auth: bool = False,
+        environ: Mapping[str, str] | None = None,
+    ) -> ServeSettings:
+        """The settings, checked.
+
+        Raises:
+            UserError: Without a token and without ``no_auth``, or ``no_auth`` off loopback.
+        """
+        section = config.serve
+        host = host or section.host
+        port = section.port if port is None else port
+        if no_auth:
+            if not is_loopback(host):
+                raise UserError(f"--no-auth is allowed on loopback only, not on {host!r}")
+            return cls(host, port, None)
+        token = (environ if environ is not None else os.environ).get(section.token_env)
+        if not token:
+            raise UserError(
+                f"set {section.token_env} to the bearer token clients must send, "
+                "or pass --no-auth (loopback only)"
+            )
+        return cls(host, port, token)
+
+
+async def serve_config(config: AgentConfig, settings: ServeSettings) -> None:
+    """Open the agent, serve it until SIGINT / SIGTERM, then close everything."""
+    section = config.serve
+    async with ConfiguredAgent(config) as agent:
+        served = ServedAgent(
+            agent,
+            max_sessions=section.max_sessions,
+            idle_timeout=section.idle_timeout,
+            max_turns=section.max_turns,
+        )
+        sock = bind(settings.host, settings.port)
+        try:
+            shown = f"[{settings.host}]" if ":" in settings.host else settings.host
+            url = f"http://{shown}:{sock.getsockname()[1]}"
+            app = create_app(served, url, token=settings.token, a2a=section.a2a)
+            server = server_for(app, before_shutdown=served.aclose)
+            auth = "bearer token" if settings.token else "no auth"
+            print(f"serving {served.name} at {url} ({auth})", file=sys.stderr, flush=True)
+            await server.serve([sock])
+        finally:
+            sock.close()

@@ -1,0 +1,190 @@
+"""The OpenAI-compatible ``POST /v1/chat/completions`` of a served agent (streaming included).
+
+The request's last user message is the turn's input and the messages before it its history
+(the endpoint is stateless, like the API it imitates: the client sends the conversation); the
+agent answers with its own system prompt and tools. Streamed replies carry the reply's text
+deltas as ``chat.completion.chunk`` s, a last chunk with ``finish_reason`` and usage, then
+``data: [DONE]``. A client that disconnects aborts the turn.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections.abc import AsyncIterator
+from typing import Any
+
+import anyio
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response, StreamingResponse
+
+from .._abort import AbortSignal
+from .._events import EventYield, LLMCallEndEvent, LLMChunkArriveEvent
+from ..exceptions import CapacityError, ProviderError, SimpleLLMFuncError
+from ..runtime.serving import ServedAgent
+from ..runtime.config import TurnResult
+
+__all__ = ["chat_completions", "error_response", "models"]
+
+_FINISH = {"max_steps": "length", "error": "stop"}
+
+
+def error_response(status: int, message: str, kind: str = "invalid_request_error") -> Response:
+    """An error in the OpenAI shape."""
+    return JSONResponse({"error": {"message": message, "type": kind}}, status_code=status)
+
+
+def _capacity_status(error: CapacityError) -> int:
+    return 503 if error.limit == "closing" else 429
+
+
+async def models(served: ServedAgent) -> Response:
+    """``GET /v1/models``: the one model, named after the agent."""
+    model = {"id": served.name, "object": "model", "created": 0, "owned_by": "simplellmfunc"}
+    return JSONResponse({"object": "list", "data": [model]})
+
+
+def _text_of(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "".join(p.get("text", "") for p in content if isinstance(p, dict))
+    return ""
+
+
+def _split(body: Any) -> tuple[str, list[dict[str, Any]]]:
+    """The last user message's text and the history before it.
+
+    Raises:
+        ValueError: If the body has no ``messages`` ending with a user message.
+    """
+    messages = body.get("messages") if isinstance(body, dict) else None
+    if not isinstance(messages, list) or not messages or not isinstance(messages[-1], dict):
+        raise ValueError("'messages' must be a non-empty list of messages")
+    last = messages[-1]
+    if last.get("role") != "user":
+        raise ValueError("the last message must be the user's")
+    history = [dict(m) for m in messages[:-1] if isinstance(m, dict)]
+    return _text_of(last.get("content")), history
+
+
+class _Completion:
+    """The chunks and the final object of one completion."""
+
+    def __init__(self, model: str) -> None:
+        self.id = f"chatcmpl-{os.urandom(8).hex()}"
+        self.created = int(time.time())
+        self.model = model
+        self.streamed = False
+        self.prompt_tokens = 0
+        self.completion_tokens = 0
+
+    def count(self, item: EventYield) -> None:
+        if isinstance(item.event, LLMCallEndEvent):
+            self.prompt_tokens += item.event.usage.prompt_tokens
+            self.completion_tokens += item.event.usage.completion_tokens
+
+    def usage(self) -> dict[str, int]:
+        total = self.prompt_tokens + self.completion_tokens
+        return {
+            "prompt_tokens": self.prompt_tokens,
+            "completion_tokens": self.completion_tokens,
+            "total_tokens": total,
+        }
+
+    def chunk(self, delta: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
+        chunk: dict[str, Any] = {
+            "id": self.id,
+            "object": "chat.completion.chunk",
+            "created": self.created,
+            "model": self.model,
+            "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
+        }
+        if finish is not None:
+            chunk["usage"] = self.usage()
+        return chunk
+
+    def whole(self, result: TurnResult) -> dict[str, Any]:
+        message = {"role": "assistant", "content": result.text}
+        finish = _FINISH.get(result.terminated_by, "stop")
+        return {
+            "id": self.id,
+            "object": "chat.completion",
+            "created": self.created,
+            "model": self.model,
+            "choices": [{"index": 0, "message": message, "finish_reason": finish}],
+            "usage": self.usage(),
+        }
+
+
+async def chat_completions(served: ServedAgent, request: Request) -> Response:
+    """``POST /v1/chat/completions``."""
+    try:
+        body = await request.json()
+        text, history = _split(body)
+    except ValueError as exc:
+        return error_response(400, str(exc))
+    completion = _Completion(served.name)
+    if body.get("stream"):
+        return StreamingResponse(
+            _stream(served, text, history, completion), media_type="text/event-stream"
+        )
+
+    async def on_event(item: EventYield) -> None:
+        completion.count(item)
+
+    try:
+        result = await served.run_turn(text, history, on_event=on_event)
+    except CapacityError as exc:
+        return error_response(_capacity_status(exc), str(exc), "rate_limit_error")
+    except SimpleLLMFuncError as exc:
+        return error_response(502, f"{type(exc).__name__}: {exc}", "server_error")
+    return JSONResponse(completion.whole(result))
+
+
+def _sse(data: Any) -> str:
+    return f"data: {json.dumps(data, ensure_ascii=False)}\n\n"
+
+
+async def _stream(
+    served: ServedAgent, text: str, history: list[dict[str, Any]], completion: _Completion
+) -> AsyncIterator[str]:
+    send, receive = anyio.create_memory_object_stream[dict[str, Any]](64)
+    abort = AbortSignal()
+
+    async def on_event(item: EventYield) -> None:
+        completion.count(item)
+        event = item.event
+        if isinstance(event, LLMChunkArriveEvent) and event.text and not item.origin.agent:
+            delta = {"content": event.text}
+            if not completion.streamed:
+                delta["role"] = "assistant"
+            completion.streamed = True
+            await send.send(completion.chunk(delta))
+
+    async def produce() -> None:
+        async with send:
+            try:
+                result = await served.run_turn(text, history, abort=abort, on_event=on_event)
+            except CapacityError as exc:
+                await send.send({"error": {"message": str(exc), "type": "rate_limit_error"}})
+                return
+            except (ProviderError, SimpleLLMFuncError) as exc:
+                message = f"{type(exc).__name__}: {exc}"
+                await send.send({"error": {"message": message, "type": "server_error"}})
+                return
+            if not completion.streamed and result.text:
+                await send.send(completion.chunk({"role": "assistant", "content": result.text}))
+            finish = _FINISH.get(result.terminated_by, "stop")
+            await send.send(completion.chunk({}, finish))
+
+    try:
+        async with anyio.create_task_group() as group:
+            group.start_soon(produce)
+            async with receive:
+                async for chunk in receive:
+                    yield _sse(chunk)
+            yield "data: [DONE]\n\n"
+    finally:
+        abort.abort("the client disconnected")

@@ -1,0 +1,26 @@
+"""Agents served to remote callers: A2A on the official ``a2a-sdk`` (extra ``[a2a]``), and
+the building blocks of ``simplellmfunc serve``.
+
+* :class:`ServedAgent`: an ``@llm_chat`` agent or an open ``ConfiguredAgent`` answering remote
+  callers: a history per session, limits on sessions and running turns, abort by session,
+  graceful close.
+* :func:`a2a_app` / :func:`a2a_routes` / :func:`agent_card`: the agent as an A2A server
+  (agent card at the well-known path, message send and stream, task get and cancel; our events
+  become task status and artifact updates; cancel aborts the turn, its history stays valid).
+
+The SDK is imported on first use of a name that needs it.
+"""
+
+from typing import TYPE_CHECKING
+
+from ..._lazy import lazy_exports
+from ._served import OnEvent, ServedAgent
+
+if TYPE_CHECKING:
+    from ._a2a import a2a_app, a2a_routes, agent_card
+
+__all__ = ["OnEvent", "ServedAgent", "a2a_app", "a2a_routes", "agent_card"]
+
+__getattr__, __dir__ = lazy_exports(
+    __name__, {"a2a_app": "._a2a", "a2a_routes": "._a2a", "agent_card": "._a2a"}
+)

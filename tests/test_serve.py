@@ -1,0 +1,194 @@
+"""``simplellmfunc serve``: the ASGI app over real HTTP on loopback (uvicorn), driven by the
+official ``openai`` client and by our own ``OpenAICompatible``; auth, health, limits, graceful
+shutdown; and the command as a subprocess."""
+
+from __future__ import annotations
+
+import signal
+from pathlib import Path
+from typing import Any
+
+import anyio
+import httpx
+import openai
+import pytest
+from acceptance_support import clean_env, finish, start_cli, write
+
+from simplellmfunc import OpenAICompatible, llm_chat, tool
+from simplellmfunc._serve import create_app
+from simplellmfunc._serve._uvicorn import running
+from simplellmfunc.exceptions import CapacityError
+from simplellmfunc.runtime.serving import ServedAgent
+from simplellmfunc.testing import MockLLMServer, Reply, ToolCallSpec
+
+GUARD = 30.0
+KEY = "sk-test-123456789"
+TOKEN = "serve-token-abcdef"
+
+
+def chat_agent(llm: Any, **options: Any) -> Any:
+    async def helper(message: str, history: list[dict[str, Any]] | None = None) -> None:
+        """You are a helper."""
+
+    return llm_chat(llm, stream=True, **options)(helper)
+
+
+@tool
+async def add(a: int, b: int) -> int:
+    """Add two numbers."""
+    return a + b
+
+
+async def test_openai_client_and_our_provider_talk_to_the_agent(
+    mock_server: MockLLMServer,
+) -> None:
+    mock_server.script(
+        Reply.tool_calls(ToolCallSpec("add", {"a": 2, "b": 3}, id="c1")),
+        Reply.text("It is 5.", usage=(7, 3)),
+        Reply.text("Streamed answer.", chunks=3),
+        Reply.text("Ours too.", chunks=2),
+    )
+    async with OpenAICompatible(KEY, "mock-model", mock_server.url) as llm:
+        served = ServedAgent(chat_agent(llm, toolkit=[add]))
+        app = lambda url: create_app(served, url, token=TOKEN)  # noqa: E731
+        async with running(app) as url:
+            client = openai.AsyncOpenAI(api_key=TOKEN, base_url=f"{url}/v1")
+            with anyio.fail_after(GUARD):
+                reply = await client.chat.completions.create(
+                    model="helper",
+                    messages=[
+                        {"role": "user", "content": "hi"},
+                        {"role": "assistant", "content": "hello"},
+                        {"role": "user", "content": "what is 2 + 3?"},
+                    ],
+                )
+                stream = await client.chat.completions.create(
+                    model="helper", messages=[{"role": "user", "content": "stream"}], stream=True
+                )
+                chunks = [chunk async for chunk in stream]
+                models = await client.models.list()
+            await client.close()
+            async with OpenAICompatible(TOKEN, "helper", f"{url}/v1") as remote:
+                ours = chat_agent(remote)
+                with anyio.fail_after(GUARD):
+                    texts = [text async for text, _ in ours("via our provider", history=[])]
+    assert reply.choices[0].message.content == "It is 5."
+    assert reply.choices[0].finish_reason == "stop"
+    assert reply.usage is not None and reply.usage.prompt_tokens >= 7
+    # The agent got the client's conversation as its history, under its own system prompt.
+    first = mock_server.requests[0].json["messages"]
+    assert [m["role"] for m in first] == ["system", "user", "assistant", "user"]
+    assert first[0]["content"] == "You are a helper."
+    deltas = [c.choices[0].delta.content for c in chunks if c.choices and c.choices[0].delta.content]
+    assert len(deltas) == 3 and "".join(deltas) == "Streamed answer."
+    assert chunks[-1].choices[0].finish_reason == "stop"
+    assert [m.id for m in models.data] == ["helper"]
+    assert "".join(texts) == "Ours too."
+
+
+async def test_auth_health_card_and_bad_requests(mock_server: MockLLMServer) -> None:
+    async with OpenAICompatible(KEY, "mock-model", mock_server.url) as llm:
+        served = ServedAgent(chat_agent(llm))
+        async with (
+            running(lambda url: create_app(served, url, token=TOKEN)) as url,
+            httpx.AsyncClient(base_url=url) as http,
+        ):
+            body = {"messages": [{"role": "user", "content": "hi"}]}
+            refused = await http.post("/v1/chat/completions", json=body)
+            wrong = await http.post(
+                "/v1/chat/completions", json=body, headers={"Authorization": "Bearer nope"}
+            )
+            a2a = await http.post("/a2a", json={})
+            health = await http.get("/health")
+            card = await http.get("/.well-known/agent-card.json")
+            bad = await http.post(
+                "/v1/chat/completions",
+                json={"messages": []},
+                headers={"Authorization": f"Bearer {TOKEN}"},
+            )
+    assert (refused.status_code, wrong.status_code, a2a.status_code) == (401, 401, 401)
+    assert refused.headers["www-authenticate"] == "Bearer"
+    assert health.json() == {"status": "ok", "agent": "helper", "sessions": 0, "running": 0}
+    assert card.status_code == 200 and "bearer" in card.json()["securitySchemes"]
+    assert bad.status_code == 400
+    assert mock_server.requests == []
+
+
+async def test_limits_and_graceful_close_abort_running_turns(mock_server: MockLLMServer) -> None:
+    started, release = anyio.Event(), anyio.Event()
+
+    @tool
+    async def wait() -> str:
+        """Wait for the operator."""
+        started.set()
+        await release.wait()
+        return "released"
+
+    mock_server.script(Reply.tool_calls(ToolCallSpec("wait", {}, id="w1")))
+    async with OpenAICompatible(KEY, "mock-model", mock_server.url) as llm:
+        served = ServedAgent(chat_agent(llm, toolkit=[wait]), max_turns=1, max_sessions=1)
+        async with anyio.create_task_group() as group:
+            results: list[Any] = []
+
+            async def turn() -> None:
+                results.append(await served.session_turn("s1", "wait please"))
+
+            group.start_soon(turn)
+            with anyio.fail_after(GUARD):
+                await started.wait()
+            with pytest.raises(CapacityError) as busy:
+                await served.run_turn("another", [])
+            assert busy.value.limit == "turns"
+            with pytest.raises(CapacityError) as full:
+                await served.session_turn("s2", "a new session")
+            assert full.value.limit == "sessions"
+            with anyio.fail_after(GUARD):
+                await served.aclose()
+        with pytest.raises(CapacityError):
+            await served.run_turn("after close", [])
+    assert results[0].aborted
+    history = served.history("s1")
+    assert [m["role"] for m in history] == ["system", "user", "assistant", "tool"]
+
+
+async def test_serve_command_serves_until_sigterm(tmp_path: Path) -> None:
+    async with MockLLMServer(default=Reply.text("Served!", chunks=2)) as mock:
+        config = write(
+            tmp_path / "agent.yml",
+            "name: greeter\ndescription: Greets.\nkind: react\nmodel: openai:mock-model\n"
+            "system: Be brief.\nserve:\n  port: 0\n  max_sessions: 5\n",
+        )
+        env = clean_env(
+            {"OPENAI_API_KEY": KEY, "OPENAI_BASE_URL": mock.url, "SIMPLELLMFUNC_SERVE_TOKEN": TOKEN}
+        )
+        process = await start_cli("serve", config, env=env, cwd=tmp_path)
+        assert process.stderr is not None
+        with anyio.fail_after(GUARD):
+            line = b""
+            while b"\n" not in line:
+                line += await process.stderr.receive(1)
+        url = line.decode().split(" at ")[1].split(" ")[0]
+        client = openai.AsyncOpenAI(api_key=TOKEN, base_url=f"{url}/v1")
+        with anyio.fail_after(GUARD):
+            reply = await client.chat.completions.create(
+                model="greeter", messages=[{"role": "user", "content": "hello"}]
+            )
+        await client.close()
+        process.send_signal(signal.SIGTERM)
+        done = await finish(process)
+    assert reply.choices[0].message.content == "Served!"
+    assert done.code == 0, done.stderr
+    assert "stopped" in done.stderr
+
+
+async def test_serve_command_refuses_without_a_token(tmp_path: Path) -> None:
+    config = write(tmp_path / "agent.yml", "model: openai:m\n")
+    env = clean_env({"OPENAI_API_KEY": KEY})
+    done = await finish(await start_cli("serve", config, env=env, cwd=tmp_path))
+    assert done.code == 2
+    assert "SIMPLELLMFUNC_SERVE_TOKEN" in done.stderr
+    public = await finish(
+        await start_cli("serve", config, "--no-auth", "--host", "0.0.0.0", env=env, cwd=tmp_path)
+    )
+    assert public.code == 2
+    assert "loopback only" in public.stderr
