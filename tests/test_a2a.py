@@ -11,9 +11,18 @@ from typing import Any
 
 import anyio
 import httpx
+import pytest
 from a2a.client import A2ACardResolver, ClientConfig, ClientFactory
-from a2a.helpers import get_artifact_text, new_text_message
+from a2a.helpers import get_artifact_text, new_task, new_text_message, new_text_part
+from a2a.server.agent_execution import AgentExecutor, RequestContext
+from a2a.server.events import EventQueue
+from a2a.server.request_handlers import DefaultRequestHandler
+from a2a.server.routes import create_agent_card_routes, create_jsonrpc_routes
+from a2a.server.tasks import InMemoryTaskStore, TaskUpdater
 from a2a.types import (
+    AgentCapabilities,
+    AgentCard,
+    AgentInterface,
     CancelTaskRequest,
     GetTaskRequest,
     Role,
@@ -21,11 +30,16 @@ from a2a.types import (
     StreamResponse,
     TaskState,
 )
+from a2a.utils.constants import PROTOCOL_VERSION_CURRENT, TransportProtocol
 from google.protobuf.json_format import MessageToDict
+from starlette.applications import Starlette
 
 from simplellmfunc import OpenAICompatible, llm_chat, tool
 from simplellmfunc._messages import history_from_dicts, validate_history
-from simplellmfunc._serve._uvicorn import running
+from simplellmfunc.events import CustomEvent, EventYield, ReactEndEvent
+from simplellmfunc.exceptions import A2AConnectionError, A2AError
+from simplellmfunc.http_server import running
+from simplellmfunc.runtime.a2a import A2AAgentTool, a2a_tool
 from simplellmfunc.runtime.serving import ServedAgent, a2a_app
 from simplellmfunc.testing import MockLLMServer, Reply, ToolCallSpec
 
@@ -118,3 +132,126 @@ async def test_sdk_client_streams_our_agent_and_continues_its_context(
     history = served.history(context_id)
     assert history[-1]["content"] == "You asked about 2 and 3."
     validate_history(history_from_dicts(history))
+
+
+async def test_cancel_aborts_the_turn_and_keeps_a_valid_history(
+    mock_server: MockLLMServer,
+) -> None:
+    started = anyio.Event()
+
+    @tool
+    async def slow() -> str:
+        """Take a long time."""
+        started.set()
+        await anyio.sleep_forever()
+        return "never"
+
+    mock_server.script(Reply.tool_calls(ToolCallSpec("slow", {}, id="s1")))
+    async with OpenAICompatible(KEY, "mock-model", mock_server.url) as llm:
+        served = ServedAgent(chat_agent(llm, "sleeper", toolkit=[slow]))
+        async with (
+            running(lambda url: a2a_app(served, url)) as url,
+            httpx.AsyncClient() as http,
+        ):
+            client = await sdk_client(http, url)
+            with anyio.fail_after(GUARD):
+                stream = client.send_message(user("go slow"))
+                first = await anext(stream)
+                await started.wait()
+                canceled = await client.cancel_task(CancelTaskRequest(id=first.task.id))
+                await stream.aclose()
+                task = await client.get_task(GetTaskRequest(id=first.task.id))
+            await client.close()
+    assert canceled.status.state == TaskState.TASK_STATE_CANCELED
+    assert task.status.state == TaskState.TASK_STATE_CANCELED
+    history = served.history(task.context_id)
+    assert [m["role"] for m in history] == ["system", "user", "assistant", "tool"]
+    validate_history(history_from_dicts(history))
+
+
+class EchoExecutor(AgentExecutor):
+    """A remote agent on the SDK's own server: a working update, then the text upper-cased."""
+
+    async def execute(self, context: RequestContext, event_queue: EventQueue) -> None:
+        task_id, context_id = context.task_id or "", context.context_id or ""
+        assert context.message is not None
+        await event_queue.enqueue_event(
+            new_task(task_id, context_id, TaskState.TASK_STATE_SUBMITTED, history=[context.message])
+        )
+        updater = TaskUpdater(event_queue, task_id, context_id)
+        text = context.get_user_input()
+        await updater.start_work(updater.new_agent_message([new_text_part("thinking")]))
+        if text == "fail":
+            await updater.failed(updater.new_agent_message([new_text_part("cannot do that")]))
+            return
+        await updater.add_artifact([new_text_part(text.upper())], name="answer", last_chunk=True)
+        await updater.complete()
+
+    async def cancel(self, context: RequestContext, event_queue: EventQueue) -> None:
+        return None
+
+
+def sdk_server(url: str) -> Starlette:
+    card = AgentCard(
+        name="Echo agent",
+        description="Shouts your text back.",
+        version="1.0.0",
+        supported_interfaces=[
+            AgentInterface(
+                url=f"{url}/rpc",
+                protocol_binding=TransportProtocol.JSONRPC,
+                protocol_version=PROTOCOL_VERSION_CURRENT,
+            )
+        ],
+        capabilities=AgentCapabilities(streaming=True),
+        default_input_modes=["text/plain"],
+        default_output_modes=["text/plain"],
+    )
+    handler = DefaultRequestHandler(
+        agent_executor=EchoExecutor(), task_store=InMemoryTaskStore(), agent_card=card
+    )
+    routes = [*create_agent_card_routes(card), *create_jsonrpc_routes(handler, rpc_url="/rpc")]
+    return Starlette(routes=routes)
+
+
+async def test_our_agent_calls_a_remote_sdk_agent_as_a_tool(mock_server: MockLLMServer) -> None:
+    mock_server.script(
+        Reply.tool_calls(ToolCallSpec("Echo_agent", {"task": "hello there"}, id="e1")),
+        Reply.text("The echo said HELLO THERE."),
+    )
+    async with running(sdk_server) as url:
+        remote = await a2a_tool(url)
+        async with OpenAICompatible(KEY, "mock-model", mock_server.url) as llm:
+            agent = chat_agent(llm, "caller", toolkit=[remote], enable_event=True)
+            events: list[EventYield] = []
+            with anyio.fail_after(GUARD):
+                async for item in agent("ask the echo", history=[]):
+                    if isinstance(item, EventYield):
+                        events.append(item)
+        failing = A2AAgentTool(url, name="echo")
+        with anyio.fail_after(GUARD), pytest.raises(A2AError) as failed:
+            await failing.run("fail")
+    assert (remote.name, remote.description) == ("Echo_agent", "Shouts your text back.")
+    ends = [e.event for e in events if isinstance(e.event, ReactEndEvent)]
+    assert ends[-1].final_response == "The echo said HELLO THERE."
+    custom = [e.event for e in events if isinstance(e.event, CustomEvent)]
+    names = [c.event_name for c in custom]
+    assert "a2a_status" in names
+    assert "a2a_artifact" in names
+    artifact = next(c for c in custom if c.event_name == "a2a_artifact")
+    assert artifact.data["text"] == "HELLO THERE"
+    assert artifact.data["url"] == url
+    tool_message = mock_server.requests[1].json["messages"][-1]
+    assert (tool_message["role"], tool_message["content"]) == ("tool", "HELLO THERE")
+    assert failed.value.state == "failed"
+    assert "cannot do that" in str(failed.value)
+
+
+async def test_a_remote_that_is_down_is_a_typed_error() -> None:
+    down = A2AAgentTool("http://127.0.0.1:9", name="gone")
+    with anyio.fail_after(GUARD), pytest.raises(A2AConnectionError) as error:
+        await down.run("anyone there?")
+    assert error.value.url == "http://127.0.0.1:9"
+    assert "cannot be reached" in str(error.value)
+    with anyio.fail_after(GUARD), pytest.raises(A2AConnectionError):
+        await a2a_tool("http://127.0.0.1:9")

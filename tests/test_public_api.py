@@ -15,12 +15,15 @@ import simplellmfunc.engine
 import simplellmfunc.events
 import simplellmfunc.hooks
 import simplellmfunc.providers
+import simplellmfunc.http_server
 import simplellmfunc.runtime
+import simplellmfunc.runtime.a2a
 import simplellmfunc.runtime.checkpoints
 import simplellmfunc.runtime.commands
 import simplellmfunc.runtime.config
 import simplellmfunc.runtime.memory
 import simplellmfunc.runtime.multiagent
+import simplellmfunc.runtime.serving
 import simplellmfunc.runtime.skills
 import simplellmfunc.runtime.stores
 import simplellmfunc.runtime.trace
@@ -72,6 +75,9 @@ EXPECTED_TOP = {
         simplellmfunc.runtime.memory,
         simplellmfunc.runtime.skills,
         simplellmfunc.runtime.multiagent,
+        simplellmfunc.runtime.a2a,
+        simplellmfunc.runtime.serving,
+        simplellmfunc.http_server,
         simplellmfunc.runtime.stores,
         simplellmfunc.runtime.trace,
         simplellmfunc.tools,
@@ -252,6 +258,25 @@ def test_runtime_surface() -> None:
             assert getattr(runtime, export) is getattr(package, export), export
     flat = set().union(*RUNTIME_PACKAGES.values()) - RUNTIME_ONLY_IN_SUBPACKAGE
     assert set(runtime.__all__) == flat | {"SQLiteDatabase"}
+
+
+def test_a2a_serving_and_http_server_surfaces() -> None:
+    # Not re-exported flat from simplellmfunc.runtime: they need the optional a2a-sdk.
+    assert set(simplellmfunc.runtime.a2a.__all__) == {"A2AAgentTool", "a2a_tool"}
+    assert set(simplellmfunc.runtime.serving.__all__) == {
+        "OnEvent",
+        "ServedAgent",
+        "a2a_app",
+        "a2a_routes",
+        "agent_card",
+    }
+    assert set(simplellmfunc.http_server.__all__) == {
+        "ServeSettings",
+        "create_app",
+        "is_loopback",
+        "running",
+        "serve_config",
+    }
 
 
 def test_runtime_run_result_is_a_deprecated_alias() -> None:

@@ -12,12 +12,11 @@ import anyio
 import httpx
 import openai
 import pytest
-from acceptance_support import clean_env, finish, start_cli, write
 
+from acceptance_support import clean_env, finish, start_cli, write
 from simplellmfunc import OpenAICompatible, llm_chat, tool
-from simplellmfunc._serve import create_app
-from simplellmfunc._serve._uvicorn import running
 from simplellmfunc.exceptions import CapacityError
+from simplellmfunc.http_server import create_app, running
 from simplellmfunc.runtime.serving import ServedAgent
 from simplellmfunc.testing import MockLLMServer, Reply, ToolCallSpec
 
@@ -74,13 +73,17 @@ async def test_openai_client_and_our_provider_talk_to_the_agent(
                     texts = [text async for text, _ in ours("via our provider", history=[])]
     assert reply.choices[0].message.content == "It is 5."
     assert reply.choices[0].finish_reason == "stop"
-    assert reply.usage is not None and reply.usage.prompt_tokens >= 7
+    assert reply.usage is not None
+    assert reply.usage.prompt_tokens >= 7
     # The agent got the client's conversation as its history, under its own system prompt.
     first = mock_server.requests[0].json["messages"]
     assert [m["role"] for m in first] == ["system", "user", "assistant", "user"]
     assert first[0]["content"] == "You are a helper."
-    deltas = [c.choices[0].delta.content for c in chunks if c.choices and c.choices[0].delta.content]
-    assert len(deltas) == 3 and "".join(deltas) == "Streamed answer."
+    deltas = [
+        c.choices[0].delta.content for c in chunks if c.choices and c.choices[0].delta.content
+    ]
+    assert len(deltas) == 3
+    assert "".join(deltas) == "Streamed answer."
     assert chunks[-1].choices[0].finish_reason == "stop"
     assert [m.id for m in models.data] == ["helper"]
     assert "".join(texts) == "Ours too."
@@ -109,7 +112,8 @@ async def test_auth_health_card_and_bad_requests(mock_server: MockLLMServer) -> 
     assert (refused.status_code, wrong.status_code, a2a.status_code) == (401, 401, 401)
     assert refused.headers["www-authenticate"] == "Bearer"
     assert health.json() == {"status": "ok", "agent": "helper", "sessions": 0, "running": 0}
-    assert card.status_code == 200 and "bearer" in card.json()["securitySchemes"]
+    assert card.status_code == 200
+    assert "bearer" in card.json()["securitySchemes"]
     assert bad.status_code == 400
     assert mock_server.requests == []
 

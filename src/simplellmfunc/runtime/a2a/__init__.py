@@ -18,6 +18,4 @@ if TYPE_CHECKING:
 
 __all__ = ["A2AAgentTool", "a2a_tool"]
 
-__getattr__, __dir__ = lazy_exports(
-    __name__, {"A2AAgentTool": "._tool", "a2a_tool": "._tool"}
-)
+__getattr__, __dir__ = lazy_exports(__name__, {"A2AAgentTool": "._tool", "a2a_tool": "._tool"})

@@ -70,7 +70,9 @@ class A2AAgentTool(Tool):
         self._headers = dict(headers or {})
         if token:
             self._headers["Authorization"] = f"Bearer {token}"
-        super().__init__(name, description or f"Ask the remote agent at {self.url}.", timeout=timeout)
+        super().__init__(
+            name, description or f"Ask the remote agent at {self.url}.", timeout=timeout
+        )
 
     @property
     def parameters(self) -> dict[str, Any]:
@@ -200,7 +202,12 @@ class _Call:
         self._artifacts[key] = self._artifacts.get(key, "") + text if update.append else text
         await self._emit(
             "a2a_artifact",
-            {"artifact_id": key, "text": text, "append": update.append, "last_chunk": update.last_chunk},
+            {
+                "artifact_id": key,
+                "text": text,
+                "append": update.append,
+                "last_chunk": update.last_chunk,
+            },
         )
 
     async def _emit(self, name: str, data: dict[str, Any]) -> None:

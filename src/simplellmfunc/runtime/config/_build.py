@@ -7,9 +7,8 @@ the task that opened it (MCP toolsets require that).
 
 from __future__ import annotations
 
-import os
-
 import dataclasses
+import os
 from collections.abc import Mapping
 from contextlib import AsyncExitStack
 from pathlib import Path

@@ -144,9 +144,7 @@ class ServedAgent:
             )
         invocation, transcript = await self.agent.prepare_call(text, history=history)
         origin = EventOrigin(session_id=session_id, agent_call_id=new_call_id())
-        run = Run(
-            invocation, transcript, abort=abort, user_input=text, events=True, origin=origin
-        )
+        run = Run(invocation, transcript, abort=abort, user_input=text, events=True, origin=origin)
         result: RunResult | None = None
         async with aclosing(run.__aiter__()) as items:
             async for item in items:

@@ -18,7 +18,6 @@ from __future__ import annotations
 import hmac
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from typing import Any
 
 from starlette.applications import Starlette
 from starlette.requests import Request
@@ -98,5 +97,3 @@ def create_app(
     if token is not None:
         app.add_middleware(BearerAuth, token=token)
     return app
-
-

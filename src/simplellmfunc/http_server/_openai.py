@@ -22,8 +22,8 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from .._abort import AbortSignal
 from .._events import EventYield, LLMCallEndEvent, LLMChunkArriveEvent
 from ..exceptions import CapacityError, ProviderError, SimpleLLMFuncError
-from ..runtime.serving import ServedAgent
 from ..runtime.config import TurnResult
+from ..runtime.serving import ServedAgent
 
 __all__ = ["chat_completions", "error_response", "models"]
 
