@@ -14,8 +14,8 @@ import simplellmfunc.decorators
 import simplellmfunc.engine
 import simplellmfunc.events
 import simplellmfunc.hooks
-import simplellmfunc.providers
 import simplellmfunc.http_server
+import simplellmfunc.providers
 import simplellmfunc.runtime
 import simplellmfunc.runtime.a2a
 import simplellmfunc.runtime.checkpoints
