@@ -145,6 +145,7 @@ def llm_chat(
                 options=engine_options,
                 params=params,
                 hooks=run_hooks,
+                func_name=func.__name__,
             )
             transcript = Transcript(_initial_messages(system, history, user))
             return Run(
