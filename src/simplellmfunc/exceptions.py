@@ -8,7 +8,8 @@ Every error the library raises derives from :class:`SimpleLLMFuncError`::
     │   ├── ContentError           invalid Text / ImgUrl / ImgPath
     │   ├── InvalidHistoryError    a history that no provider would accept (has ``index``)
     │   ├── ToolDefinitionError    a tool that cannot be exposed to a model
-    │   └── DecoratorError         @llm_function / @llm_chat used on the wrong thing
+    │   ├── DecoratorError         @llm_function / @llm_chat used on the wrong thing
+    │   └── UnsupportedError       a SimpleLLMFunc name with no counterpart (names the replacement)
     ├── RunError                   a run failed for a reason outside the caller's code
     │   ├── ProviderError          the model API failed (status, request id, attempts, retryable)
     │   │   ├── ProviderConnectionError   network failure before a response arrived
@@ -61,6 +62,7 @@ __all__ = [
     "ToolExecutionError",
     "ToolRetry",
     "ToolSignal",
+    "UnsupportedError",
     "UserError",
     "WorkspaceError",
 ]
@@ -100,6 +102,11 @@ class ToolDefinitionError(UserError):
 
 class DecoratorError(UserError, TypeError):
     """A decorator was applied to something it does not support."""
+
+
+class UnsupportedError(UserError, NotImplementedError):
+    """A SimpleLLMFunc name or feature with no counterpart here; the message names what to use
+    instead."""
 
 
 class RunError(SimpleLLMFuncError):
