@@ -156,7 +156,12 @@ def run_example(
     script = folder / name
     script.write_text(source_of(mirror, name), encoding="utf-8")
     path = os.pathsep.join(filter(None, [str(CHECKOUT_SRC), os.environ.get("PYTHONPATH")]))
-    env = {**os.environ, "PYTHONPATH": path, "PYTHONUNBUFFERED": "1", "LOG_DIR": str(folder / "logs")}
+    env = {
+        **os.environ,
+        "PYTHONPATH": path,
+        "PYTHONUNBUFFERED": "1",
+        "LOG_DIR": str(folder / "logs"),
+    }
     stdin = STDIN.get(name, "").format(image=image)
     started = time.perf_counter()
     try:
@@ -202,10 +207,14 @@ def main(argv: list[str] | None = None) -> int:
         image = folder / "image.png"
         image.write_bytes(PNG)
         with ServerThread(str(image)) as server:
-            provider = {PROVIDER: [{"model_name": MODEL, "api_keys": ["sk-mock"], "base_url": server.url}]}
+            provider = {
+                PROVIDER: [{"model_name": MODEL, "api_keys": ["sk-mock"], "base_url": server.url}]
+            }
             (folder / "provider.json").write_text(json.dumps(provider), encoding="utf-8")
             for name in names:
-                passed, output, seconds = run_example(mirror, name, folder, str(image), args.timeout)
+                passed, output, seconds = run_example(
+                    mirror, name, folder, str(image), args.timeout
+                )
                 results.append((name, passed, output, seconds))
                 mark = "PASS" if passed else "FAIL"
                 print(f"{mark} {name} ({seconds:.1f} s)", flush=True)
@@ -214,7 +223,10 @@ def main(argv: list[str] | None = None) -> int:
                 if args.verbose:
                     print(output)
     passed_count = sum(ok for _, ok, _, _ in results)
-    print(f"{passed_count} of {len(results)} SimpleLLMFunc examples run unchanged (package name aside)")
+    print(
+        f"{passed_count} of {len(results)} SimpleLLMFunc examples run "
+        "with only the package name changed"
+    )
     return 0 if passed_count == len(results) else 1
 
 

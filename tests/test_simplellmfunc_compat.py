@@ -9,7 +9,6 @@ import json
 from collections.abc import AsyncIterator
 from datetime import datetime
 from pathlib import Path
-from typing import Any
 
 import anyio
 import pytest
@@ -52,7 +51,11 @@ GUARD = 10  # seconds: a deadlock guard, never an assertion on speed
 async def llm(mock_server: MockLLMServer, tmp_path: Path) -> AsyncIterator[OpenAICompatible]:
     provider = {
         "openrouter": [
-            {"model_name": "minimax/minimax-m2.5", "api_keys": ["sk-x"], "base_url": mock_server.url}
+            {
+                "model_name": "minimax/minimax-m2.5",
+                "api_keys": ["sk-x"],
+                "base_url": mock_server.url,
+            }
         ]
     }
     path = tmp_path / "provider.json"
@@ -97,8 +100,13 @@ async def test_chat_events_carry_simplellmfunc_fields(
         Reply.text("Sunny, meow.", chunks=3),
     )
 
-    @llm_chat(llm_interface=llm, toolkit=[get_weather, batch_process], stream=True,
-              enable_event=True, timeout=600)
+    @llm_chat(
+        llm_interface=llm,
+        toolkit=[get_weather, batch_process],
+        stream=True,
+        enable_event=True,
+        timeout=600,
+    )
     async def chat(user_message: str, chat_history: HistoryList | None = None):  # type: ignore[no-untyped-def]
         """You are a helpful assistant."""
 
@@ -109,10 +117,12 @@ async def test_chat_events_carry_simplellmfunc_fields(
     events = [o.event for o in outputs if isinstance(o, EventYield)]
     for event in events:
         assert isinstance(event.timestamp, datetime)
-        assert event.trace_id and event.func_name == "chat"
+        assert event.trace_id
+        assert event.func_name == "chat"
         assert event.kind in set(ReActEventType)
     start = next(e for e in events if isinstance(e, ReactStartEvent))
-    assert start.trace_id[:8] and start.user_task_prompt == "Weather?"
+    assert start.trace_id[:8]
+    assert start.user_task_prompt == "Weather?"
     chunks = [e for e in events if isinstance(e, LLMChunkArriveEvent) and e.text]
     assert [c.chunk_index for c in chunks] == list(range(len(chunks)))
     assert chunks[-1].accumulated_content == "Sunny, meow."
@@ -123,7 +133,8 @@ async def test_chat_events_carry_simplellmfunc_fields(
     ends = [e for e in events if isinstance(e, ToolCallEndEvent)]
     assert all(e.execution_time == e.duration_s >= 0 for e in ends)
     batch_end = next(e for e in events if isinstance(e, ToolCallsBatchEndEvent))
-    assert batch_end.batch_size == 2 and batch_end.total_execution_time >= 0
+    assert batch_end.batch_size == 2
+    assert batch_end.total_execution_time >= 0
     assert sorted(r["tool_name"] for r in batch_end.tool_results if r["success"]) == [
         "batch_process",
         "get_weather",
@@ -131,11 +142,13 @@ async def test_chat_events_carry_simplellmfunc_fields(
     custom = [e for e in events if isinstance(e, CustomEvent)]
     assert [e.data["item"] for e in custom] == ["a", "b"]
     end = next(e for e in events if isinstance(e, ReactEndEvent))
-    assert end.total_llm_calls == 2 and end.total_tool_calls == 2
+    assert end.total_llm_calls == 2
+    assert end.total_tool_calls == 2
     assert end.total_token_usage.total_tokens == end.total_usage.total_tokens > 0
     assert (end.timestamp - start.timestamp).total_seconds() >= 0
     final = outputs[-1]
-    assert isinstance(final, ResponseYield) and final.messages[-1]["content"] == "Sunny, meow."
+    assert isinstance(final, ResponseYield)
+    assert final.messages[-1]["content"] == "Sunny, meow."
     # timeout= is the request timeout: never a body field
     assert all("timeout" not in r.json for r in mock_server.requests)
 
@@ -163,7 +176,8 @@ async def test_function_event_stream_with_pydantic_and_token_usage(
             elif is_event_yield(output) and isinstance(output.event, LLMCallEndEvent):
                 usage += output.event.usage.total_tokens
                 assert output.event.execution_time == output.event.duration_s
-    assert result == Review(title="Dune", rating=4.5) and usage > 0
+    assert result == Review(title="Dune", rating=4.5)
+    assert usage > 0
 
 
 async def test_agent_as_tool_and_tool_func(
@@ -191,7 +205,7 @@ async def test_agent_as_tool_and_tool_func(
 
     history: MessageList = []
     with anyio.fail_after(GUARD):
-        async for text, updated in supervisor("Plan", history):
+        async for _text, updated in supervisor("Plan", history):
             history = updated
     assert history[-1]["content"] == "Here is the plan: step 1."
     assert mock_server.requests[1].json["temperature"] == 0.3
@@ -204,10 +218,12 @@ async def test_multimodal_tool_result(
     mock_server: MockLLMServer, llm: OpenAICompatible, tmp_path: Path
 ) -> None:
     image = tmp_path / "img.png"
-    image.write_bytes(bytes.fromhex(
-        "89504e470d0a1a0a0000000d4948445200000001000000010806000000"
-        "1f15c4890000000d49444154789c6360000002000001e221bc330000000049454e44ae426082"
-    ))
+    image.write_bytes(
+        bytes.fromhex(
+            "89504e470d0a1a0a0000000d4948445200000001000000010806000000"
+            "1f15c4890000000d49444154789c6360000002000001e221bc330000000049454e44ae426082"
+        )
+    )
     mock_server.script(
         Reply.tool_calls(ToolCallSpec("get_image", {"image_path": str(image)})),
         Reply.text("A dot."),
@@ -230,7 +246,8 @@ async def test_multimodal_tool_result(
     with anyio.fail_after(GUARD):
         assert await describe(str(image)) == "A dot."
     last = json.dumps(mock_server.requests[-1].json)
-    assert "image_url" in last and "timeout" not in mock_server.requests[-1].json
+    assert "image_url" in last
+    assert "timeout" not in mock_server.requests[-1].json
 
 
 def test_timeout_given_twice_is_an_error() -> None:
@@ -239,7 +256,8 @@ def test_timeout_given_twice_is_an_error() -> None:
 
 
 def test_module_paths_and_helpers() -> None:
-    assert ABORT_SIGNAL_PARAM == "_abort_signal" and AbortSignal().aborted is False
+    assert ABORT_SIGNAL_PARAM == "_abort_signal"
+    assert AbortSignal().aborted is False
     app_log("compat test")  # standard logging, no configuration needed
     flush_all_observations()
     for path in ("simplellmfunc.interface", "simplellmfunc.logger.app_log"):
@@ -264,7 +282,7 @@ def test_gone_names_name_their_replacement(module: str, name: str, replacement: 
     with pytest.raises(UnsupportedError, match=replacement):
         getattr(importlib.import_module(module), name)
     with pytest.raises(AttributeError):
-        getattr(importlib.import_module(module), "no_such_name")
+        _ = importlib.import_module(module).no_such_name
 
 
 def test_tui_raises_naming_the_missing_front_end() -> None:
@@ -273,5 +291,3 @@ def test_tui_raises_naming_the_missing_front_end() -> None:
     with pytest.raises(UnsupportedError, match="Textual terminal UI"):
         tui()
     assert issubclass(UnsupportedError, NotImplementedError)
-
-

@@ -17,6 +17,7 @@ if TYPE_CHECKING:
     from .builtin import FileToolset, PyRepl, SelfReference
     from .decorators import llm_chat, llm_function
     from .engine import EngineOptions, HistoryWindow, TerminationPolicy
+    from .logger import app_log
     from .mcp import MCPToolset
     from .providers import (
         AnthropicCompatible,
@@ -28,7 +29,6 @@ if TYPE_CHECKING:
         TokenBucket,
         make_llm,
     )
-    from .logger import app_log
     from .tools import Tool, ToolEventEmitter, tool
     from .utils.tui import tui
 

@@ -40,6 +40,7 @@ __all__ = [
     "is_response_yield",
 ]
 
+
 def _now() -> datetime:
     return datetime.now(UTC)
 

@@ -9,7 +9,9 @@ from ._compat import compat_getattr
 
 __all__ = ["flush_all_observations"]
 
-_USE_TRACES = "trace runs with simplellmfunc.runtime.trace.TraceRecorder (JSONLSink, SQLiteTraceSink)"
+_USE_TRACES = (
+    "trace runs with simplellmfunc.runtime.trace.TraceRecorder (JSONLSink, SQLiteTraceSink)"
+)
 
 
 def flush_all_observations() -> None:

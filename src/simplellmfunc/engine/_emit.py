@@ -78,9 +78,7 @@ class Emitter:
 
         Text and raw items are never sent: they are the parent's output.
         """
-        return Emitter(
-            self._send, origin, wants_events=self.wants_events, func_name=self.func_name
-        )
+        return Emitter(self._send, origin, wants_events=self.wants_events, func_name=self.func_name)
 
     async def event(self, event: ReactEvent) -> None:
         """Send ``event`` if events are wanted."""

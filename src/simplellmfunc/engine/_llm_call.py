@@ -171,7 +171,9 @@ async def _stream(
                     index += 1
             elif isinstance(event, ReasoningDelta):
                 if emitter.wants_events:
-                    await emitter.event(LLMChunkArriveEvent(reasoning=event.text, chunk_index=index))
+                    await emitter.event(
+                        LLMChunkArriveEvent(reasoning=event.text, chunk_index=index)
+                    )
                     index += 1
             elif isinstance(event, ToolCallDelta):
                 await _tool_delta(emitter, calls, event)

@@ -1,4 +1,5 @@
-"""SimpleLLMFunc's ``interface.key_pool`` module: :class:`~simplellmfunc.providers.APIKeyPool`."""
+"""SimpleLLMFunc's ``interface.key_pool`` module:
+:class:`~simplellmfunc.providers.APIKeyPool`."""
 
 from ..providers import APIKeyPool
 

@@ -3,6 +3,6 @@
 
 from ..providers import LLMInterface
 
-__all__ = ["LLM_Interface", "LLMInterface"]
+__all__ = ["LLMInterface", "LLM_Interface"]
 
 LLM_Interface = LLMInterface

@@ -1,4 +1,5 @@
-"""SimpleLLMFunc's ``interface.openai_compatible`` module: :class:`~simplellmfunc.providers.OpenAICompatible`."""
+"""SimpleLLMFunc's ``interface.openai_compatible`` module:
+:class:`~simplellmfunc.providers.OpenAICompatible`."""
 
 from ..providers import OpenAICompatible
 

@@ -1,4 +1,5 @@
-"""SimpleLLMFunc's ``interface.openai_responses_compatible`` module: :class:`~simplellmfunc.providers.OpenAIResponsesCompatible`."""
+"""SimpleLLMFunc's ``interface.openai_responses_compatible`` module:
+:class:`~simplellmfunc.providers.OpenAIResponsesCompatible`."""
 
 from ..providers import OpenAIResponsesCompatible
 

@@ -1,4 +1,5 @@
-"""SimpleLLMFunc's ``interface.token_bucket`` module: :class:`~simplellmfunc.providers.TokenBucket`."""
+"""SimpleLLMFunc's ``interface.token_bucket`` module:
+:class:`~simplellmfunc.providers.TokenBucket`."""
 
 from ..providers import TokenBucket
 
