@@ -291,3 +291,116 @@ def test_tui_raises_naming_the_missing_front_end() -> None:
     with pytest.raises(UnsupportedError, match="Textual terminal UI"):
         tui()
     assert issubclass(UnsupportedError, NotImplementedError)
+
+
+RUNTIME_TOUR = """
+print("backends:", runtime.list_backends())
+print("listed:", "constants.get" in runtime.list_primitives())
+specs = runtime.list_primitive_specs(format="dict")
+print("described:", [s["description"] for s in specs if s["name"] == "constants.get"])
+print("xml:", "<name>constants.get</name>" in runtime.list_primitive_specs(contains="constants."))
+print("app_name:", runtime.constants.get("app_name"))
+runtime.selfref.context.remember("Answer in bullet points.")
+snapshot = runtime.selfref.context.inspect()
+print("experiences:", [item["text"] for item in snapshot["experiences"]])
+print("messages:", len(snapshot["messages"]))
+payload = runtime.selfref.context.compact(
+    goal="Demo cleanup",
+    instruction="Keep the summary.",
+    discoveries=["selfref is there by default"],
+    completed=["read a constant"],
+    current_status="ready",
+    likely_next_work=["next milestone"],
+    relevant_files_directories=["examples/"],
+)
+print("status:", payload["status"])
+"""
+
+
+async def test_runtime_primitives_the_simplellmfunc_way(tmp_path: Path) -> None:
+    from simplellmfunc.builtin import PyRepl, SelfReference
+    from simplellmfunc.builtin.pyrepl import PrimitiveCallContext
+    from simplellmfunc.exceptions import UserError
+
+    async with PyRepl(working_directory=tmp_path, log_dir=tmp_path / "logs") as repl:
+        self_reference = repl.get_runtime_backend("selfref")
+        assert isinstance(self_reference, SelfReference)
+        assert repl.get_runtime_backend("selfref") is self_reference
+        self_reference.bind_history(
+            "agent_main",
+            [
+                {"role": "system", "content": "You are a helpful coding assistant."},
+                {"role": "user", "content": "hello"},
+            ],
+        )
+        constants = repl.pack("constants", backend={"app_name": "demo"})
+        seen: list[PrimitiveCallContext] = []
+
+        @constants.primitive("get", description="Read one constant.")
+        def constants_get(ctx: PrimitiveCallContext, key: str) -> str | None:
+            seen.append(ctx)
+            return ctx.backend.get(key)  # type: ignore[no-any-return]
+
+        repl.install_pack(constants)
+        with pytest.raises(UserError, match="already installed"):
+            repl.install_pack(constants)
+        with pytest.raises(UnsupportedError, match="namespace"):
+            repl.pack("other", backend={}, backend_name="elsewhere")
+        assert repl.list_runtime_backends() == ["constants", "selfref"]
+        with anyio.fail_after(GUARD * 3):
+            result = await repl.execute(RUNTIME_TOUR)
+    assert result["error"] is None, result
+    out = result["stdout"]
+    assert "backends: ['constants', 'selfref']" in out
+    assert "listed: True" in out
+    assert "xml: True" in out
+    assert "described: ['Read one constant.']" in out
+    assert "app_name: demo" in out
+    assert "experiences: ['Answer in bullet points.']" in out
+    assert "messages: 2" in out
+    assert "status: applied" in out
+    ctx = seen[0]
+    assert (ctx.primitive_name, ctx.backend_name) == ("constants.get", "constants")
+    assert ctx.get_backend("selfref") is self_reference
+    contract = constants.get("get").contract  # type: ignore[union-attr]
+    assert contract.startswith("get(key: ")  # ctx is not part of the model's contract
+    assert contract.endswith(": Read one constant.")
+    assert self_reference.commit_pending_compaction("agent_main") is None
+    history = self_reference.snapshot_history("agent_main")
+    assert [m["role"] for m in history] == ["system", "assistant"]
+    assert "## Likely next work\n- next milestone" in history[1]["content"]
+
+
+async def test_self_reference_key_alone_binds_the_toolkit_pyrepl(
+    mock_server: MockLLMServer, llm: OpenAICompatible, tmp_path: Path
+) -> None:
+    from simplellmfunc.builtin import PyRepl, SelfReference
+
+    code = (
+        'runtime.selfref.context.remember("The user likes tea.")\n'
+        'print("key:", runtime.selfref.context.inspect()["key"])'
+    )
+    mock_server.script(
+        Reply.tool_calls(ToolCallSpec("execute_code", {"code": code})),
+        Reply.text("Noted."),
+    )
+    async with PyRepl(working_directory=tmp_path, log_dir=tmp_path / "logs") as repl:
+
+        @llm_chat(llm_interface=llm, toolkit=repl.toolset, self_reference_key="agent_main")
+        async def agent(message: str, history: HistoryList | None = None):  # type: ignore[no-untyped-def]
+            """You are an agent with a Python REPL."""
+
+        with anyio.fail_after(GUARD * 3):
+            replies = [text async for text, _ in agent("Remember that I like tea.", [])]
+        self_reference = repl.get_runtime_backend("selfref")
+    assert replies[-1] == "Noted."
+    assert isinstance(self_reference, SelfReference)
+    assert [e["text"] for e in self_reference.get_experiences("agent_main")] == [
+        "The user likes tea."
+    ]
+    stored = self_reference.get_history("agent_main")
+    assert stored[-1] == {"role": "assistant", "content": "Noted."}
+    tool_results = [
+        m["content"] for m in mock_server.requests[-1].json["messages"] if m["role"] == "tool"
+    ]
+    assert "key: agent_main" in tool_results[0]
