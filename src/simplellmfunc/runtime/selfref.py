@@ -18,8 +18,9 @@ __getattr__ = compat_getattr(
     __name__,
     {"SelfReference": (".builtin", "SelfReference")},
     {
-        "SELF_REFERENCE_TOOLKIT_OVERRIDE_TEMPLATE_PARAM": "a fork's toolkit is its parent's, "
-        "with each PyRepl replaced by a fresh fork of it (SelfReference forks)",
+        "SELF_REFERENCE_TOOLKIT_OVERRIDE_TEMPLATE_PARAM": "for tools that change between calls "
+        "put a simplellmfunc.tools.ToolProvider in the toolkit (its list_tools() is asked at "
+        "every call); a fork's toolkit is its parent's, each PyRepl replaced by a fresh fork",
         "SELF_REFERENCE_KEY_OVERRIDE_TEMPLATE_PARAM": "pass self_reference_key= to @llm_chat, "
         "or key= to the runtime.selfref.context primitives",
         "SELF_REFERENCE_FORK_TASK_TEMPLATE_PARAM": "forks get their task from "
