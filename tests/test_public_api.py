@@ -49,10 +49,12 @@ EXPECTED_TOP = {
     "TokenBucket",
     "Tool",
     "ToolEventEmitter",
+    "app_log",
     "llm_chat",
     "llm_function",
     "make_llm",
     "tool",
+    "tui",
 }
 
 

@@ -9,7 +9,8 @@ Every error the library raises derives from :class:`SimpleLLMFuncError`::
     │   ├── InvalidHistoryError    a history that no provider would accept (has ``index``)
     │   ├── ToolDefinitionError    a tool that cannot be exposed to a model
     │   ├── SkillError             a skill folder (SKILL.md) or skill definition that is invalid
-    │   └── DecoratorError         @llm_function / @llm_chat used on the wrong thing
+    │   ├── DecoratorError         @llm_function / @llm_chat used on the wrong thing
+    │   └── UnsupportedError       a SimpleLLMFunc name with no counterpart (names the replacement)
     ├── RunError                   a run failed for a reason outside the caller's code
     │   ├── ProviderError          the model API failed (status, request id, attempts, retryable)
     │   │   ├── ProviderConnectionError   network failure before a response arrived
@@ -74,6 +75,7 @@ __all__ = [
     "ToolExecutionError",
     "ToolRetry",
     "ToolSignal",
+    "UnsupportedError",
     "UserError",
     "WorkspaceError",
 ]
@@ -118,6 +120,11 @@ class SkillError(UserError):
 
 class DecoratorError(UserError, TypeError):
     """A decorator was applied to something it does not support."""
+
+
+class UnsupportedError(UserError, NotImplementedError):
+    """A SimpleLLMFunc name or feature with no counterpart here; the message names what to use
+    instead."""
 
 
 class RunError(SimpleLLMFuncError):

@@ -132,11 +132,14 @@ def split_call_kwargs(kwargs: dict[str, Any], *, pausable: bool = True) -> CallO
     return CallOptions(params, abort, pause)
 
 
-def self_reference_hook(self_reference: Any, key: str | None) -> RunHook | None:
+def self_reference_hook(
+    self_reference: Any, key: str | None, tools: Iterable[Tool] = ()
+) -> RunHook | None:
     """The run hook of a SelfReference memory (``self_reference.run_hook(key)``).
 
-    A key alone creates a private ``SelfReference`` (what SimpleLLMFunc code does); the import
-    is deferred so that ``@llm_chat`` without memory never loads the builtins.
+    A key alone binds the SelfReference of the first PyRepl among ``tools`` (its ``selfref``
+    backend, attached on first request), else a private one: what SimpleLLMFunc code does. The
+    import is deferred so that ``@llm_chat`` without memory never loads the builtins.
 
     Raises:
         DecoratorError: If ``self_reference`` has no ``run_hook``.
@@ -144,11 +147,24 @@ def self_reference_hook(self_reference: Any, key: str | None) -> RunHook | None:
     if self_reference is None and key is None:
         return None
     if self_reference is None:
-        from ..builtin import SelfReference
-
-        self_reference = SelfReference()
+        self_reference = _toolkit_self_reference(tools)
     factory = getattr(self_reference, "run_hook", None)
     if factory is None:
         raise DecoratorError("self_reference must be a SelfReference")
     hook: RunHook = factory(key or "agent_main")
     return hook
+
+
+def _toolkit_self_reference(tools: Iterable[Tool]) -> Any:
+    """The ``selfref`` backend of the first PyRepl whose tool is in ``tools``, else a new
+    in-memory SelfReference."""
+    from ..builtin import SelfReference
+    from ..builtin.pyrepl import ReplTool
+
+    for item in tools:
+        if isinstance(item, ReplTool):
+            from ..builtin import PyRepl  # loaded already: its tool is here
+
+            if isinstance(item.repl, PyRepl):
+                return item.repl.get_runtime_backend(PyRepl.DEFAULT_SELF_REFERENCE_BACKEND_NAME)
+    return SelfReference()

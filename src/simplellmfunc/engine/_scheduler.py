@@ -46,6 +46,7 @@ __all__ = ["BatchResult", "run_tool_batch"]
 class _Outcome:
     mutation: ContextMutation
     success: bool
+    end: ToolCallEndEvent
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,6 +63,7 @@ class BatchResult:
     succeeded: int
     failed: int
     aborted: bool
+    ends: tuple[ToolCallEndEvent, ...] = ()
 
 
 async def run_tool_batch(run: RunContext, calls: Sequence[ToolCall]) -> BatchResult:
@@ -124,6 +126,7 @@ def _collect(
         succeeded,
         len(calls) - succeeded,
         bool(cancelled),
+        tuple(o.end for o in done),
     )
 
 
@@ -164,10 +167,9 @@ async def _run_call(run: RunContext, call: ToolCall) -> _Outcome:
         return await _failure(call, emitter, "Timeout", text, started)
     if isinstance(rendered, _Failure):
         return await _failure(call, emitter, rendered.error_type, rendered.text, started)
-    if emitter.wants_events:
-        duration = time.perf_counter() - started
-        await emitter.event(ToolCallEndEvent(call.id, call.name, rendered.text, True, duration))
-    return _Outcome(_mutation(call, rendered), True)
+    end = ToolCallEndEvent(call.id, call.name, rendered.text, True, time.perf_counter() - started)
+    await emitter.event(end)
+    return _Outcome(_mutation(call, rendered), True, end)
 
 
 async def _invoke(
@@ -233,6 +235,6 @@ async def _failure(
     call: ToolCall, emitter: Emitter, error_type: str, text: str, started: float
 ) -> _Outcome:
     await emitter.event(ToolCallErrorEvent(call.id, call.name, error_type, text))
-    duration = time.perf_counter() - started
-    await emitter.event(ToolCallEndEvent(call.id, call.name, text, False, duration))
-    return _Outcome(ToolResultMutation(call.id, text), False)
+    end = ToolCallEndEvent(call.id, call.name, text, False, time.perf_counter() - started)
+    await emitter.event(end)
+    return _Outcome(ToolResultMutation(call.id, text), False, end)

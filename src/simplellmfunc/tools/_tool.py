@@ -121,6 +121,15 @@ class Tool:
         return type(self).run is not Tool.run
 
     @property
+    def func(self) -> Callable[..., Any]:
+        """The callable the tool runs: the wrapped function, or the bound :meth:`run`.
+
+        Calling it skips argument validation; framework parameters (``event_emitter`` ...) are
+        passed explicitly or left to their defaults. ``await tool(**kwargs)`` validates.
+        """
+        return self._func if self._func is not None else self.run
+
+    @property
     def parameters(self) -> dict[str, Any]:
         """The JSON schema of the arguments."""
         return self.schema.parameters
@@ -222,7 +231,6 @@ class FunctionTool(Tool):
     def __init__(self, func: Callable[..., Any], **options: Any) -> None:
         super().__init__(func=func, **options)
         functools.update_wrapper(self, func)
-        self.func = func
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         """Call the original function unchanged."""
@@ -236,7 +244,7 @@ class FunctionTool(Tool):
         if instance is None:
             return self
         bound = copy.copy(self)
-        bound.func = bound._func = types.MethodType(self.func, instance)
+        bound._func = types.MethodType(self.func, instance)
         bound.__wrapped__ = bound.func  # inspect.signature then omits self
         return bound
 

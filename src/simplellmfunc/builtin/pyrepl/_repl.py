@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 import os
 import time
 import uuid
@@ -14,7 +15,7 @@ from typing import Any
 import anyio
 
 from ..._abort import AbortSignal
-from ...exceptions import UserError
+from ...exceptions import UnsupportedError, UserError
 from ...sandbox import SandboxPolicy, as_policy
 from ...tools import Tool, ToolEventEmitter
 from ._audit import AuditLog, resolve_log_dir
@@ -33,6 +34,12 @@ _RESET_MESSAGE = (
     "REPL reset: all variables were cleared (the attached self_reference and runtime "
     "primitives are kept)."
 )
+
+
+def _new_self_reference() -> Any:
+    """A fresh in-memory SelfReference. ``selfref`` builds on this package (its primitive pack,
+    the REPLs of forks), so it is named here only when a default one is asked for."""
+    return importlib.import_module("..selfref", __package__).SelfReference()
 
 
 class PyRepl:
@@ -101,6 +108,9 @@ class PyRepl:
     Raises:
         UserError: For a non-positive timeout.
     """
+
+    #: The namespace of the SelfReference pack (SimpleLLMFunc's name for it).
+    DEFAULT_SELF_REFERENCE_BACKEND_NAME = "selfref"
 
     def __init__(
         self,
@@ -422,13 +432,54 @@ class PyRepl:
         self._kernel.packs[pack.namespace] = pack
         self._kernel.invalidate()
 
+    def install_pack(self, pack: PrimitivePack, *, replace: bool = False) -> None:
+        """:meth:`install_primitive_pack`, refusing to replace a pack unless ``replace``
+        (SimpleLLMFunc's name).
+
+        Raises:
+            UserError: If a pack is installed under the namespace and ``replace`` is false.
+        """
+        if pack.namespace in self._kernel.packs and not replace:
+            raise UserError(f"a primitive pack is already installed under {pack.namespace!r}")
+        self.install_primitive_pack(pack)
+
+    def pack(
+        self, name: str, *, backend: Any, backend_name: str | None = None, guidance: str = ""
+    ) -> PrimitivePack:
+        """A new :class:`PrimitivePack` under namespace ``name`` whose handlers get ``ctx``
+        (a :class:`PrimitiveCallContext`; ``ctx.backend`` is ``backend``) as their first
+        argument, as SimpleLLMFunc's ``repl.pack`` makes them; install it with
+        :meth:`install_pack`.
+
+        Raises:
+            UnsupportedError: For a ``backend_name`` other than ``name``.
+        """
+        if backend_name not in (None, name):
+            raise UnsupportedError(
+                "a primitive pack's backend is named by its namespace here: use "
+                f"repl.pack({backend_name!r}, backend=...)"
+            )
+        return PrimitivePack(name, description=guidance, backend=backend, pass_context=True)
+
     def get_runtime_backend(self, name: str) -> Any:
         """The backend object of the pack installed under namespace ``name`` (or the pack
-        itself when it has none); ``None`` when no such pack is installed."""
+        itself when it has none); ``None`` when no such pack is installed.
+
+        ``"selfref"`` is always there, as in SimpleLLMFunc: when no SelfReference is attached,
+        asking for it attaches a fresh in-memory one (:meth:`attach_self_reference`).
+        """
         pack = self._kernel.packs.get(name)
+        default = name == self.DEFAULT_SELF_REFERENCE_BACKEND_NAME
+        if pack is None and default and self._self_reference is None:
+            self.attach_self_reference(_new_self_reference())
+            pack = self._kernel.packs.get(name)
         if pack is None:
             return None
         return pack.backend if pack.backend is not None else pack
+
+    def list_runtime_backends(self) -> list[str]:
+        """The namespaces of the installed packs that have a backend object, sorted."""
+        return sorted(n for n, p in self._kernel.packs.items() if p.backend is not None)
 
     def attach_self_reference(self, obj: Any, *, namespace: str = "selfref") -> None:
         """Attach a SelfReference-like object; kernel code reaches it as ``self_reference``.
