@@ -32,7 +32,7 @@ from ..engine import (
 )
 from ..exceptions import DecoratorError
 from ..providers import LLMInterface
-from ._common import resolve_tools, self_reference_hook, split_call_kwargs, static_tools
+from ._common import self_reference_hook, split_call_kwargs, static_tools
 from ._prompt import HISTORY_NAMES, docstring_of, fill_template, render_arguments
 
 __all__ = ["llm_chat"]
@@ -140,7 +140,8 @@ def llm_chat(
             invocation = Invocation(
                 llm=llm_interface,
                 system_prompt=system,
-                tools=await resolve_tools(tools, providers),
+                tools=await call.resolve_tools(tools, providers),
+                session_id=call.session_id,
                 stream=stream,
                 options=engine_options,
                 params=params,

@@ -182,7 +182,11 @@ class PyRepl:
         """The tools for an agent: ``execute_code``, ``reset_repl``, ``list_variables``."""
         if self._toolset is None:
             self._toolset = [
-                ExecuteCodeTool(self, self._max_output_tokens),
+                # An abort interrupts the cell: wait for its partial output (interrupt grace,
+                # plus the watchdog's poll and the result's assembly).
+                ExecuteCodeTool(
+                    self, self._max_output_tokens, self._limits.interrupt_grace + 5.0
+                ),
                 ResetReplTool(self),
                 ListVariablesTool(self),
             ]
