@@ -107,7 +107,7 @@ class CallOptions:
     """The framework keyword arguments of one call (``_template_params``, ``_abort_signal``,
     ``_pause_signal``, ``_toolkit``, ``_session_id``)."""
 
-    __slots__ = ("abort", "pause", "session_id", "template_params", "tools", "providers")
+    __slots__ = ("abort", "pause", "providers", "session_id", "template_params", "tools")
 
     def __init__(
         self,
