@@ -20,10 +20,12 @@ import simplellmfunc.runtime.checkpoints
 import simplellmfunc.runtime.commands
 import simplellmfunc.runtime.config
 import simplellmfunc.runtime.memory
+import simplellmfunc.runtime.sessions
 import simplellmfunc.runtime.stores
 import simplellmfunc.runtime.trace
 import simplellmfunc.tools
 import simplellmfunc.types
+import simplellmfunc.wire
 
 EXPECTED_TOP = {
     "APIKeyPool",
@@ -68,10 +70,12 @@ EXPECTED_TOP = {
         simplellmfunc.runtime.commands,
         simplellmfunc.runtime.config,
         simplellmfunc.runtime.memory,
+        simplellmfunc.runtime.sessions,
         simplellmfunc.runtime.stores,
         simplellmfunc.runtime.trace,
         simplellmfunc.tools,
         simplellmfunc.types,
+        simplellmfunc.wire,
     ],
 )
 def test_all_is_sorted_and_resolvable(module: object) -> None:
@@ -163,6 +167,7 @@ RUNTIME_PACKAGES = {
         "render_memory",
         "strip_memory",
     },
+    "sessions": {"OnDisconnect", "Session", "SessionStore", "check_session_id"},
     "stores": {
         "InMemoryStore",
         "Namespace",
@@ -186,7 +191,14 @@ RUNTIME_PACKAGES = {
     },
 }
 # What simplellmfunc.runtime re-exports from its sub-packages (the CLI helpers stay in theirs).
-RUNTIME_ONLY_IN_SUBPACKAGE = {"Finding", "build_llm", "build_options", "check_config", "timeline"}
+RUNTIME_ONLY_IN_SUBPACKAGE = {
+    "Finding",
+    "build_llm",
+    "build_options",
+    "check_config",
+    "check_session_id",
+    "timeline",
+}
 
 
 def test_runtime_surface() -> None:

@@ -8,7 +8,9 @@ Every error the library raises derives from :class:`SimpleLLMFuncError`::
     │   ├── ContentError           invalid Text / ImgUrl / ImgPath
     │   ├── InvalidHistoryError    a history that no provider would accept (has ``index``)
     │   ├── ToolDefinitionError    a tool that cannot be exposed to a model
-    │   └── DecoratorError         @llm_function / @llm_chat used on the wrong thing
+    │   ├── DecoratorError         @llm_function / @llm_chat used on the wrong thing
+    │   ├── InputRefusedError      an answer to input() came too late, twice, or for no request
+    │   └── SessionError           an unknown, busy or closed session, or too many sessions
     ├── RunError                   a run failed for a reason outside the caller's code
     │   ├── ProviderError          the model API failed (status, request id, attempts, retryable)
     │   │   ├── ProviderConnectionError   network failure before a response arrived
@@ -44,6 +46,7 @@ __all__ = [
     "ContentError",
     "DecoratorError",
     "EmptyReplyError",
+    "InputRefusedError",
     "InvalidHistoryError",
     "KernelDiedError",
     "KernelError",
@@ -55,6 +58,7 @@ __all__ = [
     "ProviderTimeoutError",
     "RateLimitError",
     "RunError",
+    "SessionError",
     "SimpleLLMFuncError",
     "StreamError",
     "ToolDefinitionError",
@@ -100,6 +104,16 @@ class ToolDefinitionError(UserError):
 
 class DecoratorError(UserError, TypeError):
     """A decorator was applied to something it does not support."""
+
+
+class InputRefusedError(UserError):
+    """An answer to a kernel's ``input()`` request was not taken; the message says why (it
+    timed out, was already answered, its execution ended, or no request has that id)."""
+
+
+class SessionError(UserError):
+    """A session cannot be used: an invalid id, a turn already running, a closed store, or the
+    session limit reached with every session busy."""
 
 
 class RunError(SimpleLLMFuncError):

@@ -145,7 +145,7 @@ def llm_chat(
                 stream=stream,
                 options=engine_options,
                 params=params,
-                hooks=run_hooks,
+                hooks=run_hooks + call.hooks,
             )
             transcript = Transcript(_initial_messages(system, history, user))
             return Run(

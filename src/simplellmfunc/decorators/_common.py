@@ -105,9 +105,9 @@ async def resolve_tools(tools: list[Tool], providers: list[ToolProvider]) -> tup
 
 class CallOptions:
     """The framework keyword arguments of one call (``_template_params``, ``_abort_signal``,
-    ``_pause_signal``, ``_toolkit``, ``_session_id``)."""
+    ``_pause_signal``, ``_toolkit``, ``_session_id``, ``_hooks``)."""
 
-    __slots__ = ("abort", "pause", "providers", "session_id", "template_params", "tools")
+    __slots__ = ("abort", "hooks", "pause", "providers", "session_id", "template_params", "tools")
 
     def __init__(
         self,
@@ -117,8 +117,10 @@ class CallOptions:
         *,
         toolkit: Iterable[ToolkitItem] | None = None,
         session_id: str = "",
+        hooks: Iterable[RunHook] = (),
     ) -> None:
         self.template_params = dict(template_params or {})
+        self.hooks = tuple(hooks)
         self.abort = abort
         self.pause = pause
         self.tools, self.providers = static_tools(toolkit)
@@ -140,7 +142,7 @@ def split_call_kwargs(kwargs: dict[str, Any], *, pausable: bool = True) -> CallO
 
     ``_toolkit`` (a list like the decorator's ``toolkit``) adds tools and tool providers to this
     call only; ``_session_id`` labels every event of the call (``EventOrigin.session_id``,
-    forks included).
+    forks included); ``_hooks`` adds run hooks to this call (a session's SelfReference key).
 
     Raises:
         ToolDefinitionError: For a ``_toolkit`` item that is not a tool.
@@ -155,6 +157,9 @@ def split_call_kwargs(kwargs: dict[str, Any], *, pausable: bool = True) -> CallO
     session_id = kwargs.pop("_session_id", None) or ""
     if not isinstance(session_id, str):
         raise DecoratorError("_session_id must be a string")
+    hooks = kwargs.pop("_hooks", None) or ()
+    if not all(isinstance(h, RunHook) for h in hooks):
+        raise DecoratorError("_hooks must be a list of RunHook (run.hooks of this call only)")
     if toolkit is not None and not isinstance(toolkit, list | tuple):
         raise DecoratorError("_toolkit must be a list of tools (like the decorator's toolkit)")
     if abort is not None and not isinstance(abort, AbortSignal):
@@ -163,7 +168,7 @@ def split_call_kwargs(kwargs: dict[str, Any], *, pausable: bool = True) -> CallO
         raise DecoratorError("_pause_signal must be a PauseSignal")
     if pause is not None and not pausable:
         raise DecoratorError("only @llm_chat calls can pause (they return a history to resume)")
-    return CallOptions(params, abort, pause, toolkit=toolkit, session_id=session_id)
+    return CallOptions(params, abort, pause, toolkit=toolkit, session_id=session_id, hooks=hooks)
 
 
 def self_reference_hook(self_reference: Any, key: str | None) -> RunHook | None:

@@ -105,6 +105,7 @@ def llm_function(
                 params=params,
                 answer_check=parser.check if parser is not None else None,
                 max_repairs=retries,
+                hooks=call.hooks,
             )
             transcript = Transcript([SystemMessage(system), user])
             run = Run(invocation, transcript, abort=call.abort, user_input=user.text, events=events)

@@ -7,6 +7,9 @@
   steps (:class:`StepTriple`, :class:`KeyValueExtraction`, :class:`LLMSummary`).
 * :mod:`.trace`: :class:`TraceRecorder` turns the event stream into :class:`TraceRecord` s, with
   :class:`JSONLSink` and :class:`SQLiteTraceSink`.
+* :mod:`.sessions`: :class:`SessionStore` — one agent, many users: a :class:`Session` per id
+  with its history (kept in a store), PyRepl kernel, SelfReference key and abort signal; idle
+  sessions reclaimed; ``input()`` answered and turns aborted by session id.
 * :mod:`.checkpoints`: :class:`Checkpoint`, :class:`CheckpointManager`, :class:`CheckpointHook`.
 * :mod:`.commands`: command lines as tools: :class:`ShellTool`, and :class:`CLIAgentTool` for
   agents calling agents, over :func:`run_command`.
@@ -63,6 +66,7 @@ from .memory import (
     render_memory,
     strip_memory,
 )
+from .sessions import OnDisconnect, Session, SessionStore
 from .stores import (
     InMemoryStore,
     Namespace,
@@ -102,12 +106,15 @@ __all__ = [
     "LLMSummary",
     "MemoryHook",
     "Namespace",
+    "OnDisconnect",
     "RedisStore",
     "RunObserver",
     "SQLiteDatabase",
     "SQLiteStore",
     "SQLiteTraceSink",
     "ScopedStore",
+    "Session",
+    "SessionStore",
     "ShellTool",
     "Step",
     "StepTriple",

@@ -141,6 +141,11 @@ class ManagedKernel:
             )
         self.session = None
         self._configured = False
+        if not await anyio.Path(settings.cwd).is_dir():
+            raise KernelError(
+                f"the PyRepl working directory {settings.cwd!r} does not exist (or is not a "
+                "directory): create it, or pass an existing working_directory= to PyRepl"
+            )
         if settings.pool is not None:
             session = await settings.pool.acquire()
         else:
