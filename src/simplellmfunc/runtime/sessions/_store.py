@@ -144,20 +144,21 @@ class SessionStore:
         tb: TracebackType | None,
     ) -> None:
         await self.close_all()
+        pool, self._pool = self._pool, None
+        if pool is not None:
+            await pool.__aexit__(None, None, None)
         tasks, self._tasks = self._tasks, None
         if tasks is not None:
             tasks.cancel_scope.cancel()
             await tasks.__aexit__(exc_type, exc, tb)
 
     async def close_all(self) -> None:
-        """Abort every running turn, keep every history, close every kernel and the pool, and
-        remove the temporary folder. Shielded: a cancelled caller still leaves nothing behind."""
+        """Close every session: abort its turn, keep its history, close its kernel and remove
+        its temporary folder. Shielded: a cancelled caller still leaves nothing behind. Leaving
+        the ``async with`` does this, then closes the kernel pool and the temporary root."""
         with anyio.CancelScope(shield=True):
             for session_id in list(self._sessions):
                 await self.close(session_id)
-            pool, self._pool = self._pool, None
-            if pool is not None:
-                await pool.__aexit__(None, None, None)
             if self._own_root and self._root is not None:
                 await anyio.to_thread.run_sync(shutil.rmtree, self._root, True)
 
