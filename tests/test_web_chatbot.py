@@ -19,10 +19,9 @@ import httpx
 import psutil
 import uvicorn
 
+from conftest import settle
 from simplellmfunc import OpenAICompatible
 from simplellmfunc.testing import MockLLMServer, RecordedRequest, Reply, ToolCallSpec
-
-from conftest import settle
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "examples"))
 from web_chatbot import make_app
