@@ -23,8 +23,10 @@ from simplellmfunc.testing import MockLLMServer, RecordedRequest, Reply, ToolCal
 from simplellmfunc.types import history_from_dicts
 
 GUARD = 30  # seconds: a deadlock guard, never an assertion on speed
-LOOP = "x = 41\nimport time\nfor i in range(300):\n    print('tick', i, flush=True)\n"
+LOOP = (
+    "x = 41\nimport time\nfor i in range(300):\n    print('tick', i, flush=True)\n"
     "    time.sleep(0.05)"
+)
 
 
 def brain(request: RecordedRequest) -> Reply:
