@@ -14,7 +14,6 @@ from simplellmfunc import AbortSignal, OpenAICompatible, PyRepl, llm_chat, tool
 from simplellmfunc.events import CustomEvent, EventYield, ToolCallEndEvent, ToolCallErrorEvent
 from simplellmfunc.exceptions import (
     InputRefusedError,
-    KernelError,
     SessionError,
     ToolDefinitionError,
 )
@@ -172,10 +171,6 @@ async def test_a_cancelled_tool_call_gets_its_end_events(
 
 
 async def test_error_messages(tmp_path: Path, llm: OpenAICompatible) -> None:
-    repl = PyRepl(tmp_path / "missing")
-    with pytest.raises(KernelError, match=r"working directory .* does not exist"):
-        await repl.start()
-    await repl.close()
     with pytest.raises(ToolDefinitionError, match=r"repl\.toolset"):
         llm_chat(llm, toolkit=[PyRepl(tmp_path)])
     with pytest.raises(InputRefusedError, match="no input\\(\\) request has this id"):

@@ -114,15 +114,15 @@ async def _announce_cancelled(
 ) -> None:
     """The end events of the calls an abort cancelled (a UI closes their spinners on them)."""
     duration = time.perf_counter() - started
-    texts = {
-        m.tool_call_id: m.to_message().text
-        for m in result.mutations
-        if isinstance(m, ToolCancelledMutation)
+    cancelled = {
+        m.tool_call_id: m for m in result.mutations if isinstance(m, ToolCancelledMutation)
     }
     for call, outcome in zip(calls, outcomes, strict=True):
-        if outcome is None:
-            text = texts.get(call.id, "")
-            await emitter.event(ToolCallErrorEvent(call.id, call.name, "Cancelled", text))
+        mutation = cancelled.get(call.id)
+        if outcome is None and mutation is not None:
+            reason = mutation.abort_reason or "cancelled"
+            await emitter.event(ToolCallErrorEvent(call.id, call.name, "Cancelled", reason))
+            text = mutation.to_message().text  # what the model reads
             await emitter.event(ToolCallEndEvent(call.id, call.name, text, False, duration))
 
 
