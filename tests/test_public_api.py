@@ -21,11 +21,13 @@ import simplellmfunc.runtime.commands
 import simplellmfunc.runtime.config
 import simplellmfunc.runtime.memory
 import simplellmfunc.runtime.multiagent
+import simplellmfunc.runtime.sessions
 import simplellmfunc.runtime.skills
 import simplellmfunc.runtime.stores
 import simplellmfunc.runtime.trace
 import simplellmfunc.tools
 import simplellmfunc.types
+import simplellmfunc.wire
 
 EXPECTED_TOP = {
     "APIKeyPool",
@@ -74,10 +76,12 @@ EXPECTED_TOP = {
         simplellmfunc.runtime.memory,
         simplellmfunc.runtime.skills,
         simplellmfunc.runtime.multiagent,
+        simplellmfunc.runtime.sessions,
         simplellmfunc.runtime.stores,
         simplellmfunc.runtime.trace,
         simplellmfunc.tools,
         simplellmfunc.types,
+        simplellmfunc.wire,
     ],
 )
 def test_all_is_sorted_and_resolvable(module: object) -> None:
@@ -205,6 +209,7 @@ RUNTIME_PACKAGES = {
         "Team",
         "drop_tool_turns",
     },
+    "sessions": {"OnDisconnect", "Session", "SessionStore", "check_session_id"},
     "stores": {
         "InMemoryStore",
         "Namespace",
@@ -242,6 +247,7 @@ RUNTIME_ONLY_IN_SUBPACKAGE = {
     "find_skill_folders",
     "loaded_skills",
     "read_skill_folder",
+    "check_session_id",
 }
 
 

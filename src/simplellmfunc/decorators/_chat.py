@@ -35,7 +35,6 @@ from ..providers import LLMInterface
 from ._agent_tool import AgentTool
 from ._common import (
     CallOptions,
-    resolve_tools,
     self_reference_hook,
     split_call_kwargs,
     static_tools,
@@ -152,11 +151,12 @@ def llm_chat(
             invocation = Invocation(
                 llm=llm_interface,
                 system_prompt=system,
-                tools=await resolve_tools(tools, providers),
+                tools=await call.resolve_tools(tools, providers),
+                session_id=call.session_id,
                 stream=stream,
                 options=engine_options,
                 params=params,
-                hooks=run_hooks,
+                hooks=run_hooks + call.hooks,
                 func_name=func.__name__,
             )
             transcript = Transcript(_initial_messages(system, history, user))

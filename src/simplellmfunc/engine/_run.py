@@ -97,7 +97,7 @@ class Run:
     ) -> None:
         self._own_emitter = emitter is None
         if emitter is None:
-            origin = origin or EventOrigin(agent_call_id=new_call_id())
+            origin = origin or EventOrigin(invocation.session_id, new_call_id())
             emitter = Emitter(
                 None,
                 origin,

@@ -15,7 +15,7 @@ from typing import Any
 import anyio
 
 from ..._abort import AbortSignal
-from ...exceptions import UnsupportedError, UserError
+from ...exceptions import InputRefusedError, UnsupportedError, UserError
 from ...sandbox import SandboxPolicy, as_policy
 from ...tools import Tool, ToolEventEmitter
 from ._audit import AuditLog, resolve_log_dir
@@ -223,7 +223,9 @@ class PyRepl:
         """The tools for an agent: ``execute_code``, ``reset_repl``, ``list_variables``."""
         if self._toolset is None:
             self._toolset = [
-                ExecuteCodeTool(self, self._max_output_tokens),
+                # An abort interrupts the cell: wait for its partial output (interrupt grace,
+                # plus the watchdog's poll and the result's assembly).
+                ExecuteCodeTool(self, self._max_output_tokens, self._limits.interrupt_grace + 5.0),
                 ResetReplTool(self),
                 ListVariablesTool(self),
             ]
@@ -387,9 +389,28 @@ class PyRepl:
         """Answer the ``kernel_input_request`` event ``request_id`` with ``value``.
 
         Returns:
-            Whether a pending request took the value (False if it already timed out).
+            Whether a pending request took the value; when not, :meth:`input_refusal` says why
+            (it timed out, was already answered, its execution ended, or the id is unknown).
+            :meth:`answer_input` raises with that reason instead.
         """
         return self._inputs.submit(request_id, str(value))
+
+    def input_refusal(self, request_id: str) -> str:
+        """Why ``request_id`` takes no answer now ("" while it is pending): it timed out, was
+        already answered, the execution that asked for it ended or was aborted, or no
+        ``input()`` request has this id."""
+        return self._inputs.why_not(request_id)
+
+    def answer_input(self, request_id: str, value: str) -> None:
+        """Answer ``request_id`` like :meth:`submit_input`, raising when it cannot be answered.
+
+        Raises:
+            InputRefusedError: With the reason (timed out, already answered, execution ended,
+                unknown id).
+        """
+        if not self.submit_input(request_id, value):
+            reason = self.input_refusal(request_id)
+            raise InputRefusedError(f"input request {request_id!r} was not answered: {reason}")
 
     async def interrupt(self) -> None:
         """Interrupt the running execution, if any (like Ctrl-C; state is kept)."""
