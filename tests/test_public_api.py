@@ -24,11 +24,13 @@ import simplellmfunc.runtime.config
 import simplellmfunc.runtime.memory
 import simplellmfunc.runtime.multiagent
 import simplellmfunc.runtime.serving
+import simplellmfunc.runtime.sessions
 import simplellmfunc.runtime.skills
 import simplellmfunc.runtime.stores
 import simplellmfunc.runtime.trace
 import simplellmfunc.tools
 import simplellmfunc.types
+import simplellmfunc.wire
 
 EXPECTED_TOP = {
     "APIKeyPool",
@@ -52,10 +54,12 @@ EXPECTED_TOP = {
     "TokenBucket",
     "Tool",
     "ToolEventEmitter",
+    "app_log",
     "llm_chat",
     "llm_function",
     "make_llm",
     "tool",
+    "tui",
 }
 
 
@@ -78,10 +82,12 @@ EXPECTED_TOP = {
         simplellmfunc.runtime.a2a,
         simplellmfunc.runtime.serving,
         simplellmfunc.http_server,
+        simplellmfunc.runtime.sessions,
         simplellmfunc.runtime.stores,
         simplellmfunc.runtime.trace,
         simplellmfunc.tools,
         simplellmfunc.types,
+        simplellmfunc.wire,
     ],
 )
 def test_all_is_sorted_and_resolvable(module: object) -> None:
@@ -209,6 +215,7 @@ RUNTIME_PACKAGES = {
         "Team",
         "drop_tool_turns",
     },
+    "sessions": {"OnDisconnect", "Session", "SessionStore", "check_session_id"},
     "stores": {
         "InMemoryStore",
         "Namespace",
@@ -246,6 +253,7 @@ RUNTIME_ONLY_IN_SUBPACKAGE = {
     "find_skill_folders",
     "loaded_skills",
     "read_skill_folder",
+    "check_session_id",
 }
 
 

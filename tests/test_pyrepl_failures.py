@@ -288,7 +288,8 @@ async def test_cpu_time_limit_kills_a_runaway_kernel(tmp_path: Path) -> None:
 
 
 async def test_start_failure_is_a_kernel_error(tmp_path: Path) -> None:
+    """A missing working directory is named as such (it read like a missing interpreter)."""
     repl = PyRepl(tmp_path / "missing", log_dir=tmp_path / "logs")
-    with pytest.raises(KernelError, match="failed to start"):
+    with pytest.raises(KernelError, match=r"working directory .*missing' does not exist"):
         await repl.execute("1")
     await repl.close()

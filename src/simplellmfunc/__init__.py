@@ -17,6 +17,7 @@ if TYPE_CHECKING:
     from .builtin import FileToolset, PyRepl, SelfReference
     from .decorators import llm_chat, llm_function
     from .engine import EngineOptions, HistoryWindow, TerminationPolicy
+    from .logger import app_log
     from .mcp import MCPToolset
     from .providers import (
         AnthropicCompatible,
@@ -29,6 +30,7 @@ if TYPE_CHECKING:
         make_llm,
     )
     from .tools import Tool, ToolEventEmitter, tool
+    from .utils.tui import tui
 
 __all__ = [
     "APIKeyPool",
@@ -52,10 +54,12 @@ __all__ = [
     "TokenBucket",
     "Tool",
     "ToolEventEmitter",
+    "app_log",
     "llm_chat",
     "llm_function",
     "make_llm",
     "tool",
+    "tui",
 ]
 
 __version__ = "0.1.0"
@@ -84,9 +88,11 @@ __getattr__, __dir__ = lazy_exports(
         "TokenBucket": ".providers",
         "Tool": ".tools",
         "ToolEventEmitter": ".tools",
+        "app_log": ".logger",
         "llm_chat": ".decorators",
         "llm_function": ".decorators",
         "make_llm": ".providers",
         "tool": ".tools",
+        "tui": ".utils.tui",
     },
 )

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any, Literal, TypeAlias, TypeGuard
 
 from ._usage import Usage
@@ -16,6 +17,7 @@ from ._usage import Usage
 __all__ = [
     "CustomEvent",
     "EventOrigin",
+    "EventStamp",
     "EventYield",
     "LLMCallEndEvent",
     "LLMCallErrorEvent",
@@ -38,22 +40,49 @@ __all__ = [
     "is_response_yield",
 ]
 
+
+def _now() -> datetime:
+    return datetime.now(UTC)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class EventStamp:
+    """What every event carries besides its own fields (keyword-only, after them).
+
+    Attributes:
+        timestamp: When the event was created (UTC).
+        trace_id: The id of the agent call that emitted it (``EventOrigin.agent_call_id``).
+        func_name: The name of the decorated function whose run emitted it.
+
+    None of them takes part in equality.
+    """
+
+    timestamp: datetime = field(default_factory=_now, compare=False)
+    trace_id: str = field(default="", compare=False)
+    func_name: str = field(default="", compare=False)
+
+
 TerminatedBy: TypeAlias = Literal[
     "answer", "terminate", "implicit", "max_steps", "loop", "paused", "aborted", "error"
 ]
 
 
 @dataclass(frozen=True, slots=True)
-class ReactStartEvent:
+class ReactStartEvent(EventStamp):
     """A run started."""
 
     user_input: str
     tool_names: tuple[str, ...] = ()
     kind: Literal["react_start"] = "react_start"
 
+    @property
+    def user_task_prompt(self) -> str:
+        """SimpleLLMFunc's name for :attr:`user_input`."""
+        return self.user_input
+
 
 @dataclass(frozen=True, slots=True)
-class ReactIterationStartEvent:
+class ReactIterationStartEvent(EventStamp):
     """An iteration (one LLM call and its tool batch) started."""
 
     iteration: int
@@ -61,7 +90,7 @@ class ReactIterationStartEvent:
 
 
 @dataclass(frozen=True, slots=True)
-class ReactIterationEndEvent:
+class ReactIterationEndEvent(EventStamp):
     """An iteration ended; ``tool_calls`` is how many tools it ran."""
 
     iteration: int
@@ -70,7 +99,7 @@ class ReactIterationEndEvent:
 
 
 @dataclass(frozen=True, slots=True)
-class LLMCallStartEvent:
+class LLMCallStartEvent(EventStamp):
     """An LLM call is about to be sent."""
 
     iteration: int
@@ -82,17 +111,29 @@ class LLMCallStartEvent:
 
 
 @dataclass(frozen=True, slots=True)
-class LLMChunkArriveEvent:
-    """A streamed piece of the reply arrived (``text`` for text, ``reasoning`` for reasoning)."""
+class LLMChunkArriveEvent(EventStamp):
+    """A streamed piece of the reply arrived (``text`` for text, ``reasoning`` for reasoning);
+    ``chunk_index`` counts the pieces of one LLM call from 0."""
 
     text: str = ""
     reasoning: str = ""
     accumulated_text: str = ""
     kind: Literal["llm_chunk_arrive"] = "llm_chunk_arrive"
+    chunk_index: int = 0
+
+    @property
+    def accumulated_content(self) -> str:
+        """SimpleLLMFunc's name for :attr:`accumulated_text`."""
+        return self.accumulated_text
+
+    @property
+    def chunk(self) -> LLMChunkArriveEvent:
+        """SimpleLLMFunc's provider chunk: here the event itself (read :attr:`text`)."""
+        return self
 
 
 @dataclass(frozen=True, slots=True)
-class LLMCallEndEvent:
+class LLMCallEndEvent(EventStamp):
     """An LLM call finished; ``usage`` is this call's usage."""
 
     iteration: int
@@ -105,9 +146,19 @@ class LLMCallEndEvent:
     model: str = ""
     kind: Literal["llm_call_end"] = "llm_call_end"
 
+    @property
+    def execution_time(self) -> float:
+        """SimpleLLMFunc's name for :attr:`duration_s`."""
+        return self.duration_s
+
+    @property
+    def content(self) -> str:
+        """SimpleLLMFunc's name for :attr:`response_text`."""
+        return self.response_text
+
 
 @dataclass(frozen=True, slots=True)
-class LLMCallErrorEvent:
+class LLMCallErrorEvent(EventStamp):
     """An LLM call failed (emitted for every failed call, retried or not)."""
 
     iteration: int
@@ -117,29 +168,76 @@ class LLMCallErrorEvent:
     retryable: bool = False
     kind: Literal["llm_call_error"] = "llm_call_error"
 
+    @property
+    def error_message(self) -> str:
+        """SimpleLLMFunc's name for :attr:`message`."""
+        return self.message
+
 
 @dataclass(frozen=True, slots=True)
-class ToolCallsBatchStartEvent:
+class ToolCallsBatchStartEvent(EventStamp):
     """A batch of tool calls (one assistant turn) started."""
 
     iteration: int
     tool_calls: tuple[Mapping[str, Any], ...]
     kind: Literal["tool_calls_batch_start"] = "tool_calls_batch_start"
 
+    @property
+    def batch_size(self) -> int:
+        """How many tool calls the batch has."""
+        return len(self.tool_calls)
+
 
 @dataclass(frozen=True, slots=True)
-class ToolCallsBatchEndEvent:
-    """A batch finished; ``succeeded`` + ``failed`` = number of calls."""
+class ToolCallsBatchEndEvent(EventStamp):
+    """A batch finished; ``succeeded`` + ``failed`` = number of calls; ``results`` holds each
+    call's end event, in call order (cancelled calls have none)."""
 
     iteration: int
     succeeded: int
     failed: int
     duration_s: float
+    results: tuple[ToolCallEndEvent, ...] = ()
     kind: Literal["tool_calls_batch_end"] = "tool_calls_batch_end"
+
+    @property
+    def batch_size(self) -> int:
+        """How many tool calls the batch had."""
+        return self.succeeded + self.failed
+
+    @property
+    def success_count(self) -> int:
+        """SimpleLLMFunc's name for :attr:`succeeded`."""
+        return self.succeeded
+
+    @property
+    def error_count(self) -> int:
+        """SimpleLLMFunc's name for :attr:`failed`."""
+        return self.failed
+
+    @property
+    def total_execution_time(self) -> float:
+        """SimpleLLMFunc's name for :attr:`duration_s`."""
+        return self.duration_s
+
+    @property
+    def tool_results(self) -> list[dict[str, Any]]:
+        """:attr:`results` as SimpleLLMFunc's dicts: ``tool_name``, ``tool_call_id``,
+        ``result``, ``execution_time``, ``success``."""
+        return [
+            {
+                "tool_name": end.tool_name,
+                "tool_call_id": end.tool_call_id,
+                "result": end.result,
+                "execution_time": end.duration_s,
+                "success": end.success,
+            }
+            for end in self.results
+        ]
 
 
 @dataclass(frozen=True, slots=True)
-class ToolCallArgumentsDeltaEvent:
+class ToolCallArgumentsDeltaEvent(EventStamp):
     """A streamed fragment of a tool call's arguments."""
 
     tool_call_id: str
@@ -149,7 +247,7 @@ class ToolCallArgumentsDeltaEvent:
 
 
 @dataclass(frozen=True, slots=True)
-class ToolCallStartEvent:
+class ToolCallStartEvent(EventStamp):
     """A tool started with parsed ``arguments``."""
 
     tool_call_id: str
@@ -159,7 +257,7 @@ class ToolCallStartEvent:
 
 
 @dataclass(frozen=True, slots=True)
-class ToolCallEndEvent:
+class ToolCallEndEvent(EventStamp):
     """A tool finished; ``success`` is false when it failed, ``result`` is what the model sees."""
 
     tool_call_id: str
@@ -169,9 +267,14 @@ class ToolCallEndEvent:
     duration_s: float
     kind: Literal["tool_call_end"] = "tool_call_end"
 
+    @property
+    def execution_time(self) -> float:
+        """SimpleLLMFunc's name for :attr:`duration_s`."""
+        return self.duration_s
+
 
 @dataclass(frozen=True, slots=True)
-class ToolCallErrorEvent:
+class ToolCallErrorEvent(EventStamp):
     """A tool call failed (bad arguments, unknown tool, exception, timeout, cancelled)."""
 
     tool_call_id: str
@@ -180,9 +283,14 @@ class ToolCallErrorEvent:
     message: str
     kind: Literal["tool_call_error"] = "tool_call_error"
 
+    @property
+    def error_message(self) -> str:
+        """SimpleLLMFunc's name for :attr:`message`."""
+        return self.message
+
 
 @dataclass(frozen=True, slots=True)
-class ReactEndEvent:
+class ReactEndEvent(EventStamp):
     """A run ended.
 
     Attributes:
@@ -207,9 +315,34 @@ class ReactEndEvent:
     error: str | None = None
     kind: Literal["react_end"] = "react_end"
 
+    @property
+    def total_execution_time(self) -> float:
+        """SimpleLLMFunc's name for :attr:`duration_s`."""
+        return self.duration_s
+
+    @property
+    def total_iterations(self) -> int:
+        """SimpleLLMFunc's name for :attr:`iterations`."""
+        return self.iterations
+
+    @property
+    def total_tool_calls(self) -> int:
+        """SimpleLLMFunc's name for :attr:`tool_calls`."""
+        return self.tool_calls
+
+    @property
+    def total_llm_calls(self) -> int:
+        """How many LLM calls the run made (forks included)."""
+        return self.total_usage.calls
+
+    @property
+    def total_token_usage(self) -> Usage:
+        """SimpleLLMFunc's name for :attr:`total_usage`."""
+        return self.total_usage
+
 
 @dataclass(frozen=True, slots=True)
-class CustomEvent:
+class CustomEvent(EventStamp):
     """An event a tool emits through its ``ToolEventEmitter``."""
 
     event_name: str

@@ -10,6 +10,7 @@ from typing import Any
 from ._events import (
     CustomEvent,
     EventOrigin,
+    EventStamp,
     EventYield,
     LLMCallEndEvent,
     LLMCallErrorEvent,
@@ -35,6 +36,7 @@ from ._events import (
 __all__ = [
     "CustomEvent",
     "EventOrigin",
+    "EventStamp",
     "EventYield",
     "LLMCallEndEvent",
     "LLMCallErrorEvent",

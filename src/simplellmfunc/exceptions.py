@@ -9,7 +9,11 @@ Every error the library raises derives from :class:`SimpleLLMFuncError`::
     │   ├── InvalidHistoryError    a history that no provider would accept (has ``index``)
     │   ├── ToolDefinitionError    a tool that cannot be exposed to a model
     │   ├── SkillError             a skill folder (SKILL.md) or skill definition that is invalid
-    │   └── DecoratorError         @llm_function / @llm_chat used on the wrong thing
+    │   ├── DecoratorError         @llm_function / @llm_chat used on the wrong thing
+    │   └── UnsupportedError       a SimpleLLMFunc name with no counterpart (names the replacement)
+    │   ├── DecoratorError         @llm_function / @llm_chat used on the wrong thing
+    │   ├── InputRefusedError      an answer to input() came too late, twice, or for no request
+    │   └── SessionError           an unknown, busy or closed session, or too many sessions
     ├── RunError                   a run failed for a reason outside the caller's code
     │   ├── ProviderError          the model API failed (status, request id, attempts, retryable)
     │   │   ├── ProviderConnectionError   network failure before a response arrived
@@ -60,6 +64,7 @@ __all__ = [
     "ContentError",
     "DecoratorError",
     "EmptyReplyError",
+    "InputRefusedError",
     "InvalidHistoryError",
     "KernelDiedError",
     "KernelError",
@@ -73,6 +78,7 @@ __all__ = [
     "ResourceLimitExceeded",
     "RunError",
     "SandboxViolation",
+    "SessionError",
     "SimpleLLMFuncError",
     "SkillError",
     "StreamError",
@@ -80,6 +86,7 @@ __all__ = [
     "ToolExecutionError",
     "ToolRetry",
     "ToolSignal",
+    "UnsupportedError",
     "UserError",
     "WorkspaceError",
 ]
@@ -124,6 +131,21 @@ class SkillError(UserError):
 
 class DecoratorError(UserError, TypeError):
     """A decorator was applied to something it does not support."""
+
+
+class UnsupportedError(UserError, NotImplementedError):
+    """A SimpleLLMFunc name or feature with no counterpart here; the message names what to use
+    instead."""
+
+
+class InputRefusedError(UserError):
+    """An answer to a kernel's ``input()`` request was not taken; the message says why (it
+    timed out, was already answered, its execution ended, or no request has that id)."""
+
+
+class SessionError(UserError):
+    """A session cannot be used: an invalid id, a turn already running, a closed store, or the
+    session limit reached with every session busy."""
 
 
 class RunError(SimpleLLMFuncError):

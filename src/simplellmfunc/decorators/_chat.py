@@ -35,7 +35,6 @@ from ..providers import LLMInterface
 from ._agent_tool import AgentTool
 from ._common import (
     CallOptions,
-    resolve_tools,
     self_reference_hook,
     split_call_kwargs,
     static_tools,
@@ -88,7 +87,9 @@ def llm_chat(
         return_mode: ``"text"`` or ``"raw"``.
         enable_event: Yield typed events and a final response.
         self_reference: A ``SelfReference`` memory backend.
-        self_reference_key: The memory key of this agent.
+        self_reference_key: The memory key of this agent; alone, it binds the SelfReference
+            of the first PyRepl in the toolkit (attaching one if it has none), else a private
+            one.
         options: Engine options (:class:`~simplellmfunc.engine.EngineOptions`);
             ``max_tool_calls``, ``tool_protocol``, ``termination``, ``history_window`` and any
             other option given as a keyword argument are merged in.
@@ -126,7 +127,7 @@ def llm_chat(
         if history_name is None:
             raise DecoratorError("@llm_chat functions need a 'history' or 'chat_history' parameter")
         doc = docstring_of(func)
-        memory = self_reference_hook(self_reference, self_reference_key)
+        memory = self_reference_hook(self_reference, self_reference_key, tools)
         run_hooks = ((memory,) if memory is not None else ()) + tuple(hooks)
         run_hooks += toolkit_hooks(providers)
 
@@ -150,11 +151,13 @@ def llm_chat(
             invocation = Invocation(
                 llm=llm_interface,
                 system_prompt=system,
-                tools=await resolve_tools(tools, providers),
+                tools=await call.resolve_tools(tools, providers),
+                session_id=call.session_id,
                 stream=stream,
                 options=engine_options,
                 params=params,
-                hooks=run_hooks,
+                hooks=run_hooks + call.hooks,
+                func_name=func.__name__,
             )
             transcript = Transcript(_initial_messages(system, history, user))
             return invocation, transcript, call, user

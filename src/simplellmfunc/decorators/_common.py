@@ -62,9 +62,23 @@ def static_tools(toolkit: Iterable[ToolkitItem] | None) -> tuple[list[Tool], lis
         elif callable(item):
             tools.append(FunctionTool(item))
         else:
-            raise ToolDefinitionError(f"toolkit item {item!r} is not a tool")
+            raise ToolDefinitionError(_not_a_tool(item))
     _check_unique(tools)
     return tools, providers
+
+
+def _not_a_tool(item: object) -> str:
+    """Why ``item`` cannot be in a toolkit, pointing at its tools when it has some."""
+    if isinstance(getattr(type(item), "toolset", None), property):
+        name = type(item).__name__
+        return (
+            f"toolkit item {item!r} is not a tool: a {name} is not a tool itself, pass its "
+            f"tools instead (toolkit=repl.toolset, or toolkit=[*repl.toolset, ...] with others)"
+        )
+    return (
+        f"toolkit item {item!r} is not a tool (expected a Tool, an @tool function, a plain "
+        f"function or a tool provider with list_tools())"
+    )
 
 
 def _check_unique(tools: Iterable[Tool]) -> None:
@@ -97,25 +111,47 @@ def toolkit_hooks(providers: Iterable[ToolProvider]) -> tuple[RunHook, ...]:
 
 class CallOptions:
     """The framework keyword arguments of one call (``_template_params``, ``_abort_signal``,
-    ``_pause_signal``)."""
+    ``_pause_signal``, ``_toolkit``, ``_session_id``, ``_hooks``)."""
 
-    __slots__ = ("abort", "pause", "template_params")
+    __slots__ = ("abort", "hooks", "pause", "providers", "session_id", "template_params", "tools")
 
     def __init__(
         self,
         template_params: Mapping[str, Any] | None,
         abort: AbortSignal | None,
         pause: PauseSignal | None = None,
+        *,
+        toolkit: Iterable[ToolkitItem] | None = None,
+        session_id: str = "",
+        hooks: Iterable[RunHook] = (),
     ) -> None:
         self.template_params = dict(template_params or {})
         self.abort = abort
         self.pause = pause
+        self.tools, self.providers = static_tools(toolkit)
+        self.hooks = tuple(hooks) + toolkit_hooks(self.providers)
+        self.session_id = session_id
+
+    async def resolve_tools(
+        self, tools: list[Tool], providers: list[ToolProvider]
+    ) -> tuple[Tool, ...]:
+        """The tools of this call: the decorator's toolkit plus the call's ``_toolkit``.
+
+        Raises:
+            ToolDefinitionError: If two tools share a name.
+        """
+        return await resolve_tools([*tools, *self.tools], [*providers, *self.providers])
 
 
 def split_call_kwargs(kwargs: dict[str, Any], *, pausable: bool = True) -> CallOptions:
     """Remove the framework keyword arguments from ``kwargs`` and return them.
 
+    ``_toolkit`` (a list like the decorator's ``toolkit``) adds tools and tool providers to this
+    call only; ``_session_id`` labels every event of the call (``EventOrigin.session_id``,
+    forks included); ``_hooks`` adds run hooks to this call (a session's SelfReference key).
+
     Raises:
+        ToolDefinitionError: For a ``_toolkit`` item that is not a tool.
         DecoratorError: For a ``_abort_signal`` that is not an :class:`AbortSignal`, a
             ``_pause_signal`` that is not a :class:`PauseSignal`, or one where a call cannot
             pause (``pausable=False``: an ``@llm_function`` has no history to resume from).
@@ -123,20 +159,32 @@ def split_call_kwargs(kwargs: dict[str, Any], *, pausable: bool = True) -> CallO
     params = kwargs.pop("_template_params", None)
     abort = kwargs.pop("_abort_signal", None)
     pause = kwargs.pop("_pause_signal", None)
+    toolkit = kwargs.pop("_toolkit", None)
+    session_id = kwargs.pop("_session_id", None) or ""
+    if not isinstance(session_id, str):
+        raise DecoratorError("_session_id must be a string")
+    hooks = kwargs.pop("_hooks", None) or ()
+    if not all(isinstance(h, RunHook) for h in hooks):
+        raise DecoratorError("_hooks must be a list of RunHook (run.hooks of this call only)")
+    if toolkit is not None and not isinstance(toolkit, list | tuple):
+        raise DecoratorError("_toolkit must be a list of tools (like the decorator's toolkit)")
     if abort is not None and not isinstance(abort, AbortSignal):
         raise DecoratorError("_abort_signal must be an AbortSignal")
     if pause is not None and not isinstance(pause, PauseSignal):
         raise DecoratorError("_pause_signal must be a PauseSignal")
     if pause is not None and not pausable:
         raise DecoratorError("only @llm_chat calls can pause (they return a history to resume)")
-    return CallOptions(params, abort, pause)
+    return CallOptions(params, abort, pause, toolkit=toolkit, session_id=session_id, hooks=hooks)
 
 
-def self_reference_hook(self_reference: Any, key: str | None) -> RunHook | None:
+def self_reference_hook(
+    self_reference: Any, key: str | None, tools: Iterable[Tool] = ()
+) -> RunHook | None:
     """The run hook of a SelfReference memory (``self_reference.run_hook(key)``).
 
-    A key alone creates a private ``SelfReference`` (what SimpleLLMFunc code does); the import
-    is deferred so that ``@llm_chat`` without memory never loads the builtins.
+    A key alone binds the SelfReference of the first PyRepl among ``tools`` (its ``selfref``
+    backend, attached on first request), else a private one: what SimpleLLMFunc code does. The
+    import is deferred so that ``@llm_chat`` without memory never loads the builtins.
 
     Raises:
         DecoratorError: If ``self_reference`` has no ``run_hook``.
@@ -144,11 +192,24 @@ def self_reference_hook(self_reference: Any, key: str | None) -> RunHook | None:
     if self_reference is None and key is None:
         return None
     if self_reference is None:
-        from ..builtin import SelfReference
-
-        self_reference = SelfReference()
+        self_reference = _toolkit_self_reference(tools)
     factory = getattr(self_reference, "run_hook", None)
     if factory is None:
         raise DecoratorError("self_reference must be a SelfReference")
     hook: RunHook = factory(key or "agent_main")
     return hook
+
+
+def _toolkit_self_reference(tools: Iterable[Tool]) -> Any:
+    """The ``selfref`` backend of the first PyRepl whose tool is in ``tools``, else a new
+    in-memory SelfReference."""
+    from ..builtin import SelfReference
+    from ..builtin.pyrepl import ReplTool
+
+    for item in tools:
+        if isinstance(item, ReplTool):
+            from ..builtin import PyRepl  # loaded already: its tool is here
+
+            if isinstance(item.repl, PyRepl):
+                return item.repl.get_runtime_backend(PyRepl.DEFAULT_SELF_REFERENCE_BACKEND_NAME)
+    return SelfReference()

@@ -15,13 +15,7 @@ from .._transcript import Transcript
 from ..engine import EngineOptions, Invocation, Run, RunResult, ToolProtocol, split_options
 from ..exceptions import AbortedError, OutputParseError
 from ..providers import LLMInterface
-from ._common import (
-    check_async,
-    resolve_tools,
-    split_call_kwargs,
-    static_tools,
-    toolkit_hooks,
-)
+from ._common import check_async, split_call_kwargs, static_tools, toolkit_hooks
 from ._output import OutputSpec
 from ._prompt import docstring_of, fill_template, render_arguments
 
@@ -103,14 +97,16 @@ def llm_function(
             invocation = Invocation(
                 llm=llm_interface,
                 system_prompt=system,
-                tools=await resolve_tools(tools, providers),
-                hooks=toolkit_hooks(providers),
+                tools=await call.resolve_tools(tools, providers),
+                session_id=call.session_id,
                 options=engine_options,
                 response_format=output.response_format() if native else None,
                 output_contract="" if native else output.contract(),
                 params=params,
                 answer_check=parser.check if parser is not None else None,
                 max_repairs=retries,
+                func_name=func.__name__,
+                hooks=toolkit_hooks(providers) + call.hooks,
             )
             transcript = Transcript([SystemMessage(system), user])
             run = Run(invocation, transcript, abort=call.abort, user_input=user.text, events=events)

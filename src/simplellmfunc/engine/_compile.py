@@ -89,4 +89,5 @@ def compile_request(
         tool_choice=invocation.tool_choice if tools else None,
         response_format=response_format,
         params=invocation.params,
+        timeout=invocation.options.request_timeout,
     )

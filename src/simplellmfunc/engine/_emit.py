@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
+from dataclasses import replace
 from typing import Any
 
 from .._events import CustomEvent, EventOrigin, EventYield, ReactEvent
@@ -17,9 +18,19 @@ class Emitter:
 
     ``wants_events`` is false when the caller did not ask for events: the loop then skips
     building them (``LLMCallStartEvent`` copies the transcript, which costs CPU per call).
+    Each sent event is stamped with the agent call id (``trace_id``) and ``func_name``.
     """
 
-    __slots__ = ("_origin", "_send", "_seq", "_wants", "wants_events", "wants_raw", "wants_text")
+    __slots__ = (
+        "_origin",
+        "_send",
+        "_seq",
+        "_wants",
+        "func_name",
+        "wants_events",
+        "wants_raw",
+        "wants_text",
+    )
 
     def __init__(
         self,
@@ -29,7 +40,9 @@ class Emitter:
         wants_events: bool,
         wants_text: bool = False,
         wants_raw: bool = False,
+        func_name: str = "",
     ) -> None:
+        self.func_name = func_name
         self._send = send
         self._origin = origin
         self._seq = 0
@@ -65,7 +78,7 @@ class Emitter:
 
         Text and raw items are never sent: they are the parent's output.
         """
-        return Emitter(self._send, origin, wants_events=self.wants_events)
+        return Emitter(self._send, origin, wants_events=self.wants_events, func_name=self.func_name)
 
     async def event(self, event: ReactEvent) -> None:
         """Send ``event`` if events are wanted."""
@@ -80,7 +93,10 @@ class Emitter:
                 self._origin.fork_depth,
                 agent=self._origin.agent,
             )
-            await self._send(EventYield(event, origin))
+            await self._send(EventYield(self._stamp(event), origin))
+
+    def _stamp(self, event: ReactEvent) -> ReactEvent:
+        return replace(event, trace_id=self._origin.agent_call_id, func_name=self.func_name)
 
     async def custom(self, event: CustomEvent) -> None:
         """Send a tool's custom event, tagged with the tool's name and call id."""
@@ -98,7 +114,7 @@ class Emitter:
                 event.tool_call_id,
                 base.agent,
             )
-            await self._send(EventYield(event, origin))
+            await self._send(EventYield(self._stamp(event), origin))
 
     async def raw(self, item: Any) -> None:
         """Send a non-event item (text deltas in plain stream mode, raw chunks)."""

@@ -95,6 +95,7 @@ class Invocation:
         answer_check: Checks a final answer (the output contract of ``@llm_function``):
             ``None`` when it is usable, else the message that asks the model to redo it.
         max_repairs: How many times a rejected answer is sent back within the run.
+        func_name: The decorated function's name (stamped on every event).
     """
 
     llm: LLMInterface
@@ -111,6 +112,7 @@ class Invocation:
     fork_id: str | None = None
     fork_depth: int = 0
     parent_call_id: str | None = None
+    func_name: str = ""
     answer_check: Callable[[str], str | None] | None = None
     max_repairs: int = 0
 

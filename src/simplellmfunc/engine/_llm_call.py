@@ -140,11 +140,15 @@ async def _request(
         raise
 
 
-async def _chunk(emitter: Emitter, text: str, accumulated: str, protocol: bool) -> None:
+async def _chunk(
+    emitter: Emitter, text: str, accumulated: str, protocol: bool, index: int = 0
+) -> None:
     """Report a text delta: as an event, or as a text item (``protocol``: the reply is a JSON
     step, not prose; the answer goes out as one item once it is read from it)."""
     if emitter.wants_events:
-        await emitter.event(LLMChunkArriveEvent(text=text, accumulated_text=accumulated))
+        await emitter.event(
+            LLMChunkArriveEvent(text=text, accumulated_text=accumulated, chunk_index=index)
+        )
     elif emitter.wants_text and not protocol:
         await emitter.raw(TextChunk(text))
 
@@ -154,6 +158,7 @@ async def _stream(
 ) -> LLMResponse:
     calls: dict[int, tuple[str, str]] = {}
     accumulated = ""
+    index = 0
     async with aclosing(invocation.llm.stream(request)) as events:
         async for event in events:
             if emitter.wants_raw:
@@ -162,10 +167,14 @@ async def _stream(
                 partial.append(event.text)
                 if emitter.wants_events or (emitter.wants_text and not emitter.wants_raw):
                     accumulated += event.text
-                    await _chunk(emitter, event.text, accumulated, invocation.json_protocol)
+                    await _chunk(emitter, event.text, accumulated, invocation.json_protocol, index)
+                    index += 1
             elif isinstance(event, ReasoningDelta):
                 if emitter.wants_events:
-                    await emitter.event(LLMChunkArriveEvent(reasoning=event.text))
+                    await emitter.event(
+                        LLMChunkArriveEvent(reasoning=event.text, chunk_index=index)
+                    )
+                    index += 1
             elif isinstance(event, ToolCallDelta):
                 await _tool_delta(emitter, calls, event)
             elif isinstance(event, FinishEvent):

@@ -45,6 +45,9 @@ class EngineOptions:
         loop_window: How many tool batches in a row that repeat one batch (or alternate two)
             count as a loop: the model is warned, and the run ends with
             ``terminated_by="loop"`` if the next batch repeats again (``0``: off).
+        request_timeout: Seconds one LLM request may take (``None``: the provider's own
+            setting). The decorators also take it as ``timeout=`` (SimpleLLMFunc's name); it
+            is never sent in the request body.
     """
 
     max_tool_calls: int | None = None
@@ -56,6 +59,7 @@ class EngineOptions:
     termination: TerminationPolicy = field(default_factory=TerminationPolicy)
     history_window: HistoryWindow | None = None
     loop_window: int = 3
+    request_timeout: float | None = None
 
     def __post_init__(self) -> None:
         if self.tool_protocol not in ("auto", "native", "text", "json"):
@@ -67,6 +71,11 @@ class EngineOptions:
             value = getattr(self, name)
             if value is not None and (not isinstance(value, int) or value < 0):
                 raise DecoratorError(f"{name} must be a non-negative int, got {value!r}")
+        timeout = self.request_timeout
+        if timeout is not None and (
+            isinstance(timeout, bool) or not isinstance(timeout, int | float) or timeout <= 0
+        ):
+            raise DecoratorError(f"request_timeout must be a positive number, got {timeout!r}")
 
     @classmethod
     def from_mapping(cls, values: Mapping[str, Any]) -> EngineOptions:
@@ -114,6 +123,7 @@ def split_options(
             or a body parameter that cannot be sent as JSON (an object meant for the engine, a
             typo'd option name holding one).
     """
+    llm_kwargs = _timeout_alias(llm_kwargs)
     lifted = {k: v for k, v in llm_kwargs.items() if k in OPTION_NAMES}
     lifted.update((k, v) for k, v in explicit.items() if v is not None)
     body = {k: v for k, v in llm_kwargs.items() if k not in OPTION_NAMES}
@@ -136,3 +146,17 @@ def split_options(
                 f"provider; engine options are: {', '.join(sorted(OPTION_NAMES))}"
             ) from None
     return (replace(base, **lifted) if lifted else base), body
+
+
+def _timeout_alias(llm_kwargs: Mapping[str, Any]) -> Mapping[str, Any]:
+    """``timeout=`` (SimpleLLMFunc's request timeout) as ``request_timeout``, never a body field.
+
+    Raises:
+        DecoratorError: When both are given.
+    """
+    if "timeout" not in llm_kwargs:
+        return llm_kwargs
+    if "request_timeout" in llm_kwargs:
+        raise DecoratorError("give the request timeout once: timeout= or request_timeout=")
+    rest = {k: v for k, v in llm_kwargs.items() if k != "timeout"}
+    return {**rest, "request_timeout": llm_kwargs["timeout"]}

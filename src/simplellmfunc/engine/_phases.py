@@ -176,7 +176,9 @@ async def act(run: RunContext, calls: tuple[ToolCall, ...]) -> bool:
     if emitter.wants_events:
         duration = time.perf_counter() - started
         await emitter.event(
-            ToolCallsBatchEndEvent(state.iteration, batch.succeeded, batch.failed, duration)
+            ToolCallsBatchEndEvent(
+                state.iteration, batch.succeeded, batch.failed, duration, batch.ends
+            )
         )
     done = run.aborted()
     if not done:

@@ -97,8 +97,15 @@ class Run:
     ) -> None:
         self._own_emitter = emitter is None
         if emitter is None:
-            origin = origin or EventOrigin(agent_call_id=new_call_id())
-            emitter = Emitter(None, origin, wants_events=events, wants_text=text, wants_raw=raw)
+            origin = origin or EventOrigin(invocation.session_id, new_call_id())
+            emitter = Emitter(
+                None,
+                origin,
+                wants_events=events,
+                wants_text=text,
+                wants_raw=raw,
+                func_name=invocation.func_name,
+            )
         self.context = RunContext(invocation, RunState(transcript), emitter, abort, pause)
         self._user_input = user_input
         self._calls: tuple[ToolCall, ...] = ()

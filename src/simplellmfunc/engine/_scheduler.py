@@ -2,7 +2,10 @@
 
 Results are applied in the original call order; a failing or timed-out tool becomes an error
 result and never cancels its siblings; an abort cancels the batch and answers every unfinished
-call with a ``ToolCancelledMutation``, so the history stays valid.
+call with a ``ToolCancelledMutation``, so the history stays valid. Tools with an ``abort_grace``
+(they stop on the abort signal themselves and return what they have, like PyRepl's cell) get
+that long to return before the batch is cancelled. Every call of the batch gets its end event:
+a cancelled one a ``ToolCallErrorEvent`` (``error_type="Cancelled"``) and a ``ToolCallEndEvent``.
 """
 
 from __future__ import annotations
@@ -46,6 +49,7 @@ __all__ = ["BatchResult", "run_tool_batch"]
 class _Outcome:
     mutation: ContextMutation
     success: bool
+    end: ToolCallEndEvent
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,6 +66,7 @@ class BatchResult:
     succeeded: int
     failed: int
     aborted: bool
+    ends: tuple[ToolCallEndEvent, ...] = ()
 
 
 async def run_tool_batch(run: RunContext, calls: Sequence[ToolCall]) -> BatchResult:
@@ -72,16 +77,59 @@ async def run_tool_batch(run: RunContext, calls: Sequence[ToolCall]) -> BatchRes
     try:
         if abort is None:
             await _run_all(run, calls, outcomes)
-        else:
-            with anyio.CancelScope() as scope:
-                remove = abort.add_callback(lambda _reason: scope.cancel())
-                try:
-                    await _run_all(run, calls, outcomes)
-                finally:
-                    remove()
+            return _collect(run.invocation, calls, outcomes, abort)
+        started = time.perf_counter()
+        grace = _abort_grace(run.invocation, calls)
+        with anyio.CancelScope() as scope:
+            remove = abort.add_callback(lambda _reason: _stop(scope, grace))
+            try:
+                await _run_all(run, calls, outcomes)
+            finally:
+                remove()
     finally:
         restore()
-    return _collect(run.invocation, calls, outcomes, abort)
+    result = _collect(run.invocation, calls, outcomes, abort)
+    if result.aborted and run.emitter.wants_events:
+        await _announce_cancelled(run.emitter, calls, outcomes, result, started)
+    return result
+
+
+def _abort_grace(invocation: Invocation, calls: Sequence[ToolCall]) -> float:
+    """How long an abort waits for the batch's tools to return on their own."""
+    graces = [getattr(invocation.tool_named(c.name), "abort_grace", 0.0) for c in calls]
+    return max(graces, default=0.0)
+
+
+def _stop(scope: anyio.CancelScope, grace: float) -> None:
+    try:
+        now = anyio.current_time()
+    except RuntimeError:  # aborted from outside the event loop: no clock to wait by
+        grace = 0.0
+    if grace <= 0:
+        scope.cancel()
+    else:
+        scope.deadline = min(scope.deadline, now + grace)
+
+
+async def _announce_cancelled(
+    emitter: Emitter,
+    calls: Sequence[ToolCall],
+    outcomes: Sequence[_Outcome | None],
+    result: BatchResult,
+    started: float,
+) -> None:
+    """The end events of the calls an abort cancelled (a UI closes their spinners on them)."""
+    duration = time.perf_counter() - started
+    cancelled = {
+        m.tool_call_id: m for m in result.mutations if isinstance(m, ToolCancelledMutation)
+    }
+    for call, outcome in zip(calls, outcomes, strict=True):
+        mutation = cancelled.get(call.id)
+        if outcome is None and mutation is not None:
+            reason = mutation.abort_reason or "cancelled"
+            await emitter.event(ToolCallErrorEvent(call.id, call.name, "Cancelled", reason))
+            text = mutation.to_message().text  # what the model reads
+            await emitter.event(ToolCallEndEvent(call.id, call.name, text, False, duration))
 
 
 async def _run_all(
@@ -124,6 +172,7 @@ def _collect(
         succeeded,
         len(calls) - succeeded,
         bool(cancelled),
+        tuple(o.end for o in done),
     )
 
 
@@ -164,10 +213,9 @@ async def _run_call(run: RunContext, call: ToolCall) -> _Outcome:
         return await _failure(call, emitter, "Timeout", text, started)
     if isinstance(rendered, _Failure):
         return await _failure(call, emitter, rendered.error_type, rendered.text, started)
-    if emitter.wants_events:
-        duration = time.perf_counter() - started
-        await emitter.event(ToolCallEndEvent(call.id, call.name, rendered.text, True, duration))
-    return _Outcome(_mutation(call, rendered), True)
+    end = ToolCallEndEvent(call.id, call.name, rendered.text, True, time.perf_counter() - started)
+    await emitter.event(end)
+    return _Outcome(_mutation(call, rendered), True, end)
 
 
 async def _invoke(
@@ -233,6 +281,6 @@ async def _failure(
     call: ToolCall, emitter: Emitter, error_type: str, text: str, started: float
 ) -> _Outcome:
     await emitter.event(ToolCallErrorEvent(call.id, call.name, error_type, text))
-    duration = time.perf_counter() - started
-    await emitter.event(ToolCallEndEvent(call.id, call.name, text, False, duration))
-    return _Outcome(ToolResultMutation(call.id, text), False)
+    end = ToolCallEndEvent(call.id, call.name, text, False, time.perf_counter() - started)
+    await emitter.event(end)
+    return _Outcome(ToolResultMutation(call.id, text), False, end)

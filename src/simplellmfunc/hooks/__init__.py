@@ -1,5 +1,8 @@
 """SimpleLLMFunc's name for the event module: everything in :mod:`simplellmfunc.events`, plus
-:class:`~simplellmfunc.tools.ToolEventEmitter`.
+:class:`~simplellmfunc.tools.ToolEventEmitter`, :class:`~simplellmfunc.AbortSignal` and
+SimpleLLMFunc's aliases (``ReActEvent``, ``ReActEventType``, ``ReactOutput``,
+``ABORT_SIGNAL_PARAM``). Its submodules ``events``, ``stream``, ``abort`` and ``event_emitter``
+are SimpleLLMFunc's module paths for the same objects.
 
 (Run hooks — :class:`simplellmfunc.engine.RunHook`, ``@llm_chat(hooks=...)`` — are another
 thing: objects that plug into the loop. This module holds no hooks of that kind.)
@@ -8,6 +11,7 @@ thing: objects that plug into the loop. This module holds no hooks of that kind.
 from ..events import (
     CustomEvent,
     EventOrigin,
+    EventStamp,
     EventYield,
     LLMCallEndEvent,
     LLMCallErrorEvent,
@@ -33,19 +37,28 @@ from ..events import (
     responses_only,
 )
 from ..tools import ToolEventEmitter
+from .abort import ABORT_SIGNAL_PARAM, AbortSignal
+from .events import ReActEvent, ReActEventType
+from .stream import ReactOutput
 
 __all__ = [
+    "ABORT_SIGNAL_PARAM",
+    "AbortSignal",
     "CustomEvent",
     "EventOrigin",
+    "EventStamp",
     "EventYield",
     "LLMCallEndEvent",
     "LLMCallErrorEvent",
     "LLMCallStartEvent",
     "LLMChunkArriveEvent",
+    "ReActEvent",
+    "ReActEventType",
     "ReactEndEvent",
     "ReactEvent",
     "ReactIterationEndEvent",
     "ReactIterationStartEvent",
+    "ReactOutput",
     "ReactStartEvent",
     "ResponseYield",
     "TerminatedBy",

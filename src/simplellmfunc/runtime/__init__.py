@@ -7,6 +7,9 @@
   steps (:class:`StepTriple`, :class:`KeyValueExtraction`, :class:`LLMSummary`).
 * :mod:`.trace`: :class:`TraceRecorder` turns the event stream into :class:`TraceRecord` s, with
   :class:`JSONLSink` and :class:`SQLiteTraceSink`.
+* :mod:`.sessions`: :class:`SessionStore` — one agent, many users: a :class:`Session` per id
+  with its history (kept in a store), PyRepl kernel, SelfReference key and abort signal; idle
+  sessions reclaimed; ``input()`` answered and turns aborted by session id.
 * :mod:`.checkpoints`: :class:`Checkpoint`, :class:`CheckpointManager`, :class:`CheckpointHook`.
 * :mod:`.commands`: command lines as tools: :class:`ShellTool`, and :class:`CLIAgentTool` for
   agents calling agents, over :func:`run_command`.
@@ -87,6 +90,7 @@ from .multiagent import (
     Team,
     drop_tool_turns,
 )
+from .sessions import OnDisconnect, Session, SessionStore
 from .skills import Skill, SkillRegistry, Skills, skill, skill_agent
 from .stores import (
     InMemoryStore,
@@ -137,6 +141,7 @@ __all__ = [
     "LLMSummary",
     "MemoryHook",
     "Namespace",
+    "OnDisconnect",
     "Parallel",
     "ParallelResult",
     "RedisChannel",
@@ -146,6 +151,8 @@ __all__ = [
     "SQLiteStore",
     "SQLiteTraceSink",
     "ScopedStore",
+    "Session",
+    "SessionStore",
     "SharedMemory",
     "ShellTool",
     "Skill",

@@ -69,6 +69,10 @@ class Tool:
         timeout: Per-call timeout in seconds (``None``: the run's default).
         result_budget: Max tokens of one result shown to the model (``None``: the run's
             default); tools that fit their own output, like PyRepl, raise it.
+        abort_grace: Seconds an aborted run waits for this tool to return before cancelling
+            it (default 0: cancelled at once). For tools that take ``abort_signal``, stop on
+            their own and return what they have: PyRepl's ``execute_code`` returns the output
+            a cell printed before it was interrupted, and the model reads it.
 
     Raises:
         ToolDefinitionError: For an invalid name, an unsupported signature, or neither
@@ -89,6 +93,7 @@ class Tool:
         too_long_to_file: bool = False,
         timeout: float | None = None,
         result_budget: int | None = None,
+        abort_grace: float = 0.0,
     ) -> None:
         if func is None and not self._overrides_run():
             raise ToolDefinitionError(f"{type(self).__name__}: pass func= or override run()")
@@ -103,6 +108,7 @@ class Tool:
         self.too_long_to_file = too_long_to_file
         self.timeout = timeout
         self.result_budget = result_budget
+        self.abort_grace = abort_grace
 
     def _doc_text(self, func: Callable[..., Any] | None) -> ParsedDocstring:
         """The docstring that documents the tool: the function's, or the subclass's + run()'s."""
@@ -119,6 +125,15 @@ class Tool:
 
     def _overrides_run(self) -> bool:
         return type(self).run is not Tool.run
+
+    @property
+    def func(self) -> Callable[..., Any]:
+        """The callable the tool runs: the wrapped function, or the bound :meth:`run`.
+
+        Calling it skips argument validation; framework parameters (``event_emitter`` ...) are
+        passed explicitly or left to their defaults. ``await tool(**kwargs)`` validates.
+        """
+        return self._func if self._func is not None else self.run
 
     @property
     def parameters(self) -> dict[str, Any]:
@@ -222,7 +237,6 @@ class FunctionTool(Tool):
     def __init__(self, func: Callable[..., Any], **options: Any) -> None:
         super().__init__(func=func, **options)
         functools.update_wrapper(self, func)
-        self.func = func
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         """Call the original function unchanged."""
@@ -236,7 +250,7 @@ class FunctionTool(Tool):
         if instance is None:
             return self
         bound = copy.copy(self)
-        bound.func = bound._func = types.MethodType(self.func, instance)
+        bound._func = types.MethodType(self.func, instance)
         bound.__wrapped__ = bound.func  # inspect.signature then omits self
         return bound
 

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING
 from ..._lazy import lazy_exports
 
 if TYPE_CHECKING:
-    from ._pack import Primitive, PrimitivePack
+    from ._pack import Primitive, PrimitiveCallContext, PrimitivePack
     from ._pool import KernelPool
     from ._repl import PyRepl
     from ._tools import (
@@ -42,6 +42,7 @@ __all__ = [
     "KernelPool",
     "ListVariablesTool",
     "Primitive",
+    "PrimitiveCallContext",
     "PrimitivePack",
     "PyRepl",
     "ReplBackend",
@@ -58,6 +59,7 @@ __getattr__, __dir__ = lazy_exports(
         "KernelPool": "._pool",
         "ListVariablesTool": "._tools",
         "Primitive": "._pack",
+        "PrimitiveCallContext": "._pack",
         "PrimitivePack": "._pack",
         "PyRepl": "._repl",
         "ReplBackend": "._tools",

@@ -29,7 +29,7 @@ from anyio.abc import ByteStream, Listener, SocketAttribute
 from anyio.streams.buffered import BufferedByteReceiveStream
 from pydantic_core import to_jsonable_python
 
-from ._pack import Primitive, PrimitivePack
+from ._pack import Primitive, PrimitiveCallContext, PrimitivePack
 from ._reaper import make_private_dir
 
 __all__ = ["BridgeServer"]
@@ -122,20 +122,29 @@ class BridgeServer:
         args = request.get("args") or []
         kwargs = request.get("kwargs") or {}
         try:
-            result = await self._dispatch(target, list(args), dict(kwargs))
+            result = await self._dispatch(target, list(args), dict(kwargs), str(call_id))
             payload = json.dumps({"id": call_id, "ok": True, "result": to_jsonable_python(result)})
         except Exception as exc:  # boundary: the primitive's failure goes back to kernel code
             return _error(call_id, type(exc).__name__, str(exc))
         return payload
 
-    async def _dispatch(self, target: str, args: list[Any], kwargs: dict[str, Any]) -> Any:
+    async def _dispatch(
+        self, target: str, args: list[Any], kwargs: dict[str, Any], call_id: str
+    ) -> Any:
         if target == "__list__":
             return self._listing(args[0] if args else None)
+        if target == "__backends__":
+            return sorted(n for n, p in self._packs().items() if p.backend is not None)
         namespace, _, name = target.partition(".")
-        pack = self._packs().get(namespace)
+        packs = self._packs()
+        pack = packs.get(namespace)
         primitive = pack.get(name) if pack is not None else None
         if pack is None or primitive is None:
             raise AttributeError(f"no host primitive runtime.{target}; see runtime.help()")
+        if pack.pass_context:
+            backends = {n: p.backend for n, p in packs.items() if p.backend is not None}
+            ctx = PrimitiveCallContext(target, namespace, pack.backend, call_id, backends)
+            args = [ctx, *args]
         return await _call(primitive, pack.timeout, args, kwargs)
 
     def _listing(self, namespace: str | None) -> list[dict[str, Any]]:
@@ -148,6 +157,7 @@ class BridgeServer:
                     {
                         "name": f"{pack.namespace}.{primitive.name}",
                         "contract": primitive.contract,
+                        "description": primitive.description,
                         "pack": pack.description,
                     }
                 )

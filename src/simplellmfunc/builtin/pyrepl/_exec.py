@@ -259,6 +259,9 @@ class CellRun:
 
     # -- stdin --------------------------------------------------------------------------------
 
+    def _input_closed_reason(self) -> str:
+        return _closed_reason(self.out.verdict, self.limits)
+
     async def _pump_stdin(self) -> None:
         client = self.session.client
         while True:
@@ -290,7 +293,7 @@ class CellRun:
             )
             await event.wait()
         finally:
-            self.inputs.close(request_id)
+            self.inputs.close(request_id, self._input_closed_reason())
         value = answer[0]
         self.session.client.input(value)
         if self.out.stdout.write(f"{prompt}{'*' * len(value) if password else value}\n"):
@@ -299,6 +302,16 @@ class CellRun:
         # Each answer restarts the active-time window.
         self._window_start = anyio.current_time()
         self._notify()
+
+
+def _closed_reason(verdict: Verdict, limits: CellLimits) -> str:
+    if verdict == "input_timeout":
+        return f"it timed out: no answer within {limits.input_idle_timeout:g} s"
+    if verdict == "aborted":
+        return "the execution that asked for it was aborted"
+    if verdict == "timeout":
+        return "the execution that asked for it timed out"
+    return "the execution that asked for it ended"
 
 
 def _asks_exit(reply: dict[str, Any] | None) -> bool:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections import OrderedDict
+
 import anyio
 
 from ...tools import ToolEventEmitter
@@ -18,11 +20,15 @@ def delivers_live(emitter: ToolEventEmitter | None) -> bool:
     return emitter is not None and emitter.live
 
 
+_REMEMBERED = 256  # closed requests whose fate is remembered, to say why an answer came late
+
+
 class InputBroker:
     """Pending ``input()`` requests of one REPL, answered by ``PyRepl.submit_input``."""
 
     def __init__(self) -> None:
         self._pending: dict[str, tuple[anyio.Event, list[str]]] = {}
+        self._closed: OrderedDict[str, str] = OrderedDict()
 
     def open(self, request_id: str) -> tuple[anyio.Event, list[str]]:
         """Register a request; the answer lands in the returned list and sets the event."""
@@ -30,9 +36,10 @@ class InputBroker:
         self._pending[request_id] = slot
         return slot
 
-    def close(self, request_id: str) -> None:
-        """Forget a request (answered, timed out or abandoned)."""
-        self._pending.pop(request_id, None)
+    def close(self, request_id: str, why: str = "the execution that asked for it ended") -> None:
+        """Forget a request (answered, timed out or abandoned), remembering ``why``."""
+        if self._pending.pop(request_id, None) is not None:
+            self._remember(request_id, why)
 
     def submit(self, request_id: str, value: str) -> bool:
         """Answer a pending request; False when there is no such request (any more)."""
@@ -41,4 +48,16 @@ class InputBroker:
             return False
         slot[1].append(value)
         slot[0].set()
+        self._remember(request_id, "it was already answered")
         return True
+
+    def why_not(self, request_id: str) -> str:
+        """Why ``request_id`` cannot take an answer now (empty while it is pending)."""
+        if request_id in self._pending:
+            return ""
+        return self._closed.get(request_id, "no input() request has this id")
+
+    def _remember(self, request_id: str, why: str) -> None:
+        self._closed[request_id] = why
+        while len(self._closed) > _REMEMBERED:
+            self._closed.popitem(last=False)

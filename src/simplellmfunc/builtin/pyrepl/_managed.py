@@ -152,6 +152,11 @@ class ManagedKernel:
             )
         self.session = None
         self._configured = False
+        if settings.cwd is not None and not await anyio.Path(settings.cwd).is_dir():
+            raise KernelError(
+                f"the PyRepl working directory {settings.cwd!r} does not exist (or is not a "
+                "directory): create it, or pass an existing working_directory= to PyRepl"
+            )
         if settings.pool is not None and settings.pool.fits(settings.cwd, settings.sandbox):
             session = await settings.pool.acquire()
         else:

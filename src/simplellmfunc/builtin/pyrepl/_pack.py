@@ -10,7 +10,7 @@ from typing import Any, TypeVar
 
 from ...exceptions import UserError
 
-__all__ = ["Primitive", "PrimitivePack"]
+__all__ = ["Primitive", "PrimitiveCallContext", "PrimitivePack"]
 
 F = TypeVar("F", bound=Callable[..., Any])
 _NAMESPACE = re.compile(r"^[A-Za-z][A-Za-z0-9_]*$")
@@ -26,19 +26,52 @@ class Primitive:
     func: Callable[..., Any]
     contract: str
     timeout: float | None = None
+    description: str = ""
 
 
-def _contract(name: str, func: Callable[..., Any]) -> str:
+@dataclass(frozen=True, slots=True)
+class PrimitiveCallContext:
+    """What a handler of a ``pass_context`` pack gets as its first argument (``ctx``).
+
+    Attributes:
+        primitive_name: The called primitive, ``"<namespace>.<name>"``.
+        backend_name: The pack's namespace.
+        backend: The pack's backend object.
+        call_id: The id of the call, unique within the kernel.
+        backends: Every installed pack's backend by namespace (see :meth:`get_backend`).
+    """
+
+    primitive_name: str
+    backend_name: str
+    backend: Any
+    call_id: str
+    backends: Mapping[str, Any]
+
+    def get_backend(self, name: str) -> Any:
+        """The backend of the pack installed under ``name``, or ``None``."""
+        return self.backends.get(name)
+
+
+def _signature(func: Callable[..., Any], skip_first: bool) -> str:
     try:
-        signature = str(inspect.signature(func, eval_str=True))
+        signature = inspect.signature(func, eval_str=True)
     except Exception:  # boundary: unresolvable annotations only make the contract less pretty
         try:
-            signature = str(inspect.signature(func))
+            signature = inspect.signature(func)
         except (TypeError, ValueError):
-            signature = "(...)"
-    doc = (inspect.getdoc(func) or "").strip().split("\n\n", 1)[0].replace("\n", " ")
-    head = f"{name}{signature}"
-    return f"{head}: {doc}" if doc else head
+            return "(...)"
+    if skip_first:
+        signature = signature.replace(parameters=list(signature.parameters.values())[1:])
+    return str(signature)
+
+
+def _summary(func: Callable[..., Any]) -> str:
+    return (inspect.getdoc(func) or "").strip().split("\n\n", 1)[0].replace("\n", " ")
+
+
+def _contract(name: str, func: Callable[..., Any], description: str, skip_first: bool) -> str:
+    head = f"{name}{_signature(func, skip_first)}"
+    return f"{head}: {description}" if description else head
 
 
 class PrimitivePack:
@@ -54,7 +87,9 @@ class PrimitivePack:
     ``runtime.<namespace>.memory["main"].count()`` as ``count("main")``.
 
     Primitives run on the host's event loop: async functions are awaited, sync functions are
-    called directly and must return quickly.
+    called directly and must return quickly. With ``pass_context=True`` (SimpleLLMFunc's handler
+    shape, what ``PyRepl.pack`` makes) every handler gets a :class:`PrimitiveCallContext` as its
+    first argument, ``ctx``: ``ctx.backend`` is this pack's backend.
 
     Args:
         namespace: The attribute of ``runtime`` the pack lives under (an identifier).
@@ -62,6 +97,7 @@ class PrimitivePack:
         description: One line shown in listings.
         backend: The host object behind the pack (what ``PyRepl.get_runtime_backend`` returns).
         timeout: Default per-call timeout in seconds.
+        pass_context: Call handlers as ``handler(ctx, *args, **kwargs)``.
 
     Raises:
         UserError: For an invalid namespace or primitive name.
@@ -75,6 +111,7 @@ class PrimitivePack:
         description: str = "",
         backend: Any = None,
         timeout: float = 30.0,
+        pass_context: bool = False,
     ) -> None:
         if not _NAMESPACE.match(namespace):
             raise UserError(f"invalid primitive pack namespace {namespace!r}: use an identifier")
@@ -82,6 +119,7 @@ class PrimitivePack:
         self.description = description
         self.backend = backend
         self.timeout = timeout
+        self.pass_context = pass_context
         self._primitives: dict[str, Primitive] = {}
         for name, func in (primitives or {}).items():
             self.add(name, func)
@@ -93,8 +131,12 @@ class PrimitivePack:
         *,
         contract: str | None = None,
         timeout: float | None = None,
+        description: str = "",
     ) -> None:
         """Add (or replace) the primitive ``name``.
+
+        The contract the model reads defaults to the signature (without ``ctx`` in a
+        ``pass_context`` pack) and ``description``, else the docstring's first paragraph.
 
         Raises:
             UserError: For an invalid name or a non-callable.
@@ -103,15 +145,28 @@ class PrimitivePack:
             raise UserError(f"invalid primitive name {name!r}: use dotted identifiers")
         if not callable(func):
             raise UserError(f"primitive {name!r} is not callable")
-        self._primitives[name] = Primitive(name, func, contract or _contract(name, func), timeout)
+        description = description or _summary(func)
+        contract = contract or _contract(name, func, description, self.pass_context)
+        self._primitives[name] = Primitive(name, func, contract, timeout, description)
 
     def primitive(
-        self, name: str | None = None, *, contract: str | None = None, timeout: float | None = None
+        self,
+        name: str | None = None,
+        *,
+        contract: str | None = None,
+        timeout: float | None = None,
+        description: str = "",
     ) -> Callable[[F], F]:
         """Decorator form of :meth:`add` (the name defaults to the function name)."""
 
         def register(func: F) -> F:
-            self.add(name or func.__name__, func, contract=contract, timeout=timeout)
+            self.add(
+                name or func.__name__,
+                func,
+                contract=contract,
+                timeout=timeout,
+                description=description,
+            )
             return func
 
         return register

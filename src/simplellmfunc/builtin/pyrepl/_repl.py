@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 import os
 import time
 import uuid
@@ -14,7 +15,7 @@ from typing import Any
 import anyio
 
 from ..._abort import AbortSignal
-from ...exceptions import UserError
+from ...exceptions import InputRefusedError, UnsupportedError, UserError
 from ...sandbox import SandboxPolicy, as_policy
 from ...tools import Tool, ToolEventEmitter
 from ._audit import AuditLog, resolve_log_dir
@@ -33,6 +34,12 @@ _RESET_MESSAGE = (
     "REPL reset: all variables were cleared (the attached self_reference and runtime "
     "primitives are kept)."
 )
+
+
+def _new_self_reference() -> Any:
+    """A fresh in-memory SelfReference. ``selfref`` builds on this package (its primitive pack,
+    the REPLs of forks), so it is named here only when a default one is asked for."""
+    return importlib.import_module("..selfref", __package__).SelfReference()
 
 
 class PyRepl:
@@ -101,6 +108,9 @@ class PyRepl:
     Raises:
         UserError: For a non-positive timeout.
     """
+
+    #: The namespace of the SelfReference pack (SimpleLLMFunc's name for it).
+    DEFAULT_SELF_REFERENCE_BACKEND_NAME = "selfref"
 
     def __init__(
         self,
@@ -213,7 +223,9 @@ class PyRepl:
         """The tools for an agent: ``execute_code``, ``reset_repl``, ``list_variables``."""
         if self._toolset is None:
             self._toolset = [
-                ExecuteCodeTool(self, self._max_output_tokens),
+                # An abort interrupts the cell: wait for its partial output (interrupt grace,
+                # plus the watchdog's poll and the result's assembly).
+                ExecuteCodeTool(self, self._max_output_tokens, self._limits.interrupt_grace + 5.0),
                 ResetReplTool(self),
                 ListVariablesTool(self),
             ]
@@ -377,9 +389,28 @@ class PyRepl:
         """Answer the ``kernel_input_request`` event ``request_id`` with ``value``.
 
         Returns:
-            Whether a pending request took the value (False if it already timed out).
+            Whether a pending request took the value; when not, :meth:`input_refusal` says why
+            (it timed out, was already answered, its execution ended, or the id is unknown).
+            :meth:`answer_input` raises with that reason instead.
         """
         return self._inputs.submit(request_id, str(value))
+
+    def input_refusal(self, request_id: str) -> str:
+        """Why ``request_id`` takes no answer now ("" while it is pending): it timed out, was
+        already answered, the execution that asked for it ended or was aborted, or no
+        ``input()`` request has this id."""
+        return self._inputs.why_not(request_id)
+
+    def answer_input(self, request_id: str, value: str) -> None:
+        """Answer ``request_id`` like :meth:`submit_input`, raising when it cannot be answered.
+
+        Raises:
+            InputRefusedError: With the reason (timed out, already answered, execution ended,
+                unknown id).
+        """
+        if not self.submit_input(request_id, value):
+            reason = self.input_refusal(request_id)
+            raise InputRefusedError(f"input request {request_id!r} was not answered: {reason}")
 
     async def interrupt(self) -> None:
         """Interrupt the running execution, if any (like Ctrl-C; state is kept)."""
@@ -422,13 +453,54 @@ class PyRepl:
         self._kernel.packs[pack.namespace] = pack
         self._kernel.invalidate()
 
+    def install_pack(self, pack: PrimitivePack, *, replace: bool = False) -> None:
+        """:meth:`install_primitive_pack`, refusing to replace a pack unless ``replace``
+        (SimpleLLMFunc's name).
+
+        Raises:
+            UserError: If a pack is installed under the namespace and ``replace`` is false.
+        """
+        if pack.namespace in self._kernel.packs and not replace:
+            raise UserError(f"a primitive pack is already installed under {pack.namespace!r}")
+        self.install_primitive_pack(pack)
+
+    def pack(
+        self, name: str, *, backend: Any, backend_name: str | None = None, guidance: str = ""
+    ) -> PrimitivePack:
+        """A new :class:`PrimitivePack` under namespace ``name`` whose handlers get ``ctx``
+        (a :class:`PrimitiveCallContext`; ``ctx.backend`` is ``backend``) as their first
+        argument, as SimpleLLMFunc's ``repl.pack`` makes them; install it with
+        :meth:`install_pack`.
+
+        Raises:
+            UnsupportedError: For a ``backend_name`` other than ``name``.
+        """
+        if backend_name not in (None, name):
+            raise UnsupportedError(
+                "a primitive pack's backend is named by its namespace here: use "
+                f"repl.pack({backend_name!r}, backend=...)"
+            )
+        return PrimitivePack(name, description=guidance, backend=backend, pass_context=True)
+
     def get_runtime_backend(self, name: str) -> Any:
         """The backend object of the pack installed under namespace ``name`` (or the pack
-        itself when it has none); ``None`` when no such pack is installed."""
+        itself when it has none); ``None`` when no such pack is installed.
+
+        ``"selfref"`` is always there, as in SimpleLLMFunc: when no SelfReference is attached,
+        asking for it attaches a fresh in-memory one (:meth:`attach_self_reference`).
+        """
         pack = self._kernel.packs.get(name)
+        default = name == self.DEFAULT_SELF_REFERENCE_BACKEND_NAME
+        if pack is None and default and self._self_reference is None:
+            self.attach_self_reference(_new_self_reference())
+            pack = self._kernel.packs.get(name)
         if pack is None:
             return None
         return pack.backend if pack.backend is not None else pack
+
+    def list_runtime_backends(self) -> list[str]:
+        """The namespaces of the installed packs that have a backend object, sorted."""
+        return sorted(n for n, p in self._kernel.packs.items() if p.backend is not None)
 
     def attach_self_reference(self, obj: Any, *, namespace: str = "selfref") -> None:
         """Attach a SelfReference-like object; kernel code reaches it as ``self_reference``.

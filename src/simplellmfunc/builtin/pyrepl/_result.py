@@ -34,7 +34,9 @@ _KERNEL_EXITED = (
 _CLEAN_EXITS = frozenset({"", "None", "0", "False"})
 _NO_INPUT_HINT = (
     "input() cannot be answered here: this execution has no event consumer to reply to "
-    "input requests. Put the values directly in the code instead."
+    "input requests (the agent must be called with enable_event=True, and the app must answer "
+    "each kernel_input_request event with submit_input). Put the values directly in the code "
+    "instead."
 )
 
 

@@ -108,13 +108,23 @@ class ExecuteCodeTool(ReplTool):
     Args:
         repl: The REPL.
         max_output_tokens: About how much output the REPL lets the model read per execution.
+        abort_grace: How long an aborted run waits for the interrupted cell's result (its
+            output so far) before cancelling the call.
     """
 
-    def __init__(self, repl: ReplBackend, max_output_tokens: int) -> None:
+    def __init__(
+        self, repl: ReplBackend, max_output_tokens: int, abort_grace: float = 10.0
+    ) -> None:
         # The REPL fits its own output (head + tail + spill file) to ~max_output_tokens: leave
         # room for that plus the summary, so the engine never cuts it a second time.
         budget = int(max_output_tokens * 1.2) + 1000
-        super().__init__(repl, "execute_code", EXECUTE_DESCRIPTION, result_budget=budget)
+        super().__init__(
+            repl,
+            "execute_code",
+            EXECUTE_DESCRIPTION,
+            result_budget=budget,
+            abort_grace=abort_grace,
+        )
 
     async def run(
         self,

@@ -170,8 +170,12 @@ class MemoryBank:
         ``current_status``, ``likely_next_work``, ``relevant_files_directories`` and optional
         ``remember`` (texts stored as experiences).
 
+        The compaction applies at once (SimpleLLMFunc queues it until the tool batch ends);
+        a turn bound to ``key`` takes it at its next hook point.
+
         Returns:
-            ``{"assistant_message", "summary_id", "remembered", "replaced_messages"}``.
+            ``{"status": "applied", "key", "assistant_message", "summary_id", "remembered",
+            "replaced_messages"}``.
 
         Raises:
             InvalidHistoryError: For missing or mistyped fields.
@@ -210,6 +214,8 @@ class MemoryBank:
                 )
                 pending.compacted = True
         return {
+            "status": "applied",
+            "key": key,
             "assistant_message": dict(summary),
             "summary_id": summary_id,
             "remembered": new_exps,
@@ -217,7 +223,8 @@ class MemoryBank:
         }
 
     def inspect(self, key: str) -> dict[str, Any]:
-        """Return an overview of ``key``: counts by role, system prompt, experiences, summaries."""
+        """Return an overview of ``key``: counts by role, system prompt, experiences, summaries,
+        and ``messages`` (a copy of the stored history)."""
         state = self.state(key)
         roles: dict[str, int] = {}
         for message in state.messages:
@@ -234,6 +241,7 @@ class MemoryBank:
             "experiences": self.get_experiences(key),
             "summary_count": len(state.summaries),
             "last_summary": copy.deepcopy(dict(state.summaries[-1])) if state.summaries else None,
+            "messages": copy.deepcopy([dict(m) for m in state.messages]),
         }
 
     # -- fork handles ------------------------------------------------------------------------

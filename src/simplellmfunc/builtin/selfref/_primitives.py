@@ -91,7 +91,7 @@ def selfref_pack(bank: MemoryBank, *, backend: object) -> PrimitivePack:
         discoveries: list[str] | None = None,
         completed: list[str] | None = None,
         current_status: str = "",
-        likely_next_work: str = "",
+        likely_next_work: str | list[str] = "",
         relevant_files_directories: list[str] | None = None,
         remember: list[str] | None = None,
         key: str | None = None,

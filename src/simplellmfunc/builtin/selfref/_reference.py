@@ -12,7 +12,7 @@ not need.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ._bank import MemoryBank, check_fork_limits
 from ._handle import MemoryMap
@@ -78,6 +78,15 @@ class SelfReference(MemoryBank):
         from ._turn import active_key
 
         return active_key(self, key)
+
+    def snapshot_history(self, key: str) -> list[dict[str, Any]]:
+        """:meth:`get_history` under SimpleLLMFunc's name."""
+        return self.get_history(key)
+
+    def commit_pending_compaction(self, key: str) -> None:
+        """Nothing to do, kept for SimpleLLMFunc code: ``compact`` applies at once here (its
+        result's ``status`` is ``"applied"``), so no compaction is ever pending."""
+        del key
 
     def __repr__(self) -> str:
         return f"SelfReference(store={type(self._store).__name__})"

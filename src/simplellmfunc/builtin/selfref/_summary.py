@@ -57,6 +57,8 @@ def _check(name: str, value: Any, is_list: bool) -> str | list[str]:
         return [v for v in value if v.strip()]
     if value is None:
         return ""
+    if isinstance(value, list | tuple) and all(isinstance(v, str) for v in value):
+        return "\n".join(f"- {v}" for v in value if v.strip())  # SimpleLLMFunc passes lists
     if not isinstance(value, str):
         raise InvalidHistoryError(f"compact(): {name} must be a string")
     return value
@@ -65,7 +67,8 @@ def _check(name: str, value: Any, is_list: bool) -> str | list[str]:
 def summary_text(fields: dict[str, Any]) -> tuple[str, dict[str, Any]]:
     """Validate the compaction fields; return the summary text and the checkpoint record.
 
-    Missing fields count as empty; the goal is required.
+    Missing fields count as empty; the goal is required. A text field given as a list of
+    strings becomes a bulleted list.
 
     Raises:
         InvalidHistoryError: For unknown or mistyped fields, or an empty goal.

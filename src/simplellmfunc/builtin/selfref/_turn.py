@@ -59,10 +59,12 @@ def active_turn(bank: MemoryBank) -> Turn:
 
 def active_key(bank: MemoryBank, key: str | None = None) -> str:
     """``key``, or the key of the turn whose tool call is running in this context (else the
-    most recently started turn of ``bank`` that is still running).
+    most recently started turn of ``bank`` that is still running, else the only key ``bank``
+    has state for).
 
     Raises:
-        UserError: If ``key`` is not a non-empty string, or none is given and no turn is running.
+        UserError: If ``key`` is not a non-empty string, or none is given, no turn is running
+            and the bank does not hold exactly one key.
     """
     if key is not None:
         if not isinstance(key, str) or not key:
@@ -72,6 +74,9 @@ def active_key(bank: MemoryBank, key: str | None = None) -> str:
     if turn is not None:  # the turn whose tool call is running (forks run concurrently)
         return turn.key
     latest = bank.latest_turn_key()
-    if latest is None:
+    if latest is not None:
+        return latest
+    keys = bank.keys()
+    if len(keys) != 1:
         raise UserError("no @llm_chat turn bound to this SelfReference is running; pass key=")
-    return latest
+    return keys[0]

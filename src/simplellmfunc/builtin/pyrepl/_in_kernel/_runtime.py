@@ -15,8 +15,9 @@ import json
 import socket
 import threading
 from typing import Any
+from xml.sax.saxutils import escape
 
-__all__ = ["BridgeError", "RemotePath", "Runtime"]
+__all__ = ["BridgeError", "PrimitiveListing", "RemotePath", "Runtime"]
 
 _MAX_LINE = 16 * 1024 * 1024
 _BUILTIN_ERRORS: dict[str, type[Exception]] = {
@@ -63,6 +64,31 @@ def _error(error_type: str, message: str) -> BridgeError:
         cls = type(f"Bridge{error_type}", (BridgeError, base), {})
         _ERROR_CLASSES[error_type] = cls
     return cls(error_type, message)
+
+
+class PrimitiveListing(list):  # type: ignore[type-arg]
+    """``[{"name", "contract", "description", "pack"}]``; ``"ns.name" in listing`` also tests
+    the names (SimpleLLMFunc's ``runtime.list_primitives()`` is a list of names)."""
+
+    def __contains__(self, item: object) -> bool:
+        if isinstance(item, str):
+            return any(entry.get("name") == item for entry in self)
+        return super().__contains__(item)
+
+    def names(self) -> list[str]:
+        """The primitive names, in order."""
+        return [str(entry.get("name")) for entry in self]
+
+
+def _spec_xml(specs: list[dict[str, Any]]) -> str:
+    lines = ["<primitive_specs>"]
+    for spec in specs:
+        lines.append("<primitive>")
+        for field in ("name", "description", "contract", "pack"):
+            lines.append(f"<{field}>{escape(str(spec.get(field, '')))}</{field}>")
+        lines.append("</primitive>")
+    lines.append("</primitive_specs>")
+    return "\n".join(lines)
 
 
 class Runtime:
@@ -127,12 +153,48 @@ class Runtime:
             raise _error("BridgeError", "malformed reply from the host") from None
         return reply if isinstance(reply, dict) else {}
 
-    def list_primitives(self, namespace: str | None = None) -> list[dict[str, Any]]:
-        """Return ``[{"name", "contract", ...}]`` for the installed primitives."""
+    def list_primitives(
+        self,
+        namespace: str | None = None,
+        *,
+        prefix: str | None = None,
+        contains: str | None = None,
+    ) -> PrimitiveListing:
+        """Return ``[{"name", "contract", "description", "pack"}]`` for the installed
+        primitives (of ``namespace``; whose name starts with ``prefix`` / contains
+        ``contains``)."""
+        if self._config is None:
+            return PrimitiveListing()
+        listed = self.call("__list__", namespace)
+        return PrimitiveListing(
+            entry
+            for entry in (listed if isinstance(listed, list) else [])
+            if str(entry.get("name", "")).startswith(prefix or "")
+            and (contains or "") in str(entry.get("name", ""))
+        )
+
+    def list_primitive_specs(
+        self,
+        names: list[str] | None = None,
+        prefix: str | None = None,
+        contains: str | None = None,
+        format: str = "xml",
+    ) -> Any:
+        """The primitives' specs (``name``, ``description``, ``contract``, ``pack``) as XML, or
+        a list of dicts with ``format="dict"``; ``names`` picks exact names."""
+        specs = [
+            dict(entry)
+            for entry in self.list_primitives(prefix=prefix, contains=contains)
+            if names is None or entry.get("name") in names
+        ]
+        return specs if format.strip().lower() in ("dict", "json") else _spec_xml(specs)
+
+    def list_backends(self) -> list[str]:
+        """The namespaces of the installed packs that have a backend object (``selfref``...)."""
         if self._config is None:
             return []
-        listed = self.call("__list__", namespace)
-        return listed if isinstance(listed, list) else []
+        listed = self.call("__backends__")
+        return [str(name) for name in listed] if isinstance(listed, list) else []
 
     def help(self, namespace: str | None = None) -> None:
         """Print every installed primitive with its contract."""
@@ -149,7 +211,9 @@ class Runtime:
 
     def __dir__(self) -> list[str]:
         names = {str(p["name"]).split(".", 1)[0] for p in self.list_primitives()}
-        return sorted(names | {"call", "help", "list_primitives"})
+        return sorted(
+            names | {"call", "help", "list_backends", "list_primitive_specs", "list_primitives"}
+        )
 
     def __repr__(self) -> str:
         return "<runtime: host primitives; runtime.help() lists them>"

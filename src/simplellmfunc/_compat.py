@@ -1,0 +1,46 @@
+"""The SimpleLLMFunc migration layer's one helper: a module ``__getattr__`` that imports our
+objects under SimpleLLMFunc's names on first access, and makes names that are gone fail with
+the replacement in the message (``from simplellmfunc.x import Gone`` raises at once)."""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from .exceptions import UnsupportedError
+
+__all__ = ["compat_getattr"]
+
+
+def compat_getattr(
+    module: str,
+    aliases: Mapping[str, tuple[str, str]] | None = None,
+    gone: Mapping[str, str] | None = None,
+) -> Callable[[str], Any]:
+    """A module ``__getattr__`` for ``module``.
+
+    Args:
+        module: The module's ``__name__``.
+        aliases: SimpleLLMFunc name → (our module, relative to ``simplellmfunc`` when it starts
+            with a dot; our name), imported on first access.
+        gone: SimpleLLMFunc name → what to use instead; accessing it raises
+            :class:`~simplellmfunc.exceptions.UnsupportedError`.
+    """
+    aliases = dict(aliases or {})
+    gone = dict(gone or {})
+
+    def __getattr__(name: str) -> Any:
+        target = aliases.get(name)
+        if target is not None:
+            return getattr(importlib.import_module(target[0], "simplellmfunc"), target[1])
+        instead = gone.get(name)
+        if instead is None:
+            raise AttributeError(f"module {module!r} has no attribute {name!r}")
+        old = module.replace("simplellmfunc", "SimpleLLMFunc", 1)
+        raise UnsupportedError(
+            f"{old}.{name} has no counterpart in simplellmfunc: {instead} "
+            "(see the 'Coming from SimpleLLMFunc' page of the docs)"
+        )
+
+    return __getattr__

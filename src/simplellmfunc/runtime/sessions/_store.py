@@ -1,0 +1,402 @@
+"""``SessionStore``: one agent, many users — a session per user, with its own history and kernel.
+
+Each turn runs in a task of the store, not in the caller's: a client that disconnects (the
+caller leaves the ``async for``, or is cancelled) ends the turn like an abort by default, and the
+session keeps the valid history (``on_disconnect="cancel"`` drops the turn instead).
+"""
+
+from __future__ import annotations
+
+import inspect
+import logging
+import shutil
+import tempfile
+from collections.abc import AsyncGenerator, Callable, Mapping
+from contextlib import aclosing
+from dataclasses import dataclass
+from pathlib import Path
+from types import TracebackType
+from typing import TYPE_CHECKING, Any, Literal
+
+import anyio
+from anyio.abc import TaskGroup
+from anyio.streams.memory import MemoryObjectSendStream
+
+from ..._abort import AbortSignal
+from ..._events import ResponseYield
+from ...exceptions import SessionError
+from ..stores import InMemoryStore, Namespace, Store
+from ._session import Session, check_session_id
+
+if TYPE_CHECKING:
+    from ...builtin import KernelPool, PyRepl
+
+__all__ = ["OnDisconnect", "SessionStore"]
+
+OnDisconnect = Literal["abort", "cancel"]
+logger = logging.getLogger("simplellmfunc.sessions")
+_HISTORY_KEY = "history"
+_CLOSE_WAIT = 30.0  # how long closing waits for an aborted turn to end
+
+
+@dataclass(frozen=True, slots=True)
+class _Failed:
+    error: Exception
+
+
+class SessionStore:
+    """Sessions of one agent: history, PyRepl kernel, SelfReference key, abort and last use.
+
+    Use it as an async context manager (it owns the turns' tasks, the kernel pool and the
+    idle reaper)::
+
+        async with SessionStore(agent, pyrepl=True, pool_size=2) as sessions:
+            async for item in sessions.chat("alice", "hello"):
+                ...
+
+    Args:
+        agent: An ``@llm_chat`` function (``enable_event=True`` for events and a final
+            ``ResponseYield``); each turn calls it with the session's ``history``,
+            ``_abort_signal``, ``_session_id`` and, when set, ``_toolkit`` (the session's
+            kernel tools) and ``_hooks`` (the session's SelfReference key).
+        pyrepl: Give each session a PyRepl kernel: ``True``, or the keyword arguments of
+            :class:`~simplellmfunc.PyRepl` (``execution_timeout_seconds`` …).
+        root: The sessions' folder: ``<root>/<session id>/work`` is the kernel's working
+            directory, ``<root>/<session id>/logs`` its audit log. Default: a temporary folder,
+            removed with each session and with the store.
+        pool_size: Kernels kept started ahead of time (a :class:`KernelPool`; 0: none).
+        store: Where histories are kept between turns and after a session is reclaimed
+            (default: an :class:`InMemoryStore`; a ``SQLiteStore`` or ``RedisStore`` keeps
+            them across restarts). Items live under ``Namespace(agent_name, session id)``.
+        agent_name: The store namespace and SelfReference key prefix.
+        idle_timeout: Seconds without a turn after which a session is reclaimed (its kernel
+            closed; its history stays in the store); ``None``: never.
+        max_sessions: Open sessions at most; opening one more reclaims the least recently used
+            idle session, or raises :class:`SessionError` when every session is busy.
+        on_disconnect: What a turn does when its consumer leaves early: ``"abort"`` (default:
+            it ends like an abort, the session keeps the valid history) or ``"cancel"`` (it is
+            cancelled and the turn is dropped from the history).
+        self_reference: A ``SelfReference`` shared by the sessions; each session uses the key
+            ``<agent_name>.<session id>`` and its kernel gets it as ``self_reference``.
+
+    Raises:
+        SessionError: For a ``max_sessions`` below 1 or a non-positive ``idle_timeout``.
+    """
+
+    def __init__(
+        self,
+        agent: Callable[..., Any],
+        *,
+        pyrepl: bool | Mapping[str, Any] = False,
+        root: str | Path | None = None,
+        pool_size: int = 0,
+        store: Store | None = None,
+        agent_name: str = "agent",
+        idle_timeout: float | None = 900.0,
+        max_sessions: int = 100,
+        on_disconnect: OnDisconnect = "abort",
+        self_reference: Any = None,
+    ) -> None:
+        if max_sessions < 1:
+            raise SessionError(f"max_sessions must be at least 1, got {max_sessions}")
+        if idle_timeout is not None and idle_timeout <= 0:
+            raise SessionError(f"idle_timeout must be positive, got {idle_timeout}")
+        Namespace(agent_name)  # checks the name
+        self._agent = agent
+        self._history_name = _history_parameter(agent)
+        self._repl_options: dict[str, Any] | None = (
+            None if pyrepl is False else {} if pyrepl is True else dict(pyrepl)
+        )
+        self._root = Path(root).absolute() if root is not None else None
+        self._own_root = root is None
+        self._pool_size = pool_size
+        self._store = store or InMemoryStore()
+        self._agent_name = agent_name
+        self.idle_timeout = idle_timeout
+        self.max_sessions = max_sessions
+        self._on_disconnect = on_disconnect
+        self._self_reference = self_reference
+        self._sessions: dict[str, Session] = {}
+        self._opening = anyio.Lock()
+        self._tasks: TaskGroup | None = None
+        self._pool: KernelPool | None = None
+
+    # -- lifecycle ----------------------------------------------------------------------------
+
+    async def __aenter__(self) -> SessionStore:
+        if self._root is None:
+            self._root = Path(tempfile.mkdtemp(prefix="simplellmfunc-sessions-"))
+        tasks = anyio.create_task_group()
+        await tasks.__aenter__()
+        self._tasks = tasks
+        if self._repl_options is not None and self._pool_size > 0:
+            from ...builtin import KernelPool
+
+            self._pool = await KernelPool(self._pool_size).__aenter__()
+        if self.idle_timeout is not None:
+            tasks.start_soon(self._reap, self.idle_timeout)
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.close_all()
+        pool, self._pool = self._pool, None
+        if pool is not None:
+            await pool.__aexit__(None, None, None)
+        tasks, self._tasks = self._tasks, None
+        if tasks is not None:
+            tasks.cancel_scope.cancel()
+            await tasks.__aexit__(exc_type, exc, tb)
+
+    async def close_all(self) -> None:
+        """Close every session: abort its turn, keep its history, close its kernel and remove
+        its temporary folder. Shielded: a cancelled caller still leaves nothing behind. Leaving
+        the ``async with`` does this, then closes the kernel pool and the temporary root."""
+        with anyio.CancelScope(shield=True):
+            for session_id in list(self._sessions):
+                await self.close(session_id)
+            if self._own_root and self._root is not None:
+                await anyio.to_thread.run_sync(shutil.rmtree, self._root, True)
+
+    # -- sessions -----------------------------------------------------------------------------
+
+    def __contains__(self, session_id: object) -> bool:
+        return session_id in self._sessions
+
+    def __len__(self) -> int:
+        return len(self._sessions)
+
+    @property
+    def sessions(self) -> dict[str, Session]:
+        """The open sessions by id (a copy)."""
+        return dict(self._sessions)
+
+    def get(self, session_id: str) -> Session:
+        """The open session ``session_id``.
+
+        Raises:
+            SessionError: If no such session is open.
+        """
+        session = self._sessions.get(session_id)
+        if session is None:
+            raise SessionError(f"no open session {session_id!r}")
+        return session
+
+    async def open(self, session_id: str) -> Session:
+        """The session ``session_id``, opened if needed (its history read from the store).
+
+        Raises:
+            SessionError: For an invalid id, a store that is not entered, or when
+                ``max_sessions`` are open and all are busy.
+        """
+        check_session_id(session_id)
+        if self._tasks is None:
+            raise SessionError("the session store is not open: use `async with SessionStore(...)`")
+        async with self._opening:
+            session = self._sessions.get(session_id)
+            if session is not None:
+                return session
+            if len(self._sessions) >= self.max_sessions:
+                await self._make_room()
+            item = await self._store.get(self._namespace(session_id), _HISTORY_KEY)
+            history = list(item.value) if item is not None else []
+            key = f"{self._agent_name}.{session_id}"
+            session = Session(session_id, history, self._new_repl(session_id), key)
+            self._sessions[session_id] = session
+            return session
+
+    async def close(self, session_id: str) -> bool:
+        """Close one session: abort its turn (the history is kept), save the history, close the
+        kernel, and remove its folder when the store made it. False if it was not open."""
+        session = self._sessions.pop(session_id, None)
+        if session is None:
+            return False
+        session.closed = True
+        with anyio.CancelScope(shield=True):
+            if session.abort("the session was closed"):
+                with anyio.move_on_after(_CLOSE_WAIT):
+                    await session.wait_idle()
+            await self._save(session)
+            if session.repl is not None:
+                await session.repl.close()
+            if self._own_root and self._root is not None:
+                folder = self._root / session_id
+                await anyio.to_thread.run_sync(shutil.rmtree, folder, True)
+        return True
+
+    async def reclaim_idle(self, idle_timeout: float | None = None) -> list[str]:
+        """Close the sessions idle for ``idle_timeout`` seconds (default: the store's) and
+        return their ids; their histories stay in the store."""
+        limit = self.idle_timeout if idle_timeout is None else idle_timeout
+        if limit is None:
+            return []
+        idle = [s.id for s in self._sessions.values() if not s.busy and s.idle_for() >= limit]
+        for session_id in idle:
+            await self.close(session_id)
+        return idle
+
+    def abort(self, session_id: str, reason: str = "aborted by user") -> bool:
+        """Abort the running turn of ``session_id``; False when none runs.
+
+        Raises:
+            SessionError: If no such session is open.
+        """
+        return self.get(session_id).abort(reason)
+
+    def submit_input(self, session_id: str, request_id: str, value: str) -> None:
+        """Answer the ``kernel_input_request`` ``request_id`` of ``session_id``'s kernel.
+
+        Raises:
+            SessionError: If no such session is open, or it has no kernel.
+            InputRefusedError: If the request timed out, was answered, ended or is unknown.
+        """
+        self.get(session_id).submit_input(request_id, value)
+
+    # -- turns --------------------------------------------------------------------------------
+
+    async def chat(self, session_id: str, *args: Any, **kwargs: Any) -> AsyncGenerator[Any, None]:
+        """One turn of ``session_id``: yields what the agent yields (events, then the
+        ``ResponseYield``); the session keeps the turn's history.
+
+        ``args`` / ``kwargs`` are the agent's arguments besides the history (the message).
+        Leaving early (a client disconnect) ends the turn as ``on_disconnect`` says.
+
+        Raises:
+            SessionError: If the session is busy with another turn (see :meth:`open`).
+            Exception: Whatever the agent raised (the history is then left as it was).
+        """
+        session = await self.open(session_id)
+        abort = session.begin()
+        send, receive = anyio.create_memory_object_stream[Any](1024)
+        assert self._tasks is not None
+        self._tasks.start_soon(self._turn, session, abort, args, kwargs, send)
+        finished = False
+        try:
+            async with receive:
+                async for item in receive:
+                    if isinstance(item, _Failed):
+                        raise item.error
+                    yield item
+            finished = True
+        finally:
+            if not finished:
+                self._left(session)
+
+    def _left(self, session: Session) -> None:
+        """The consumer left before the end of the turn."""
+        if self._on_disconnect == "abort":
+            session.abort("the client disconnected")
+        elif session._cancel is not None:
+            session._cancel.cancel()
+
+    async def _turn(
+        self,
+        session: Session,
+        abort: AbortSignal,
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+        send: MemoryObjectSendStream[Any],
+    ) -> None:
+        history: list[dict[str, Any]] | None = None
+        try:
+            with anyio.CancelScope() as scope:
+                session._cancel = scope
+                async with send:
+                    call = self._agent(*args, **self._turn_kwargs(session, abort, kwargs))
+                    try:
+                        async with aclosing(call) as items:
+                            async for item in items:
+                                history = _history_of(item, history)
+                                await _deliver(send, item)
+                    except Exception as exc:  # boundary: re-raised in the consumer's task
+                        history = None
+                        await _deliver(send, _Failed(exc))
+        finally:
+            session.end(history)
+            with anyio.CancelScope(shield=True):
+                await self._save(session)
+
+    def _turn_kwargs(
+        self, session: Session, abort: AbortSignal, kwargs: dict[str, Any]
+    ) -> dict[str, Any]:
+        extra: dict[str, Any] = {
+            self._history_name: list(session.history),
+            "_abort_signal": abort,
+            "_session_id": session.id,
+        }
+        if session.repl is not None:
+            extra["_toolkit"] = session.repl.toolset
+        if self._self_reference is not None:
+            extra["_hooks"] = [self._self_reference.run_hook(session.self_reference_key)]
+        return {**kwargs, **extra}
+
+    # -- helpers ------------------------------------------------------------------------------
+
+    def _namespace(self, session_id: str) -> Namespace:
+        return Namespace(self._agent_name, session_id)
+
+    async def _save(self, session: Session) -> None:
+        try:
+            await self._store.set(self._namespace(session.id), _HISTORY_KEY, session.history)
+        except Exception as exc:  # boundary: a store failure must not lose the session
+            logger.warning("session %s: the history could not be saved: %s", session.id, exc)
+
+    def _new_repl(self, session_id: str) -> PyRepl | None:
+        if self._repl_options is None:
+            return None
+        from ...builtin import PyRepl
+
+        assert self._root is not None
+        folder = self._root / session_id
+        (folder / "work").mkdir(parents=True, exist_ok=True)
+        options = {"log_dir": folder / "logs", "pool": self._pool, **self._repl_options}
+        repl = PyRepl(folder / "work", **options)
+        if self._self_reference is not None:
+            repl.attach_self_reference(self._self_reference)
+        return repl
+
+    async def _make_room(self) -> None:
+        idle = [s for s in self._sessions.values() if not s.busy]
+        if not idle:
+            raise SessionError(
+                f"{self.max_sessions} sessions are open and all are running a turn: "
+                "try again later, or raise max_sessions"
+            )
+        await self.close(min(idle, key=lambda s: s.last_used).id)
+
+    async def _reap(self, idle_timeout: float) -> None:
+        while True:
+            await anyio.sleep(min(idle_timeout / 4, 30.0))
+            await self.reclaim_idle()
+
+    def __repr__(self) -> str:
+        return f"<SessionStore {self._agent_name} sessions={len(self._sessions)}>"
+
+
+def _history_parameter(agent: Callable[..., Any]) -> str:
+    try:
+        parameters = inspect.signature(agent).parameters
+    except (TypeError, ValueError):
+        return "history"
+    return "chat_history" if "chat_history" in parameters else "history"
+
+
+def _history_of(item: Any, previous: list[dict[str, Any]] | None) -> list[dict[str, Any]] | None:
+    """The history an item of the agent carries (the last one is the turn's)."""
+    if isinstance(item, ResponseYield):
+        return list(item.messages)
+    if isinstance(item, tuple) and len(item) == 2 and isinstance(item[1], list):
+        return item[1]
+    return previous
+
+
+async def _deliver(send: MemoryObjectSendStream[Any], item: Any) -> None:
+    """Send ``item`` to the consumer; once it has left, the turn goes on without it."""
+    try:
+        await send.send(item)
+    except (anyio.BrokenResourceError, anyio.ClosedResourceError):
+        pass

@@ -1,0 +1,317 @@
+"""Our events as AG-UI protocol events (PyPI ``ag-ui-protocol``, the ``[agui]`` extra).
+
+One :class:`AGUIAdapter` per turn turns each ``EventYield`` into zero or more ``ag_ui.core``
+events, so an AG-UI front end can drive our agents:
+
+* the run: ``RUN_STARTED`` / ``RUN_FINISHED`` (``result``: text, ``terminated_by``, abort) or
+  ``RUN_ERROR``; iterations as ``STEP_STARTED`` / ``STEP_FINISHED``;
+* the reply: ``TEXT_MESSAGE_START`` / ``_CONTENT`` / ``_END``, reasoning as ``REASONING_*``;
+* tools: ``TOOL_CALL_START`` / ``_ARGS`` / ``_END`` then ``TOOL_CALL_RESULT`` (the text the
+  model sees, cut by the :class:`WirePolicy`); a failed or cancelled call also gets a
+  ``CUSTOM`` ``tool_call_error``;
+* tool events (PyRepl's ``kernel_stdout`` / ``kernel_stderr`` / ``kernel_input_request``, any
+  ``CustomEvent``): ``CUSTOM`` with ``name`` = the event name and ``value`` =
+  ``{"tool_call_id", "tool_name", "data"}``; an ``LLMCallErrorEvent`` is ``CUSTOM``
+  ``llm_call_error``;
+* SelfReference forks: ``SUBAGENT_STARTED`` / ``SUBAGENT_FINISHED`` and a ``STATE_DELTA`` on
+  ``/forks/<fork_id>``; every event of a fork carries ``subagent_run_id`` (the fork's call id).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterable, AsyncIterator
+from typing import Any
+
+from ag_ui import core
+from ag_ui.encoder import EventEncoder
+
+from .._events import (
+    CustomEvent,
+    EventOrigin,
+    EventYield,
+    LLMCallEndEvent,
+    LLMCallErrorEvent,
+    LLMChunkArriveEvent,
+    ReactEndEvent,
+    ReactEvent,
+    ReactIterationEndEvent,
+    ReactIterationStartEvent,
+    ReactStartEvent,
+    ToolCallArgumentsDeltaEvent,
+    ToolCallEndEvent,
+    ToolCallErrorEvent,
+    ToolCallStartEvent,
+)
+from ._json import WirePolicy, jsonable
+from ._sse import close_source
+
+__all__ = ["AGUIAdapter", "agui_sse_stream"]
+
+
+class _Reply:
+    """The open text / reasoning messages of one agent call (root or fork)."""
+
+    __slots__ = ("count", "reasoning", "text")
+
+    def __init__(self) -> None:
+        self.count = 0
+        self.text: str | None = None
+        self.reasoning: str | None = None
+
+
+class AGUIAdapter:
+    """Turns the events of one turn into AG-UI events (keep one adapter per turn).
+
+    Args:
+        thread_id: The AG-UI thread (default: the events' session id, else the call id).
+        run_id: The AG-UI run id (default: the root call's ``agent_call_id``).
+        policy: Size policy for tool results and custom payloads.
+    """
+
+    def __init__(
+        self,
+        thread_id: str | None = None,
+        run_id: str | None = None,
+        policy: WirePolicy | None = None,
+    ) -> None:
+        self.thread_id = thread_id
+        self.run_id = run_id
+        self._policy = policy or WirePolicy()
+        self._replies: dict[str, _Reply] = {}
+        self._open_calls: set[str] = set()
+        self._seen_calls: set[str] = set()
+        self._started = False
+
+    def convert(self, item: Any) -> list[core.BaseEvent]:
+        """The AG-UI events for one item of the stream (nothing for items that are not events)."""
+        if not isinstance(item, EventYield):
+            return []
+        origin = item.origin
+        sub = origin.agent_call_id if origin.fork_id else None
+        return [self._tag(e, sub) for e in self._events(item.event, origin, sub)]
+
+    @staticmethod
+    def _tag(event: core.BaseEvent, sub: str | None) -> core.BaseEvent:
+        if sub is not None and "subagent_run_id" in type(event).model_fields:
+            event.subagent_run_id = sub  # type: ignore[attr-defined]
+        return event
+
+    def _events(
+        self, event: ReactEvent, origin: EventOrigin, sub: str | None
+    ) -> list[core.BaseEvent]:
+        match event:
+            case ReactStartEvent():
+                return self._start(origin)
+            case ReactEndEvent():
+                return self._end(event, origin)
+            case ReactIterationStartEvent(iteration=n):
+                return [core.StepStartedEvent(step_name=f"iteration {n}")]
+            case ReactIterationEndEvent(iteration=n):
+                return [core.StepFinishedEvent(step_name=f"iteration {n}")]
+            case LLMChunkArriveEvent():
+                return self._chunk(event, origin)
+            case LLMCallEndEvent():
+                return self._reply_end(event, origin)
+            case ToolCallArgumentsDeltaEvent():
+                out = self._open_call(event.tool_call_id, event.tool_name, origin)
+                out.append(
+                    core.ToolCallArgsEvent(
+                        tool_call_id=event.tool_call_id, delta=event.arguments_delta
+                    )
+                )
+                return out
+            case ToolCallStartEvent():
+                out = self._open_call(event.tool_call_id, event.tool_name, origin, event.arguments)
+                out.append(core.ToolCallEndEvent(tool_call_id=event.tool_call_id))
+                self._open_calls.discard(event.tool_call_id)
+                return out
+            case ToolCallEndEvent():
+                out = []
+                if event.tool_call_id not in self._seen_calls:
+                    # A call that never started (unknown tool, bad arguments, cancelled).
+                    out = self._open_call(event.tool_call_id, event.tool_name, origin)
+                    out.append(core.ToolCallEndEvent(tool_call_id=event.tool_call_id))
+                content = jsonable(event.result, self._policy.max_text_chars)
+                out.append(
+                    core.ToolCallResultEvent(
+                        message_id=f"{event.tool_call_id}-result",
+                        tool_call_id=event.tool_call_id,
+                        content=content,
+                        role="tool",
+                    )
+                )
+                return out
+            case ToolCallErrorEvent():
+                return [
+                    self._custom(
+                        "tool_call_error",
+                        event.tool_name,
+                        event.tool_call_id,
+                        {"error_type": event.error_type, "message": event.message},
+                    )
+                ]
+            case LLMCallErrorEvent():
+                return [self._custom("llm_call_error", None, None, jsonable(event))]
+            case CustomEvent():
+                return [
+                    self._custom(event.event_name, event.tool_name, event.tool_call_id, event.data)
+                ]
+        return []  # batch and LLM-call starts: nothing an AG-UI front end shows
+
+    def _custom(
+        self, name: str, tool: str | None, call_id: str | None, data: Any
+    ) -> core.BaseEvent:
+        value = {
+            "tool_call_id": call_id,
+            "tool_name": tool,
+            "data": jsonable(data, self._policy.max_text_chars),
+        }
+        return core.CustomEvent(name=name, value=value)
+
+    # -- run and forks ---------------------------------------------------------------------
+
+    def _start(self, origin: EventOrigin) -> list[core.BaseEvent]:
+        self._replies[origin.agent_call_id] = _Reply()
+        if origin.fork_id:
+            fork = {
+                "fork_id": origin.fork_id,
+                "agent_call_id": origin.agent_call_id,
+                "parent_call_id": origin.parent_call_id,
+                "depth": origin.fork_depth,
+                "status": "running",
+            }
+            return [
+                core.SubagentStartedEvent(
+                    subagent_run_id=origin.agent_call_id, name=f"fork {origin.fork_id}"
+                ),
+                core.StateDeltaEvent(
+                    delta=[{"op": "add", "path": f"/forks/{origin.fork_id}", "value": fork}]
+                ),
+            ]
+        if self._started:
+            return []
+        self._started = True
+        self.run_id = self.run_id or origin.agent_call_id
+        self.thread_id = self.thread_id or origin.session_id or origin.agent_call_id
+        return [
+            core.RunStartedEvent(thread_id=self.thread_id, run_id=self.run_id),
+            core.StateSnapshotEvent(snapshot={"forks": {}}),
+        ]
+
+    def _end(self, event: ReactEndEvent, origin: EventOrigin) -> list[core.BaseEvent]:
+        out = self._close_reply(origin)
+        if origin.fork_id:
+            status = "error" if event.error else event.terminated_by
+            patch = {"op": "replace", "path": f"/forks/{origin.fork_id}/status", "value": status}
+            out.append(core.StateDeltaEvent(delta=[patch]))
+            out.append(core.SubagentFinishedEvent(subagent_run_id=origin.agent_call_id))
+            return out
+        if event.error is not None:
+            out.append(core.RunErrorEvent(message=event.error, code=event.terminated_by))
+            return out
+        result = {
+            "text": event.final_response,
+            "terminated_by": event.terminated_by,
+            "aborted": event.aborted,
+            "abort_reason": event.abort_reason,
+        }
+        out.append(
+            core.RunFinishedEvent(
+                thread_id=self.thread_id or "", run_id=self.run_id or "", result=result
+            )
+        )
+        return out
+
+    # -- text and reasoning ----------------------------------------------------------------
+
+    def _reply(self, origin: EventOrigin) -> _Reply:
+        return self._replies.setdefault(origin.agent_call_id, _Reply())
+
+    def _chunk(self, event: LLMChunkArriveEvent, origin: EventOrigin) -> list[core.BaseEvent]:
+        reply = self._reply(origin)
+        out: list[core.BaseEvent] = []
+        if event.reasoning:
+            if reply.reasoning is None:
+                reply.reasoning = f"{origin.agent_call_id}-r{reply.count}"
+                out.append(core.ReasoningStartEvent(message_id=reply.reasoning))
+                out.append(
+                    core.ReasoningMessageStartEvent(message_id=reply.reasoning, role="reasoning")
+                )
+            out.append(
+                core.ReasoningMessageContentEvent(message_id=reply.reasoning, delta=event.reasoning)
+            )
+        if event.text:
+            if reply.text is None:
+                reply.text = self._new_message(reply, origin)
+                out.append(core.TextMessageStartEvent(message_id=reply.text, role="assistant"))
+            out.append(core.TextMessageContentEvent(message_id=reply.text, delta=event.text))
+        return out
+
+    def _new_message(self, reply: _Reply, origin: EventOrigin) -> str:
+        reply.count += 1
+        return f"{origin.agent_call_id}-m{reply.count}"
+
+    def _reply_end(self, event: LLMCallEndEvent, origin: EventOrigin) -> list[core.BaseEvent]:
+        reply = self._reply(origin)
+        out: list[core.BaseEvent] = []
+        if reply.text is None and event.response_text:  # not streamed: the whole text at once
+            message_id = self._new_message(reply, origin)
+            out.append(core.TextMessageStartEvent(message_id=message_id, role="assistant"))
+            out.append(
+                core.TextMessageContentEvent(message_id=message_id, delta=event.response_text)
+            )
+            out.append(core.TextMessageEndEvent(message_id=message_id))
+        return out + self._close_reply(origin)
+
+    def _close_reply(self, origin: EventOrigin) -> list[core.BaseEvent]:
+        reply = self._reply(origin)
+        out: list[core.BaseEvent] = []
+        if reply.reasoning is not None:
+            out.append(core.ReasoningMessageEndEvent(message_id=reply.reasoning))
+            out.append(core.ReasoningEndEvent(message_id=reply.reasoning))
+            reply.reasoning = None
+        if reply.text is not None:
+            out.append(core.TextMessageEndEvent(message_id=reply.text))
+            reply.text = None
+        return out
+
+    # -- tool calls ------------------------------------------------------------------------
+
+    def _open_call(
+        self, call_id: str, name: str, origin: EventOrigin, arguments: Any = None
+    ) -> list[core.BaseEvent]:
+        out: list[core.BaseEvent] = []
+        if call_id in self._seen_calls:
+            return out
+        out.extend(self._close_reply(origin))
+        self._open_calls.add(call_id)
+        self._seen_calls.add(call_id)
+        reply = self._reply(origin)
+        parent = f"{origin.agent_call_id}-m{reply.count}" if reply.count else None
+        out.append(
+            core.ToolCallStartEvent(
+                tool_call_id=call_id, tool_call_name=name, parent_message_id=parent
+            )
+        )
+        if arguments is not None:
+            args = json.dumps(jsonable(arguments), ensure_ascii=False)
+            out.append(core.ToolCallArgsEvent(tool_call_id=call_id, delta=args))
+        return out
+
+
+async def agui_sse_stream(
+    items: AsyncIterable[Any],
+    adapter: AGUIAdapter | None = None,
+) -> AsyncIterator[str]:
+    """The AG-UI SSE stream (``ag_ui.encoder.EventEncoder``) of a call with
+    ``enable_event=True`` or of a session's turn."""
+    adapter = adapter or AGUIAdapter()
+    encoder = EventEncoder()
+    iterator = aiter(items)
+    try:
+        async for item in iterator:
+            for event in adapter.convert(item):
+                yield encoder.encode(event)
+    finally:
+        await close_source(iterator)
