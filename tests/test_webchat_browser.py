@@ -23,16 +23,15 @@ from webchat_support import Served, serve_in_thread
 playwright_api = pytest.importorskip(
     "playwright.sync_api", reason="Playwright for Python is not installed (pip install -e .[dev])"
 )
-CHROMIUM = os.environ.get("CHROMIUM") or shutil.which("chromium") or shutil.which("chromium-browser")
+CHROMIUM = os.environ.get("CHROMIUM") or shutil.which("chromium")
 pytestmark = pytest.mark.skipif(
     CHROMIUM is None,
     reason="no chromium executable (apt-get install chromium; .ci/run installs it)",
 )
 expect = playwright_api.expect
 Page = playwright_api.Page
-ARTIFACTS = Path(
-    os.environ.get("TEST_ARTIFACTS") or Path(__file__).resolve().parents[1] / ".cache/test-artifacts"
-)
+REPO = Path(__file__).resolve().parents[1]
+ARTIFACTS = Path(os.environ.get("TEST_ARTIFACTS") or REPO / ".cache" / "test-artifacts")
 TIMEOUT = 20_000  # ms; a kernel's first cell includes its start
 
 
@@ -160,9 +159,7 @@ def test_abort_mid_cell_keeps_the_session(context: Any, served: Served) -> None:
     idle(page)
 
 
-def test_two_tabs_are_isolated_and_a_reload_keeps_the_history(
-    context: Any, served: Served
-) -> None:
+def test_two_tabs_are_isolated_and_a_reload_keeps_the_history(context: Any, served: Served) -> None:
     one, two = open_tab(context, served), open_tab(context, served)
     first_id = one.locator("#session").inner_text()
     assert first_id != two.locator("#session").inner_text()

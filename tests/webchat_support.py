@@ -18,6 +18,7 @@ from typing import Any
 import anyio
 import uvicorn
 
+from conftest import settle
 from simplellmfunc import OpenAICompatible
 from simplellmfunc.testing import MockLLMServer, RecordedRequest, Reply, ToolCallSpec
 
@@ -80,8 +81,7 @@ async def _main(served: Served, options: dict[str, Any]) -> None:
         server = uvicorn.Server(config)
         async with llm, anyio.create_task_group() as tasks:
             tasks.start_soon(server.serve)
-            while not server.started:
-                await anyio.sleep(0.01)
+            assert await settle(lambda: server.started, 30.0)
             port = server.servers[0].sockets[0].getsockname()[1]
             served.url, served.mock = f"http://127.0.0.1:{port}/", mock
             served.ready.set()

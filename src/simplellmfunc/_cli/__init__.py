@@ -1,10 +1,11 @@
-"""The ``simplellmfunc`` command line: ``run``, ``repl`` and ``validate`` an agent config.
+"""The ``simplellmfunc`` command line: ``run``, ``repl``, ``web`` and ``validate`` an agent config.
 
 ::
 
     simplellmfunc run agent.yml "compute 1+2+...+100" --trace
     echo "a task" | simplellmfunc run worker.yml --quiet -
     simplellmfunc repl agent.yml
+    simplellmfunc web agent.yml --port 8000
     simplellmfunc validate agent.yml
 
 Exit codes: 0 done, 1 the run failed otherwise, 2 bad config or command line, 3 the model
@@ -34,6 +35,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             from ._repl import handle_repl
 
             return handle_repl(args)
+        if args.command == "web":
+            from ._web import handle_web
+
+            return handle_web(args)
         from ._validate import handle_validate
 
         return handle_validate(args)

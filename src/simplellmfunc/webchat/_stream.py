@@ -82,6 +82,6 @@ def page_history(
                 }
             )
         elif role == "tool":
-            result = jsonable(_text(message.get("content")), max_chars)
-            out.append({"role": "tool", "tool_call_id": message.get("tool_call_id"), "text": result})
+            text = jsonable(_text(message.get("content")), max_chars)
+            out.append({"role": "tool", "tool_call_id": message.get("tool_call_id"), "text": text})
     return out
