@@ -168,5 +168,6 @@ def test_builtin_example_runs_offline(name: str, tmp_path: Path) -> None:
 
 def test_every_example_is_tested() -> None:
     scripts = {p.stem for p in EXAMPLES.glob("*.py") if not p.name.startswith("_")}
-    # demo: tested above, as `make demo`; web_chatbot: over HTTP in tests/test_web_chatbot.py
-    assert scripts == {"demo", "web_chatbot", *OFFLINE, *BUILTINS}
+    # demo: tested above, as `make demo`; web_chatbot: over HTTP in tests/test_web_chatbot.py;
+    # web_chat: in a headless Chromium in tests/test_webchat_browser.py
+    assert scripts == {"demo", "web_chatbot", "web_chat", *OFFLINE, *BUILTINS}

@@ -30,6 +30,7 @@ import simplellmfunc.runtime.stores
 import simplellmfunc.runtime.trace
 import simplellmfunc.tools
 import simplellmfunc.types
+import simplellmfunc.webchat
 import simplellmfunc.wire
 
 EXPECTED_TOP = {
@@ -87,6 +88,7 @@ EXPECTED_TOP = {
         simplellmfunc.runtime.trace,
         simplellmfunc.tools,
         simplellmfunc.types,
+        simplellmfunc.webchat,
         simplellmfunc.wire,
     ],
 )

@@ -1,11 +1,12 @@
-"""The ``simplellmfunc`` command line: ``run``, ``repl``, ``validate`` and ``serve`` an agent
-config.
+"""The ``simplellmfunc`` command line: ``run``, ``repl``, ``validate``, ``serve`` and ``web``
+(a chat page) for an agent config.
 
 ::
 
     simplellmfunc run agent.yml "compute 1+2+...+100" --trace
     echo "a task" | simplellmfunc run worker.yml --quiet -
     simplellmfunc repl agent.yml
+    simplellmfunc web agent.yml --port 8000
     simplellmfunc validate agent.yml
     SIMPLELLMFUNC_SERVE_TOKEN=secret simplellmfunc serve agent.yml --port 8000
 
@@ -40,6 +41,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             from ._serve import handle_serve
 
             return handle_serve(args)
+        if args.command == "web":
+            from ._web import handle_web
+
+            return handle_web(args)
         from ._validate import handle_validate
 
         return handle_validate(args)

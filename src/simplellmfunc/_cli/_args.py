@@ -64,6 +64,17 @@ def build_parser() -> argparse.ArgumentParser:
     _add_common(repl)
     repl.add_argument("--session", help="the memory session name")
     _add_run_options(repl)
+    web = commands.add_parser("web", help="serve the agent as a web chat page")
+    _add_common(web)
+    web.add_argument("--host", default="127.0.0.1", help="bind address (default: loopback)")
+    web.add_argument("--port", type=int, default=8000, help="port (default: 8000)")
+    web.add_argument(
+        "--token", help="the access token (default: none on loopback, else a random one)"
+    )
+    web.add_argument("--max-sessions", type=int, default=20, help="open sessions at most")
+    web.add_argument(
+        "--idle-timeout", type=float, default=900.0, help="seconds before an idle tab's kernel goes"
+    )
     validate = commands.add_parser("validate", help="check a config file and print its problems")
     _add_common(validate)
     serve = commands.add_parser(

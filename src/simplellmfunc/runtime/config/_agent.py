@@ -227,6 +227,19 @@ class ConfiguredAgent:
             raise UserError("the agent is not open; use 'async with'")
         return self._recorder
 
+    @property
+    def chat(self) -> ChatFunction:
+        """The open agent's ``@llm_chat`` function (``stream=True, enable_event=True``): what
+        a front end such as :func:`simplellmfunc.webchat.web_chat_app` serves.
+
+        Raises:
+            UserError: If the agent is not open, or is a chain (one function per stage).
+        """
+        if self._chat is None:
+            which = "a chain agent has one per stage" if self._stages else "it is not open"
+            raise UserError(f"the agent has no chat function: {which}")
+        return self._chat
+
     async def tool_names(self) -> list[str]:
         """The names of the tools the model sees (MCP servers are asked)."""
         names: list[str] = []
