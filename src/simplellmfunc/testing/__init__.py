@@ -16,6 +16,7 @@ from ._script import (
     ToolCallSpec,
     key_fingerprint,
 )
+from ._render_embeddings import hashed_embedding
 from ._scripted import Canned, ScriptedLLM
 from ._server import MockLLMServer
 
@@ -29,5 +30,6 @@ __all__ = [
     "ReplyOptions",
     "ScriptedLLM",
     "ToolCallSpec",
+    "hashed_embedding",
     "key_fingerprint",
 ]
