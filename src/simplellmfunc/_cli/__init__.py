@@ -1,4 +1,5 @@
-"""The ``simplellmfunc`` command line: ``run``, ``repl`` and ``validate`` an agent config.
+"""The ``simplellmfunc`` command line: ``run``, ``repl`` and ``validate`` an agent config;
+``rag`` builds and searches knowledge bases.
 
 ::
 
@@ -6,6 +7,8 @@
     echo "a task" | simplellmfunc run worker.yml --quiet -
     simplellmfunc repl agent.yml
     simplellmfunc validate agent.yml
+    simplellmfunc rag ingest docs/ --kb project
+    simplellmfunc rag search "how do I abort a run?" --kb project
 
 Exit codes: 0 done, 1 the run failed otherwise, 2 bad config or command line, 3 the model
 provider failed, 4 a tool could not be started or used, 130 aborted (Ctrl-C).
@@ -30,6 +33,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             from ._run import handle_run
 
             return handle_run(args)
+        if args.command == "rag":
+            from ._rag import handle_rag
+
+            return handle_rag(args)
         if args.command == "repl":
             from ._repl import handle_repl
 

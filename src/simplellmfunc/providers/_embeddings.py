@@ -104,7 +104,7 @@ class OpenAIEmbeddings:
         vectors = [item.get("embedding") for item in ordered]
         if not all(isinstance(v, list) and v for v in vectors):
             raise ProviderError(f"embeddings ({self._http.target}): a reply item has no vector")
-        return [[float(x) for x in v] for v in vectors]  # type: ignore[union-attr]
+        return [[float(x) for x in v] for v in vectors]
 
     async def aclose(self) -> None:
         """Close the HTTP client (when this object created it)."""

@@ -7,6 +7,7 @@ Example:
     ...     ...  # point a client at server.url, then inspect server.requests
 """
 
+from ._render_embeddings import hashed_embedding
 from ._script import (
     DeltaShape,
     LineEnding,
@@ -16,7 +17,6 @@ from ._script import (
     ToolCallSpec,
     key_fingerprint,
 )
-from ._render_embeddings import hashed_embedding
 from ._scripted import Canned, ScriptedLLM
 from ._server import MockLLMServer
 

@@ -156,9 +156,10 @@ class MockLLMServer:
 
     Speaks OpenAI Chat Completions, OpenAI Responses and Anthropic Messages (JSON and SSE), each
     rendered from the same provider-neutral replies, and OpenAI Embeddings (deterministic
-    hashed bag-of-words vectors, unscripted: see ``hashed_embedding``). Each request to an API endpoint consumes the
-    next scripted reply (see :meth:`script`); when none is left the ``default`` answers, and
-    without a default the server answers HTTP 500 ``no scripted reply``. Every request is
+    hashed bag-of-words vectors, unscripted: see ``hashed_embedding``). Each request to an API
+    endpoint consumes the next scripted reply (see :meth:`script`); when none is left the
+    ``default`` answers, and without a default the server answers HTTP 500 ``no scripted
+    reply``. Every request is
     recorded in :attr:`requests`, with credentials replaced by fingerprints.
 
     A body that is not valid UTF-8 is answered HTTP 400 (JSON must be UTF-8, and real APIs refuse

@@ -37,6 +37,8 @@ _PATHS: tuple[KeyPath, ...] = (
     ("toolkit", "shell", "*", "cwd"),
     ("toolkit", "agents", "*", "cwd"),
     ("toolkit", "mcpServers", "*", "cwd"),
+    ("knowledge", "path"),
+    ("knowledge", "sources", "*"),
 )
 
 
@@ -91,6 +93,9 @@ def _resolve_at(node: Any, pattern: KeyPath, base: Path) -> None:
         return
     head, rest = pattern[0], pattern[1:]
     if head == "*":
+        if not rest and isinstance(node, list):  # a list of paths
+            node[:] = [_absolute(p, base) if isinstance(p, str) else p for p in node]
+            return
         children = (
             node.values() if isinstance(node, dict) else node if isinstance(node, list) else []
         )

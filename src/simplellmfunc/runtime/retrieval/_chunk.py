@@ -16,12 +16,13 @@ keeps its id when the file around it changes: re-ingestion keeps its vector.
 from __future__ import annotations
 
 import hashlib
+import itertools
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Final, Literal
 
-__all__ = ["Chunk", "DocKind", "chunk_text", "chunk_id"]
+__all__ = ["Chunk", "DocKind", "chunk_id", "chunk_text"]
 
 DocKind = Literal["markdown", "python", "code", "text"]
 
@@ -87,7 +88,9 @@ def _paragraphs(lines: list[str], offset: int) -> Iterator[_Block]:
 
 def _markdown_sections(lines: list[str]) -> Iterator[_Section]:
     path: list[tuple[int, str]] = []
-    heading, blocks, pending, pending_start = "", [], [], 0
+    heading, pending_start = "", 0
+    blocks: list[_Block] = []
+    pending: list[str] = []
     fence: str | None = None
 
     def flush_pending() -> None:
@@ -138,7 +141,7 @@ def _python_sections(lines: list[str]) -> Iterator[_Section]:
             first -= 1
         owned.append(first)
     bounds = [0, *owned, len(lines)]
-    for n, (begin, end) in enumerate(zip(bounds, bounds[1:], strict=False)):
+    for n, (begin, end) in enumerate(itertools.pairwise(bounds)):
         if begin >= end:
             continue
         heading = lines[starts[n - 1]].rstrip().rstrip(":") if n > 0 else ""

@@ -13,7 +13,7 @@ import os
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Final
+from typing import Final, Literal
 
 from ._chunk import Chunk, DocKind, chunk_text
 
@@ -21,7 +21,7 @@ __all__ = ["MAX_FILE_BYTES", "FileEntry", "kind_of", "read_chunks", "walk"]
 
 MAX_FILE_BYTES: Final = 5_000_000
 _SKIP_DIRS: Final = frozenset({"__pycache__", "node_modules", "site-packages", "build", "dist"})
-_KINDS: Final[dict[str, DocKind | None]] = {
+_KINDS: Final[dict[str, DocKind | Literal["pdf"]]] = {
     **dict.fromkeys((".md", ".markdown", ".mdx"), "markdown"),
     ".py": "python",
     ".pyi": "python",
@@ -31,7 +31,7 @@ _KINDS: Final[dict[str, DocKind | None]] = {
     ),
     **dict.fromkeys((".rb", ".sh", ".sql", ".toml", ".yaml", ".yml", ".cfg", ".ini"), "code"),
     **dict.fromkeys((".txt", ".rst", ".text", ""), "text"),
-    ".pdf": None,  # read by pages
+    ".pdf": "pdf",  # read by pages
 }
 
 
@@ -54,10 +54,9 @@ class FileEntry:
     mtime_ns: int
 
 
-def kind_of(path: str) -> DocKind | None | bool:
-    """The document kind of ``path``; ``None`` for PDF; ``False`` when no reader knows it."""
-    suffix = os.path.splitext(path)[1].lower()
-    return _KINDS.get(suffix, False)
+def kind_of(path: str) -> DocKind | Literal["pdf"] | None:
+    """The document kind of ``path``; ``None`` when no reader knows it."""
+    return _KINDS.get(os.path.splitext(path)[1].lower())
 
 
 def _entry(path: Path, root: Path, base: Path) -> FileEntry | None:
@@ -65,7 +64,7 @@ def _entry(path: Path, root: Path, base: Path) -> FileEntry | None:
         info = path.stat()
     except OSError:
         return None
-    if info.st_size > MAX_FILE_BYTES or kind_of(path.name) is False:
+    if info.st_size > MAX_FILE_BYTES or kind_of(path.name) is None:
         return None
     return FileEntry(
         str(path), path.relative_to(base).as_posix(), str(root), info.st_size, info.st_mtime_ns
@@ -115,12 +114,12 @@ def read_chunks(entry: FileEntry, max_chars: int) -> tuple[str, list[Chunk]] | N
     data = Path(entry.path).read_bytes()
     digest = hashlib.sha256(data).hexdigest()
     kind = kind_of(entry.path)
-    if kind is None:
+    if kind == "pdf":
         try:
             return digest, _pdf_chunks(entry.path, entry.source, max_chars)
         except Exception:  # boundary: pypdf raises many kinds for a damaged file
             return None
-    if kind is False or b"\x00" in data:
+    if kind is None or b"\x00" in data:
         return None
     try:
         text = data.decode("utf-8-sig")

@@ -57,8 +57,42 @@ SCHEMA: Final = (
 
 _WORD: Final = re.compile(r"\w+")
 _STOP: Final = frozenset(
-    "a an and are as at be by do does for from how i in is it of on or that the this to what "
-    "when where which who why with you your can".split()
+    [
+        "a",
+        "an",
+        "and",
+        "are",
+        "as",
+        "at",
+        "be",
+        "by",
+        "can",
+        "do",
+        "does",
+        "for",
+        "from",
+        "how",
+        "i",
+        "in",
+        "is",
+        "it",
+        "of",
+        "on",
+        "or",
+        "that",
+        "the",
+        "this",
+        "to",
+        "what",
+        "when",
+        "where",
+        "which",
+        "who",
+        "why",
+        "with",
+        "you",
+        "your",
+    ]
 )
 
 
@@ -115,7 +149,7 @@ def upsert_file(conn: sqlite3.Connection, entry: FileEntry, sha256: str, chunks:
 def chunk_rowids(conn: sqlite3.Connection, path: str) -> dict[str, int]:
     """A file's chunks: id → rowid."""
     rows = conn.execute("SELECT id, rowid FROM chunks WHERE path = ?", (path,))
-    return {ident: rowid for ident, rowid in rows}
+    return dict(rows)
 
 
 def insert_chunks(conn: sqlite3.Connection, path: str, chunks: Iterable[Chunk]) -> list[int]:

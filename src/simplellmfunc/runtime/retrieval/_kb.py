@@ -202,8 +202,11 @@ class KnowledgeBase:
     def _check_model(self, conn: Any) -> None:
         assert self.embedder is not None
         stored = idx.get_meta(conn, "embedding_model")
-        if stored is None:
+        url = getattr(self.embedder, "base_url", None)
+        if stored is None or not has_vectors(conn):
             idx.set_meta(conn, "embedding_model", self.embedder.model)
+            if isinstance(url, str):
+                idx.set_meta(conn, "embedding_url", url)
         elif stored != self.embedder.model and has_vectors(conn):
             raise ConfigError(
                 f"{self._db.path}: its vectors come from the embedding model {stored!r}, "
@@ -214,6 +217,15 @@ class KnowledgeBase:
     def database(self) -> SQLiteDatabase:
         """The SQLite database (to share, or to inspect)."""
         return self._db
+
+    def embedding_endpoint(self) -> tuple[str | None, str | None]:
+        """The embedding API root and model the vectors were made with (``None``: none)."""
+        return self._db.read(
+            lambda conn: (
+                idx.get_meta(conn, "embedding_url"),
+                idx.get_meta(conn, "embedding_model"),
+            )
+        )
 
     @property
     def default_mode(self) -> SearchMode:
@@ -318,7 +330,9 @@ class KnowledgeBase:
             texts = [f"{c.heading}\n{c.text}" if c.heading else c.text for c in fresh]
             vectors = await self.embedder.embed(texts)
         fresh_vectors = {c.id: v for c, v in zip(fresh, vectors, strict=False)}
-        counts = await self._db.awrite(lambda conn: self._write(conn, plan, existing, fresh_vectors))
+        counts = await self._db.awrite(
+            lambda conn: self._write(conn, plan, existing, fresh_vectors)
+        )
         added = sum(c.new for c in plan.changes)
         return IngestReport(
             files=plan.files,
@@ -353,7 +367,9 @@ class KnowledgeBase:
             kept += len(stay)
             new = [c for c in change.chunks if c.id not in old]
             rowids = idx.insert_chunks(conn, change.entry.path, new)
-            with_vectors = [(r, vectors[c.id]) for r, c in zip(rowids, new, strict=True) if c.id in vectors]
+            with_vectors = [
+                (r, vectors[c.id]) for r, c in zip(rowids, new, strict=True) if c.id in vectors
+            ]
             if with_vectors:
                 add_vectors(conn, [r for r, _ in with_vectors], [v for _, v in with_vectors])
             idx.upsert_file(conn, change.entry, change.sha256, len(change.chunks))
@@ -366,9 +382,9 @@ class KnowledgeBase:
         """Forget sources: a file, every file under a folder, or a source as cited (or an
         :meth:`add_text` source). Returns how many files were removed."""
         wanted = [os.fspath(t) for t in targets]
-        resolved = [str(Path(t).expanduser().resolve()) for t in wanted]
 
         def work(conn: Any) -> int:
+            resolved = [os.path.realpath(os.path.expanduser(t)) for t in wanted]
             rows = list(conn.execute("SELECT path, source FROM files"))
             paths = [
                 path
@@ -385,7 +401,9 @@ class KnowledgeBase:
 
     # -- search ------------------------------------------------------------------------------
 
-    async def search(self, query: str, k: int = 5, *, mode: SearchMode | None = None) -> list[Passage]:
+    async def search(
+        self, query: str, k: int = 5, *, mode: SearchMode | None = None
+    ) -> list[Passage]:
         """The ``k`` passages that best match ``query``.
 
         Args:
@@ -430,7 +448,9 @@ class KnowledgeBase:
 
     async def count(self) -> int:
         """How many passages the knowledge base holds."""
-        return int(await self._db.aread(lambda c: c.execute("SELECT count(*) FROM chunks").fetchone()[0]))
+        return int(
+            await self._db.aread(lambda c: c.execute("SELECT count(*) FROM chunks").fetchone()[0])
+        )
 
     # -- lifetime ----------------------------------------------------------------------------
 

@@ -53,11 +53,12 @@ class RAG:
         self,
         kb: KnowledgeBase,
         sources: Sequence[str | os.PathLike[str]] = (),
-        texts: Mapping[str, str] = {},  # noqa: B006 - read only
+        texts: Mapping[str, str] = {},
         *,
         k: int = 5,
         token_budget: int = 1500,
         mode: SearchMode | None = None,
+        tool_name: str = "retrieve",
     ) -> None:
         self.kb = kb
         self.sources = list(sources)
@@ -65,7 +66,9 @@ class RAG:
         self.k = k
         self.token_budget = token_budget
         self.mode = mode
-        self.tool: FunctionTool = retrieve_tool(kb, k=k, token_budget=token_budget, mode=mode)
+        self.tool: FunctionTool = retrieve_tool(
+            kb, k=k, token_budget=token_budget, mode=mode, name=tool_name
+        )
         self.report: IngestReport | None = None
 
     async def refresh(self) -> IngestReport:
@@ -92,7 +95,8 @@ class RAG:
         """
         prompt = system or AGENTIC_PROMPT.replace("MAX_SEARCHES", str(max_searches))
 
-        async def answer(question: str) -> str: ...
+        async def answer(question: str) -> str:
+            raise NotImplementedError  # never runs: llm_function answers from the docstring
 
         # The docstring is the system prompt (braces escaped: it is a template).
         answer.__doc__ = prompt.replace("{", "{{").replace("}", "}}")
@@ -131,6 +135,7 @@ def create_rag(
     token_budget: int = 1500,
     mode: SearchMode | None = None,
     max_chunk_chars: int = 1500,
+    tool_name: str = "retrieve",
     **kb_options: Any,
 ) -> RAG:
     """The one-line entry: ``async with create_rag("docs/") as rag: ...``.
@@ -145,13 +150,16 @@ def create_rag(
         token_budget: Most tokens of one ``retrieve`` result.
         mode: ``bm25``, ``dense`` or ``hybrid`` (default: hybrid with an embedder, else BM25).
         max_chunk_chars: Target passage size.
+        tool_name: The ``retrieve`` tool's name.
         **kb_options: Further :class:`KnowledgeBase` options.
 
     Raises:
         ConfigError: See :class:`KnowledgeBase`.
     """
-    named = dict(texts) if isinstance(texts, Mapping) else {
-        f"doc-{n}": text for n, text in enumerate(texts, start=1)
-    }
+    named = (
+        dict(texts)
+        if isinstance(texts, Mapping)
+        else {f"doc-{n}": text for n, text in enumerate(texts, start=1)}
+    )
     kb = KnowledgeBase(path, embedder=embedder, max_chunk_chars=max_chunk_chars, **kb_options)
-    return RAG(kb, sources, named, k=k, token_budget=token_budget, mode=mode)
+    return RAG(kb, sources, named, k=k, token_budget=token_budget, mode=mode, tool_name=tool_name)

@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from typing import Final
 
 from ...providers import count_text_tokens
-from ...tools import FunctionTool, tool
+from ...tools import FunctionTool
 from ._kb import KnowledgeBase, Passage, SearchMode
 
 __all__ = ["NO_MATCH", "format_passages", "retrieve_tool"]
@@ -103,4 +103,4 @@ def retrieve_tool(
         "Search the knowledge base for passages relevant to a query. Each passage comes with "
         "its citation: source path, line range and heading. Cite them as [n]."
     )
-    return tool(retrieve, name=name, description=about)
+    return FunctionTool(retrieve, name=name, description=about)

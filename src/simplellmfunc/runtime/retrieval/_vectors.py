@@ -37,13 +37,13 @@ def vec_driver() -> Any:
         ConfigError: When ``sqlite-vec`` is not installed, or no SQLite here loads extensions.
     """
     try:
-        import sqlite_vec  # noqa: F401
+        import sqlite_vec  # type: ignore[import-untyped]  # noqa: F401
     except ImportError:
         raise ConfigError(f"dense search needs sqlite-vec: {_INSTALL}") from None
     if hasattr(sqlite3.Connection, "enable_load_extension"):
         return None
     try:
-        import pysqlite3.dbapi2 as driver  # type: ignore[import-not-found]
+        import pysqlite3.dbapi2 as driver  # type: ignore[import-untyped]
     except ImportError:
         raise ConfigError(
             "this Python's sqlite3 cannot load extensions (sqlite-vec); install the pysqlite3 "
