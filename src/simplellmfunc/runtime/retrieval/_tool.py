@@ -35,7 +35,7 @@ _MAX_K: Final = 20
 def _fit(text: str, budget: int) -> str:
     """``text`` cut (at a line end where possible) to about ``budget`` tokens."""
     if budget <= 0:
-        return ""
+        return "[…]"
     cut = text
     while cut and count_text_tokens(cut) > budget:
         cut = cut[: int(len(cut) * 0.8)]
