@@ -4,6 +4,7 @@ the agentic answerer driven through the wire, and PDF text."""
 
 from __future__ import annotations
 
+import json
 import os
 import sqlite3
 from contextlib import closing
@@ -12,8 +13,11 @@ from pathlib import Path
 import pytest
 
 from simplellmfunc import OpenAICompatible
+from simplellmfunc._cli import main as cli_main
 from simplellmfunc.exceptions import ConfigError, ProviderError, UserError
 from simplellmfunc.providers import OpenAIEmbeddings
+from simplellmfunc.runtime import load_agent_config, run_config
+from simplellmfunc.runtime.config import check_config
 from simplellmfunc.runtime.retrieval import (
     KnowledgeBase,
     chunk_text,
@@ -340,3 +344,82 @@ async def test_pdf_text_is_ingested_by_page(tmp_path: Path) -> None:
         assert report.added == 1
         hit = (await kb.search("quantum widgets"))[0]
         assert hit.citation == "papers/paper.pdf:1-1 § page 1"
+
+
+# --- config files and the command line ----------------------------------------------------
+
+
+async def test_a_config_knowledge_section_gives_the_agent_a_retrieve_tool(
+    corpus: Path, tmp_path: Path, mock_server: MockLLMServer
+) -> None:
+    config = write(
+        tmp_path / "agent.yml",
+        "model: openai:m\nsystem: Answer from the docs.\n"
+        "knowledge:\n  sources: [kbdocs]\n  path: kb/agent.db\n  k: 2\n  tool_name: search_docs\n"
+        f"  embeddings: {{model: hash-64, base_url: '{mock_server.url}'}}\n",
+    )
+    mock_server.script(
+        Reply.tool_calls(ToolCallSpec("search_docs", {"query": "flux capacitor"})),
+        Reply.text("Tune it with the warp setting."),
+    )
+    env = {"OPENAI_API_KEY": "sk-test-123456789", "OPENAI_BASE_URL": mock_server.url}
+    loaded = load_agent_config(config)
+    assert loaded.knowledge is not None
+    assert loaded.knowledge.sources == [str(corpus)]  # relative to the file
+    result = await run_config(config, "How do I tune the flux capacitor?", environ=env)
+    assert result.result == "Tune it with the warp setting."
+    chats = [r for r in mock_server.requests if r.path == "/v1/chat/completions"]
+    assert [t["function"]["name"] for t in chats[0].json["tools"]] == ["search_docs"]
+    tool_message = next(m for m in chats[1].json["messages"] if m["role"] == "tool")
+    assert "§ Guide > Usage > Advanced" in tool_message["content"]
+    assert (tmp_path / "kb" / "agent.db").is_file()
+    assert any(r.path == "/v1/embeddings" for r in mock_server.requests)
+
+
+def rag_cli(*args: str | Path) -> int:
+    return cli_main(["rag", *map(str, args)])
+
+
+def test_rag_commands(
+    corpus: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    assert rag_cli("search", "x", "--kb", "proj") == 2
+    assert "no knowledge base 'proj'" in capsys.readouterr().err
+    assert rag_cli("ingest", corpus, "--kb", "proj") == 0
+    assert capsys.readouterr().out.startswith("3 files: 3 added")
+    assert (tmp_path / ".simplellmfunc" / "kb" / "proj.db").is_file()
+    assert (
+        rag_cli(
+            "search", "parse the configuration file", "--kb", "proj", "-k", "1", "--format", "json"
+        )
+        == 0
+    )
+    [hit] = json.loads(capsys.readouterr().out)
+    assert hit["citation"] == "kbdocs/src/helpers.py:6-9 § def parse_config(path)"
+    assert rag_cli("search", "flux capacitor", "--kb", "proj", "-k", "1") == 0
+    assert capsys.readouterr().out.startswith(
+        "[1] kbdocs/guide.md:20-20 § Guide > Usage > Advanced"
+    )
+    assert rag_cli("delete", "kbdocs/notes.txt", "--kb", "proj") == 0
+    assert capsys.readouterr().out.strip() == "1 file removed"
+    assert rag_cli("list", "--kb", "proj") == 0
+    assert capsys.readouterr().out.splitlines() == [
+        "kbdocs/guide.md  (4 passages)",
+        "kbdocs/src/helpers.py  (3 passages)",
+    ]
+    assert rag_cli("search", "x", "--kb", "proj", "--mode", "dense") == 2
+    assert "needs an embedder" in capsys.readouterr().err
+
+
+async def test_validate_checks_the_knowledge_section(tmp_path: Path) -> None:
+    config = write(
+        tmp_path / "agent.yml",
+        "model: openai:m\nknowledge: {sources: [missing-docs], path: kb/a.db}\n",
+    )
+    findings = [str(f) for f in await check_config(load_agent_config(config), environ={})]
+    assert any("knowledge source" in f and "missing-docs does not exist" in f for f in findings)
+    assert any("knowledge base" in f and "kb/a.db" in f for f in findings)
