@@ -20,6 +20,7 @@ import simplellmfunc.runtime.checkpoints
 import simplellmfunc.runtime.commands
 import simplellmfunc.runtime.config
 import simplellmfunc.runtime.memory
+import simplellmfunc.runtime.retrieval
 import simplellmfunc.runtime.stores
 import simplellmfunc.runtime.trace
 import simplellmfunc.tools
@@ -47,6 +48,7 @@ EXPECTED_TOP = {
     "TokenBucket",
     "Tool",
     "ToolEventEmitter",
+    "create_rag",
     "llm_chat",
     "llm_function",
     "make_llm",
@@ -68,6 +70,7 @@ EXPECTED_TOP = {
         simplellmfunc.runtime.commands,
         simplellmfunc.runtime.config,
         simplellmfunc.runtime.memory,
+        simplellmfunc.runtime.retrieval,
         simplellmfunc.runtime.stores,
         simplellmfunc.runtime.trace,
         simplellmfunc.tools,
@@ -162,6 +165,21 @@ RUNTIME_PACKAGES = {
         "StepTriple",
         "render_memory",
         "strip_memory",
+    },
+    "retrieval": {
+        "AGENTIC_PROMPT",
+        "Chunk",
+        "Embedder",
+        "IngestReport",
+        "KnowledgeBase",
+        "Passage",
+        "RAG",
+        "SearchMode",
+        "SourceInfo",
+        "chunk_text",
+        "create_rag",
+        "format_passages",
+        "retrieve_tool",
     },
     "stores": {
         "InMemoryStore",

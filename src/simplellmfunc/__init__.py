@@ -28,6 +28,7 @@ if TYPE_CHECKING:
         TokenBucket,
         make_llm,
     )
+    from .runtime.retrieval import create_rag
     from .tools import Tool, ToolEventEmitter, tool
 
 __all__ = [
@@ -52,6 +53,7 @@ __all__ = [
     "TokenBucket",
     "Tool",
     "ToolEventEmitter",
+    "create_rag",
     "llm_chat",
     "llm_function",
     "make_llm",
@@ -84,6 +86,7 @@ __getattr__, __dir__ = lazy_exports(
         "TokenBucket": ".providers",
         "Tool": ".tools",
         "ToolEventEmitter": ".tools",
+        "create_rag": ".runtime.retrieval",
         "llm_chat": ".decorators",
         "llm_function": ".decorators",
         "make_llm": ".providers",

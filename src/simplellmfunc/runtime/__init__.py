@@ -10,20 +10,22 @@
 * :mod:`.checkpoints`: :class:`Checkpoint`, :class:`CheckpointManager`, :class:`CheckpointHook`.
 * :mod:`.commands`: command lines as tools: :class:`ShellTool`, and :class:`CLIAgentTool` for
   agents calling agents, over :func:`run_command`.
+* :mod:`.retrieval`: knowledge bases: :class:`KnowledgeBase` (files and folders chunked into
+  one SQLite file, BM25 by FTS5, dense and hybrid with ``sqlite-vec``), the ``retrieve`` tool
+  (:func:`retrieve_tool`) and :func:`create_rag` → :class:`RAG` (with an agentic answerer).
 * :mod:`.config`: agents from config files: :class:`AgentConfig` read by
   :func:`load_agent_config` (command line > environment > file > defaults), run once by
   :func:`run_config` (a :class:`ConfigRunResult`) or turn after turn by
   :class:`ConfiguredAgent`.
 
 Imports between them run one way: ``config`` → ``checkpoints`` → ``trace`` / ``stores``;
-``config`` → ``memory`` → ``stores``; ``config`` → ``commands``. A sub-package uses its siblings'
-public names only.
+``config`` → ``memory`` → ``stores``; ``config`` → ``commands``; ``config`` →
+``retrieval``. A sub-package uses its siblings' public names only.
 
 Room is left for the packages that come next, each a sibling sub-package on the same terms:
 ``multiagent/`` (agent as tool, handoff, group chat, parallel runs, channels, shared memory),
-``skills/`` (a skill registry exposed as a toolkit), ``retrieval/`` (a store + retrieve tool),
-``a2a/`` and ``serving/`` (agent card, client and server; HTTP serving) and ``durable/``
-(durable, distributed runs on DBOS).
+``skills/`` (a skill registry exposed as a toolkit), ``a2a/`` and ``serving/`` (agent card,
+client and server; HTTP serving) and ``durable/`` (durable, distributed runs on DBOS).
 
 ``simplellmfunc.runtime.RunResult`` is a deprecated alias of :class:`ConfigRunResult` (the name
 meant the engine's ``RunResult`` elsewhere).
@@ -63,6 +65,21 @@ from .memory import (
     render_memory,
     strip_memory,
 )
+from .retrieval import (
+    AGENTIC_PROMPT,
+    RAG,
+    Chunk,
+    Embedder,
+    IngestReport,
+    KnowledgeBase,
+    Passage,
+    SearchMode,
+    SourceInfo,
+    chunk_text,
+    create_rag,
+    format_passages,
+    retrieve_tool,
+)
 from .stores import (
     InMemoryStore,
     Namespace,
@@ -85,6 +102,8 @@ from .trace import (
 )
 
 __all__ = [
+    "AGENTIC_PROMPT",
+    "RAG",
     "Action",
     "AgentConfig",
     "AutoSave",
@@ -93,22 +112,29 @@ __all__ = [
     "CheckpointHook",
     "CheckpointInfo",
     "CheckpointManager",
+    "Chunk",
     "CommandOutput",
     "ConfigRunResult",
     "ConfiguredAgent",
+    "Embedder",
     "InMemoryStore",
+    "IngestReport",
     "JSONLSink",
     "KeyValueExtraction",
+    "KnowledgeBase",
     "LLMSummary",
     "MemoryHook",
     "Namespace",
+    "Passage",
     "RedisStore",
     "RunObserver",
     "SQLiteDatabase",
     "SQLiteStore",
     "SQLiteTraceSink",
     "ScopedStore",
+    "SearchMode",
     "ShellTool",
+    "SourceInfo",
     "Step",
     "StepTriple",
     "Store",
@@ -119,11 +145,15 @@ __all__ = [
     "TraceSink",
     "TraceStats",
     "TurnResult",
+    "chunk_text",
+    "create_rag",
+    "format_passages",
     "load_agent_config",
     "load_checkpoint",
     "open_store",
     "read_jsonl",
     "render_memory",
+    "retrieve_tool",
     "run_command",
     "run_config",
     "save_checkpoint",
