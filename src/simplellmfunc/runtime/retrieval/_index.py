@@ -106,10 +106,12 @@ def fts_query(text: str) -> str:
 
 Row = tuple[str, str, str, int, int, str, float]  # id, source, heading, start, end, text, score
 
+# The top k are picked inside FTS5 first (its ORDER BY rank LIMIT is optimised), then joined:
+# a join around the MATCH would fetch every matching row's text before sorting.
 _SELECT: Final = (
-    "SELECT c.id, c.source, c.heading, c.start_line, c.end_line, c.text, chunks_fts.rank "
-    "FROM chunks_fts JOIN chunks AS c ON c.rowid = chunks_fts.rowid "
-    "WHERE chunks_fts MATCH ? ORDER BY chunks_fts.rank LIMIT ?"
+    "SELECT c.id, c.source, c.heading, c.start_line, c.end_line, c.text, m.rank "
+    "FROM (SELECT rowid, rank FROM chunks_fts WHERE chunks_fts MATCH ? ORDER BY rank LIMIT ?) "
+    "AS m JOIN chunks AS c ON c.rowid = m.rowid ORDER BY m.rank"
 )
 
 
