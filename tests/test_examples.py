@@ -63,6 +63,14 @@ BUILTINS: dict[str, list[str]] = {
         "after reset: []",
         "repl2 sees repl1's x: False",
     ],
+    "rag_agent": [
+        "ingested: 3 files: 3 added, 0 updated, 0 unchanged, 0 deleted, 0 skipped; chunks +4",
+        "hit: docs/tuning.md:5-10 § Tuning > Flux capacitor",
+        "retrieve said: No passage matches 'hyperdrive'. Rewrite the query",
+        "retrieve said: [1] docs/tuning.md:5-10 § Tuning > Flux capacitor",
+        "answer: Set warp = 9 in widgets.toml [docs/tuning.md:5-10].",
+        "again: 3 files: 0 added, 1 updated, 2 unchanged, 0 deleted, 0 skipped; chunks +1 -0 =2; 1 embedded",
+    ],
     "self_reference_basic_example": [
         "Always include one actionable next step.",
         "keys: ['agent_1', 'agent_2', 'agent_main']",

@@ -118,7 +118,9 @@ _NEAREST = (
 def nearest(
     conn: sqlite3.Connection, vector: Sequence[float], k: int
 ) -> list[tuple[str, str, str, int, int, str, float]]:
-    """The ``k`` chunks nearest to ``vector`` (score: cosine similarity)."""
+    """The ``k`` chunks nearest to ``vector`` (score: cosine similarity); a chunk at a right
+    angle or more (cosine ≤ 0: nothing in common) is no match."""
     if not has_vectors(conn):
         return []
-    return [(*row[:6], 1.0 - row[6]) for row in conn.execute(_NEAREST, (_blob(vector), k))]
+    rows = conn.execute(_NEAREST, (_blob(vector), k))
+    return [(*row[:6], 1.0 - row[6]) for row in rows if row[6] < 1.0 - 1e-9]
