@@ -69,7 +69,7 @@ BUILTINS: dict[str, list[str]] = {
         "retrieve said: No passage matches 'hyperdrive'. Rewrite the query",
         "retrieve said: [1] docs/tuning.md:5-10 § Tuning > Flux capacitor",
         "answer: Set warp = 9 in widgets.toml [docs/tuning.md:5-10].",
-        "again: 3 files: 0 added, 1 updated, 2 unchanged, 0 deleted, 0 skipped; chunks +1 -0 =2; 1 embedded",
+        "again: 3 files: 0 added, 1 updated, 2 unchanged, 0 deleted, 0 skipped; chunks +1 -0 =2",
     ],
     "self_reference_basic_example": [
         "Always include one actionable next step.",
