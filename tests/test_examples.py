@@ -63,6 +63,17 @@ BUILTINS: dict[str, list[str]] = {
         "after reset: []",
         "repl2 sees repl1's x: False",
     ],
+    "self_reference_basic_example": [
+        "Always include one actionable next step.",
+        "keys: ['agent_1', 'agent_2', 'agent_main']",
+        "my_key: ['You are helpful.', 'remember this']",
+        "after clear: 0",
+    ],
+}
+
+
+#: Examples that script the mock server in their code → lines their output must contain.
+SCRIPTED: dict[str, list[str]] = {
     "rag_agent": [
         "ingested: 3 files: 3 added, 0 updated, 0 unchanged, 0 deleted, 0 skipped; chunks +4",
         "hit: docs/tuning.md:5-10 § Tuning > Flux capacitor",
@@ -70,12 +81,6 @@ BUILTINS: dict[str, list[str]] = {
         "retrieve said: [1] docs/tuning.md:5-10 § Tuning > Flux capacitor",
         "answer: Set warp = 9 in widgets.toml [docs/tuning.md:5-10].",
         "again: 3 files: 0 added, 1 updated, 2 unchanged, 0 deleted, 0 skipped; chunks +1 -0 =2",
-    ],
-    "self_reference_basic_example": [
-        "Always include one actionable next step.",
-        "keys: ['agent_1', 'agent_2', 'agent_main']",
-        "my_key: ['You are helpful.', 'remember this']",
-        "after clear: 0",
     ],
 }
 
@@ -130,6 +135,23 @@ async def test_demo_runs_against_a_provider_from_the_environment(
     assert "sk-test-123456789" not in out
 
 
+@pytest.mark.parametrize("name", sorted(SCRIPTED))
+def test_scripted_example_shows_what_it_is_for(name: str, tmp_path: Path) -> None:
+    result = subprocess.run(
+        [sys.executable, str(EXAMPLES / f"{name}.py")],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+        cwd=tmp_path,
+        env=offline_env(),
+        stdin=subprocess.DEVNULL,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    for line in SCRIPTED[name]:
+        assert line in result.stdout, f"{line!r} not in:\n{result.stdout}"
+
+
 @pytest.mark.parametrize("name", sorted(BUILTINS))
 def test_builtin_example_runs_offline(name: str, tmp_path: Path) -> None:
     result = subprocess.run(
@@ -153,4 +175,4 @@ def test_builtin_example_runs_offline(name: str, tmp_path: Path) -> None:
 
 def test_every_example_is_tested() -> None:
     scripts = {p.stem for p in EXAMPLES.glob("*.py") if not p.name.startswith("_")}
-    assert scripts == {"demo", *OFFLINE, *BUILTINS}  # demo: tested above, as `make demo`
+    assert scripts == {"demo", *OFFLINE, *SCRIPTED, *BUILTINS}  # demo: tested above (make demo)
