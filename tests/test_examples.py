@@ -135,42 +135,37 @@ async def test_demo_runs_against_a_provider_from_the_environment(
     assert "sk-test-123456789" not in out
 
 
-@pytest.mark.parametrize("name", sorted(SCRIPTED))
-def test_scripted_example_shows_what_it_is_for(name: str, tmp_path: Path) -> None:
-    result = subprocess.run(
-        [sys.executable, str(EXAMPLES / f"{name}.py")],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-        cwd=tmp_path,
-        env=offline_env(),
-        stdin=subprocess.DEVNULL,
-    )
-    assert result.returncode == 0, result.stderr[-3000:]
-    for line in SCRIPTED[name]:
-        assert line in result.stdout, f"{line!r} not in:\n{result.stdout}"
-
-
-@pytest.mark.parametrize("name", sorted(BUILTINS))
-def test_builtin_example_runs_offline(name: str, tmp_path: Path) -> None:
+def run_offline(name: str, cwd: Path) -> str:
+    """Run an example with no model setting, in ``cwd``, stdin closed; its stdout."""
     result = subprocess.run(
         [sys.executable, str(EXAMPLES / f"{name}.py")],
         capture_output=True,
         text=True,
         timeout=180,
         check=False,
-        cwd=tmp_path,
+        cwd=cwd,
         env=offline_env(),
         stdin=subprocess.DEVNULL,
     )
     assert result.returncode == 0, result.stderr[-3000:]
-    out = result.stdout
+    assert "Traceback" not in result.stderr
+    return result.stdout
+
+
+@pytest.mark.parametrize("name", sorted(SCRIPTED))
+def test_scripted_example_shows_what_it_is_for(name: str, tmp_path: Path) -> None:
+    out = run_offline(name, tmp_path)
+    for line in SCRIPTED[name]:
+        assert line in out, f"{line!r} not in:\n{out}"
+
+
+@pytest.mark.parametrize("name", sorted(BUILTINS))
+def test_builtin_example_runs_offline(name: str, tmp_path: Path) -> None:
+    out = run_offline(name, tmp_path)
     for line in BUILTINS[name]:
         assert line in out, f"{line!r} not in:\n{out}"
     if name != "config_agent":  # that one uses a mock server, not the scripted model
         assert out.startswith("(no model configured: a scripted model plays its part")
-    assert "Traceback" not in result.stderr
 
 
 def test_every_example_is_tested() -> None:
