@@ -1,10 +1,11 @@
 """Renders ``/v1/embeddings`` (OpenAI's shape) with deterministic vectors, unscripted.
 
 Each input is split into lower-case words; each word adds 1 to one of ``dimensions`` slots
-(chosen by a stable hash of the word, with a small suffix-stripping so ``parsing`` and ``parse``
-meet), and the vector is normalised to length 1. Texts sharing words get a high cosine, texts
-sharing none get 0: enough for a real dense or hybrid search to find something in tests, with no
-model. ``dimensions`` in the request sets the size (default 64), as OpenAI's API allows.
+(chosen by a stable hash of the word, with a small suffix-stripping so ``parsing`` and
+``parse`` meet), and the vector is normalised to length 1. Texts sharing words get a high
+cosine, texts sharing none get 0: enough for a real dense or hybrid search to find something in
+tests, with no model. ``dimensions`` in the request sets the size (default 64), as OpenAI's
+API allows.
 """
 
 from __future__ import annotations
@@ -21,14 +22,16 @@ __all__ = ["EmbeddingsRenderer", "hashed_embedding"]
 
 DEFAULT_DIMENSIONS: Final = 64
 _WORD: Final = re.compile(r"[a-z0-9]+")
-_SUFFIXES: Final = ("ing", "ers", "er", "es", "ed", "s")
+_SUFFIXES: Final = ("ing", "ed", "es", "s")
 
 
 def _stem(word: str) -> str:
+    """A crude stem: ``parse``, ``parses``, ``parsed`` and ``parsing`` all give ``pars``."""
     for suffix in _SUFFIXES:
         if len(word) > len(suffix) + 2 and word.endswith(suffix):
-            return word[: -len(suffix)]
-    return word
+            word = word[: -len(suffix)]
+            break
+    return word[:-1] if len(word) > 3 and word.endswith("e") else word
 
 
 def hashed_embedding(text: str, dimensions: int = DEFAULT_DIMENSIONS) -> list[float]:
