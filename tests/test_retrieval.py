@@ -4,6 +4,7 @@ the agentic answerer driven through the wire, and PDF text."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import sqlite3
@@ -425,3 +426,18 @@ async def test_validate_checks_the_knowledge_section(tmp_path: Path) -> None:
     findings = [str(f) for f in await check_config(load_agent_config(config), environ={})]
     assert any("knowledge source" in f and "missing-docs does not exist" in f for f in findings)
     assert any("knowledge base" in f and "kb/a.db" in f for f in findings)
+
+
+async def test_an_embedder_given_later_backfills_the_vectors(
+    corpus: Path, tmp_path: Path, mock_server: MockLLMServer
+) -> None:
+    db = tmp_path / "later.db"
+    async with KnowledgeBase(db) as kb:
+        plain = await kb.ingest(corpus)
+    embedder = OpenAIEmbeddings("hash-64", mock_server.url)
+    async with embedder, KnowledgeBase(db, embedder=embedder) as kb:
+        both = await asyncio.gather(kb.ingest(corpus), kb.ingest(corpus))  # one at a time
+        assert sorted(r.embedded for r in both) == [0, plain.chunks_added]
+        assert all(r.unchanged == 3 for r in both)
+        hits = await kb.search("flux capacitor", k=1, mode="dense")
+        assert hits[0].heading == "Guide > Usage > Advanced"

@@ -5,6 +5,8 @@ Ingestion is incremental. A file whose size and modification time are unchanged 
 file read again with the same content hash is not re-chunked; a changed file is re-chunked and
 only its new passages are added (and embedded), passages with an unchanged id keep their row and
 their vector. Files that were under an ingested folder and are gone are deleted (``prune``).
+Passages without a vector (ingested before an embedder was given) are embedded at the next
+ingestion. Ingestions and deletions of one knowledge base run one at a time.
 
 Search modes: ``bm25`` (SQLite FTS5, the default without an embedder), ``dense`` (cosine over
 ``sqlite-vec``) and ``hybrid`` (both, merged by reciprocal-rank fusion; the default with an
@@ -22,6 +24,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, Final, Literal, Protocol, Self
 
+import anyio
 import anyio.to_thread
 
 from ..._persist import DatabaseLike, SQLiteDatabase, open_database
@@ -29,7 +32,15 @@ from ...exceptions import ConfigError, UserError
 from . import _index as idx
 from ._chunk import Chunk, DocKind, chunk_text
 from ._files import FileEntry, read_chunks, walk
-from ._vectors import add_vectors, delete_vectors, has_vectors, load_vec, nearest, vec_driver
+from ._vectors import (
+    add_vectors,
+    delete_vectors,
+    has_vectors,
+    load_vec,
+    missing_vectors,
+    nearest,
+    vec_driver,
+)
 
 __all__ = ["Embedder", "IngestReport", "KnowledgeBase", "Passage", "SearchMode", "SourceInfo"]
 
@@ -177,6 +188,7 @@ class KnowledgeBase:
             raise ConfigError(f"max_chunk_chars must be at least 100, got {max_chunk_chars}")
         self.embedder = embedder
         self.max_chunk_chars = max_chunk_chars
+        self._writing = anyio.Lock()  # one ingestion or deletion at a time: plans read state
         driver, self._vec = self._driver(embedder is not None)
         if isinstance(path, str | os.PathLike) and str(path) != ":memory:":
             path = Path(path).expanduser()
@@ -246,9 +258,10 @@ class KnowledgeBase:
             ProviderError: If the embedder fails (nothing of this ingestion is kept).
         """
         started = time.perf_counter()
-        known = await self._db.aread(idx.known_files)
-        plan = await anyio.to_thread.run_sync(self._plan, targets, known, prune)
-        return await self._apply(plan, started)
+        async with self._writing:
+            known = await self._db.aread(idx.known_files)
+            plan = await anyio.to_thread.run_sync(self._plan, targets, known, prune)
+            return await self._apply(plan, started)
 
     async def add_text(self, source: str, text: str, kind: DocKind = "markdown") -> IngestReport:
         """Add (or replace) a document given as text, cited as ``source``."""
@@ -257,14 +270,15 @@ class KnowledgeBase:
         data = text.encode("utf-8", "surrogatepass")
         entry = FileEntry(path, source, "", len(data), 0)
         sha = hashlib.sha256(data).hexdigest()
-        known = await self._db.aread(idx.known_files)
-        plan = _Plan(files=1)
-        if path in known and known[path][2] == sha:
-            plan.unchanged = 1
-        else:
-            chunks = chunk_text(text, source, kind, max_chars=self.max_chunk_chars)
-            plan.changes.append(_Change(entry, sha, chunks, path not in known))
-        return await self._apply(plan, started)
+        async with self._writing:
+            known = await self._db.aread(idx.known_files)
+            plan = _Plan(files=1)
+            if path in known and known[path][2] == sha:
+                plan.unchanged = 1
+            else:
+                chunks = chunk_text(text, source, kind, max_chars=self.max_chunk_chars)
+                plan.changes.append(_Change(entry, sha, chunks, path not in known))
+            return await self._apply(plan, started)
 
     def _plan(
         self,
@@ -333,6 +347,7 @@ class KnowledgeBase:
         counts = await self._db.awrite(
             lambda conn: self._write(conn, plan, existing, fresh_vectors)
         )
+        backfilled = await self._backfill() if self.embedder is not None else 0
         added = sum(c.new for c in plan.changes)
         return IngestReport(
             files=plan.files,
@@ -344,9 +359,22 @@ class KnowledgeBase:
             chunks_added=len(fresh),
             chunks_removed=counts[0],
             chunks_kept=counts[1],
-            embedded=len(vectors),
+            embedded=len(vectors) + backfilled,
             seconds=time.perf_counter() - started,
         )
+
+    async def _backfill(self) -> int:
+        """Embed the passages that have no vector yet (a knowledge base built without an
+        embedder, given one now); how many."""
+        assert self.embedder is not None
+        missing = await self._db.aread(missing_vectors)
+        if not missing:
+            return 0
+        texts = [f"{heading}\n{text}" if heading else text for _, heading, text in missing]
+        vectors = await self.embedder.embed(texts)
+        rowids = [rowid for rowid, _, _ in missing]
+        await self._db.awrite(lambda conn: add_vectors(conn, rowids, vectors))
+        return len(missing)
 
     def _write(
         self,
@@ -397,7 +425,8 @@ class KnowledgeBase:
             delete_vectors(conn, idx.delete_files(conn, paths))
             return len(paths)
 
-        return await self._db.awrite(work)
+        async with self._writing:
+            return await self._db.awrite(work)
 
     # -- search ------------------------------------------------------------------------------
 

@@ -22,6 +22,7 @@ __all__ = [
     "delete_vectors",
     "has_vectors",
     "load_vec",
+    "missing_vectors",
     "nearest",
     "vec_driver",
 ]
@@ -106,6 +107,19 @@ def has_vectors(conn: sqlite3.Connection) -> bool:
     """Whether the knowledge base has a vector table."""
     row = conn.execute("SELECT 1 FROM meta WHERE key = 'embedding_dimensions'").fetchone()
     return row is not None
+
+
+def missing_vectors(conn: sqlite3.Connection) -> list[tuple[int, str, str]]:
+    """The chunks without a vector (ingested before an embedder was used): rowid, heading,
+    text."""
+    total = conn.execute("SELECT count(*) FROM chunks").fetchone()[0]
+    have: set[int] = set()
+    if has_vectors(conn):
+        if conn.execute("SELECT count(*) FROM chunks_vec").fetchone()[0] == total:
+            return []
+        have = {row[0] for row in conn.execute("SELECT rowid FROM chunks_vec")}
+    rows = conn.execute("SELECT rowid, heading, text FROM chunks ORDER BY rowid")
+    return [row for row in rows if row[0] not in have]
 
 
 _NEAREST = (
