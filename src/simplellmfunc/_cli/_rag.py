@@ -78,7 +78,8 @@ async def _run(args: argparse.Namespace) -> Any:
         raise ConfigError(f"no knowledge base {args.kb!r} ({path}); create it with rag ingest")
     embedder = _embedder(args, path)
     try:
-        async with KnowledgeBase(path, embedder=embedder) as kb:
+        # One search per process: no event loop to keep free, so no worker thread either.
+        async with KnowledgeBase(path, embedder=embedder, offload=False) as kb:
             return await _act(args, kb)
     finally:
         if embedder is not None:
