@@ -8,9 +8,11 @@ import asyncio
 import json
 import os
 import sqlite3
+import sys
 from contextlib import closing
 from pathlib import Path
 
+import anyio
 import pytest
 
 from simplellmfunc import OpenAICompatible
@@ -415,7 +417,7 @@ def test_rag_commands(
         "kbdocs/src/helpers.py  (3 passages)",
     ]
     assert rag_cli("search", "x", "--kb", "proj", "--mode", "dense") == 2
-    assert "needs an embedder" in capsys.readouterr().err
+    assert "the knowledge base has no vectors; ingest with --embed-url" in capsys.readouterr().err
 
 
 async def test_validate_checks_the_knowledge_section(tmp_path: Path) -> None:
@@ -441,3 +443,33 @@ async def test_an_embedder_given_later_backfills_the_vectors(
         assert all(r.unchanged == 3 for r in both)
         hits = await kb.search("flux capacitor", k=1, mode="dense")
         assert hits[0].heading == "Guide > Usage > Advanced"
+
+
+async def test_rag_commands_remember_the_embeddings_endpoint(
+    corpus: Path, tmp_path: Path, mock_server: MockLLMServer
+) -> None:
+    async def rag(*args: str | Path) -> str:
+        done = await anyio.run_process(
+            [sys.executable, "-m", "simplellmfunc", "rag", *map(str, args)],
+            cwd=tmp_path,
+            check=False,
+        )
+        assert done.returncode == 0, done.stderr.decode()[-2000:]
+        return done.stdout.decode()
+
+    with anyio.fail_after(60):
+        out = await rag(
+            "ingest", corpus, "--kb", "dense", "--embed-url", mock_server.url, "--embed-model", "m"
+        )
+        assert "3 added" in out
+        assert "embedded" in out
+        hits = json.loads(
+            await rag(
+                "search", "flux capacitor", "--kb", "dense", "--mode", "dense", "--format", "json"
+            )
+        )
+    assert hits[0]["heading"] == "Guide > Usage > Advanced"
+    assert any(
+        r.path == "/v1/embeddings" and r.json["input"] == ["flux capacitor"]
+        for r in mock_server.requests
+    )

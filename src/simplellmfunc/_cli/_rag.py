@@ -92,6 +92,11 @@ async def _act(args: argparse.Namespace, kb: KnowledgeBase) -> Any:
         report = await kb.ingest(*args.paths, prune=not args.no_prune)
         return report if args.format == "text" else _fields(report)
     if action == "search":
+        if args.mode in ("dense", "hybrid") and kb.embedder is None:
+            raise ConfigError(
+                f"{args.mode} search: the knowledge base has no vectors; ingest with "
+                "--embed-url and --embed-model first"
+            )
         passages = await kb.search(args.query, args.k, mode=args.mode)
         if args.format == "json":
             return [{**_fields(p), "citation": p.citation} for p in passages]
