@@ -19,7 +19,7 @@ from simplellmfunc import OpenAICompatible
 from simplellmfunc._cli import main as cli_main
 from simplellmfunc.exceptions import ConfigError, ProviderError, UserError
 from simplellmfunc.providers import OpenAIEmbeddings
-from simplellmfunc.runtime import load_agent_config, run_config
+from simplellmfunc.runtime import SQLiteDatabase, load_agent_config, run_config
 from simplellmfunc.runtime.config import check_config
 from simplellmfunc.runtime.retrieval import (
     KnowledgeBase,
@@ -473,3 +473,20 @@ async def test_rag_commands_remember_the_embeddings_endpoint(
         r.path == "/v1/embeddings" and r.json["input"] == ["flux capacitor"]
         for r in mock_server.requests
     )
+
+
+@pytest.mark.skipif(
+    hasattr(sqlite3.Connection, "enable_load_extension"), reason="this sqlite3 loads extensions"
+)
+async def test_a_shared_database_that_cannot_load_sqlite_vec_is_refused() -> None:
+    database = SQLiteDatabase(":memory:")
+    embedder = OpenAIEmbeddings("m", "http://127.0.0.1:9/v1")
+    try:
+        with pytest.raises(ConfigError, match="cannot load extensions"):
+            KnowledgeBase(database, embedder=embedder)
+        async with KnowledgeBase(database) as kb:  # BM25 on it is fine
+            await kb.add_text("note", "shared databases work for BM25")
+            assert [p.source for p in await kb.search("shared")] == ["note"]
+    finally:
+        database.close()
+        await embedder.aclose()

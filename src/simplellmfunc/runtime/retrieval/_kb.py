@@ -202,7 +202,12 @@ class KnowledgeBase:
         self._db, self._owned = open_database(path, idx.SCHEMA, durable=False, driver=driver)
         try:
             if self._vec:
-                self._db.read(load_vec)
+                self._vec = self._load_vec(needed=embedder is not None)
+            if not self._vec and self._db.read(has_vectors):
+                raise ConfigError(
+                    f"{self._db.path} holds vectors: opening it needs sqlite-vec "
+                    "(pip install 'simplellmfunc[rag]')"
+                )
             if embedder is not None:
                 self._db.write(self._check_model)
         except BaseException:
@@ -218,6 +223,15 @@ class KnowledgeBase:
                 raise
             return None, False
 
+    def _load_vec(self, *, needed: bool) -> bool:
+        try:
+            self._db.read(load_vec)
+        except ConfigError:  # a shared database on a driver that cannot load it
+            if needed:
+                raise
+            return False
+        return True
+
     def _check_model(self, conn: Any) -> None:
         assert self.embedder is not None
         stored = idx.get_meta(conn, "embedding_model")
@@ -226,7 +240,7 @@ class KnowledgeBase:
             idx.set_meta(conn, "embedding_model", self.embedder.model)
             if isinstance(url, str):
                 idx.set_meta(conn, "embedding_url", url)
-        elif stored != self.embedder.model and has_vectors(conn):
+        elif stored != self.embedder.model:
             raise ConfigError(
                 f"{self._db.path}: its vectors come from the embedding model {stored!r}, "
                 f"not {self.embedder.model!r}"

@@ -54,9 +54,19 @@ def vec_driver() -> Any:
 
 
 def load_vec(conn: sqlite3.Connection) -> None:
-    """Load ``sqlite-vec`` into ``conn`` (opened with :func:`vec_driver`'s module)."""
+    """Load ``sqlite-vec`` into ``conn`` (opened with :func:`vec_driver`'s module).
+
+    Raises:
+        ConfigError: When the connection cannot load extensions (a shared database opened
+            with a ``sqlite3`` that does not allow them).
+    """
     import sqlite_vec
 
+    if not hasattr(conn, "enable_load_extension"):
+        raise ConfigError(
+            "this SQLite connection cannot load extensions (sqlite-vec): give KnowledgeBase "
+            "the file's path instead, so that it opens the file with a driver that can"
+        )
     conn.enable_load_extension(True)
     try:
         sqlite_vec.load(conn)
