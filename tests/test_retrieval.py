@@ -490,3 +490,16 @@ async def test_a_shared_database_that_cannot_load_sqlite_vec_is_refused() -> Non
     finally:
         database.close()
         await embedder.aclose()
+
+
+async def test_an_unset_embeddings_key_variable_is_a_config_error(tmp_path: Path) -> None:
+    config = write(
+        tmp_path / "agent.yml",
+        "model: openai:m\nknowledge:\n  embeddings: {model: e, base_url: 'http://127.0.0.1:9/v1',"
+        " api_key_env: NO_SUCH_EMBEDDINGS_KEY}\n",
+    )
+    env = {"OPENAI_API_KEY": "sk-test-123456789"}
+    with pytest.raises(
+        ConfigError, match=r"knowledge\.embeddings\.api_key_env: the variable NO_SUCH"
+    ):
+        await run_config(config, "hi", environ=env)

@@ -55,11 +55,13 @@ def _capabilities(base: Capabilities | None, overrides: Mapping[str, bool]) -> C
     return Capabilities(**{**current, **overrides})
 
 
-def _keys_from(variable: str, environ: Mapping[str, str] | None) -> list[str]:
+def _keys_from(
+    variable: str, environ: Mapping[str, str] | None, key: str = "model.api_key_env"
+) -> list[str]:
     raw = env_settings(environ).get(variable, "")
     keys = [k.strip() for k in raw.split(",") if k.strip()]
     if not keys:
-        raise ConfigError(f"model.api_key_env: the variable {variable} is not set")
+        raise ConfigError(f"{key}: the variable {variable} is not set")
     return keys
 
 
@@ -215,11 +217,7 @@ async def build_knowledge(
     if (spec := section.embeddings) is not None:
         keys = None
         if spec.api_key_env:
-            raw = env_settings(environ).get(spec.api_key_env, "")
-            keys = [k.strip() for k in raw.split(",") if k.strip()]
-            if not keys:
-                variable = spec.api_key_env
-                raise ConfigError(f"knowledge.embeddings.api_key_env: {variable} is not set")
+            keys = _keys_from(spec.api_key_env, environ, "knowledge.embeddings.api_key_env")
         embedder = OpenAIEmbeddings(spec.model, spec.base_url, keys, dimensions=spec.dimensions)
         stack.push_async_callback(embedder.aclose)
     rag = create_rag(
