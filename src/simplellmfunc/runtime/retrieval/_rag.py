@@ -62,7 +62,7 @@ class RAG:
     ) -> None:
         self.kb = kb
         self.sources = list(sources)
-        self.texts = dict(texts)
+        self.texts = dict(texts or {})
         self.k = k
         self.token_budget = token_budget
         self.mode = mode

@@ -101,6 +101,6 @@ def retrieve_tool(
 
     about = description or (
         "Search the knowledge base for passages relevant to a query. Each passage comes with "
-        "its citation: source path, line range and heading. Cite them as [n]."
+        "its citation: source path, line range and heading."
     )
     return FunctionTool(retrieve, name=name, description=about)
