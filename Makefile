@@ -21,8 +21,8 @@ $(STAMP): pyproject.toml
 
 install: $(STAMP) ## Create .venv and install the package editable with dev deps (idempotent)
 
-test: install ## Run the test suite (offline, no real model needed)
-	$(BIN)/python -m pytest -q
+test: install ## Run the test suite (offline, no real model needed; in parallel worker processes)
+	$(BIN)/python -m pytest -q -n auto --maxprocesses 4 --dist loadfile
 
 test-live: install ## End-to-end tests against a real local model (SmolLM2 via llama.cpp)
 	$(BIN)/python scripts/local_model.py install

@@ -63,6 +63,29 @@ BUILTINS: dict[str, list[str]] = {
         "after reset: []",
         "repl2 sees repl1's x: False",
     ],
+    "skills_agent": [
+        "skills: ['csv-stats', 'unit-convert']",
+        "  → load_skill({'name': 'csv-stats'})",
+        "  ← rows=3 mean_x=2.333 mean_y=23.333",
+        'loaded skills: [\'{"name": "unit-convert"}\']',  # found by search, before the model
+        "  ← 70.7",
+    ],
+    "agent_as_tool": [
+        "[writer] calls researcher({'task': 'How tall is the Eiffel Tower?'})",
+        "[researcher] (depth 1) done, 1 LLM calls",
+        "[writer] (depth 0) done, 3 LLM calls",
+    ],
+    "handoff": [
+        "path: triage -> billing",
+        "history roles: ['system', 'user', 'assistant', 'tool', 'user', 'assistant']",
+    ],
+    "group_chat": ["critic: Too plain; make it urgent.", "(4 rounds, ended by keyword)"],
+    "parallel_agents": ["german: Hallo Welt", "klingon: failed: ProviderError: no Klingon"],
+    "channels_shared_memory": [
+        "reporter says: Filed the story.",
+        "shared memory: {'story': 'Cat rescues firefighter'}",
+        "empty channel: channel: nothing received within 0.1 s",
+    ],
     "self_reference_basic_example": [
         "Always include one actionable next step.",
         "keys: ['agent_1', 'agent_2', 'agent_main']",

@@ -491,7 +491,7 @@ async def test_reply_validation() -> None:
 
 async def test_routing_errors(server: MockLLMServer, client: httpx.AsyncClient) -> None:
     server.default = Reply.text("ok")
-    assert (await client.post("/embeddings", json=BODY)).status_code == 404
+    assert (await client.post("/images/generations", json=BODY)).status_code == 404
     assert (await client.get("/chat/completions")).status_code == 405
     assert (await client.post("/chat/completions", content=b"[1]")).status_code == 400
     assert len(server.requests) == 3

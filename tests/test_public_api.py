@@ -20,7 +20,9 @@ import simplellmfunc.runtime.checkpoints
 import simplellmfunc.runtime.commands
 import simplellmfunc.runtime.config
 import simplellmfunc.runtime.memory
+import simplellmfunc.runtime.multiagent
 import simplellmfunc.runtime.retrieval
+import simplellmfunc.runtime.skills
 import simplellmfunc.runtime.stores
 import simplellmfunc.runtime.trace
 import simplellmfunc.tools
@@ -71,6 +73,8 @@ EXPECTED_TOP = {
         simplellmfunc.runtime.config,
         simplellmfunc.runtime.memory,
         simplellmfunc.runtime.retrieval,
+        simplellmfunc.runtime.skills,
+        simplellmfunc.runtime.multiagent,
         simplellmfunc.runtime.stores,
         simplellmfunc.runtime.trace,
         simplellmfunc.tools,
@@ -98,6 +102,7 @@ EXPECTED_ENGINE = {
     "BatchResult",
     "Emitter",
     "EngineOptions",
+    "Finished",
     "HistoryWindow",
     "Invocation",
     "RawItem",
@@ -114,6 +119,8 @@ EXPECTED_ENGINE = {
     "TextChunk",
     "ToolProtocol",
     "compile_request",
+    "current_run",
+    "event_pump",
     "new_call_id",
     "parse_reply",
     "render_catalogue",
@@ -181,6 +188,39 @@ RUNTIME_PACKAGES = {
         "format_passages",
         "retrieve_tool",
     },
+    "skills": {
+        "DEFAULT_SKILL_AGENT_PROMPT",
+        "LOAD_SKILL",
+        "SKILL_FILE",
+        "DiscoverMode",
+        "Skill",
+        "SkillRegistry",
+        "Skills",
+        "find_skill_folders",
+        "loaded_skills",
+        "read_skill_folder",
+        "skill",
+        "skill_agent",
+    },
+    "multiagent": {
+        "AgentOutcome",
+        "Channel",
+        "GroupChat",
+        "GroupChatResult",
+        "GroupChatState",
+        "GroupMessage",
+        "Handoff",
+        "HandoffResult",
+        "InputFilter",
+        "LLMSelector",
+        "Parallel",
+        "ParallelResult",
+        "RedisChannel",
+        "SharedMemory",
+        "SpeakerSelector",
+        "Team",
+        "drop_tool_turns",
+    },
     "stores": {
         "InMemoryStore",
         "Namespace",
@@ -204,7 +244,21 @@ RUNTIME_PACKAGES = {
     },
 }
 # What simplellmfunc.runtime re-exports from its sub-packages (the CLI helpers stay in theirs).
-RUNTIME_ONLY_IN_SUBPACKAGE = {"Finding", "build_llm", "build_options", "check_config", "timeline"}
+RUNTIME_ONLY_IN_SUBPACKAGE = {
+    "Finding",
+    "build_llm",
+    "build_options",
+    "check_config",
+    "timeline",
+    # skills: the registry, the toolkit, the decorator and the agent are re-exported
+    "DEFAULT_SKILL_AGENT_PROMPT",
+    "LOAD_SKILL",
+    "SKILL_FILE",
+    "DiscoverMode",
+    "find_skill_folders",
+    "loaded_skills",
+    "read_skill_folder",
+}
 
 
 def test_runtime_surface() -> None:

@@ -86,7 +86,7 @@ async def test_tool_timeout_that_kills_the_kernel_is_noticed_in_the_next_result(
     ):
         llm = OpenAICompatible("sk-test-123456789", "mock", server.url)
 
-        @llm_chat(llm, toolkit=repl.toolset, tool_timeout=2)
+        @llm_chat(llm, toolkit=repl.toolset, tool_timeout=5)
         async def analyst(message: str, history: Any = None) -> None:
             """Run code."""
 

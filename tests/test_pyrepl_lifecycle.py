@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -31,12 +32,16 @@ def no_orphans() -> Iterator[None]:
 
 
 @pytest.fixture
-def temp_root(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """A private temp root, so that other test runs on the machine cannot disturb the counts."""
-    root = tmp_path / "temp-root"
-    root.mkdir()
+def temp_root(monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """A private temp root, so that other test runs on the machine cannot disturb the counts.
+
+    It is short: pytest's own temp paths (longer still under xdist) can exceed the 107 bytes a
+    Unix socket path may hold, and the kernel would then move its sockets to ``/tmp``.
+    """
+    root = Path(tempfile.mkdtemp(prefix="slf-t-", dir="/tmp"))
     monkeypatch.setattr(tempfile, "tempdir", str(root))
-    return root
+    yield root
+    shutil.rmtree(root, ignore_errors=True)
 
 
 def private_dirs(root: Path) -> list[str]:

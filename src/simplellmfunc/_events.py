@@ -243,7 +243,8 @@ class EventOrigin:
     """Where an event comes from.
 
     ``seq`` increases monotonically within one agent call; fork fields are set for events of
-    forked sub-agents; tool fields for events emitted by a tool.
+    forked sub-agents; tool fields for events emitted by a tool; ``agent`` names the agent of a
+    multi-agent run (agent as tool, handoff, group chat, parallel), ``fork_depth`` its depth.
     """
 
     session_id: str = ""
@@ -254,6 +255,7 @@ class EventOrigin:
     fork_depth: int = 0
     tool_name: str | None = None
     tool_call_id: str | None = None
+    agent: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -8,6 +8,7 @@ Every error the library raises derives from :class:`SimpleLLMFuncError`::
     │   ├── ContentError           invalid Text / ImgUrl / ImgPath
     │   ├── InvalidHistoryError    a history that no provider would accept (has ``index``)
     │   ├── ToolDefinitionError    a tool that cannot be exposed to a model
+    │   ├── SkillError             a skill folder (SKILL.md) or skill definition that is invalid
     │   └── DecoratorError         @llm_function / @llm_chat used on the wrong thing
     ├── RunError                   a run failed for a reason outside the caller's code
     │   ├── ProviderError          the model API failed (status, request id, attempts, retryable)
@@ -26,6 +27,12 @@ Every error the library raises derives from :class:`SimpleLLMFuncError`::
     │   │                          ``runtime.BridgeError``; never raised on the host)
     │   ├── WorkspaceError         a path outside a FileToolset workspace, or a stale write
     │   ├── MCPError               an MCP server failed
+    │   ├── ChannelError           a multi-agent channel failed
+    │   │   ├── ChannelClosedError     sent to or received from a closed (and drained) channel
+    │   │   └── ChannelTimeoutError    no message (or no room) within the timeout
+    │   ├── SandboxViolation       sandboxed code was refused (a path outside, no network, no
+    │   │   │                      isolation where ``require_isolation=True``)
+    │   │   └── ResourceLimitExceeded   a sandbox limit was hit (has ``limit``)
     │   └── AbortedError           the run was aborted through an AbortSignal
     └── ToolSignal                 raised by tools to talk to the loop, never an error
         └── ToolRetry              "tell the model this message and let it try again"
@@ -40,6 +47,9 @@ __all__ = [
     "AbortedError",
     "AuthenticationError",
     "BridgeError",
+    "ChannelClosedError",
+    "ChannelError",
+    "ChannelTimeoutError",
     "ConfigError",
     "ContentError",
     "DecoratorError",
@@ -54,8 +64,11 @@ __all__ = [
     "ProviderError",
     "ProviderTimeoutError",
     "RateLimitError",
+    "ResourceLimitExceeded",
     "RunError",
+    "SandboxViolation",
     "SimpleLLMFuncError",
+    "SkillError",
     "StreamError",
     "ToolDefinitionError",
     "ToolExecutionError",
@@ -96,6 +109,11 @@ class InvalidHistoryError(UserError, ValueError):
 
 class ToolDefinitionError(UserError):
     """A tool cannot be exposed to a model (bad name, unsupported signature)."""
+
+
+class SkillError(UserError):
+    """A skill cannot be used: a ``SKILL.md`` without a valid ``name`` / ``description``, an
+    unknown skill name, two skills with one name."""
 
 
 class DecoratorError(UserError, TypeError):
@@ -242,6 +260,40 @@ class MCPError(RunError):
         super().__init__(message)
         self.exit_code = exit_code
         self.stderr_tail = stderr_tail
+
+
+class ChannelError(RunError):
+    """A multi-agent channel failed (its Redis server, a value of the wrong type)."""
+
+
+class ChannelClosedError(ChannelError):
+    """The channel is closed: nothing more can be sent, and everything sent was received."""
+
+
+class ChannelTimeoutError(ChannelError, TimeoutError):
+    """No message arrived (or no room to send) within the timeout."""
+
+
+class SandboxViolation(RunError):
+    """Sandboxed code did something its :class:`~simplellmfunc.sandbox.SandboxPolicy` refuses.
+
+    Raised for a sandboxed tool whose code touched a path outside its sandbox, or for a policy
+    with ``require_isolation=True`` where bubblewrap cannot run. Inside a run the model sees it
+    as the tool result; the host process is never at risk.
+    """
+
+
+class ResourceLimitExceeded(SandboxViolation):
+    """Sandboxed code hit a limit of its policy.
+
+    Attributes:
+        limit: Which one: ``"memory"``, ``"cpu_time"``, ``"wall_time"``, ``"processes"``,
+            ``"open_files"`` or ``"file_size"``.
+    """
+
+    def __init__(self, message: str, *, limit: str) -> None:
+        super().__init__(message)
+        self.limit = limit
 
 
 class AbortedError(RunError):

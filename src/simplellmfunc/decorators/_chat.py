@@ -32,7 +32,15 @@ from ..engine import (
 )
 from ..exceptions import DecoratorError
 from ..providers import LLMInterface
-from ._common import resolve_tools, self_reference_hook, split_call_kwargs, static_tools
+from ._agent_tool import AgentTool
+from ._common import (
+    CallOptions,
+    resolve_tools,
+    self_reference_hook,
+    split_call_kwargs,
+    static_tools,
+    toolkit_hooks,
+)
 from ._prompt import HISTORY_NAMES, docstring_of, fill_template, render_arguments
 
 __all__ = ["llm_chat"]
@@ -89,7 +97,8 @@ def llm_chat(
             tools).
         termination: Implicit termination signals (default: on only with the text protocol).
         history_window: Send only the system prompt and recent turns within a token budget.
-        hooks: Extra run hooks (memory, checkpoints, ...), called after SelfReference's.
+        hooks: Extra run hooks (memory, checkpoints, ...), called after SelfReference's; toolkit
+            items that are run hooks too (skills) come last.
         **llm_kwargs: Body parameters for every call (``temperature`` …); engine option names
             (``tool_timeout``, ``keyword_heuristic`` …) are taken out first.
 
@@ -119,10 +128,11 @@ def llm_chat(
         doc = docstring_of(func)
         memory = self_reference_hook(self_reference, self_reference_key)
         run_hooks = ((memory,) if memory is not None else ()) + tuple(hooks)
+        run_hooks += toolkit_hooks(providers)
 
-        async def prepare(
+        async def build(
             args: tuple[Any, ...], kwargs: dict[str, Any], resumed: Any = None
-        ) -> Run:
+        ) -> tuple[Invocation, Transcript, CallOptions, Message | None]:
             call = split_call_kwargs(kwargs)
             system = fill_template(doc, call.template_params)
             if resumed is None:
@@ -147,6 +157,12 @@ def llm_chat(
                 hooks=run_hooks,
             )
             transcript = Transcript(_initial_messages(system, history, user))
+            return invocation, transcript, call, user
+
+        async def prepare(
+            args: tuple[Any, ...], kwargs: dict[str, Any], resumed: Any = None
+        ) -> Run:
+            invocation, transcript, call, user = await build(args, kwargs, resumed)
             return Run(
                 invocation,
                 transcript,
@@ -182,10 +198,35 @@ def llm_chat(
             async for item in iterate(await prepare((), kwargs, history)):
                 yield item
 
+        async def prepare_call(
+            *args: Any, _resume_history: list[dict[str, Any]] | None = None, **kwargs: Any
+        ) -> tuple[Invocation, Transcript]:
+            """The invocation and transcript a call with these arguments would run (the
+            multi-agent runtime runs them under another run). A missing history is an empty
+            one; ``_resume_history`` continues a history without a new user message, as
+            :func:`resume` does."""
+            if _resume_history is not None:
+                invocation, transcript, _, _ = await build((), kwargs, _resume_history)
+                return invocation, transcript
+            if history_name not in kwargs and len(args) <= _position(signature, history_name):
+                kwargs[history_name] = []
+            invocation, transcript, _, _ = await build(args, kwargs)
+            return invocation, transcript
+
+        def as_tool(name: str | None = None, description: str | None = None) -> AgentTool:
+            """This agent as a tool of another agent (see :class:`AgentTool`)."""
+            return AgentTool(wrapper, name=name, description=description)
+
         wrapper.resume = resume  # type: ignore[attr-defined]
+        wrapper.prepare_call = prepare_call  # type: ignore[attr-defined]
+        wrapper.as_tool = as_tool  # type: ignore[attr-defined]
         return wrapper
 
     return decorate
+
+
+def _position(signature: inspect.Signature, name: str) -> int:
+    return list(signature.parameters).index(name)
 
 
 def _output(item: Any, view: _HistoryView, *, enable_event: bool, stream: bool) -> Any:

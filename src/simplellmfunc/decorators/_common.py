@@ -18,6 +18,7 @@ __all__ = [
     "self_reference_hook",
     "split_call_kwargs",
     "static_tools",
+    "toolkit_hooks",
 ]
 
 ToolkitItem = Any
@@ -87,6 +88,11 @@ async def resolve_tools(tools: list[Tool], providers: list[ToolProvider]) -> tup
         resolved.extend(await provider.list_tools())
     _check_unique(resolved)
     return tuple(resolved)
+
+
+def toolkit_hooks(providers: Iterable[ToolProvider]) -> tuple[RunHook, ...]:
+    """The toolkit items that are run hooks too (skills: they enable tools during a run)."""
+    return tuple(p for p in providers if isinstance(p, RunHook))
 
 
 class CallOptions:

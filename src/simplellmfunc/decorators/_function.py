@@ -15,7 +15,13 @@ from .._transcript import Transcript
 from ..engine import EngineOptions, Invocation, Run, RunResult, ToolProtocol, split_options
 from ..exceptions import AbortedError, OutputParseError
 from ..providers import LLMInterface
-from ._common import check_async, resolve_tools, split_call_kwargs, static_tools
+from ._common import (
+    check_async,
+    resolve_tools,
+    split_call_kwargs,
+    static_tools,
+    toolkit_hooks,
+)
 from ._output import OutputSpec
 from ._prompt import docstring_of, fill_template, render_arguments
 
@@ -98,6 +104,7 @@ def llm_function(
                 llm=llm_interface,
                 system_prompt=system,
                 tools=await resolve_tools(tools, providers),
+                hooks=toolkit_hooks(providers),
                 options=engine_options,
                 response_format=output.response_format() if native else None,
                 output_contract="" if native else output.contract(),

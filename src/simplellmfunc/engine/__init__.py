@@ -7,10 +7,11 @@ Build an :class:`Invocation` (model, tools, prompt, :class:`EngineOptions`, hook
 
 from ._compile import FINAL_ANSWER_INSTRUCTION, compile_request, system_context
 from ._emit import Emitter
-from ._invocation import Invocation, RunContext, RunHook, RunView
+from ._invocation import Invocation, RunContext, RunHook, RunView, current_run
 from ._llm_call import RawItem, TextChunk
 from ._options import EngineOptions, ToolProtocol, split_options
 from ._phases import SUMMARY_INSTRUCTION
+from ._pump import Finished, event_pump
 from ._run import ReactRun, Run, RunItem, new_call_id, run_react
 from ._scheduler import BatchResult, run_tool_batch
 from ._state import RunResult, RunState
@@ -25,6 +26,7 @@ __all__ = [
     "BatchResult",
     "Emitter",
     "EngineOptions",
+    "Finished",
     "HistoryWindow",
     "Invocation",
     "RawItem",
@@ -41,6 +43,8 @@ __all__ = [
     "TextChunk",
     "ToolProtocol",
     "compile_request",
+    "current_run",
+    "event_pump",
     "new_call_id",
     "parse_reply",
     "render_catalogue",

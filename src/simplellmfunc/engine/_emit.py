@@ -78,6 +78,7 @@ class Emitter:
                 self._origin.parent_call_id,
                 self._origin.fork_id,
                 self._origin.fork_depth,
+                agent=self._origin.agent,
             )
             await self._send(EventYield(event, origin))
 
@@ -95,6 +96,7 @@ class Emitter:
                 base.fork_depth,
                 event.tool_name,
                 event.tool_call_id,
+                base.agent,
             )
             await self._send(EventYield(event, origin))
 

@@ -14,7 +14,8 @@ the invocation): one module instead of an import circle.
 from __future__ import annotations
 
 from collections.abc import Callable, Coroutine, Mapping, Sequence
-from dataclasses import dataclass, field
+from contextvars import ContextVar
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from .._abort import AbortSignal, PauseSignal
@@ -22,7 +23,7 @@ from .._events import EventOrigin
 from .._mutations import ContextMutation
 from .._transcript import Transcript
 from .._usage import Usage
-from ..exceptions import UserError
+from ..exceptions import ToolDefinitionError, UserError
 from ..providers import LLMInterface, ResponseFormat
 from ..tools import Tool
 from ._emit import Emitter
@@ -32,7 +33,7 @@ from ._state import RunState
 if TYPE_CHECKING:
     from anyio.abc import TaskGroup
 
-__all__ = ["Invocation", "RunContext", "RunHook", "RunView"]
+__all__ = ["Invocation", "RunContext", "RunHook", "RunView", "current_run", "running_tools"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -224,6 +225,45 @@ class RunContext:
             )
         self._tasks.start_soon(func, *args, name=name)
 
+    def add_tools(self, tools: Sequence[Tool]) -> None:
+        """Make ``tools`` callable from the next LLM call of this run on (skills enable theirs).
+
+        A tool already in the run (the same object) is skipped.
+
+        Raises:
+            ToolDefinitionError: If another tool of the run has the same name.
+        """
+        current = {t.name: t for t in self.invocation.tools}
+        added: list[Tool] = []
+        for candidate in tools:
+            known = current.get(candidate.name)
+            if known is candidate:
+                continue
+            if known is not None:
+                raise ToolDefinitionError(f"two tools are named {candidate.name!r}")
+            current[candidate.name] = candidate
+            added.append(candidate)
+        if added:
+            self.invocation = replace(self.invocation, tools=self.invocation.tools + tuple(added))
+
     def bind(self, tasks: TaskGroup | None) -> None:
         """Set (or clear) the run's task group; called by the loop."""
         self._tasks = tasks
+
+
+_CURRENT_RUN: ContextVar[RunContext | None] = ContextVar("simplellmfunc_current_run", default=None)
+
+
+def current_run() -> RunContext | None:
+    """The run whose tool batch is running in this task, ``None`` outside a tool call.
+
+    Tools that start runs of their own (an agent used as a tool) make them child runs of this
+    one: their events go into its stream, their usage into its total, its abort stops them.
+    """
+    return _CURRENT_RUN.get()
+
+
+def running_tools(run: RunContext) -> Callable[[], None]:
+    """Mark ``run`` as the current run while its tools run; returns the undo (the scheduler's)."""
+    token = _CURRENT_RUN.set(run)
+    return lambda: _CURRENT_RUN.reset(token)

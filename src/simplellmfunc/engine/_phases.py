@@ -82,6 +82,7 @@ async def think(run: RunContext) -> tuple[ToolCall, ...] | None:
         await emitter.event(ReactIterationStartEvent(state.iteration))
     for hook in invocation.hooks:
         state.transcript.apply_all(list(await hook.before_llm_call(run.view())))
+    invocation = run.invocation  # a hook may have added tools (RunContext.add_tools)
     cap = invocation.options.max_tool_calls
     capped = cap is not None and state.tool_iterations >= cap and bool(invocation.tools)
     repeated = state.answer_from is not None

@@ -36,7 +36,7 @@ from ..tools import (
     render_unknown_tool,
 )
 from ._emit import Emitter
-from ._invocation import Invocation, RunContext
+from ._invocation import Invocation, RunContext, running_tools
 from ._pump import being_cancelled
 
 __all__ = ["BatchResult", "run_tool_batch"]
@@ -68,15 +68,19 @@ async def run_tool_batch(run: RunContext, calls: Sequence[ToolCall]) -> BatchRes
     """Run ``calls`` concurrently and return their mutations."""
     outcomes: list[_Outcome | None] = [None] * len(calls)
     abort = run.abort
-    if abort is None:
-        await _run_all(run, calls, outcomes)
-    else:
-        with anyio.CancelScope() as scope:
-            remove = abort.add_callback(lambda _reason: scope.cancel())
-            try:
-                await _run_all(run, calls, outcomes)
-            finally:
-                remove()
+    restore = running_tools(run)
+    try:
+        if abort is None:
+            await _run_all(run, calls, outcomes)
+        else:
+            with anyio.CancelScope() as scope:
+                remove = abort.add_callback(lambda _reason: scope.cancel())
+                try:
+                    await _run_all(run, calls, outcomes)
+                finally:
+                    remove()
+    finally:
+        restore()
     return _collect(run.invocation, calls, outcomes, abort)
 
 

@@ -13,6 +13,11 @@
 * :mod:`.retrieval`: knowledge bases: :class:`KnowledgeBase` (files and folders chunked into
   one SQLite file, BM25 by FTS5, dense and hybrid with ``sqlite-vec``), the ``retrieve`` tool
   (:func:`retrieve_tool`) and :func:`create_rag` → :class:`RAG` (with an agentic answerer).
+* :mod:`.skills`: :class:`Skill` s from Agent Skills folders (``SKILL.md``) or :func:`skill`,
+  a :class:`SkillRegistry` with search and discovery, :class:`Skills` (a registry as a toolkit
+  item: ``load_skill`` on demand) and :func:`skill_agent`.
+* :mod:`.multiagent`: agents working together: :class:`Handoff`, :class:`GroupChat`,
+  :class:`Parallel`, :class:`Channel` / :class:`RedisChannel` and :class:`SharedMemory`.
 * :mod:`.config`: agents from config files: :class:`AgentConfig` read by
   :func:`load_agent_config` (command line > environment > file > defaults), run once by
   :func:`run_config` (a :class:`ConfigRunResult`) or turn after turn by
@@ -23,9 +28,8 @@ Imports between them run one way: ``config`` → ``checkpoints`` → ``trace`` /
 ``retrieval``. A sub-package uses its siblings' public names only.
 
 Room is left for the packages that come next, each a sibling sub-package on the same terms:
-``multiagent/`` (agent as tool, handoff, group chat, parallel runs, channels, shared memory),
-``skills/`` (a skill registry exposed as a toolkit), ``a2a/`` and ``serving/`` (agent card,
-client and server; HTTP serving) and ``durable/`` (durable, distributed runs on DBOS).
+``a2a/`` and ``serving/`` (agent card, client and server; HTTP serving) and ``durable/``
+(durable, distributed runs on DBOS).
 
 ``simplellmfunc.runtime.RunResult`` is a deprecated alias of :class:`ConfigRunResult` (the name
 meant the engine's ``RunResult`` elsewhere).
@@ -65,6 +69,25 @@ from .memory import (
     render_memory,
     strip_memory,
 )
+from .multiagent import (
+    AgentOutcome,
+    Channel,
+    GroupChat,
+    GroupChatResult,
+    GroupChatState,
+    GroupMessage,
+    Handoff,
+    HandoffResult,
+    InputFilter,
+    LLMSelector,
+    Parallel,
+    ParallelResult,
+    RedisChannel,
+    SharedMemory,
+    SpeakerSelector,
+    Team,
+    drop_tool_turns,
+)
 from .retrieval import (
     AGENTIC_PROMPT,
     RAG,
@@ -80,6 +103,7 @@ from .retrieval import (
     format_passages,
     retrieve_tool,
 )
+from .skills import Skill, SkillRegistry, Skills, skill, skill_agent
 from .stores import (
     InMemoryStore,
     Namespace,
@@ -106,8 +130,10 @@ __all__ = [
     "RAG",
     "Action",
     "AgentConfig",
+    "AgentOutcome",
     "AutoSave",
     "CLIAgentTool",
+    "Channel",
     "Checkpoint",
     "CheckpointHook",
     "CheckpointInfo",
@@ -117,15 +143,26 @@ __all__ = [
     "ConfigRunResult",
     "ConfiguredAgent",
     "Embedder",
+    "GroupChat",
+    "GroupChatResult",
+    "GroupChatState",
+    "GroupMessage",
+    "Handoff",
+    "HandoffResult",
     "InMemoryStore",
     "IngestReport",
+    "InputFilter",
     "JSONLSink",
     "KeyValueExtraction",
     "KnowledgeBase",
+    "LLMSelector",
     "LLMSummary",
     "MemoryHook",
     "Namespace",
+    "Parallel",
+    "ParallelResult",
     "Passage",
+    "RedisChannel",
     "RedisStore",
     "RunObserver",
     "SQLiteDatabase",
@@ -133,13 +170,19 @@ __all__ = [
     "SQLiteTraceSink",
     "ScopedStore",
     "SearchMode",
+    "SharedMemory",
     "ShellTool",
+    "Skill",
+    "SkillRegistry",
+    "Skills",
     "SourceInfo",
+    "SpeakerSelector",
     "Step",
     "StepTriple",
     "Store",
     "StoreItem",
     "StoreKind",
+    "Team",
     "TraceRecord",
     "TraceRecorder",
     "TraceSink",
@@ -147,6 +190,7 @@ __all__ = [
     "TurnResult",
     "chunk_text",
     "create_rag",
+    "drop_tool_turns",
     "format_passages",
     "load_agent_config",
     "load_checkpoint",
@@ -158,6 +202,8 @@ __all__ = [
     "run_config",
     "save_checkpoint",
     "serialize_value",
+    "skill",
+    "skill_agent",
     "strip_memory",
 ]
 

@@ -47,6 +47,9 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--tool-name", default="noop", help="tool called in --react-steps mode")
     parser.add_argument("--tool-args", default="{}", help="JSON arguments of those calls")
     parser.add_argument("--parallel", type=int, default=1, help="tool calls per tool turn")
+    parser.add_argument(
+        "--only-with-tools", action="store_true", help="call tools only when some are offered"
+    )
     return parser.parse_args(argv)
 
 
@@ -82,6 +85,8 @@ def _react_reply(args: argparse.Namespace) -> ScriptItem:
 
     def reply(request: RecordedRequest) -> Reply:
         messages = request.json.get("messages") or []
+        if args.only_with_tools and not request.json.get("tools"):
+            return text
         return tool_reply if _tool_turns(messages) < args.react_steps - 1 else text
 
     return reply

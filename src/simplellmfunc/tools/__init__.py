@@ -1,5 +1,6 @@
 """Tools: ``@tool``, ``Tool``, schemas from signatures, and the event emitter."""
 
+from ._decorator import tool
 from ._docstring import ParsedDocstring, parse_docstring
 from ._emitter import ToolEventEmitter
 from ._render import (
@@ -9,14 +10,16 @@ from ._render import (
     render_result_async,
     render_unknown_tool,
 )
+from ._sandboxed import SandboxedTool, sandboxed
 from ._schema import ArgumentsError
-from ._tool import FunctionTool, Tool, ToolContext, ToolProvider, check_tool_name, tool
+from ._tool import FunctionTool, Tool, ToolContext, ToolProvider, check_tool_name
 
 __all__ = [
     "ArgumentsError",
     "FunctionTool",
     "ParsedDocstring",
     "RenderedResult",
+    "SandboxedTool",
     "Tool",
     "ToolContext",
     "ToolEventEmitter",
@@ -27,5 +30,6 @@ __all__ = [
     "render_result",
     "render_result_async",
     "render_unknown_tool",
+    "sandboxed",
     "tool",
 ]

@@ -107,11 +107,20 @@ def render_result(
             note = f"; the full output ({len(text)} characters) is in the file {spill_path}"
         except (OSError, ValueError) as exc:
             note = f"; could not save the full output: {type(exc).__name__}: {exc}"
-    # The marker's own tokens come out of the budget (its number only shrinks later).
-    allowed = budget_tokens - count_text_tokens(_marker(len(text), note), model)
-    head, tail = _head_and_tail(text, max(allowed, budget_tokens // 2, 1), model)
+    # The marker's own tokens come out of the budget (its number only shrinks later); a path
+    # too long to leave half the budget for the text is cut to the file's name.
+    allowed = _room(budget_tokens, len(text), note, model)
+    if spill_path is not None and allowed < budget_tokens // 2:
+        note = f"; the full output ({len(text)} characters) is in the file {Path(spill_path).name}"
+        allowed = _room(budget_tokens, len(text), note, model)
+    head, tail = _head_and_tail(text, max(allowed, 1), model)
     marker = _marker(len(text) - len(head) - len(tail), note)
     return RenderedResult(head + marker + tail, urls, truncated=True, spill_path=spill_path)
+
+
+def _room(budget_tokens: int, length: int, note: str, model: str) -> int:
+    # Two tokens spare: a token can merge across the head/marker/tail seams.
+    return budget_tokens - count_text_tokens(_marker(length, note), model) - 2
 
 
 def _marker(omitted: int, note: str) -> str:

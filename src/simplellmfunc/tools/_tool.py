@@ -8,7 +8,7 @@ import inspect
 import re
 import types
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, Protocol, overload, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 import anyio.to_thread
 
@@ -19,7 +19,7 @@ from ._docstring import ParsedDocstring, parse_docstring
 from ._emitter import ToolContext, ToolEventEmitter
 from ._schema import SignatureSchema, build_schema
 
-__all__ = ["FunctionTool", "Tool", "ToolContext", "ToolProvider", "check_tool_name", "tool"]
+__all__ = ["FunctionTool", "Tool", "ToolContext", "ToolProvider", "check_tool_name"]
 
 _NAME = re.compile(r"[a-zA-Z0-9_-]{1,64}")
 _CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])")
@@ -239,45 +239,6 @@ class FunctionTool(Tool):
         bound.func = bound._func = types.MethodType(self.func, instance)
         bound.__wrapped__ = bound.func  # inspect.signature then omits self
         return bound
-
-
-@overload
-def tool(func: Callable[..., Any], /) -> FunctionTool: ...
-
-
-@overload
-def tool(
-    func: None = None,
-    /,
-    *,
-    name: str | None = None,
-    description: str | None = None,
-    best_practices: Sequence[str] = (),
-    prompt_injection_builder: PromptInjectionBuilder | None = None,
-    too_long_to_file: bool = False,
-    timeout: float | None = None,
-    result_budget: int | None = None,
-) -> Callable[[Callable[..., Any]], FunctionTool]: ...
-
-
-def tool(
-    func: Callable[..., Any] | None = None,
-    /,
-    **options: Any,
-) -> FunctionTool | Callable[[Callable[..., Any]], FunctionTool]:
-    """Turn a function into a tool; bare (``@tool``) or with options (``@tool(name=...)``).
-
-    Async functions are awaited; sync functions run in a worker thread. The schema comes from
-    the signature (pydantic), the description from the docstring, parameter descriptions from its
-    ``Args:`` block. Parameters named ``event_emitter`` / ``abort_signal`` / ``context`` (or typed
-    ``ToolEventEmitter`` / ``AbortSignal`` / ``ToolContext``) are injected, never shown to models.
-
-    Raises:
-        ToolDefinitionError: For an invalid name or an unsupported signature.
-    """
-    if func is not None:
-        return FunctionTool(func, **options)
-    return lambda f: FunctionTool(f, **options)
 
 
 def _snake(class_name: str) -> str:

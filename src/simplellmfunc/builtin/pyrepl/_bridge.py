@@ -47,14 +47,24 @@ class BridgeServer:
         self._listener: Listener[Any] | None = None
         self._dir: str | None = None
         self._address: dict[str, Any] = {}
+        self._within: str | None = None
 
-    async def open(self) -> None:
-        """Bind the listening socket (idempotent)."""
-        if self._listener is not None:
+    async def open(self, directory: str | None = None) -> None:
+        """Bind the listening socket (idempotent).
+
+        Args:
+            directory: Where to put the socket (a sandboxed kernel's private directory, the one
+                place the kernel can reach); default: a private directory of the bridge's own.
+        """
+        if self._listener is not None and directory == self._within:
             return
+        if self._listener is not None:
+            await self.close()
+        self._within = directory
         if hasattr(socket, "AF_UNIX"):
-            self._dir = await anyio.to_thread.run_sync(make_private_dir, "slf-bridge-")
-            path = os.path.join(self._dir, "bridge.sock")
+            if directory is None:
+                self._dir = await anyio.to_thread.run_sync(make_private_dir, "slf-bridge-")
+            path = os.path.join(directory or self._dir or "", "bridge.sock")
             self._listener = await anyio.create_unix_listener(path, mode=0o600)
             self._address = {"family": "unix", "address": path}
         else:

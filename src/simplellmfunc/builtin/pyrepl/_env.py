@@ -11,54 +11,18 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 
+from ...sandbox import ALLOWED_ENV, clean_environment
 from ._procs import marker_entry
 
 __all__ = ["ALLOWED_ENV", "kernel_environment"]
-
-#: Host variables a kernel inherits (plus every ``LC_*``).
-ALLOWED_ENV = frozenset(
-    {
-        "PATH",
-        "HOME",
-        "USER",
-        "LOGNAME",
-        "SHELL",
-        "LANG",
-        "LANGUAGE",
-        "TZ",
-        "TERM",
-        "PYTHONPATH",
-        "PYTHONHOME",
-        "PYTHONIOENCODING",
-        "PYTHONUTF8",
-        "VIRTUAL_ENV",
-        "CONDA_PREFIX",
-        "CONDA_DEFAULT_ENV",
-        "LD_LIBRARY_PATH",
-        "DYLD_LIBRARY_PATH",
-        "SSL_CERT_FILE",
-        "SSL_CERT_DIR",
-        "XDG_CACHE_HOME",
-        "XDG_CONFIG_HOME",
-        "XDG_DATA_HOME",
-        "MPLCONFIGDIR",
-        # Windows needs these to start processes at all.
-        "SYSTEMROOT",
-        "SYSTEMDRIVE",
-        "WINDIR",
-        "COMSPEC",
-        "PATHEXT",
-        "APPDATA",
-        "LOCALAPPDATA",
-        "USERPROFILE",
-    }
-)
 
 
 def kernel_environment(
     private_dir: str,
     user_env: Mapping[str, str] | None = None,
     host_env: Mapping[str, str] | None = None,
+    *,
+    home: bool = False,
 ) -> dict[str, str]:
     """Return the environment for a kernel process.
 
@@ -67,9 +31,9 @@ def kernel_environment(
             Its name is the kernel's marker token.
         user_env: Variables the user passes on purpose (they win over everything).
         host_env: The host environment (default: ``os.environ``).
+        home: Point ``HOME`` at the private temp dir (in a sandbox, the host's home is absent).
     """
-    source = os.environ if host_env is None else host_env
-    env = {k: v for k, v in source.items() if k in ALLOWED_ENV or k.startswith("LC_")}
+    env = clean_environment((), host_env)
     tmp = os.path.join(private_dir, "tmp")
     env.update(
         {
@@ -81,6 +45,8 @@ def kernel_environment(
             "PYDEVD_DISABLE_FILE_VALIDATION": "1",
         }
     )
+    if home:
+        env["HOME"] = tmp
     env.update({str(k): str(v) for k, v in (user_env or {}).items()})
     env.update(marker_entry(os.path.basename(private_dir)))
     return env

@@ -28,6 +28,9 @@ from ._pack import PrimitivePack
 from ._session import KernelSession, SessionOptions
 
 if TYPE_CHECKING:
+    from ...sandbox import SandboxPolicy
+
+if TYPE_CHECKING:
     from ._pool import KernelPool
 
 __all__ = ["KernelSettings", "ManagedKernel"]
@@ -40,9 +43,9 @@ _LOST_STATE = (
 
 @dataclass(frozen=True, slots=True)
 class KernelSettings:
-    """How the kernels of one PyRepl are started and configured."""
+    """How the kernels of one PyRepl are started and configured (``cwd`` None: private)."""
 
-    cwd: str
+    cwd: str | None
     env: Mapping[str, str]
     memory_limit_mb: int | None
     cpu_time_limit_s: int | None
@@ -50,6 +53,7 @@ class KernelSettings:
     startup_timeout: float
     max_deaths: int
     death_window: float
+    sandbox: SandboxPolicy | None = None
 
 
 class ManagedKernel:
@@ -65,6 +69,13 @@ class ManagedKernel:
         self._bridge: BridgeServer | None = None
         self._deaths: deque[float] = deque()
         self._lost: str | None = None
+
+    @property
+    def cwd(self) -> str | None:
+        """The kernel's working directory: the given one, or the running kernel's workspace."""
+        if self.settings.cwd is not None:
+            return self.settings.cwd
+        return self.session.workspace if self.session is not None else None
 
     @property
     def running(self) -> bool:
@@ -141,10 +152,12 @@ class ManagedKernel:
             )
         self.session = None
         self._configured = False
-        if settings.pool is not None:
+        if settings.pool is not None and settings.pool.fits(settings.cwd, settings.sandbox):
             session = await settings.pool.acquire()
         else:
-            options = SessionOptions(settings.cwd, settings.env, settings.startup_timeout)
+            options = SessionOptions(
+                settings.cwd, settings.env, settings.startup_timeout, settings.sandbox
+            )
             session = await KernelSession.start(options)
         if self.closed:
             # close() ran while the kernel was starting: it must not outlive the instance.
@@ -159,10 +172,10 @@ class ManagedKernel:
         if self.packs:
             if self._bridge is None:
                 self._bridge = BridgeServer(lambda: self.packs)
-            await self._bridge.open()
+            await self._bridge.open(session.private_dir if session.isolated else None)
             bridge = self._bridge.kernel_config()
         config = {
-            "cwd": settings.cwd,
+            "cwd": settings.cwd or session.workspace,
             # A pooled kernel started with the pool's environment: add this instance's.
             "env": dict(settings.env) if settings.pool is not None else None,
             "memory_limit_mb": settings.memory_limit_mb,

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
+from pathlib import Path
 from types import TracebackType
 
 import anyio
 from anyio.abc import TaskGroup
 
 from ...exceptions import KernelError
+from ...sandbox import SandboxPolicy, as_policy
 from ._session import KernelSession, SessionOptions
 
 __all__ = ["KernelPool"]
@@ -28,6 +30,12 @@ class KernelPool:
         size: How many idle kernels to keep ready.
         env: Extra environment for the pooled kernels (on top of the host allowlist).
         startup_timeout_seconds: How long a kernel may take to start.
+        sandbox: The policy of the pooled kernels (``True``: the default policy, ``False``:
+            none), as for :class:`PyRepl`. A sandboxed kernel sees only the workspace it was
+            started with: the pool's ``working_directory``, or a private one per kernel when
+            None. A PyRepl whose policy or working directory does not fit starts its own kernel.
+        working_directory: The pooled kernels' workspace (default: the current directory
+            without a sandbox, a private one per kernel with one).
 
     Raises:
         KernelError: From :meth:`acquire` when the pool is not open.
@@ -39,9 +47,18 @@ class KernelPool:
         *,
         env: Mapping[str, str] | None = None,
         startup_timeout_seconds: float = 60.0,
+        sandbox: SandboxPolicy | bool = False,
+        working_directory: str | os.PathLike[str] | None = None,
     ) -> None:
         self.size = max(1, size)
-        self._options = SessionOptions(os.getcwd(), dict(env or {}), startup_timeout_seconds)
+        policy = as_policy(sandbox)
+        cwd = working_directory if working_directory is not None or policy else os.getcwd()
+        self._options = SessionOptions(
+            None if cwd is None else str(Path(cwd).absolute()),
+            dict(env or {}),
+            startup_timeout_seconds,
+            policy,
+        )
         self._ready: list[KernelSession] = []
         self._starting = 0
         self._changed = anyio.Event()
@@ -52,6 +69,13 @@ class KernelPool:
     def idle(self) -> int:
         """How many started kernels are waiting to be taken."""
         return len(self._ready)
+
+    def fits(self, cwd: str | None, sandbox: SandboxPolicy | None) -> bool:
+        """Whether a PyRepl with this working directory and policy can take a pooled kernel."""
+        options = self._options
+        if sandbox != options.sandbox:
+            return False
+        return sandbox is None or cwd is None or cwd == options.cwd
 
     async def __aenter__(self) -> KernelPool:
         self._tg = anyio.create_task_group()

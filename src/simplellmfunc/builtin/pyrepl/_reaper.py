@@ -69,13 +69,28 @@ def kill_group(pgid: int | None, pid: int) -> None:
         pass
 
 
+# A Unix socket path holds at most 107 bytes; the kernel's sockets are ``<dir>/ipc-<n>``.
+_SOCKET_PATH_MAX = 107
+_SOCKET_NAME_ROOM = len("/slf-kernel-XXXXXXXX/ipc-NNNNN")
+
+
+def _private_root() -> str:
+    """The temp folder for private dirs: ``$TMPDIR`` unless its path is too long for sockets."""
+    root = tempfile.gettempdir()
+    too_long = len(os.fsencode(root)) + _SOCKET_NAME_ROOM > _SOCKET_PATH_MAX
+    if too_long and os.path.isdir("/tmp") and os.access("/tmp", os.W_OK | os.X_OK):
+        return "/tmp"
+    return root
+
+
 def make_private_dir(prefix: str) -> str:
     """Create a 0700 directory owned by this process (blocking: call from a worker thread)."""
+    root = _private_root()
     with _LOCK:
         sweep, _SWEPT[0] = not _SWEPT[0], True
     if sweep:
-        _sweep_stale(tempfile.gettempdir())
-    path = tempfile.mkdtemp(prefix=prefix)
+        _sweep_stale(root)
+    path = tempfile.mkdtemp(prefix=prefix, dir=root)
     with open(os.path.join(path, _OWNER), "w", encoding="ascii") as handle:
         handle.write(str(os.getpid()))
     return path

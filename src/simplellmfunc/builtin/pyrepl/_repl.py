@@ -15,6 +15,7 @@ import anyio
 
 from ..._abort import AbortSignal
 from ...exceptions import UserError
+from ...sandbox import SandboxPolicy, as_policy
 from ...tools import Tool, ToolEventEmitter
 from ._audit import AuditLog, resolve_log_dir
 from ._exec import CellLimits, CellOutcome, CellRun
@@ -59,8 +60,17 @@ class PyRepl:
     own threads, and thread pools working for it, are not labelled. Output of subprocesses is
     not attributed.
 
+    With ``sandbox=True`` (or a policy) the kernel runs in a sandbox
+    (:class:`~simplellmfunc.sandbox.SandboxPolicy`, on bubblewrap where it can run; see
+    ``docs/sandbox.md``): its own PID namespace (the host's processes are invisible), no
+    network, the working directory as the only writable place, and every process it starts
+    dies with it. Where bubblewrap cannot run, a warning says so once and only the policy's
+    resource limits and the clean environment apply (or the kernel refuses to start, with
+    ``require_isolation=True``).
+
     Args:
-        working_directory: The kernel's working directory (default: the current directory).
+        working_directory: The kernel's working directory (default: with a sandbox, a private
+            directory that lives as long as the kernel; without, the current directory).
         execution_timeout_seconds: Active-time limit of one execution; time spent waiting for
             ``input()`` does not count, and each answered input restarts the window.
         input_idle_timeout_seconds: How long one ``input()`` waits for ``submit_input``.
@@ -84,6 +94,9 @@ class PyRepl:
             head and the tail; the output file holds the rest).
         max_output_file_chars: Characters saved per output stream and execution in its file;
             past that, the model is told how much of the output the file holds.
+        sandbox: The kernel's sandbox policy: ``True`` (the default policy), a
+            :class:`~simplellmfunc.sandbox.SandboxPolicy`, or ``False`` (for now the default:
+            none; the kernel then runs with the host user's access to every file and network).
 
     Raises:
         UserError: For a non-positive timeout.
@@ -107,6 +120,7 @@ class PyRepl:
         kernel_death_window_seconds: float = 300.0,
         max_capture_chars: int = 4_000_000,
         max_output_file_chars: int = 100_000_000,
+        sandbox: SandboxPolicy | bool = False,
     ) -> None:
         for name, value in (
             ("execution_timeout_seconds", execution_timeout_seconds),
@@ -115,7 +129,10 @@ class PyRepl:
         ):
             if value <= 0:
                 raise UserError(f"{name} must be positive, got {value!r}")
-        self._cwd = str(Path(working_directory or os.getcwd()).absolute())
+        policy = as_policy(sandbox)
+        if working_directory is None and policy is None:
+            working_directory = os.getcwd()
+        self._cwd = None if working_directory is None else str(Path(working_directory).absolute())
         self._max_output_tokens = max_output_tokens
         self._limits = CellLimits(
             execution_timeout_seconds,
@@ -134,6 +151,7 @@ class PyRepl:
                 startup_timeout=startup_timeout_seconds,
                 max_deaths=max_kernel_deaths,
                 death_window=kernel_death_window_seconds,
+                sandbox=policy,
             )
         )
         self._log_dir = log_dir
@@ -163,9 +181,22 @@ class PyRepl:
         return self._audit_log().file
 
     @property
-    def working_directory(self) -> Path:
-        """The kernel's working directory."""
-        return Path(self._cwd)
+    def working_directory(self) -> Path | None:
+        """The kernel's working directory (None: a private one, not started yet)."""
+        cwd = self._kernel.cwd
+        return None if cwd is None else Path(cwd)
+
+    @property
+    def sandbox(self) -> SandboxPolicy | None:
+        """The kernel's sandbox policy (None: no sandbox)."""
+        return self._kernel.settings.sandbox
+
+    @property
+    def isolated(self) -> bool:
+        """Whether the running kernel is isolated by bubblewrap (False: not running, fallback,
+        or no sandbox)."""
+        session = self._kernel.session
+        return session is not None and not session.closed and session.isolated
 
     @property
     def self_reference(self) -> Any:
@@ -333,7 +364,9 @@ class PyRepl:
         settings = {
             "execution_timeout_seconds": self._limits.execution_timeout,
             "input_idle_timeout_seconds": self._limits.input_idle_timeout,
-            "working_directory": self._cwd,
+            "working_directory": self._kernel.cwd,
+            "sandbox": None if self.sandbox is None else self.sandbox.to_dict(),
+            "isolated": self.isolated,
         }
         await audit.record(
             sequence=self._sequence, started=started_at, code=code, result=result, settings=settings
@@ -437,6 +470,7 @@ class PyRepl:
             kernel_death_window_seconds=settings.death_window,
             max_capture_chars=limits.max_capture_chars,
             max_output_file_chars=limits.max_file_chars,
+            sandbox=settings.sandbox or False,
         )
         clone._kernel.packs.update(self._kernel.packs)
         clone._kernel.selfref_namespace = self._kernel.selfref_namespace
@@ -446,4 +480,4 @@ class PyRepl:
     def __repr__(self) -> str:
         closed = self._kernel.closed
         state = "closed" if closed else "running" if self.is_running else "not started"
-        return f"<PyRepl {self._instance_id} {state} cwd={self._cwd!r}>"
+        return f"<PyRepl {self._instance_id} {state} cwd={self._kernel.cwd!r}>"

@@ -24,6 +24,7 @@ from jupyter_client.kernelspec import KernelSpec, KernelSpecManager
 from jupyter_client.manager import AsyncKernelManager
 
 from ...exceptions import KernelError
+from ...sandbox import Isolation, SandboxPolicy, import_paths, sandbox_argv, usable
 from . import _reaper
 from ._env import kernel_environment
 
@@ -51,38 +52,83 @@ _KERNEL_ARGS = ("--HistoryManager.enabled=False", "--IPKernelApp.capture_fd_outp
 _CLEANUP_BOUND = 10.0
 
 
+_KERNEL_ARGV = (sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}")
+
+
 class _SpecManager(KernelSpecManager):
-    """Always the ipykernel of the running interpreter, whatever kernelspecs are installed."""
+    """Always the ipykernel of the running interpreter, whatever kernelspecs are installed.
+
+    In a sandbox, the kernel's argv is wrapped (``bwrap ... -- launcher -- python -m
+    ipykernel_launcher``) and interrupts go as messages on the control channel: a SIGINT to
+    the process Jupyter started would reach bwrap, not the kernel.
+    """
+
+    def __init__(self, argv: list[str], interrupt_mode: str) -> None:
+        super().__init__()
+        self._argv = argv
+        self._interrupt_mode = interrupt_mode
 
     def get_kernel_spec(self, kernel_name: str) -> KernelSpec:
-        argv = [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"]
         return KernelSpec(
-            argv=argv, display_name="Python", language="python", interrupt_mode="signal"
+            argv=self._argv,
+            display_name="Python",
+            language="python",
+            interrupt_mode=self._interrupt_mode,
         )
 
 
 @dataclass(frozen=True, slots=True)
 class SessionOptions:
-    """How to start a kernel process."""
+    """How to start a kernel process.
 
-    cwd: str
+    ``cwd`` None means a private workspace (``<private dir>/work``) that lives as long as the
+    kernel; ``sandbox`` None means no sandbox (the kernel runs as the host's user, in ``cwd``).
+    """
+
+    cwd: str | None
     env: Mapping[str, str] | None = None
     startup_timeout: float = 60.0
+    sandbox: SandboxPolicy | None = None
 
 
 def _make_private_dir() -> str:
     path = _reaper.make_private_dir("slf-kernel-")
     os.mkdir(os.path.join(path, "tmp"))
+    os.mkdir(os.path.join(path, "work"))
     return path
+
+
+def _kernel_argv(
+    options: SessionOptions, isolated: Isolation | None, private_dir: str, env: Mapping[str, str]
+) -> list[str]:
+    if options.sandbox is None or isolated is None:
+        return list(_KERNEL_ARGV)
+    return sandbox_argv(
+        options.sandbox,
+        _KERNEL_ARGV,
+        workspace=options.cwd or os.path.join(private_dir, "work"),
+        isolated=isolated,
+        writable=[private_dir],
+        read_only=[_IN_KERNEL, *import_paths(env.get("PYTHONPATH", ""))],
+        # ipykernel exits when its parent is not JPY_PARENT_PID; inside, its parent is bwrap.
+        unset=["JPY_PARENT_PID"],
+    )
 
 
 class KernelSession:
     """A running kernel and its client; create with :meth:`start`."""
 
-    def __init__(self, km: Any, client: Any, private_dir: str) -> None:
+    def __init__(
+        self, km: Any, client: Any, private_dir: str, options: SessionOptions, isolated: bool
+    ) -> None:
         self.km = km
         self.client = client
         self.private_dir = private_dir
+        #: The kernel's working directory at start (its private workspace when none was given).
+        self.workspace = options.cwd or os.path.join(private_dir, "work")
+        #: The policy it runs under (None: none), and whether bubblewrap isolates it.
+        self.sandbox = options.sandbox
+        self.isolated = isolated
         self.pid: int = km.provisioner.pid
         self.pgid: int | None = km.provisioner.pgid
         self.live = _reaper.LiveKernel(self.pid, self.pgid, private_dir)
@@ -98,22 +144,27 @@ class KernelSession:
         Raises:
             KernelError: If the kernel does not start or answer within ``startup_timeout``.
         """
+        isolated = None
+        if options.sandbox is not None:
+            isolated = await anyio.to_thread.run_sync(usable, options.sandbox)
         private_dir = await anyio.to_thread.run_sync(_make_private_dir)
-        km = _manager(private_dir)
+        env = kernel_environment(private_dir, options.env, home=options.sandbox is not None)
+        argv = _kernel_argv(options, isolated, private_dir, env)
+        in_bwrap = isolated is not None and isolated.binary is not None
+        km = _manager(private_dir, argv, "message" if in_bwrap else "signal")
         session: KernelSession | None = None
         try:
             log = await anyio.to_thread.run_sync(_open_log, private_dir)
             try:
-                env = kernel_environment(private_dir, options.env)
                 await km.start_kernel(
-                    cwd=options.cwd, env=env, extra_arguments=list(_KERNEL_ARGS),
-                    stdout=log, stderr=log,
+                    cwd=options.cwd or os.path.join(private_dir, "work"), env=env,
+                    extra_arguments=list(_KERNEL_ARGS), stdout=log, stderr=log,
                 )  # fmt: skip
             finally:
                 log.close()
             client = km.client()
             client.start_channels(hb=False, control=False)
-            session = cls(km, client, private_dir)
+            session = cls(km, client, private_dir, options, in_bwrap)
             _reaper.register(session.live)
             with anyio.fail_after(options.startup_timeout):
                 await client.wait_for_ready(timeout=options.startup_timeout)
@@ -235,9 +286,9 @@ class KernelSession:
         _reaper.unregister(self.pid)
 
 
-def _manager(private_dir: str) -> Any:
+def _manager(private_dir: str, argv: list[str], interrupt_mode: str) -> Any:
     options: dict[str, Any] = {
-        "kernel_spec_manager": _SpecManager(),
+        "kernel_spec_manager": _SpecManager(argv, interrupt_mode),
         "kernel_name": "python3",
         "connection_file": os.path.join(private_dir, "kernel.json"),
     }

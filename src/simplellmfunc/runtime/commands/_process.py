@@ -11,15 +11,19 @@ blocks on a full pipe).
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
-from collections.abc import Mapping
+import tempfile
+from collections.abc import AsyncIterator, Mapping
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 
 import anyio
 from anyio.abc import ByteReceiveStream, ByteSendStream, Process
 
 from ...exceptions import ToolExecutionError
+from ...sandbox import SandboxPolicy, clean_environment, sandbox_argv, usable
 
 __all__ = ["CommandOutput", "check_output", "run_command", "with_note"]
 
@@ -95,10 +99,13 @@ async def _feed(stream: ByteSendStream | None, data: bytes) -> None:
 
 
 async def _open(
-    command: str, with_stdin: bool, cwd: str | os.PathLike[str] | None, env: dict[str, str] | None
+    argv: list[str],
+    with_stdin: bool,
+    cwd: str | os.PathLike[str] | None,
+    env: dict[str, str] | None,
 ) -> Process:
     return await anyio.open_process(
-        [_SHELL, "-c", command],
+        argv,
         stdin=subprocess.PIPE if with_stdin else subprocess.DEVNULL,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -135,8 +142,13 @@ async def run_command(
     cwd: str | os.PathLike[str] | None = None,
     env: Mapping[str, str] | None = None,
     kill_grace: float = 2.0,
+    sandbox: SandboxPolicy | None = None,
 ) -> CommandOutput:
     """Run ``/bin/sh -c command`` in its own process group and collect its output.
+
+    With a ``sandbox`` policy the shell runs in a sandbox (bubblewrap where it runs): ``cwd``
+    (default: a fresh private directory) is its workspace, the environment is the policy's clean
+    one plus ``env``, and the policy's ``timeout_seconds`` caps ``timeout``.
 
     Args:
         command: The shell command line.
@@ -146,6 +158,7 @@ async def run_command(
         cwd: Working directory.
         env: Extra environment variables (on top of this process's environment).
         kill_grace: Seconds between SIGTERM and SIGKILL.
+        sandbox: The sandbox policy (None: the command runs as this process's user).
 
     Returns:
         The output; ``timed_out`` is set when the timeout killed the command.
@@ -153,13 +166,54 @@ async def run_command(
     Raises:
         ToolExecutionError: If the command cannot be started (missing ``cwd``, no shell).
     """
+    if sandbox is not None:
+        async with _sandboxed(sandbox, cwd) as workspace:
+            timeout = _shorter(timeout, sandbox.timeout_seconds)
+            isolated = await anyio.to_thread.run_sync(usable, sandbox)
+            argv = sandbox_argv(sandbox, [_SHELL, "-c", command], workspace=workspace,
+                                isolated=isolated)  # fmt: skip
+            environment = {**clean_environment(sandbox.env), "HOME": workspace, **(env or {})}
+            return await _run(argv, stdin, timeout, max_output_chars, workspace, environment,
+                              kill_grace)  # fmt: skip
+    host = {**os.environ, **env} if env else None
+    argv = [_SHELL, "-c", command]
+    return await _run(argv, stdin, timeout, max_output_chars, cwd, host, kill_grace)
+
+
+def _shorter(a: float | None, b: float | None) -> float | None:
+    return b if a is None else a if b is None else min(a, b)
+
+
+@asynccontextmanager
+async def _sandboxed(
+    policy: SandboxPolicy, cwd: str | os.PathLike[str] | None
+) -> AsyncIterator[str]:
+    """The sandbox's workspace: ``cwd``, or a private directory removed afterwards."""
+    if cwd is not None:
+        yield os.fspath(cwd)  # absolute: ShellTool and CLIAgentTool make it so
+        return
+    private = await anyio.to_thread.run_sync(tempfile.mkdtemp, None, "slf-shell-")
+    try:
+        yield private
+    finally:
+        await anyio.to_thread.run_sync(shutil.rmtree, private, True)
+
+
+async def _run(
+    argv: list[str],
+    stdin: str | None,
+    timeout: float | None,
+    max_output_chars: int,
+    cwd: str | os.PathLike[str] | None,
+    environment: dict[str, str] | None,
+    kill_grace: float,
+) -> CommandOutput:
     out, err = _Capped(max_output_chars), _Capped(max_output_chars)
-    environment = {**os.environ, **env} if env else None
     try:
         # Shielded: a cancellation while the child is being set up would lose the process
         # object, and with it the only way to kill the group; it lands inside the try below.
         with anyio.CancelScope(shield=True):
-            process = await _open(command, stdin is not None, cwd, environment)
+            process = await _open(argv, stdin is not None, cwd, environment)
     except OSError as exc:
         raise ToolExecutionError(f"cannot start the command: {exc.strerror or exc}") from None
     timed_out = False

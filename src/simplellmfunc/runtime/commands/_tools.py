@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from ...exceptions import ToolExecutionError, UserError
+from ...sandbox import SandboxPolicy
 from ...tools import ArgumentsError, Tool, ToolContext, check_tool_name
 from ._process import CommandOutput, check_output, run_command, with_note
 
@@ -82,6 +83,7 @@ class _CommandTool(Tool):
         env: Mapping[str, str] | None,
         max_output_chars: int,
         kill_grace: float,
+        sandbox: SandboxPolicy | None,
     ) -> None:
         if not command.strip():
             raise UserError(f"tool {name!r}: the command is empty")
@@ -90,10 +92,11 @@ class _CommandTool(Tool):
         if max_output_chars < 1:
             raise UserError(f"tool {name!r}: max_output_chars must be at least 1")
         self.command = command
-        self.cwd = str(Path(cwd)) if cwd is not None else None
+        self.cwd = str(Path(cwd).absolute()) if cwd is not None else None
         self.env = dict(env) if env else None
         self.max_output_chars = max_output_chars
         self.kill_grace = kill_grace
+        self.sandbox = sandbox
         self.command_timeout = timeout
         # The run's own per-tool deadline is a backstop after ours, so ours reports first.
         backstop = None if timeout is None else timeout + kill_grace + 5.0
@@ -108,6 +111,7 @@ class _CommandTool(Tool):
             cwd=self.cwd,
             env=self.env,
             kill_grace=self.kill_grace,
+            sandbox=self.sandbox,
         )
         check_output(output, self.command_timeout)
         return output
@@ -140,6 +144,8 @@ class ShellTool(_CommandTool):
         env: Extra environment variables.
         max_output_chars: Bytes kept of stdout and of stderr.
         kill_grace: Seconds between SIGTERM and SIGKILL.
+        sandbox: Run the command in a sandbox under this policy (``cwd``, or a fresh private
+            directory per call, is its workspace; see ``docs/sandbox.md``).
 
     Raises:
         UserError: For an empty command, a bad timeout or a bad parameter name.
@@ -157,6 +163,7 @@ class ShellTool(_CommandTool):
         env: Mapping[str, str] | None = None,
         max_output_chars: int = 20_000,
         kill_grace: float = 2.0,
+        sandbox: SandboxPolicy | None = None,
     ) -> None:
         if parameters is None:
             parameters = ("input",) if "{}" in command else ()
@@ -176,6 +183,7 @@ class ShellTool(_CommandTool):
             env=env,
             max_output_chars=max_output_chars,
             kill_grace=kill_grace,
+            sandbox=sandbox,
         )
 
     @property
@@ -232,6 +240,8 @@ class CLIAgentTool(_CommandTool):
         env: Extra environment variables.
         max_output_chars: Bytes kept of stdout and of stderr.
         kill_grace: Seconds between SIGTERM and SIGKILL.
+        sandbox: Run the command in a sandbox under this policy (``cwd``, or a fresh private
+            directory per call, is its workspace; see ``docs/sandbox.md``).
 
     Raises:
         UserError: For an empty command, a bad timeout or an unknown output kind.
@@ -250,6 +260,7 @@ class CLIAgentTool(_CommandTool):
         env: Mapping[str, str] | None = None,
         max_output_chars: int = 50_000,
         kill_grace: float = 2.0,
+        sandbox: SandboxPolicy | None = None,
     ) -> None:
         if output not in ("text", "json"):
             raise UserError(f"tool {name!r}: output must be 'text' or 'json', got {output!r}")
@@ -267,6 +278,7 @@ class CLIAgentTool(_CommandTool):
             env=env,
             max_output_chars=max_output_chars,
             kill_grace=kill_grace,
+            sandbox=sandbox,
         )
 
     @property

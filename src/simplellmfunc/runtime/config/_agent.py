@@ -7,7 +7,9 @@ order when left. :meth:`ConfiguredAgent.run` runs one turn:
 * ``simple``: one LLM call without tools;
 * ``react``: the tool loop, at most ``limits.max_steps`` LLM calls (the last one is asked for
   the final answer);
-* ``chain``: one LLM call per stage, each stage's ``{input}`` being the previous output.
+* ``chain``: one LLM call per stage, each stage's ``{input}`` being the previous output;
+* ``group``: the ``agents`` (other config files, each opened as its own agent) in a group chat;
+  a react agent with ``handoffs:`` may hand the conversation to those agents (see ``_team``).
 
 The agent keeps the conversation (``history``) across turns, so one instance is a REPL
 session; memory persists beyond it when the store does. Each turn is an ``@llm_chat`` call
@@ -26,7 +28,7 @@ from ..._abort import AbortSignal
 from ..._events import EventYield, ReactEndEvent, is_event_yield, is_response_yield
 from ...decorators import llm_chat
 from ...engine import RunHook
-from ...exceptions import UserError
+from ...exceptions import ConfigError, UserError
 from ...providers import LLMInterface
 from ...tools import Tool
 from ..checkpoints import Checkpoint, CheckpointHook, CheckpointInfo, CheckpointManager
@@ -39,7 +41,9 @@ from ._build import (
     build_recorder,
     build_toolkit,
 )
+from ._load import load_agent_config
 from ._schema import AgentConfig, ChainStep
+from ._team import group_chat, handoff_chat
 
 __all__ = ["ConfiguredAgent", "RunObserver", "TurnResult"]
 
@@ -157,6 +161,10 @@ class ConfiguredAgent:
                         self.checkpoints, every=every, memory=self.memory, recorder=self._recorder
                     )
                 )
+        if config.kind == "group":
+            members = await self._open_members(config.agents, stack)
+            self._chat = group_chat(config, members, self._llm)
+            return
         if config.kind == "chain":
             self._stages = [
                 (step, self._chat_function(step.system or config.system, [], hooks))
@@ -165,6 +173,28 @@ class ConfiguredAgent:
             return
         self.toolkit = await build_toolkit(config, stack)
         self._chat = self._chat_function(config.system, self.toolkit, hooks)
+        if config.handoffs:
+            targets = await self._open_members(config.handoffs, stack)
+            self._chat = handoff_chat(config.name, self._chat, targets)
+
+    async def _open_members(
+        self, paths: Sequence[str], stack: AsyncExitStack
+    ) -> dict[str, ChatFunction]:
+        """Open the agents of other config files (closed with this one), by name.
+
+        Raises:
+            ConfigError: For a bad member config, or two members of one name.
+        """
+        members: dict[str, ChatFunction] = {}
+        for path in paths:
+            config = load_agent_config(path, environ=self.environ)
+            if config.name in members or config.name == self.config.name:
+                raise ConfigError(f"{path}: another agent is named {config.name!r} already")
+            member = await stack.enter_async_context(ConfiguredAgent(config, environ=self.environ))
+            if member._chat is None:
+                raise ConfigError(f"{path}: a {config.kind} agent cannot be a team member")
+            members[config.name] = member._chat
+        return members
 
     async def aclose(self) -> None:
         """Close everything the agent opened (in reverse order)."""

@@ -18,6 +18,7 @@ from ...exceptions import ConfigError
 from ...providers import Capabilities, LLMInterface, env_settings, load_provider_json
 from ..commands import CLIAgentTool, ShellTool
 from ..memory import AutoSave, KeyValueExtraction, LLMSummary, MemoryHook, StepTriple
+from ..skills import SkillRegistry, Skills
 from ..stores import ScopedStore, open_store
 from ..trace import JSONLSink, SQLiteTraceSink, TraceRecorder, TraceSink
 from ._schema import (
@@ -140,6 +141,7 @@ async def build_toolkit(config: AgentConfig, stack: AsyncExitStack) -> list[Any]
 
     Raises:
         ConfigError: For an invalid MCP configuration.
+        SkillError: For an invalid skill folder.
         MCPError: When an MCP server cannot be started.
         KernelError: When the Python kernel cannot be started.
     """
@@ -196,6 +198,17 @@ async def build_toolkit(config: AgentConfig, stack: AsyncExitStack) -> list[Any]
         )
         await stack.enter_async_context(group)
         toolkit.append(group)
+    skills = config.skills_section
+    if skills.paths:
+        toolkit.append(
+            Skills(
+                SkillRegistry(dirs=skills.paths),
+                discover=skills.discover,
+                max_skills=skills.max_skills,
+                scripts=skills.scripts,
+                script_timeout=skills.script_timeout,
+            )
+        )
     return toolkit
 
 

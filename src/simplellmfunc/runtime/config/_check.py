@@ -26,8 +26,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from ...exceptions import ConfigError
+from ...exceptions import ConfigError, SkillError
 from ...providers import PRESETS, env_settings
+from ..skills import SkillRegistry
 from ._build import build_llm
 from ._schema import AgentConfig, ModelConfig
 
@@ -158,6 +159,20 @@ def _toolkit(config: AgentConfig, env: Mapping[str, str]) -> list[Finding]:
         found.append(_command(f"agent tool {agent.name}", agent.command, agent.cwd, env))
     if toolkit.mcpServers:
         found += _mcp(toolkit.mcpServers, env)
+    found += _skills(config.skills_section.paths)
+    return found
+
+
+def _skills(paths: list[str]) -> list[Finding]:
+    found: list[Finding] = []
+    for path in paths:
+        try:
+            names = [s.name for s in SkillRegistry(dirs=[path])]
+        except SkillError as exc:
+            found.append(Finding("problem", f"skills {path}", str(exc)))
+            continue
+        text = ", ".join(names) if names else "no skill folder (SKILL.md) found"
+        found.append(Finding("ok" if names else "warning", f"skills {path}", text))
     return found
 
 

@@ -183,8 +183,18 @@ def semantic_problems(config: AgentConfig) -> list[tuple[tuple[str | int, ...], 
         problems.append((("kind",), "a chain agent needs 'chain': a list of stage prompts"))
     if config.kind != "chain" and config.chain:
         problems.append((("chain",), f"only a chain agent has stages; this one is {config.kind}"))
+    if config.kind == "group" and len(config.agents) < 2:
+        problems.append((("agents",), "a group agent needs 'agents': two or more config files"))
+    if config.kind != "group" and config.agents:
+        problems.append(
+            (("agents",), f"only a group agent has member agents; this one is {config.kind}")
+        )
+    if config.handoffs and config.kind in ("chain", "group"):
+        problems.append((("handoffs",), f"a {config.kind} agent cannot hand off; use kind: react"))
     if config.kind == "simple" and not config.toolkit.is_empty():
         problems.append((("toolkit",), "a simple agent calls no tools; use kind: react"))
+    if config.kind != "react" and config.skills_section.paths:
+        problems.append((("skills",), "only a react agent loads skills (they are tools)"))
     memory = config.memory
     if memory.store == "sqlite" and not memory.path:
         problems.append((("memory", "store"), "a sqlite store needs memory.path"))

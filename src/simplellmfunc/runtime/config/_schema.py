@@ -26,6 +26,7 @@ __all__ = [
     "CheckpointConfig",
     "EmbeddingsConfig",
     "FilesConfig",
+    "GroupConfig",
     "HistoryConfig",
     "KnowledgeConfig",
     "LimitsConfig",
@@ -205,6 +206,25 @@ class KnowledgeConfig(_Section):
     max_chunk_chars: Annotated[int, Field(ge=100)] = 1500
 
 
+class SkillsConfig(_Section):
+    """Skills (Agent Skills folders); ``skills: [dir, ...]`` is short for ``{paths: [...]}``.
+
+    Attributes:
+        paths: Folders holding skill folders (or one skill folder each).
+        discover: Load skills chosen for each message before the model answers: ``search``
+            (word search), ``llm`` (one call of the agent's model) or ``off``.
+        max_skills: How many skills discovery loads at most.
+        scripts: Let the model run the skills' scripts (``run_skill_script``).
+        script_timeout: Seconds before a script is killed.
+    """
+
+    paths: list[Annotated[str, Field(min_length=1)]] = []
+    discover: Literal["off", "search", "llm"] = "off"
+    max_skills: Annotated[int, Field(ge=1)] = 3
+    scripts: bool = False
+    script_timeout: Positive = 60.0
+
+
 class MemoryConfig(_Section):
     """Agent memory: a store, its namespace, and what is saved.
 
@@ -311,14 +331,29 @@ class ChainStep(_Section):
     system: str | None = None
 
 
+class GroupConfig(_Section):
+    """How a ``group`` agent's members talk (see ``multiagent.GroupChat``).
+
+    Attributes:
+        speaker: ``round_robin``, or ``llm`` (this config's model picks the next speaker).
+        max_rounds: Most member messages.
+        stop_keywords: A message containing one ends the chat.
+    """
+
+    speaker: Literal["round_robin", "llm"] = "round_robin"
+    max_rounds: Annotated[int, Field(ge=1)] = 10
+    stop_keywords: list[Annotated[str, Field(min_length=1)]] = ["TERMINATE"]
+
+
 class AgentConfig(_Section):
     """One agent, as a config file describes it.
 
     Attributes:
         name: The agent's name (memory namespace, trace labels); default: the file's stem.
         description: What the agent does (for humans, and for agents calling it).
-        kind: ``simple`` (one LLM call, no tools), ``react`` (the tool loop) or ``chain``
-            (``chain`` stages, each one LLM call fed the previous output).
+        kind: ``simple`` (one LLM call, no tools), ``react`` (the tool loop), ``chain``
+            (``chain`` stages, each one LLM call fed the previous output) or ``group`` (the
+            ``agents`` in a group chat, see ``group``).
         model: The model (see :class:`ModelConfig`).
         system: The system prompt.
         tool_protocol: ``native`` function calling, ``text`` (prompted actions, for models
@@ -328,6 +363,7 @@ class AgentConfig(_Section):
         keyword_heuristic: With the text protocol, also read "use the X tool" prose as a call.
         toolkit: Tools.
         knowledge: A knowledge base searched with a ``retrieve`` tool.
+        skills: Skill folders (a list of folders, or a :class:`SkillsConfig`).
         memory: Agent memory.
         limits: Limits of a run.
         termination: Termination signals.
@@ -335,17 +371,22 @@ class AgentConfig(_Section):
         trace: Trace options.
         checkpoints: Checkpoint options.
         chain: The stages of a ``chain`` agent.
+        agents: The config files of a ``group`` agent's members (relative to this file).
+        group: How the members of a ``group`` agent talk.
+        handoffs: Config files of agents this one may hand the conversation to (they may hand
+            it back); the run reports which agent answered.
     """
 
     name: Name = "agent"
     description: str = ""
-    kind: Literal["simple", "react", "chain"] = "react"
+    kind: Literal["simple", "react", "chain", "group"] = "react"
     model: ModelConfig
     system: str = ""
     tool_protocol: Literal["auto", "native", "text", "json"] = "auto"
     keyword_heuristic: bool = False
     toolkit: ToolkitConfig = ToolkitConfig()
     knowledge: KnowledgeConfig | None = None
+    skills: list[Annotated[str, Field(min_length=1)]] | SkillsConfig = []
     memory: MemoryConfig = MemoryConfig()
     limits: LimitsConfig = LimitsConfig()
     termination: TerminationConfig = TerminationConfig()
@@ -353,3 +394,12 @@ class AgentConfig(_Section):
     trace: TraceConfig = TraceConfig()
     checkpoints: CheckpointConfig = CheckpointConfig()
     chain: list[ChainStep] = []
+    agents: list[str] = []
+    group: GroupConfig = GroupConfig()
+    handoffs: list[str] = []
+
+    @property
+    def skills_section(self) -> SkillsConfig:
+        """``skills`` as a :class:`SkillsConfig` (a plain list is its ``paths``)."""
+        skills = self.skills
+        return skills if isinstance(skills, SkillsConfig) else SkillsConfig(paths=skills)

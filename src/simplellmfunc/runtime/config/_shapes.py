@@ -39,6 +39,8 @@ _PATHS: tuple[KeyPath, ...] = (
     ("toolkit", "mcpServers", "*", "cwd"),
     ("knowledge", "path"),
     ("knowledge", "sources", "*"),
+    ("agents", "*"),
+    ("handoffs", "*"),
 )
 
 
@@ -92,10 +94,10 @@ def _resolve_at(node: Any, pattern: KeyPath, base: Path) -> None:
     if not pattern:
         return
     head, rest = pattern[0], pattern[1:]
+    if head == "*" and not rest and isinstance(node, list):  # a list of paths
+        node[:] = [_absolute(v, base) if isinstance(v, str) else v for v in node]
+        return
     if head == "*":
-        if not rest and isinstance(node, list):  # a list of paths
-            node[:] = [_absolute(p, base) if isinstance(p, str) else p for p in node]
-            return
         children = (
             node.values() if isinstance(node, dict) else node if isinstance(node, list) else []
         )

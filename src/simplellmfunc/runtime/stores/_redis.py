@@ -187,6 +187,15 @@ class RedisStore(Store):
         self._client = _connect(url)
         self._scripts: dict[str, AsyncScript] = {}
 
+    @property
+    def client(self) -> Redis:
+        """The store's ``redis.asyncio`` client (channels on the same server use it)."""
+        return self._client
+
+    def key(self, *parts: str) -> str:
+        """A key under this store's prefix: ``<prefix>:<part>:<part>...``."""
+        return ":".join((self.prefix, *parts))
+
     async def ping(self) -> None:
         """Check that the server answers.
 

@@ -139,6 +139,7 @@ class EventPairing:
             "agent_call_id": origin.agent_call_id,
             "session_id": origin.session_id,
             "fork_id": origin.fork_id,
+            "agent": origin.agent,
         }
 
     def _llm_end(

@@ -61,6 +61,7 @@ class TraceRecord:
         agent_call_id: The agent call the step belongs to.
         session_id: The session label of that call.
         fork_id: Set for steps of forked sub-agents.
+        agent: The agent of a multi-agent run the step belongs to (``None`` otherwise).
     """
 
     step: int
@@ -84,6 +85,7 @@ class TraceRecord:
     agent_call_id: str = ""
     session_id: str = ""
     fork_id: str | None = None
+    agent: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict."""
@@ -211,8 +213,9 @@ def timeline(records: Sequence[TraceRecord], *, width: int = 80, result: bool = 
     lines = []
     for r in records:
         tokens = f"  [{r.total_tokens} tokens]" if r.kind == "llm" and r.total_tokens else ""
+        who = f"{r.agent}: " if r.agent else ""
         lines.append(
-            f"[{r.step}] {r.kind:<4}  {_line(r.name, name_width):<{name_width}}  "
+            f"[{r.step}] {who}{r.kind:<4}  {_line(r.name, name_width):<{name_width}}  "
             f"({_seconds(r.duration_ms)})  {_summary(r, width)}{tokens}"
         )
     stats = compute_stats(records)

@@ -1,0 +1,120 @@
+"""What every multi-agent pattern shares: run it (``await team.run(...)``) or stream its events
+(``async for item in team.stream(...)``), and one agent turn as a sub-run of the team's run.
+
+A team's run has a root origin of its own; each agent turn is a sub-run whose events carry the
+agent's name (``origin.agent``) and depth 1 (``origin.fork_depth``), the root's call id as
+their parent. Without ``stream`` nothing is emitted and no task is started.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import AsyncIterator, Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, Generic, TypeVar
+
+from ..._abort import AbortSignal, PauseSignal
+from ..._events import EventOrigin, EventYield
+from ..._mutations import ContextMutation
+from ...decorators import agent_name, agent_run
+from ...engine import Emitter, Finished, RunResult, event_pump, new_call_id
+from ...exceptions import UserError
+from ...tools import Tool
+
+__all__ = ["Agent", "Member", "Team", "members", "play_turn"]
+
+Agent = Callable[..., Any]
+"""An ``@llm_chat`` agent (any function it decorated)."""
+
+R = TypeVar("R")
+
+
+@dataclass(frozen=True, slots=True)
+class Member:
+    """An agent of a team and the name it goes by (unique within the team)."""
+
+    name: str
+    agent: Agent
+
+
+def members(agents: Sequence[Agent] | dict[str, Agent]) -> tuple[Member, ...]:
+    """The team's members: a list (named after their functions) or a ``{name: agent}`` dict.
+
+    Raises:
+        UserError: If a name repeats, no agent is given, or one is not an ``@llm_chat`` agent.
+    """
+    pairs = (
+        list(agents.items()) if isinstance(agents, dict) else [(agent_name(a), a) for a in agents]
+    )
+    if not pairs:
+        raise UserError("a team needs at least one agent")
+    names = [name for name, _ in pairs]
+    if len(set(names)) != len(names):
+        raise UserError(f"agent names must be unique in a team, got {names} (pass a dict)")
+    for name, agent in pairs:
+        if not hasattr(agent, "prepare_call"):
+            raise UserError(f"{name!r} is not an @llm_chat agent")
+    return tuple(Member(name, agent) for name, agent in pairs)
+
+
+class Team(ABC, Generic[R]):
+    """A multi-agent pattern: :meth:`run` for the result, :meth:`stream` for events too."""
+
+    async def run(self, message: str, *, abort: AbortSignal | None = None) -> R:
+        """Play the team on ``message`` and return its result (nothing is emitted)."""
+        root = Emitter(None, EventOrigin(agent_call_id=new_call_id()), wants_events=False)
+        return await self._play(message, root, abort)
+
+    async def stream(
+        self, message: str, *, abort: AbortSignal | None = None
+    ) -> AsyncIterator[EventYield | R]:
+        """Play the team on ``message``: every agent's events as they happen (``origin.agent``
+        says whose), then the result."""
+        origin = EventOrigin(agent_call_id=new_call_id())
+
+        async def body(send: Callable[[Any], Any]) -> R:
+            return await self._play(message, Emitter(send, origin, wants_events=True), abort)
+
+        pump = event_pump(body)
+        try:
+            async for item in pump:
+                yield item.value if isinstance(item, Finished) else item
+        finally:
+            await pump.aclose()
+
+    @abstractmethod
+    async def _play(self, message: str, root: Emitter, abort: AbortSignal | None) -> R:
+        """Run the pattern; agent turns stream into ``root``."""
+
+
+async def play_turn(
+    member: Member,
+    root: Emitter,
+    abort: AbortSignal | None,
+    *args: Any,
+    history: list[dict[str, Any]] | None = None,
+    resume: bool = False,
+    tools: Sequence[Tool] = (),
+    pause: PauseSignal | None = None,
+    prelude: Sequence[ContextMutation] = (),
+) -> RunResult:
+    """One turn of ``member``: a sub-run of the team's run, driven to its end; ``prelude``
+    mutations are applied to its transcript first.
+
+    Raises:
+        ProviderError: When the agent's model fails.
+    """
+    run = await agent_run(
+        member.agent,
+        *args,
+        under=root,
+        name=member.name,
+        abort=abort,
+        history=history,
+        resume=resume,
+        tools=tools,
+        pause=pause,
+    )
+    run.state.transcript.apply_all(prelude)
+    await run.run_to_end()
+    return run.state.result()

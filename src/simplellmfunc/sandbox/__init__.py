@@ -1,0 +1,25 @@
+"""Sandboxes on bubblewrap: :class:`SandboxPolicy` and the command lines that enforce it.
+
+PyRepl kernels run under a policy by default; ``@sandboxed`` / ``tool(..., sandbox=policy)``
+(in :mod:`simplellmfunc.tools`) run a Python tool in a sandboxed worker; ``ShellTool`` and
+``CLIAgentTool`` take ``sandbox=policy``. See ``docs/sandbox.md`` for the threat model.
+"""
+
+from __future__ import annotations
+
+from ._bwrap import Isolation, import_paths, isolation, sandbox_argv, usable
+from ._env import ALLOWED_ENV, clean_environment
+from ._policy import LIMIT_NAMES, SandboxPolicy, as_policy
+
+__all__ = [
+    "ALLOWED_ENV",
+    "LIMIT_NAMES",
+    "Isolation",
+    "SandboxPolicy",
+    "as_policy",
+    "clean_environment",
+    "import_paths",
+    "isolation",
+    "sandbox_argv",
+    "usable",
+]

@@ -1,0 +1,371 @@
+"""Multi-agent collaboration: agent as tool, handoff, group chat, parallel, channels and shared
+memory (in-process; Redis ones in ``test_multiagent_redis.py``).
+
+Agents are real ``@llm_chat`` agents over ``ScriptedLLM`` (deterministic replies, recorded
+requests) or over the loopback ``MockLLMServer`` (the wire).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import anyio
+import pytest
+
+from simplellmfunc import AbortSignal, OpenAICompatible, llm_chat
+from simplellmfunc._messages import history_from_dicts, validate_history
+from simplellmfunc.events import CustomEvent, EventYield, ReactEndEvent
+from simplellmfunc.exceptions import (
+    ChannelClosedError,
+    ChannelError,
+    ChannelTimeoutError,
+    ProviderError,
+    UserError,
+)
+from simplellmfunc.providers import LLMRequest
+from simplellmfunc.runtime.multiagent import (
+    Channel,
+    GroupChat,
+    GroupChatState,
+    Handoff,
+    LLMSelector,
+    Parallel,
+    SharedMemory,
+    drop_tool_turns,
+)
+from simplellmfunc.testing import MockLLMServer, Reply, ScriptedLLM, ToolCallSpec
+
+GUARD = 10.0
+
+
+def chat_agent(llm: Any, name: str, doc: str = "", **options: Any) -> Any:
+    """An ``@llm_chat`` agent called ``name`` with ``doc`` as its system prompt."""
+
+    async def agent(message: str, history: list[dict[str, Any]] | None = None) -> None:
+        pass
+
+    agent.__name__ = agent.__qualname__ = name
+    agent.__doc__ = doc or f"You are {name}."
+    return llm_chat(llm, **options)(agent)
+
+
+def call(name: str, **arguments: Any) -> Any:
+    return ScriptedLLM.response(tool_calls=[ToolCallSpec(name, arguments)])
+
+
+def assert_valid(history: list[dict[str, Any]]) -> None:
+    validate_history(history_from_dicts(history))
+
+
+async def collect(stream: Any) -> tuple[list[EventYield], Any]:
+    events, last = [], None
+    with anyio.fail_after(GUARD):
+        async for item in stream:
+            if isinstance(item, EventYield):
+                events.append(item)
+            else:
+                last = item
+    return events, last
+
+
+# -- agent as tool ----------------------------------------------------------------------------
+
+
+async def test_agent_as_tool_streams_tagged_events_and_adds_usage() -> None:
+    researcher = chat_agent(ScriptedLLM(["Paris."]), "researcher", "You find facts.")
+    boss_llm = ScriptedLLM([call("ask_researcher", task="capital of France?"), "It is Paris."])
+    boss = chat_agent(
+        boss_llm, "boss", toolkit=[researcher.as_tool("ask_researcher")], enable_event=True
+    )
+    items = [item async for item in boss("capital?")]
+    events = [i for i in items if isinstance(i, EventYield)]
+    inner = [e for e in events if e.origin.agent == "ask_researcher"]
+    assert type(inner[0].event).__name__ == "ReactStartEvent"
+    assert {e.origin.fork_depth for e in inner} == {1}
+    outer_id = events[0].origin.agent_call_id
+    assert {e.origin.parent_call_id for e in inner} == {outer_id}
+    ends = [e.event for e in events if isinstance(e.event, ReactEndEvent)]
+    child_end, parent_end = ends
+    assert parent_end.total_usage.calls == 3  # two of the boss, one of the researcher
+    assert parent_end.total_usage.total_tokens > child_end.total_usage.total_tokens
+    response = items[-1]
+    assert response.response == "It is Paris."
+    assert response.messages[3] == {
+        "role": "tool",
+        "tool_call_id": response.messages[2]["tool_calls"][0]["id"],
+        "content": "Paris.",
+    }
+    tool = researcher.as_tool("ask_researcher", "Ask the researcher.")
+    assert tool.spec().parameters["required"] == ["task"]
+    assert tool.description == "Ask the researcher."
+
+
+async def test_agent_tool_outside_a_run_runs_the_agent() -> None:
+    researcher = chat_agent(ScriptedLLM(["42"]), "researcher", "You answer.\nMore text.")
+    tool = researcher.as_tool()
+    assert tool.name == "researcher"
+    assert tool.description == "You answer."
+    assert await tool.run("what?") == "42"
+    with pytest.raises(UserError, match="not an @llm_chat agent"):
+        Handoff(chat_agent, {})  # a plain function is no agent
+
+
+async def test_agent_as_tool_is_aborted_with_its_caller() -> None:
+    slow = chat_agent(ScriptedLLM(["never"], delay=30), "slow")
+    boss = chat_agent(ScriptedLLM([call("slow", task="wait")]), "boss", toolkit=[slow.as_tool()])
+    abort = AbortSignal()
+    history: list[dict[str, Any]] = []
+
+    async def consume() -> None:
+        nonlocal history
+        async for item in boss("go", _abort_signal=abort):
+            history = item[1]
+
+    with anyio.fail_after(GUARD):
+        async with anyio.create_task_group() as group:
+            group.start_soon(consume)
+            await anyio.sleep(0.2)
+            abort.abort("user stop")
+    assert history[-1]["role"] == "tool"  # the tool call is answered: the history stays valid
+    assert "user stop" in history[-1]["content"]
+    assert_valid(history)
+
+
+# -- handoff ----------------------------------------------------------------------------------
+
+
+def billing_team() -> tuple[Any, Any, ScriptedLLM]:
+    llm = ScriptedLLM([call("transfer_to_billing", reason="a refund"), "Refund issued."])
+    triage = chat_agent(llm, "triage", "You route customers.")
+    billing = chat_agent(llm, "billing", "You handle billing.")
+    return triage, billing, llm
+
+
+async def test_handoff_continues_with_a_valid_history_and_reports_the_agent() -> None:
+    triage, billing, llm = billing_team()
+    result = await Handoff(triage, {triage: [billing], billing: [triage]}).run("refund please")
+    assert (result.text, result.agent, result.path) == (
+        "Refund issued.",
+        "billing",
+        ("triage", "billing"),
+    )
+    assert result.history[0] == {"role": "system", "content": "You handle billing."}
+    assert_valid(result.history)
+    assert result.usage.calls == 2
+    first, second = llm.requests
+    assert [t.name for t in first.tools] == ["transfer_to_billing"]
+    assert [t.name for t in second.tools] == ["transfer_to_triage"]
+    assert second.messages[0].content == "You handle billing."
+    assert (
+        second.messages[-1].content
+        == "[handoff] triage handed the conversation to you (billing): a refund"
+    )
+
+
+async def test_handoff_input_filter_and_events_in_one_stream() -> None:
+    triage, billing, llm = billing_team()
+    team = Handoff(triage, {triage: [billing]}, input_filter=drop_tool_turns)
+    events, result = await collect(team.stream("refund please"))
+    assert result.agent == "billing"
+    roles = [m.role for m in llm.requests[1].messages]
+    assert roles == ["system", "user", "user"]  # the transfer call and its result filtered out
+    handoffs = [e.event for e in events if isinstance(e.event, CustomEvent)]
+    assert [h.data for h in handoffs] == [{"from": "triage", "to": "billing", "reason": "a refund"}]
+    agents = [e.origin.agent for e in events if isinstance(e.event, ReactEndEvent)]
+    assert agents == ["triage", "billing"]
+
+
+async def test_handoff_loops_are_bounded() -> None:
+    # Both agents always hand over: after max_handoffs the one in charge has no transfer tool.
+    def reply(request: LLMRequest) -> Any:
+        return call(request.tools[0].name) if request.tools else "I answer myself."
+
+    llm = ScriptedLLM(default=reply)
+    ping = chat_agent(llm, "ping")
+    pong = chat_agent(llm, "pong")
+    result = await Handoff(ping, {ping: [pong], pong: [ping]}, max_handoffs=3).run("go")
+    assert result.path == ("ping", "pong", "ping", "pong")
+    assert result.text == "I answer myself."
+    assert len(llm.requests) == 4
+    assert_valid(result.history)
+
+
+# -- group chat -------------------------------------------------------------------------------
+
+
+async def test_group_chat_round_robin_turn_order_and_keyword() -> None:
+    llm = ScriptedLLM(["idea 1", "critique 1", "idea 2", "TERMINATE: good"])
+    writer = chat_agent(llm, "writer")
+    critic = chat_agent(llm, "critic")
+    chat = GroupChat([writer, critic], max_rounds=10)
+    events, result = await collect(chat.stream("write a slogan"))
+    assert [(m.speaker, m.text) for m in result.messages] == [
+        ("user", "write a slogan"),
+        ("writer", "idea 1"),
+        ("critic", "critique 1"),
+        ("writer", "idea 2"),
+        ("critic", "TERMINATE: good"),
+    ]
+    assert (result.rounds, result.terminated_by) == (4, "keyword")
+    starts = [e.origin.agent for e in events if type(e.event).__name__ == "ReactStartEvent"]
+    assert starts == ["writer", "critic", "writer", "critic"]
+    # The writer's second turn: its own message as an assistant turn, the critic's as user text.
+    third = llm.requests[2].messages
+    assert [m.role for m in third] == ["system", "user", "assistant", "user"]
+    assert third[2].content == "idea 1"
+    assert third[3].content.startswith("[critic]: critique 1")
+    for request in llm.requests:
+        validate_history(request.messages)
+
+
+async def test_group_chat_selector_function_predicate_and_max_rounds() -> None:
+    llm = ScriptedLLM(default="ok")
+    a, b, c = (chat_agent(llm, n) for n in "abc")
+
+    def last_two(state: GroupChatState) -> str:
+        return "c" if state.round % 2 == 0 else "a"
+
+    result = await GroupChat([a, b, c], speaker=last_two, max_rounds=3).run("go")
+    assert [m.speaker for m in result.messages] == ["user", "c", "a", "c"]
+    assert result.terminated_by == "max_rounds"
+    stop = GroupChat([a, b, c], until=lambda s: s.round == 2, stop_keywords=())
+    result = await stop.run("go")
+    assert (result.rounds, result.terminated_by) == (2, "predicate")
+    with pytest.raises(UserError, match="chose 'z'"):
+        await GroupChat([a, b], speaker=lambda s: "z").run("go")
+
+
+async def test_group_chat_llm_selector() -> None:
+    agents_llm = ScriptedLLM(["from bob", "from alice TERMINATE"])
+    alice, bob = chat_agent(agents_llm, "alice"), chat_agent(agents_llm, "bob")
+    chooser = ScriptedLLM(["Bob should speak.", "nobody"])
+    selector = LLMSelector(chooser, {"alice": "writes", "bob": "reviews"})
+    result = await GroupChat([alice, bob], speaker=selector).run("go")
+    assert [m.speaker for m in result.messages] == ["user", "bob", "alice"]  # then round robin
+    assert "- bob: reviews" in chooser.requests[0].messages[0].content
+    assert selector.usage.calls == 2
+
+
+# -- parallel ---------------------------------------------------------------------------------
+
+
+async def test_parallel_reports_a_failure_and_the_others_answer() -> None:
+    good = chat_agent(ScriptedLLM(["fine"]), "good")
+    bad = chat_agent(ScriptedLLM([ProviderError("model down")]), "bad")
+    slow = chat_agent(ScriptedLLM(["late"], delay=30), "slow")
+    team = Parallel([good, bad, slow], timeout=0.5)
+    with anyio.fail_after(GUARD):
+        result = await team.run("task")
+    good_o, bad_o, slow_o = result.outcomes
+    assert (good_o.text, good_o.ok) == ("fine", True)
+    assert (bad_o.error, bad_o.terminated_by) == ("ProviderError: model down", "error")
+    assert (slow_o.terminated_by, slow_o.ok) == ("timeout", False)
+    assert result.failed == (bad_o, slow_o)
+
+
+async def test_parallel_inputs_limit_and_abort() -> None:
+    running, peak = 0, 0
+
+    async def answer(request: LLMRequest) -> str:
+        nonlocal running, peak
+        running += 1
+        peak = max(peak, running)
+        await anyio.sleep(0.05)
+        running -= 1
+        return f"done {request.messages[-1].content}"
+
+    class Counting(ScriptedLLM):
+        async def complete(self, request: LLMRequest) -> Any:
+            return ScriptedLLM.response(await answer(request))
+
+    agents = {f"w{i}": chat_agent(Counting(), f"w{i}") for i in range(4)}
+    team = Parallel(agents, inputs=["a", "b", "c", "d"], limit=2)
+    result = await team.run()
+    assert result.texts == ("done a", "done b", "done c", "done d")
+    assert peak == 2
+    slow = [chat_agent(ScriptedLLM(["x"], delay=30), f"s{i}") for i in range(3)]
+    abort = AbortSignal()
+
+    async def stop_soon() -> None:
+        await anyio.sleep(0.2)
+        abort.abort("stop")
+
+    with anyio.fail_after(GUARD):
+        async with anyio.create_task_group() as group:
+            group.start_soon(stop_soon)
+            outcome = await Parallel(slow).run("go", abort=abort)
+    assert {o.terminated_by for o in outcome.outcomes} == {"aborted"}
+    assert {len(o.input) for o in outcome.outcomes} == {2}
+    with pytest.raises(UserError, match="4 inputs"):
+        Parallel(agents, inputs=["a"])
+
+
+# -- channels and shared memory ---------------------------------------------------------------
+
+
+async def test_channel_send_receive_timeouts_and_close() -> None:
+    async with Channel(int, capacity=1, name="numbers") as channel:
+        with pytest.raises(ChannelTimeoutError, match="nothing received"):
+            await channel.receive(timeout=0.05)
+        await channel.send(1)
+        with pytest.raises(ChannelTimeoutError, match="no room"):
+            await channel.send(2, timeout=0.05)
+        with pytest.raises(ChannelError, match="wrong type"):
+            await channel.send("not a number")  # type: ignore[arg-type]
+        assert await channel.receive(timeout=1) == 1
+        await channel.send(3)
+        await channel.close()
+        with pytest.raises(ChannelClosedError):
+            await channel.send(4)
+        assert [v async for v in channel] == [3]
+        with pytest.raises(ChannelClosedError):
+            await channel.receive()
+
+
+async def test_agents_talk_through_a_channel_and_share_memory() -> None:
+    memory = SharedMemory(namespace="team")
+    writer_llm = ScriptedLLM([call("shared_write", key="draft", value="v1"), "saved"])
+    writer = chat_agent(writer_llm, "writer", toolkit=list(memory.tools()))
+    reader_llm = ScriptedLLM([call("shared_read", key="draft"), "the draft is v1"])
+    reader = chat_agent(reader_llm, "reader", toolkit=list(memory.tools()))
+    channel: Channel[str] = Channel(str)
+
+    async def produce() -> None:
+        result = await Parallel([writer]).run("write")
+        await channel.send(result.texts[0], timeout=GUARD)
+
+    with anyio.fail_after(GUARD):
+        async with anyio.create_task_group() as group:
+            group.start_soon(produce)
+            assert await channel.receive(timeout=GUARD) == "saved"
+    answer = (await Parallel([reader]).run("read")).texts[0]
+    assert answer == "the draft is v1"
+    assert reader_llm.requests[1].messages[-1].content == "v1"
+    assert await memory.snapshot() == {"draft": "v1"}
+    assert await memory.namespace("other").keys() == []
+    frozen = SharedMemory(memory.store, namespace="team", append_only=True)
+    with pytest.raises(UserError, match="append-only"):
+        await frozen.set("draft", "v2")
+
+
+# -- at the wire ------------------------------------------------------------------------------
+
+
+async def test_handoff_and_agent_tool_over_the_mock_server(mock_server: MockLLMServer) -> None:
+    mock_server.script(
+        Reply.tool_calls(ToolCallSpec("transfer_to_expert", {"reason": "hard"}, id="h1")),
+        Reply.tool_calls(ToolCallSpec("helper", {"task": "look it up"}, id="t1")),
+        Reply.text("looked up"),
+        Reply.text("The expert answer."),
+    )
+    async with OpenAICompatible("sk-test-123456789", "mock-model", mock_server.url) as llm:
+        helper = chat_agent(llm, "helper")
+        expert = chat_agent(llm, "expert", toolkit=[helper.as_tool()])
+        front = chat_agent(llm, "front")
+        events, result = await collect(Handoff(front, {front: [expert]}).stream("question"))
+    assert (result.agent, result.text) == ("expert", "The expert answer.")
+    assert_valid(result.history)
+    depth = {(e.origin.agent, e.origin.fork_depth) for e in events}
+    assert {("front", 1), ("expert", 1), ("helper", 2)} <= depth
+    bodies = [r.json for r in mock_server.requests]
+    assert [t["function"]["name"] for t in bodies[1]["tools"]] == ["helper"]

@@ -1,0 +1,236 @@
+"""The sandbox (issue 14): policies, the escape suite run for real in a sandboxed PyRepl kernel,
+sandboxed tools and shell commands, and the fallback where bubblewrap cannot run."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import socket
+from pathlib import Path
+
+import pytest
+
+from simplellmfunc import PyRepl
+from simplellmfunc.exceptions import (
+    ConfigError,
+    ResourceLimitExceeded,
+    SandboxViolation,
+    ToolExecutionError,
+)
+from simplellmfunc.runtime import ShellTool
+from simplellmfunc.sandbox import SandboxPolicy, isolation
+from simplellmfunc.tools import SandboxedTool, sandboxed, tool
+
+ISOLATED = isolation().binary is not None
+HOME = os.path.expanduser("~")
+needs_bwrap = pytest.mark.skipif(
+    not ISOLATED, reason=f"bubblewrap cannot run here: {isolation().reason}"
+)
+
+
+@tool(sandbox=SandboxPolicy(timeout_seconds=20))
+def add(a: int, b: int) -> int:
+    """Add two numbers."""
+    return a + b
+
+
+@sandboxed(SandboxPolicy(timeout_seconds=20))
+def misbehave(what: str, path: str = "") -> str:
+    """Do something a sandbox must stop."""
+    if what == "value":
+        raise ValueError("bad value")
+    if what == "memory":
+        return str(len(bytearray(8 * 1024**3)))
+    if what == "write":
+        Path(path).write_text("x")
+    if what == "read":
+        return Path(path).read_text()
+    if what == "sleep":
+        import time
+
+        time.sleep(60)
+    return os.getcwd()
+
+
+def test_policy_is_frozen_and_round_trips() -> None:
+    policy = SandboxPolicy.strict().replace(read_only=["/opt/data"], env=["MY_VAR"])
+    assert policy.read_only == ("/opt/data",)
+    data = json.loads(json.dumps(policy.to_dict()))
+    assert SandboxPolicy.from_dict(data) == policy
+    defaults = SandboxPolicy.default()
+    assert (defaults.network, defaults.memory_mb, defaults.max_processes) == (False, 2048, 256)
+    with pytest.raises(ConfigError, match="unknown sandbox policy field"):
+        SandboxPolicy.from_dict({"netwrk": True})
+    with pytest.raises(ConfigError):
+        SandboxPolicy(memory_mb=0)
+    with pytest.raises(AttributeError):
+        policy.network = True  # type: ignore[misc]
+
+
+ESCAPES = {
+    "read another process's environ": (
+        "import os\nfound = [p for p in os.listdir('/proc') if p.isdigit()]\n"
+        "leaks = [p for p in found if b'{secret}' in open(f'/proc/{{p}}/environ','rb').read()]\n"
+        "assert not leaks, leaks\n"
+        "open('/proc/{host_pid}/environ').read()"
+    ),
+    "read ~/.ssh": "open('{home}/.ssh/id_rsa').read()",
+    "read .env outside the workspace": "open('{outside}/.env').read()",
+    "write outside the workspace": "open('{outside}/planted', 'w').write('x')",
+    "write to the system": "open('/usr/planted', 'w').write('x')",
+    "symlink out of the workspace": (
+        "import os\nos.symlink('{outside}/.env', 'link')\nopen('link').read()"
+    ),
+    "connect to a host loopback server": (
+        "import socket\nsocket.create_connection(('127.0.0.1', {port}), timeout=2)"
+    ),
+    "fork bomb (400 processes)": (
+        "import os, time\nkids = []\nfor _ in range(400):\n"
+        "    pid = os.fork()\n"
+        "    if pid == 0:\n        time.sleep(300)\n        os._exit(0)\n"
+        "    kids.append(pid)"
+    ),
+    "fill the disk (/tmp)": (
+        "chunk = b'x' * (16 * 1024 * 1024)\n"
+        "with open('/tmp/fill', 'wb') as f:\n    for _ in range(64):\n        f.write(chunk)"
+    ),
+    "allocate 8 GB": "block = bytearray(8 * 1024 ** 3)",
+    "ptrace the host process": (
+        "import ctypes, os\nlibc = ctypes.CDLL(None, use_errno=True)\n"
+        "if libc.ptrace(16, {host_pid}, 0, 0) != 0:\n"
+        "    raise OSError(ctypes.get_errno(), os.strerror(ctypes.get_errno()))"
+    ),
+    "raise rlimits back up": (
+        "import resource\n"
+        "resource.setrlimit(resource.RLIMIT_AS, (resource.RLIM_INFINITY, resource.RLIM_INFINITY))"
+    ),
+    "detach a child that outlives close()": (
+        "import subprocess\nsubprocess.Popen(['sleep', '3001.5'], start_new_session=True)"
+    ),
+}
+
+
+def _sleepers() -> list[int]:
+    found = []
+    for name in os.listdir("/proc"):
+        try:
+            with open(f"/proc/{name}/cmdline", "rb") as handle:
+                if b"3001.5" in handle.read():
+                    found.append(int(name))
+        except (OSError, ValueError):
+            continue
+    return found
+
+
+@needs_bwrap
+async def test_escape_suite_under_the_default_policy(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    secret = "sk-escape-suite-secret-0123456789"
+    monkeypatch.setenv("OPENAI_API_KEY", secret)
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / ".env").write_text(f"OPENAI_API_KEY={secret}\n")
+    listener = socket.create_server(("127.0.0.1", 0))
+    values = {
+        "secret": secret,
+        "host_pid": os.getpid(),
+        "home": HOME,
+        "outside": outside,
+        "port": listener.getsockname()[1],
+    }
+    rows = []
+    try:
+        async with PyRepl(
+            log_dir=tmp_path / "logs", execution_timeout_seconds=60, sandbox=True
+        ) as repl:
+            assert repl.isolated
+            for name, code in ESCAPES.items():
+                result = await repl.execute(code.format(**values))
+                error = (result["error_details"] or {}).get("summary") or result["error"] or ""
+                rows.append((name, result["success"], error.splitlines()[0] if error else ""))
+    finally:
+        listener.close()
+    outcome = {name: (ok, error) for name, ok, error in rows}
+    print("\nescape attempt                          | outcome")
+    for name, ok, error in rows:
+        print(f"{name:<40}| {'CONTAINED: died with the sandbox' if ok else 'REFUSED: ' + error}")
+    assert not (outside / "planted").exists()
+    assert _sleepers() == [], "a detached child outlived close()"
+    # Refused, or contained: started, but killed with the sandbox at close() (checked above).
+    contained = {"detach a child that outlives close()"}
+    if os.getuid() == 0:
+        contained.add("fork bomb (400 processes)")  # root: RLIMIT_NPROC is not enforced
+    for name, (ok, _error) in outcome.items():
+        if name in contained:
+            continue
+        assert not ok, f"{name}: not refused"
+    assert "MemoryError" in outcome["allocate 8 GB"][1]
+    assert "No space left" in outcome["fill the disk (/tmp)"][1]
+    assert "FileNotFoundError" in outcome["read another process's environ"][1]
+    assert "ValueError" in outcome["raise rlimits back up"][1]
+    with capsys.disabled():
+        print(capsys.readouterr().out)
+
+
+@needs_bwrap
+async def test_sandboxed_tool_results_and_typed_errors(tmp_path: Path) -> None:
+    assert isinstance(add, SandboxedTool)
+    assert await add.invoke({"a": 2, "b": 3}) == 5
+    assert add(2, 3) == 5  # a direct Python call is the plain function
+    with pytest.raises(ValueError, match="bad value"):
+        await misbehave.invoke({"what": "value"})
+    with pytest.raises(ResourceLimitExceeded) as hit:
+        await misbehave.invoke({"what": "memory"})
+    assert hit.value.limit == "memory"
+    with pytest.raises(SandboxViolation):
+        await misbehave.invoke({"what": "write", "path": "/usr/planted"})
+    (tmp_path / "secret").write_text("s3cret")
+    with pytest.raises(FileNotFoundError):
+        await misbehave.invoke({"what": "read", "path": str(tmp_path / "secret")})
+    quick = SandboxedTool(misbehave.func, SandboxPolicy(timeout_seconds=1.5))
+    with pytest.raises(ResourceLimitExceeded) as hit:
+        await quick.invoke({"what": "sleep"})
+    assert hit.value.limit == "wall_time"
+    assert not (await misbehave.invoke({"what": "cwd"})).startswith(os.getcwd())
+
+
+@needs_bwrap
+async def test_shell_tool_in_a_sandbox(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-shell-secret")
+    shell = ShellTool("sh", "sh -c {}", sandbox=SandboxPolicy(), cwd=tmp_path)
+    out = await shell.run(input="echo hi > note.txt; cat note.txt; env | grep -c sk- || true")
+    assert out.splitlines() == ["hi", "0"]
+    assert (tmp_path / "note.txt").read_text() == "hi\n"
+    # The workspace's parent inside is the sandbox's own /tmp: the host's stays untouched.
+    await shell.run(input=f"echo x > {tmp_path.parent}/planted")
+    assert not (tmp_path.parent / "planted").exists()
+    with pytest.raises(ToolExecutionError, match=r"Read-only"):
+        await shell.run(input="echo x > /usr/planted")
+    out = await shell.run(input="ls /proc | grep -c '^[0-9]' ")
+    assert int(out.strip()) < 10
+
+
+async def test_fallback_warns_once_and_require_isolation_refuses(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    monkeypatch.setenv("SIMPLELLMFUNC_BWRAP", "off")
+    assert isolation().binary is None
+    caplog.set_level(logging.WARNING, logger="simplellmfunc.sandbox")
+    async with PyRepl(log_dir=tmp_path / "logs", sandbox=True) as repl:
+        assert not repl.isolated
+        result = await repl.execute(
+            "import os, resource\n(os.getcwd(), resource.getrlimit(resource.RLIMIT_AS)[0])"
+        )
+        cwd, limit = eval(result["return_value"])
+        assert cwd != os.getcwd()
+        assert limit == 2048 * 1024**2
+    assert await add.invoke({"a": 1, "b": 1}) == 2
+    warnings = [r for r in caplog.records if "WITHOUT isolation" in r.getMessage()]
+    assert len(warnings) <= 1  # once per process (it may have been said by an earlier test)
+    strict = SandboxPolicy(require_isolation=True)
+    with pytest.raises(SandboxViolation, match="requires isolation"):
+        await SandboxedTool(add.func, strict).invoke({"a": 1, "b": 1})
+    with pytest.raises(SandboxViolation, match="requires isolation"):
+        await PyRepl(log_dir=tmp_path / "logs", sandbox=strict).start()
