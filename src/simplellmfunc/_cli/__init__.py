@@ -1,5 +1,5 @@
 """The ``simplellmfunc`` command line: ``run``, ``repl``, ``validate``, ``serve`` and ``web``
-(a chat page) for an agent config.
+(a chat page) for an agent config; ``rag`` builds and searches knowledge bases.
 
 ::
 
@@ -9,6 +9,8 @@
     simplellmfunc web agent.yml --port 8000
     simplellmfunc validate agent.yml
     SIMPLELLMFUNC_SERVE_TOKEN=secret simplellmfunc serve agent.yml --port 8000
+    simplellmfunc rag ingest docs/ --kb project
+    simplellmfunc rag search "how do I abort a run?" --kb project
 
 Exit codes: 0 done, 1 the run failed otherwise, 2 bad config or command line, 3 the model
 provider failed, 4 a tool could not be started or used, 130 aborted (Ctrl-C).
@@ -33,6 +35,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             from ._run import handle_run
 
             return handle_run(args)
+        if args.command == "rag":
+            from ._rag import handle_rag
+
+            return handle_rag(args)
         if args.command == "repl":
             from ._repl import handle_repl
 
