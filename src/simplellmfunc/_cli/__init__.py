@@ -18,6 +18,7 @@ provider failed, 4 a tool could not be started or used, 130 aborted (Ctrl-C).
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Sequence
 
@@ -57,3 +58,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:  # before the signal handlers are installed, or after
         print("aborted", file=sys.stderr)
         return EXIT_ABORTED
+    except BrokenPipeError:  # `simplellmfunc ... | head`: the reader left, which is fine
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())  # no second error when Python flushes at exit
+        return 0
