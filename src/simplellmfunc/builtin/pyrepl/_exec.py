@@ -249,6 +249,8 @@ class CellRun:
                 image = {"type": "image", "source": source, "mime_type": mime, "data": data[mime]}
                 self.out.artifacts.append(image)
                 found = True
+                if self.emitter is not None:
+                    await self.emitter.emit("kernel_image", {"mime_type": mime, "data": data[mime]})
                 break
         text = data.get("text/plain")
         if result:
