@@ -13,16 +13,18 @@ import pytest
 
 pytest.importorskip("textual", reason="the terminal UI needs the [tui] extra (textual)")
 
-from textual.widgets import Collapsible, Markdown, Static  # noqa: E402
+from textual.widgets import Collapsible, Markdown, Static
 
-from simplellmfunc import OpenAICompatible, PyRepl, llm_chat  # noqa: E402
-from simplellmfunc.chat_ui import ChatApp, chat_app  # noqa: E402
-from simplellmfunc.runtime import SQLiteStore  # noqa: E402
-from simplellmfunc.testing import MockLLMServer, RecordedRequest, Reply, ToolCallSpec  # noqa: E402
+from simplellmfunc import OpenAICompatible, PyRepl, llm_chat
+from simplellmfunc.chat_ui import ChatApp, chat_app
+from simplellmfunc.runtime import SQLiteStore
+from simplellmfunc.testing import MockLLMServer, RecordedRequest, Reply, ToolCallSpec
 
 GUARD = 30  # seconds: a deadlock guard, never an assertion on speed
 INPUT_CODE = "name = input('your name? ')\nprint('hello', name)"
-LOOP_CODE = "import time\nfor i in range(400):\n    print('tick', i, flush=True)\n    time.sleep(0.05)"
+LOOP_CODE = (
+    "import time\nfor i in range(400):\n    print('tick', i, flush=True)\n    time.sleep(0.05)"
+)
 
 
 def brain(request: RecordedRequest) -> Reply:
@@ -81,7 +83,9 @@ async def test_a_turn_streams_markdown_and_shows_usage(llm: OpenAICompatible) ->
         replies = app.query(Markdown)
         assert [r.source for r in replies if "ok" in r.source] == ["**ok**: hi"]
         status = str(app.query_one("#status", Static).render())
-        assert "turn 1" in status and "1 LLM call" in status and "$" in status
+        assert "turn 1" in status
+        assert "1 LLM call" in status
+        assert "$" in status
         assert app.sessions.get("default").history[-1]["content"] == "**ok**: hi"
 
 
@@ -93,3 +97,73 @@ async def test_multi_line_input(llm: OpenAICompatible) -> None:
         await until(lambda: app.turns == 1, pilot)
         history = app.sessions.get("default").history
         assert history[-2] == {"role": "user", "content": "a\nb\nc"}
+
+
+async def test_tool_card_streams_kernel_output_and_answers_input(llm: OpenAICompatible) -> None:
+    """A PyRepl cell's card shows its arguments and output; its input() is answered from the
+    prompt; the card ends with its result and duration."""
+    async with PyRepl() as repl:
+        app = chat_app(make_agent(llm, [*repl.toolset]))
+        async with app.run_test() as pilot:
+            await until(lambda: "Ready" in str(app.query_one("#status", Static).render()), pilot)
+            await send(pilot, "ask")
+            await until(
+                lambda: app.view is not None and app.view.pending_input() is not None, pilot
+            )
+            assert "your name?" in str(app.query_one("#status", Static).render())
+            await send(pilot, "Ada")
+            await until(lambda: app.turns == 1, pilot)
+            assert app.view is not None
+            (card,) = app.view.cards.values()
+            assert card.tool_name == "execute_code"
+            assert card.status == "success"
+            assert "hello Ada" in card.output
+            assert card.duration_s is not None
+            assert "execute_code (success)" in screen_text(app)
+
+
+async def test_escape_aborts_the_turn_and_keeps_a_valid_history(llm: OpenAICompatible) -> None:
+    async with PyRepl() as repl:
+        app = chat_app(make_agent(llm, [*repl.toolset]))
+        async with app.run_test() as pilot:
+            await until(lambda: "Ready" in str(app.query_one("#status", Static).render()), pilot)
+            await send(pilot, "loop")
+            await until(lambda: app.view is not None and "tick 2" in _output(app), pilot)
+            await pilot.press("escape")
+            await until(lambda: app.turns == 1, pilot)
+            assert app.view is not None
+            assert app.view.aborted
+            assert "aborted" in str(app.query_one("#status", Static).render())
+            history = app.sessions.get("default").history
+            assert [m["role"] for m in history if m["role"] != "system"] == [
+                "user",
+                "assistant",
+                "tool",
+            ]
+            await send(pilot, "again")
+            await until(lambda: app.turns == 2, pilot)
+            assert app.sessions.get("default").history[-1]["content"] == "**ok**: again"
+
+
+def _output(app: ChatApp) -> str:
+    assert app.view is not None
+    return "".join(card.output for card in app.view.cards.values())
+
+
+async def test_history_is_saved_and_resumed(
+    llm: OpenAICompatible, mock_server: MockLLMServer, tmp_path: Path
+) -> None:
+    for turn in ("first", "second"):
+        store = SQLiteStore(tmp_path / "chat.db")
+        app = chat_app(make_agent(llm), session="work", store=store)
+        async with app.run_test() as pilot:
+            await until(
+                lambda a=app: "Ready" in str(a.query_one("#status", Static).render()), pilot
+            )
+            shown = screen_text(app)
+            await send(pilot, turn)
+            await until(lambda a=app: a.turns == 1, pilot)
+        await store.aclose()
+    assert "(resumed: 3 messages)" in shown
+    sent = [m["content"] for m in mock_server.requests[-1].json["messages"][1:]]
+    assert sent == ["first", "**ok**: first", "second"]

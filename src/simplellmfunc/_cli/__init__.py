@@ -5,6 +5,7 @@
     simplellmfunc run agent.yml "compute 1+2+...+100" --trace
     echo "a task" | simplellmfunc run worker.yml --quiet -
     simplellmfunc repl agent.yml
+    simplellmfunc chat agent.yml --session work
     simplellmfunc validate agent.yml
 
 Exit codes: 0 done, 1 the run failed otherwise, 2 bad config or command line, 3 the model
@@ -30,6 +31,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             from ._run import handle_run
 
             return handle_run(args)
+        if args.command == "chat":
+            from ._chat import handle_chat
+
+            return handle_chat(args)
         if args.command == "repl":
             from ._repl import handle_repl
 

@@ -16,7 +16,14 @@ from ..builtin.pyrepl import submit_kernel_input
 from ..exceptions import InputRefusedError, SimpleLLMFuncError
 from ..runtime.sessions import SessionStore
 from ..runtime.stores import Store
-from ._view import Block, ReplyBlock, ToolCustomEventHook, ToolRenderSnapshot, TurnView, format_usage
+from ._view import (
+    Block,
+    ReplyBlock,
+    ToolCustomEventHook,
+    ToolRenderSnapshot,
+    TurnView,
+    format_usage,
+)
 from ._widgets import PromptArea, ReplyView, ToolCard
 
 __all__ = ["ChatApp"]

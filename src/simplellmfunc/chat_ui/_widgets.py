@@ -64,11 +64,11 @@ class ToolCard(Collapsible):
 
     def __init__(self, card: ToolRenderSnapshot) -> None:
         self.body = Static(classes="tool-body")
-        super().__init__(self.body, title=self._title(card), collapsed=False, classes="tool")
+        super().__init__(self.body, title=self._heading(card), collapsed=False, classes="tool")
         self.call_id = card.tool_call_id
 
     @staticmethod
-    def _title(card: ToolRenderSnapshot) -> str:
+    def _heading(card: ToolRenderSnapshot) -> str:
         mark = _STATUS_MARK.get(card.status, "⋯")
         took = f" · {card.duration_s:.2f} s" if card.duration_s is not None else ""
         return f"{mark} {card.tool_name} ({card.status}){took}"
@@ -91,7 +91,7 @@ class ToolCard(Collapsible):
     def show(self, card: ToolCard | ToolRenderSnapshot) -> None:
         """Redraw from the card's state; a finished card collapses."""
         assert isinstance(card, ToolRenderSnapshot)
-        self.title = self._title(card)
+        self.title = self._heading(card)
         self.body.update(self.render_card(card))
         if card.result is not None and card.status == "success":
             self.collapsed = True
