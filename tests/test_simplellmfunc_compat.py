@@ -272,9 +272,8 @@ def test_module_paths_and_helpers() -> None:
 @pytest.mark.parametrize(
     ("module", "name", "replacement"),
     [
-        ("simplellmfunc.utils.tui", "ToolRenderSnapshot", "terminal UI"),
         ("simplellmfunc.observability", "langfuse_client", "TraceRecorder"),
-        ("simplellmfunc.runtime.selfref", "SELF_REFERENCE_TOOLKIT_OVERRIDE_TEMPLATE_PARAM", "fork"),
+        ("simplellmfunc.runtime.selfref", "SELF_REFERENCE_KEY_OVERRIDE_TEMPLATE_PARAM", "key"),
         ("simplellmfunc.logger", "log_context", "logging"),
     ],
 )
@@ -285,11 +284,23 @@ def test_gone_names_name_their_replacement(module: str, name: str, replacement: 
         _ = importlib.import_module(module).no_such_name
 
 
-def test_tui_raises_naming_the_missing_front_end() -> None:
+def test_tui_decorates_an_agent_into_a_launcher() -> None:
+    """``@tui()`` resolves the message and history parameters (SimpleLLMFunc's rule) and
+    refuses an agent with no message parameter; the app itself is tested in test_chat_ui."""
+    pytest.importorskip("textual")
     from simplellmfunc import tui
+    from simplellmfunc.runtime.selfref import SELF_REFERENCE_TOOLKIT_OVERRIDE_TEMPLATE_PARAM
+    from simplellmfunc.utils.tui import ToolEventRenderUpdate, ToolRenderSnapshot
 
-    with pytest.raises(UnsupportedError, match="Textual terminal UI"):
-        tui()
+    async def agent(message: str, history: list | None = None):
+        yield message
+
+    assert callable(tui()(agent))
+    with pytest.raises(ValueError, match="non-history parameter"):
+        tui()(lambda history=None: None)
+    assert ToolRenderSnapshot("t", "c", {}).status == "running"
+    assert ToolEventRenderUpdate(append_output="x").append_output == "x"
+    assert SELF_REFERENCE_TOOLKIT_OVERRIDE_TEMPLATE_PARAM == "__self_reference_toolkit_override"
     assert issubclass(UnsupportedError, NotImplementedError)
 
 

@@ -10,7 +10,11 @@ from typing import Any
 
 from .exceptions import UnsupportedError
 
-__all__ = ["compat_getattr"]
+__all__ = ["TOOLKIT_OVERRIDE_PARAM", "compat_getattr"]
+
+# SimpleLLMFunc's SELF_REFERENCE_TOOLKIT_OVERRIDE_TEMPLATE_PARAM: a ``_template_params`` key whose
+# value replaces the decorator's toolkit for one call.
+TOOLKIT_OVERRIDE_PARAM = "__self_reference_toolkit_override"
 
 
 def compat_getattr(

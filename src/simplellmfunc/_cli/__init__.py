@@ -7,6 +7,7 @@
     echo "a task" | simplellmfunc run worker.yml --quiet -
     simplellmfunc repl agent.yml
     simplellmfunc web agent.yml --port 8000
+    simplellmfunc chat agent.yml --session work
     simplellmfunc validate agent.yml
     SIMPLELLMFUNC_SERVE_TOKEN=secret simplellmfunc serve agent.yml --port 8000
     simplellmfunc rag ingest docs/ --kb project
@@ -40,6 +41,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             from ._rag import handle_rag
 
             return handle_rag(args)
+        if args.command == "chat":
+            from ._chat import handle_chat
+
+            return handle_chat(args)
         if args.command == "repl":
             from ._repl import handle_repl
 

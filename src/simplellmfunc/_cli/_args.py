@@ -100,6 +100,11 @@ def build_parser() -> argparse.ArgumentParser:
     web.add_argument(
         "--idle-timeout", type=float, default=900.0, help="seconds before an idle tab's kernel goes"
     )
+    chat = commands.add_parser("chat", help="chat with an agent in the terminal UI (Textual)")
+    _add_common(chat)
+    chat.add_argument("--session", help="keep the conversation under NAME and resume it")
+    chat.add_argument("--history-db", help="the SQLite file of --session histories")
+    chat.add_argument("--price", metavar="IN,OUT", help="USD per million tokens, for the cost")
     validate = commands.add_parser("validate", help="check a config file and print its problems")
     _add_common(validate)
     serve = commands.add_parser(
@@ -126,7 +131,7 @@ def overrides_from(args: argparse.Namespace) -> dict[str, Any]:
         overrides["timeline"] = True
     if getattr(args, "trace_file", None):
         overrides["trace_file"] = args.trace_file
-    if getattr(args, "session", None):
+    if getattr(args, "session", None) and args.command != "chat":
         overrides["session"] = args.session
     if args.tool:
         overrides["tools"] = list(args.tool)

@@ -7,6 +7,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from .._abort import AbortSignal, PauseSignal
+from .._compat import TOOLKIT_OVERRIDE_PARAM
 from ..engine import RunHook
 from ..exceptions import DecoratorError, ToolDefinitionError
 from ..tools import FunctionTool, Tool, ToolProvider
@@ -113,7 +114,16 @@ class CallOptions:
     """The framework keyword arguments of one call (``_template_params``, ``_abort_signal``,
     ``_pause_signal``, ``_toolkit``, ``_session_id``, ``_hooks``)."""
 
-    __slots__ = ("abort", "hooks", "pause", "providers", "session_id", "template_params", "tools")
+    __slots__ = (
+        "abort",
+        "hooks",
+        "pause",
+        "providers",
+        "replace",
+        "session_id",
+        "template_params",
+        "tools",
+    )
 
     def __init__(
         self,
@@ -128,6 +138,11 @@ class CallOptions:
         self.template_params = dict(template_params or {})
         self.abort = abort
         self.pause = pause
+        override = self.template_params.pop(TOOLKIT_OVERRIDE_PARAM, None)
+        # SimpleLLMFunc's toolkit override replaces the decorator's toolkit for this call.
+        self.replace = override is not None
+        if override is not None:
+            toolkit = [*override, *(toolkit or ())]
         self.tools, self.providers = static_tools(toolkit)
         self.hooks = tuple(hooks) + toolkit_hooks(self.providers)
         self.session_id = session_id
@@ -140,6 +155,8 @@ class CallOptions:
         Raises:
             ToolDefinitionError: If two tools share a name.
         """
+        if self.replace:
+            return await resolve_tools(list(self.tools), list(self.providers))
         return await resolve_tools([*tools, *self.tools], [*providers, *self.providers])
 
 

@@ -5,22 +5,26 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from .._compat import compat_getattr
+from .._compat import TOOLKIT_OVERRIDE_PARAM, compat_getattr
 
 if TYPE_CHECKING:
     from ..builtin import SelfReference
 
-__all__ = ["DEFAULT_SELF_REFERENCE_BACKEND_NAME", "SelfReference"]
+__all__ = [
+    "DEFAULT_SELF_REFERENCE_BACKEND_NAME",
+    "SELF_REFERENCE_TOOLKIT_OVERRIDE_TEMPLATE_PARAM",
+    "SelfReference",
+]
 
 DEFAULT_SELF_REFERENCE_BACKEND_NAME = "selfref"
+# A ``_template_params`` key: its value (a toolkit list) replaces the decorator's toolkit for
+# this call (our own spelling is the ``_toolkit=`` keyword, which adds to it).
+SELF_REFERENCE_TOOLKIT_OVERRIDE_TEMPLATE_PARAM = TOOLKIT_OVERRIDE_PARAM
 
 __getattr__ = compat_getattr(
     __name__,
     {"SelfReference": (".builtin", "SelfReference")},
     {
-        "SELF_REFERENCE_TOOLKIT_OVERRIDE_TEMPLATE_PARAM": "for tools that change between calls "
-        "put a simplellmfunc.tools.ToolProvider in the toolkit (its list_tools() is asked at "
-        "every call); a fork's toolkit is its parent's, each PyRepl replaced by a fresh fork",
         "SELF_REFERENCE_KEY_OVERRIDE_TEMPLATE_PARAM": "pass self_reference_key= to @llm_chat, "
         "or key= to the runtime.selfref.context primitives",
         "SELF_REFERENCE_FORK_TASK_TEMPLATE_PARAM": "forks get their task from "

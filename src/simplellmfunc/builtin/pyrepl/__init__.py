@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING
 from ..._lazy import lazy_exports
 
 if TYPE_CHECKING:
+    from ._input import submit_kernel_input
     from ._pack import Primitive, PrimitiveCallContext, PrimitivePack
     from ._pool import KernelPool
     from ._repl import PyRepl
@@ -50,6 +51,7 @@ __all__ = [
     "ResetReplTool",
     "fork_repl_tools",
     "render_execution",
+    "submit_kernel_input",
 ]
 
 __getattr__, __dir__ = lazy_exports(
@@ -67,5 +69,6 @@ __getattr__, __dir__ = lazy_exports(
         "ResetReplTool": "._tools",
         "fork_repl_tools": "._tools",
         "render_execution": "._tools",
+        "submit_kernel_input": "._input",
     },
 )

@@ -18,7 +18,7 @@ with events on, fed through the agent's :class:`TraceRecorder`.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping, Sequence
 from contextlib import AsyncExitStack
 from dataclasses import dataclass
 from pathlib import Path
@@ -267,6 +267,27 @@ class ConfiguredAgent:
             options=build_options(self.config, tools=bool(tools)),
         )
         return decorate(agent)
+
+    def as_chat(self) -> Callable[..., AsyncGenerator[Any, None]]:
+        """The agent as an ``@llm_chat``-like function (message, ``history=``, per-call
+        keywords) whose items are recorded in the trace: for a front end or a
+        :class:`~simplellmfunc.runtime.SessionStore`.
+
+        Raises:
+            UserError: If the agent is not open, or is a chain (it has no single chat).
+        """
+        chat, recorder = self._chat, self.recorder
+        if chat is None:
+            raise UserError("a chain agent has no single chat; chat with a simple agent")
+
+        async def agent(
+            message: str, history: list[dict[str, Any]] | None = None, **kwargs: Any
+        ) -> AsyncGenerator[Any, None]:
+            async for item in recorder.wrap(chat(message, history=history, **kwargs)):
+                yield item
+
+        agent.__name__ = self.config.name
+        return agent
 
     # -- running -----------------------------------------------------------------------------
 

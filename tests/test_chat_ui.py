@@ -1,0 +1,169 @@
+"""The terminal chat front end (Textual) driven with Textual's pilot, against MockLLMServer and
+real PyRepl kernels: streamed replies, tool cards with live kernel output, input(), abort,
+usage, history saved and resumed."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+
+pytest.importorskip("textual", reason="the terminal UI needs the [tui] extra (textual)")
+
+from textual.widgets import Collapsible, Markdown, Static
+
+from simplellmfunc import OpenAICompatible, PyRepl, llm_chat
+from simplellmfunc.chat_ui import ChatApp, chat_app
+from simplellmfunc.runtime import SQLiteStore
+from simplellmfunc.testing import MockLLMServer, RecordedRequest, Reply, ToolCallSpec
+
+GUARD = 30  # seconds: a deadlock guard, never an assertion on speed
+INPUT_CODE = "name = input('your name? ')\nprint('hello', name)"
+LOOP_CODE = (
+    "import time\nfor i in range(400):\n    print('tick', i, flush=True)\n    time.sleep(0.05)"
+)
+
+
+def brain(request: RecordedRequest) -> Reply:
+    """Run a cell for "ask"/"loop"/"calc"; answer anything else (and tool results) in text."""
+    last = request.json["messages"][-1]
+    codes = {"ask": INPUT_CODE, "loop": LOOP_CODE, "calc": "print(6 * 7)"}
+    if last["role"] == "user" and last["content"] in codes:
+        return Reply.tool_calls(ToolCallSpec("execute_code", {"code": codes[last["content"]]}))
+    return Reply.text(f"**ok**: {str(last['content'])[:60]}", chunks=3)
+
+
+@pytest.fixture
+async def llm(mock_server: MockLLMServer) -> AsyncIterator[OpenAICompatible]:
+    mock_server.default = brain
+    async with OpenAICompatible("sk-test-123456789", "mock", mock_server.url) as model:
+        yield model
+
+
+def make_agent(llm: OpenAICompatible, toolkit: list[Any] | None = None) -> Any:
+    @llm_chat(llm, toolkit=toolkit, stream=True, enable_event=True)
+    async def agent(message: str, history: list | None = None):
+        """Help."""
+
+    return agent
+
+
+async def until(check: Callable[[], bool], pilot: Any) -> None:
+    with anyio.fail_after(GUARD):
+        while not check():
+            await pilot.pause(0.02)
+
+
+def screen_text(app: ChatApp) -> str:
+    parts = []
+    for widget in app.query("#log *"):
+        if isinstance(widget, Markdown):
+            parts.append(widget.source)
+        elif isinstance(widget, Collapsible):
+            parts.append(str(widget.title))
+        elif isinstance(widget, Static):
+            parts.append(str(widget.render()))
+    return "\n".join(parts)
+
+
+async def send(pilot: Any, text: str) -> None:
+    await pilot.press(*text)
+    await pilot.press("enter")
+
+
+async def test_a_turn_streams_markdown_and_shows_usage(llm: OpenAICompatible) -> None:
+    app = chat_app(make_agent(llm), prices=(1.0, 2.0))
+    async with app.run_test() as pilot:
+        await until(lambda: "Ready" in str(app.query_one("#status", Static).render()), pilot)
+        await send(pilot, "hi")
+        await until(lambda: app.turns == 1, pilot)
+        replies = app.query(Markdown)
+        assert [r.source for r in replies if "ok" in r.source] == ["**ok**: hi"]
+        status = str(app.query_one("#status", Static).render())
+        assert "turn 1" in status
+        assert "1 LLM call" in status
+        assert "$" in status
+        assert app.sessions.get("default").history[-1]["content"] == "**ok**: hi"
+
+
+async def test_multi_line_input(llm: OpenAICompatible) -> None:
+    app = chat_app(make_agent(llm))
+    async with app.run_test() as pilot:
+        await until(lambda: "Ready" in str(app.query_one("#status", Static).render()), pilot)
+        await pilot.press("a", "ctrl+j", "b", "\\", "enter", "c", "enter")
+        await until(lambda: app.turns == 1, pilot)
+        history = app.sessions.get("default").history
+        assert history[-2] == {"role": "user", "content": "a\nb\nc"}
+
+
+async def test_tool_card_streams_kernel_output_and_answers_input(llm: OpenAICompatible) -> None:
+    """A PyRepl cell's card shows its arguments and output; its input() is answered from the
+    prompt; the card ends with its result and duration."""
+    async with PyRepl() as repl:
+        app = chat_app(make_agent(llm, [*repl.toolset]))
+        async with app.run_test() as pilot:
+            await until(lambda: "Ready" in str(app.query_one("#status", Static).render()), pilot)
+            await send(pilot, "ask")
+            await until(
+                lambda: app.view is not None and app.view.pending_input() is not None, pilot
+            )
+            assert "your name?" in str(app.query_one("#status", Static).render())
+            await send(pilot, "Ada")
+            await until(lambda: app.turns == 1, pilot)
+            assert app.view is not None
+            (card,) = app.view.cards.values()
+            assert card.tool_name == "execute_code"
+            assert card.status == "success"
+            assert "hello Ada" in card.output
+            assert card.duration_s is not None
+            assert "execute_code (success)" in screen_text(app)
+
+
+async def test_escape_aborts_the_turn_and_keeps_a_valid_history(llm: OpenAICompatible) -> None:
+    async with PyRepl() as repl:
+        app = chat_app(make_agent(llm, [*repl.toolset]))
+        async with app.run_test() as pilot:
+            await until(lambda: "Ready" in str(app.query_one("#status", Static).render()), pilot)
+            await send(pilot, "loop")
+            await until(lambda: app.view is not None and "tick 2" in _output(app), pilot)
+            await pilot.press("escape")
+            await until(lambda: app.turns == 1, pilot)
+            assert app.view is not None
+            assert app.view.aborted
+            assert "aborted" in str(app.query_one("#status", Static).render())
+            history = app.sessions.get("default").history
+            assert [m["role"] for m in history if m["role"] != "system"] == [
+                "user",
+                "assistant",
+                "tool",
+            ]
+            await send(pilot, "again")
+            await until(lambda: app.turns == 2, pilot)
+            assert app.sessions.get("default").history[-1]["content"] == "**ok**: again"
+
+
+def _output(app: ChatApp) -> str:
+    assert app.view is not None
+    return "".join(card.output for card in app.view.cards.values())
+
+
+async def test_history_is_saved_and_resumed(
+    llm: OpenAICompatible, mock_server: MockLLMServer, tmp_path: Path
+) -> None:
+    for turn in ("first", "second"):
+        store = SQLiteStore(tmp_path / "chat.db")
+        app = chat_app(make_agent(llm), session="work", store=store)
+        async with app.run_test() as pilot:
+            await until(
+                lambda a=app: "Ready" in str(a.query_one("#status", Static).render()), pilot
+            )
+            shown = screen_text(app)
+            await send(pilot, turn)
+            await until(lambda a=app: a.turns == 1, pilot)
+        await store.aclose()
+    assert "(resumed: 3 messages)" in shown
+    sent = [m["content"] for m in mock_server.requests[-1].json["messages"][1:]]
+    assert sent == ["first", "**ok**: first", "second"]
