@@ -1,6 +1,9 @@
 """Sandbox cost: PyRepl cold start and warm ``1+1`` sandboxed vs not; a sandboxed tool call vs a
 plain one. Prints figures and ratios (targets: cold start <= 1.3x, warm round trip <= 1.1x).
 
+Sandboxed tool calls are served by a warm worker (a child forked per call); the first call of a
+policy starts the worker. Figures measured on this project's machine are in ``docs/sandbox.md``.
+
 Run: ``python benchmarks/bench_sandbox.py [rounds]``.
 """
 
