@@ -193,7 +193,8 @@ async def test_pool_gives_ready_kernels_configured_per_instance(
 ) -> None:
     work = tmp_path / "work"
     work.mkdir()
-    async with KernelPool(size=1) as pool:
+    # A sandboxed kernel sees only the workspace it started with: the pool's is `work`.
+    async with KernelPool(size=1, working_directory=work) as pool:
         await pool.wait_ready()
         assert pool.idle == 1
         repl = PyRepl(work, pool=pool, env={"POOL_VAR": "set"}, log_dir=tmp_path / "logs")

@@ -86,7 +86,8 @@ class SandboxedTool(FunctionTool):
         isolated = await anyio.to_thread.run_sync(usable, self.policy)
         binds, paths = request.pop("binds"), request.pop("paths")
         key = WorkerKey(self.policy, self.workspace, tuple(binds), tuple(paths), isolated)
-        worker = await anyio.to_thread.run_sync(WORKERS.acquire, key)
+        with anyio.CancelScope(shield=True):  # a worker started must be given back
+            worker = await anyio.to_thread.run_sync(WORKERS.acquire, key)
         healthy = False
         try:
             # Starting a worker and importing the tool are not the call's time.
