@@ -29,6 +29,7 @@ import simplellmfunc.runtime.sessions
 import simplellmfunc.runtime.skills
 import simplellmfunc.runtime.stores
 import simplellmfunc.runtime.trace
+import simplellmfunc.sandbox
 import simplellmfunc.tools
 import simplellmfunc.types
 import simplellmfunc.webchat
@@ -89,6 +90,7 @@ EXPECTED_TOP = {
         simplellmfunc.runtime.sessions,
         simplellmfunc.runtime.stores,
         simplellmfunc.runtime.trace,
+        simplellmfunc.sandbox,
         simplellmfunc.tools,
         simplellmfunc.types,
         simplellmfunc.webchat,
@@ -107,6 +109,48 @@ def test_all_is_sorted_and_resolvable(module: object) -> None:
 
 def test_top_level_surface() -> None:
     assert set(simplellmfunc.__all__) == EXPECTED_TOP
+
+
+EXPECTED_SANDBOX = {
+    "ALLOWED_ENV",
+    "LIMIT_NAMES",
+    "Isolation",
+    "SandboxPolicy",
+    "as_policy",
+    "clean_environment",
+    "import_paths",
+    "isolation",
+    "sandbox_argv",
+    "usable",
+}
+EXPECTED_TOOLS = {
+    "ArgumentsError",
+    "FunctionTool",
+    "ParsedDocstring",
+    "RenderedResult",
+    "SandboxedTool",
+    "Tool",
+    "ToolContext",
+    "ToolEventEmitter",
+    "ToolProvider",
+    "check_tool_name",
+    "parse_docstring",
+    "render_error",
+    "render_result",
+    "render_result_async",
+    "render_unknown_tool",
+    "sandboxed",
+    "tool",
+}
+
+
+def test_sandbox_and_tools_surface() -> None:
+    assert set(simplellmfunc.sandbox.__all__) == EXPECTED_SANDBOX
+    assert set(simplellmfunc.tools.__all__) == EXPECTED_TOOLS
+    from simplellmfunc.exceptions import ResourceLimitExceeded, SandboxViolation
+
+    assert ResourceLimitExceeded("x", limit="memory").limit == "memory"
+    assert issubclass(SandboxViolation, simplellmfunc.exceptions.SimpleLLMFuncError)
 
 
 EXPECTED_ENGINE = {

@@ -10,6 +10,7 @@ import anyio
 import psutil
 from PIL import Image
 
+from process_support import host_process
 from simplellmfunc import OpenAICompatible, llm_chat
 from simplellmfunc._events import CustomEvent
 from simplellmfunc.builtin import PyRepl
@@ -242,7 +243,7 @@ async def test_process_detached_in_a_tool_call_dies_with_the_repl(tmp_path: Path
             sent = server.requests[-1].json
             assert isinstance(sent, dict)
             [message] = [m["content"] for m in sent["messages"] if m["role"] == "tool"]
-            detached = psutil.Process(int(message.rsplit("\n", 1)[1]))
+            detached = host_process(int(message.rsplit("\n", 1)[1]))
             assert detached.is_running()
         await llm.aclose()
     assert await ended(detached)

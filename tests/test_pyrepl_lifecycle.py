@@ -16,6 +16,7 @@ import anyio
 import psutil
 import pytest
 
+from process_support import host_process
 from simplellmfunc.builtin import KernelPool, PyRepl
 from simplellmfunc.builtin.pyrepl._reaper import live_count
 
@@ -50,7 +51,7 @@ def private_dirs(root: Path) -> list[str]:
 
 async def grandchild(repl: PyRepl) -> psutil.Process:
     result = await repl.execute(SPAWN_CHILD)
-    return psutil.Process(int(result["return_value"]))
+    return host_process(int(result["return_value"]))
 
 
 async def test_close_kills_kernel_and_its_children_and_removes_files(
@@ -106,7 +107,7 @@ async def test_close_kills_processes_the_kernel_detached(
         repl = PyRepl(tmp_path, log_dir=tmp_path / "logs")
         try:
             result = await repl.execute(code)
-            detached = psutil.Process(int(result["return_value"]))
+            detached = host_process(int(result["return_value"]))
             assert detached.is_running()
         finally:
             await repl.close()
@@ -125,7 +126,7 @@ async def test_replacing_the_kernel_kills_what_it_detached(tmp_path: Path, how: 
         tmp_path, execution_timeout_seconds=1, interrupt_grace_seconds=1, log_dir=tmp_path / "logs"
     ) as repl:
         result = await repl.execute(DETACHED["new session"])
-        detached = psutil.Process(int(result["return_value"]))
+        detached = host_process(int(result["return_value"]))
         if how == "restart":
             await repl.restart()
         elif how == "death":
@@ -158,8 +159,10 @@ async def test_cancelled_during_start_leaves_nothing(tmp_path: Path, temp_root: 
 def test_interpreter_exit_reaps_kernels(tmp_path: Path) -> None:
     script = textwrap.dedent(
         """
-        import anyio, os
+        import anyio, os, sys
         from simplellmfunc.builtin import PyRepl
+        sys.path.insert(0, os.environ["TESTS"])
+        from process_support import host_process
 
         async def main():
             repl = PyRepl(log_dir=os.environ["LOGS"])  # never closed on purpose
@@ -168,17 +171,19 @@ def test_interpreter_exit_reaps_kernels(tmp_path: Path) -> None:
                 "child = subprocess.Popen(['sleep', '60'])\\n"
                 "(os.getpid(), child.pid)"
             )
-            print(result["return_value"], flush=True)
+            # The pids the kernel sees are its namespace's: name the host's processes.
+            inner = eval(result["return_value"])
+            print([host_process(pid).pid for pid in inner], flush=True)
 
         anyio.run(main)
         """
     )
-    env = {**os.environ, "LOGS": str(tmp_path / "logs")}
+    env = {**os.environ, "LOGS": str(tmp_path / "logs"), "TESTS": str(Path(__file__).parent)}
     done = subprocess.run(
         [sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=60
     )
     assert done.returncode == 0, done.stderr
-    kernel_pid, child_pid = eval(done.stdout.strip())  # a tuple of two ints
+    kernel_pid, child_pid = eval(done.stdout.strip())  # a list of two ints
     for pid in (kernel_pid, child_pid):
         assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
 
@@ -188,7 +193,8 @@ async def test_pool_gives_ready_kernels_configured_per_instance(
 ) -> None:
     work = tmp_path / "work"
     work.mkdir()
-    async with KernelPool(size=1) as pool:
+    # A sandboxed kernel sees only the workspace it started with: the pool's is `work`.
+    async with KernelPool(size=1, working_directory=work) as pool:
         await pool.wait_ready()
         assert pool.idle == 1
         repl = PyRepl(work, pool=pool, env={"POOL_VAR": "set"}, log_dir=tmp_path / "logs")

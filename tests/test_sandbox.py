@@ -7,8 +7,11 @@ import json
 import logging
 import os
 import socket
+from collections.abc import AsyncIterator
 from pathlib import Path
 
+import anyio
+import psutil
 import pytest
 
 from simplellmfunc import PyRepl
@@ -21,6 +24,7 @@ from simplellmfunc.exceptions import (
 from simplellmfunc.runtime import ShellTool
 from simplellmfunc.sandbox import SandboxPolicy, isolation
 from simplellmfunc.tools import SandboxedTool, sandboxed, tool
+from simplellmfunc.tools._workers import WORKERS
 
 ISOLATED = isolation().binary is not None
 HOME = os.path.expanduser("~")
@@ -51,6 +55,40 @@ def misbehave(what: str, path: str = "") -> str:
 
         time.sleep(60)
     return os.getcwd()
+
+
+CALLS = [0]
+
+
+@sandboxed(SandboxPolicy(timeout_seconds=20, cpu_seconds=2))
+def visit(burn_seconds: float = 0.0, crash: str = "") -> dict[str, object]:
+    """Leave traces a later call must not see; burn CPU; or crash."""
+    import subprocess
+    import time
+
+    CALLS[0] += 1
+    found = sorted(os.listdir("."))
+    Path("left-behind.txt").write_text("x")
+    subprocess.Popen(["sleep", "3002.5"], start_new_session=True)
+    end = time.process_time() + burn_seconds
+    while time.process_time() < end:
+        pass
+    if crash == "segv":
+        import ctypes
+
+        ctypes.string_at(0)
+    if crash == "exit":
+        os._exit(3)
+    return {"calls": CALLS[0], "files": found, "cpu": round(time.process_time(), 1)}
+
+
+@pytest.fixture
+async def warm_workers() -> AsyncIterator[None]:
+    """Close the warm workers the test started (they would outlive it, until exit)."""
+    yield
+    for sandboxed_tool in (add, misbehave, visit):
+        await sandboxed_tool.aclose()
+    assert WORKERS.live_count() == 0
 
 
 def test_policy_is_frozen_and_round_trips() -> None:
@@ -111,12 +149,12 @@ ESCAPES = {
 }
 
 
-def _sleepers() -> list[int]:
+def _sleepers(mark: bytes = b"3001.5") -> list[int]:
     found = []
     for name in os.listdir("/proc"):
         try:
             with open(f"/proc/{name}/cmdline", "rb") as handle:
-                if b"3001.5" in handle.read():
+                if mark in handle.read():
                     found.append(int(name))
         except (OSError, ValueError):
             continue
@@ -175,6 +213,7 @@ async def test_escape_suite_under_the_default_policy(
 
 
 @needs_bwrap
+@pytest.mark.usefixtures("warm_workers")
 async def test_sandboxed_tool_results_and_typed_errors(tmp_path: Path) -> None:
     assert isinstance(add, SandboxedTool)
     assert await add.invoke({"a": 2, "b": 3}) == 5
@@ -212,6 +251,67 @@ async def test_shell_tool_in_a_sandbox(tmp_path: Path, monkeypatch: pytest.Monke
     assert int(out.strip()) < 10
 
 
+@needs_bwrap
+@pytest.mark.usefixtures("warm_workers")
+async def test_a_warm_worker_serves_each_call_from_a_clean_state() -> None:
+    first = await visit.invoke({})
+    worker_pid = _worker_pids()
+    assert len(worker_pid) == 1
+    for _ in range(3):
+        # A fresh child per call: module state, workspace files and CPU time start over, and
+        # what the previous call left running is gone; the worker itself stays.
+        again = await visit.invoke({"burn_seconds": 0.8})
+        assert again["calls"] == first["calls"] == 1
+        assert again["files"] == []
+        assert again["cpu"] < 2
+        assert await _none_left(b"3002.5")
+    assert _worker_pids() == worker_pid
+    with pytest.raises(ResourceLimitExceeded) as hit:
+        await visit.invoke({"burn_seconds": 5})
+    assert hit.value.limit == "cpu_time"
+    with pytest.raises(ToolExecutionError, match="SIGSEGV"):
+        await visit.invoke({"crash": "segv"})
+    with pytest.raises(ToolExecutionError, match="exit status 3"):
+        await visit.invoke({"crash": "exit"})
+    assert _worker_pids() == worker_pid  # only the calls' own processes died
+    assert (await visit.invoke({}))["calls"] == 1
+
+
+@needs_bwrap
+@pytest.mark.usefixtures("warm_workers")
+async def test_parallel_calls_use_parallel_workers_and_a_timeout_replaces_one() -> None:
+    async with anyio.create_task_group() as group:
+        for n in range(3):
+            group.start_soon(add.invoke, {"a": n, "b": 1})
+    assert 1 <= WORKERS.live_count() <= 3
+    await add.aclose()
+    assert WORKERS.live_count() == 0
+    quick = SandboxedTool(misbehave.func, SandboxPolicy(timeout_seconds=1.5))
+    with pytest.raises(ResourceLimitExceeded, match="longer than"):
+        await quick.invoke({"what": "sleep"})
+    assert WORKERS.live_count() == 0  # killed, not given back
+    assert await quick.invoke({"what": "cwd"})
+    await quick.aclose()
+
+
+async def _none_left(mark: bytes, seconds: float = 5.0) -> bool:
+    """Whether the processes with ``mark`` in their command line are gone (SIGKILL is async)."""
+    with anyio.move_on_after(seconds):
+        while True:
+            if not _sleepers(mark):
+                return True
+            await anyio.sleep(0.05)
+    return False
+
+
+def _worker_pids() -> list[int]:
+    return [
+        p.pid for p in psutil.Process().children(recursive=True)
+        if "simplellmfunc.sandbox._worker" in " ".join(p.cmdline()) and p.name() != "bwrap"
+    ]  # fmt: skip
+
+
+@pytest.mark.usefixtures("warm_workers")
 async def test_fallback_warns_once_and_require_isolation_refuses(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:

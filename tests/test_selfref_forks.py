@@ -117,11 +117,13 @@ first = runtime.selfref.fork.spawn("Check whether parent_secret exists", "Use ex
 second = runtime.selfref.fork.spawn("Say hello", "Answer with JSON directly")
 results = runtime.selfref.fork.gather_all(include_history=True)
 with open("forks.json", "w") as f:
-    json.dump({"pid": os.getpid(), "spawned": [first, second], "results": results}, f)
+    kernel = os.environ["SIMPLELLMFUNC_KERNEL"]
+    json.dump({"kernel": kernel, "spawned": [first, second], "results": results}, f)
 print(sorted(results))
 """
 
-CHILD_PROBE = "import os\nprint('parent_secret' in globals(), os.getpid())"
+# A kernel's marker names it (its pid may not: each sandboxed kernel is pid 2 in its namespace).
+CHILD_PROBE = "import os\nprint('parent_secret' in globals(), os.environ['SIMPLELLMFUNC_KERNEL'])"
 
 
 def expects_experience(messages: list[dict[str, Any]]) -> Reply:
@@ -165,9 +167,9 @@ async def test_spawn_twice_and_gather_all(llm: Any, tmp_path: Path) -> None:
     assert two["result"] == {"hello": "world"}
     assert one["error"] is None
     # The child's kernel is not the parent's: the variable is absent, the process differs.
-    visible, pid = one["result"]["probe"].split("[stdout]\n")[1].split()
+    visible, kernel = one["result"]["probe"].split("[stdout]\n")[1].split()
     assert visible == "False"
-    assert int(pid) != report["pid"]
+    assert kernel != report["kernel"]
     # Histories start from the pre-fork snapshot: the parent's messages, not its tool call.
     history = one["history"]
     assert [m["content"] for m in history[1:4]] == [

@@ -175,3 +175,22 @@ async def test_error_messages(tmp_path: Path, llm: OpenAICompatible) -> None:
         llm_chat(llm, toolkit=[PyRepl(tmp_path)])
     with pytest.raises(InputRefusedError, match="no input\\(\\) request has this id"):
         PyRepl(tmp_path).answer_input("nope", "x")
+
+
+async def test_sandboxed_sessions_take_their_kernels_from_the_warm_pool(
+    llm: OpenAICompatible,
+) -> None:
+    """The default (sandboxed) kernel of a session is a pooled one, not a cold start."""
+    async with SessionStore(make_agent(llm), pyrepl=True, pool_size=1) as sessions:
+        pool = sessions._pool  # the store's own warm pool
+        assert pool is not None
+        with anyio.fail_after(GUARD):
+            await pool.wait_ready()
+        warm = pool._ready[0].pid
+        session = await sessions.open("alice")
+        assert session.repl is not None
+        with anyio.fail_after(GUARD):
+            assert "2" in str(await session.repl.execute("1 + 1"))
+        session_kernel = session.repl._kernel.session
+        assert session_kernel is not None
+        assert session_kernel.pid == warm

@@ -185,7 +185,7 @@ def import_paths(pythonpath: str = "") -> list[str]:
     The current directory is left out (it may hold ``.env`` or other secrets).
     """
     here = os.getcwd()
-    paths = [p for p in pythonpath.split(os.pathsep) if p]
+    paths = [os.path.abspath(p) for p in pythonpath.split(os.pathsep) if p]
     paths += [p for p in sys.path if p and os.path.isdir(p)]
     return [p for p in dict.fromkeys(paths) if os.path.abspath(p) != here]
 

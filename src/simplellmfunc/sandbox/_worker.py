@@ -1,34 +1,65 @@
-"""The sandboxed worker: runs one Python tool call inside a sandbox (``python -m`` this module).
+"""The sandboxed worker: serves Python tool calls inside a sandbox (``python -m`` this module).
 
-Reads one JSON request on stdin (``module``, ``qualname``, ``main_file``, ``arguments``), imports
-the tool, validates the arguments with its schema, calls it (awaiting coroutines) and writes one
-JSON reply on the stdout it started with (what the tool prints goes to stderr)::
+It stays up between calls (a warm worker: its imports are paid once) and forks a child per call,
+so each call still starts from the same clean state with fresh limits (CPU time counts from zero,
+the address-space limit is the child's own) and a crash or limit hit kills only that child.
+
+Requests arrive one per line on stdin as JSON (``module``, ``qualname``, ``main_file``,
+``arguments``; ``"op": "load"`` only imports); the worker imports the tool once (in itself, so
+the children inherit it), forks,
+and the child validates the arguments with the tool's schema, calls it (awaiting coroutines) and
+leaves its reply in a file; what the tool prints goes to another. One JSON line answers each
+request on the stdout the worker started with::
 
     {"ok": true, "result": ...}
     {"ok": false, "error": {"type", "message", "builtin", "limit", "violation"}}
+    {"ok": false, "exit": <wait status as Popen.returncode>, "output": "<the call's last output>"}
 
 ``limit`` names the policy limit an error comes from (``MemoryError``: ``"memory"``; ``EAGAIN``
 from fork: ``"processes"``; ``EMFILE``: ``"open_files"``; ``EFBIG``: ``"file_size"``);
-``violation`` is set for a refused path (``EACCES``, ``EROFS``, ``EPERM``).
+``violation`` is set for a refused path (``EACCES``, ``EROFS``, ``EPERM``). ``exit`` says the
+child ended without a reply (killed by a limit, crashed).
+
+After each call, whatever the call left running is killed: its process group, and, in a
+sandbox's own PID namespace (``--pid-namespace``), every process but the worker and the
+namespace's init.
 """
 
 from __future__ import annotations
 
 import asyncio
 import builtins
+import contextlib
 import errno
+import functools
 import importlib
 import importlib.util
 import inspect
 import json
 import os
+import signal
 import sys
+import tempfile
 from typing import Any
 
 __all__ = ["main"]
 
 _LIMIT_ERRNO = {errno.EAGAIN: "processes", errno.EMFILE: "open_files", errno.EFBIG: "file_size"}
 _VIOLATION_ERRNO = {errno.EACCES, errno.EROFS, errno.EPERM}
+_OUTPUT_TAIL = 2000
+_PR_SET_PDEATHSIG = 1
+
+
+@functools.cache
+def _libc() -> Any:
+    """The C library, for ``prctl`` (loaded once, before any fork; None where unavailable)."""
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None)
+        return libc if hasattr(libc, "prctl") else None
+    except (ImportError, OSError):
+        return None
 
 
 def _load(request: dict[str, Any]) -> Any:
@@ -36,12 +67,16 @@ def _load(request: dict[str, Any]) -> Any:
     if module_name == "__main__":
         # The host's script: load it under another name so its `if __name__ == "__main__"`
         # block does not run again.
-        spec = importlib.util.spec_from_file_location("__sandboxed_main__", request["main_file"])
-        if spec is None or spec.loader is None:
-            raise ImportError(f"cannot load {request['main_file']!r}")
-        module = importlib.util.module_from_spec(spec)
-        sys.modules["__sandboxed_main__"] = module
-        spec.loader.exec_module(module)
+        module = sys.modules.get("__sandboxed_main__")
+        if module is None:
+            spec = importlib.util.spec_from_file_location(
+                "__sandboxed_main__", request["main_file"]
+            )
+            if spec is None or spec.loader is None:
+                raise ImportError(f"cannot load {request['main_file']!r}")
+            module = importlib.util.module_from_spec(spec)
+            sys.modules["__sandboxed_main__"] = module
+            spec.loader.exec_module(module)
     else:
         module = importlib.import_module(module_name)
     target: Any = module
@@ -77,24 +112,85 @@ def describe(exc: BaseException) -> dict[str, Any]:
     }
 
 
-def main() -> None:
-    """Serve one request from stdin."""
-    request = json.loads(sys.stdin.buffer.read())
-    reply_fd = os.dup(1)
-    os.dup2(2, 1)  # the tool's prints go to stderr, never into the reply
+def _encode(reply: dict[str, Any]) -> str:
     try:
         from pydantic_core import to_jsonable_python
 
-        result = _call(_load(request), dict(request.get("arguments") or {}))
-        reply: dict[str, Any] = {"ok": True, "result": to_jsonable_python(result)}
-    except BaseException as exc:  # boundary: every failure goes back to the host, typed
-        reply = {"ok": False, "error": describe(exc)}
+        if reply.get("ok"):
+            reply = {"ok": True, "result": to_jsonable_python(reply["result"])}
+        return json.dumps(reply)
+    except Exception as exc:  # boundary: an unserialisable result is the call's failure
+        return json.dumps({"ok": False, "error": describe(TypeError(f"result: {exc}"))})
+
+
+def _child(target: Any, arguments: dict[str, Any], reply: Any, output: Any) -> None:
+    """Run one call in the forked child; never returns."""
+    code = 0
     try:
-        data = json.dumps(reply)
-    except (TypeError, ValueError) as exc:
-        data = json.dumps({"ok": False, "error": describe(TypeError(f"result: {exc}"))})
-    with os.fdopen(reply_fd, "w", encoding="utf-8") as out:
-        out.write(data)
+        libc = _libc()
+        if libc is not None:  # Linux: die if the worker dies
+            libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+        os.setpgid(0, 0)
+        os.dup2(output.fileno(), 1)
+        os.dup2(output.fileno(), 2)
+        try:
+            data = _encode({"ok": True, "result": _call(target, arguments)})
+        except BaseException as exc:  # boundary: every failure goes back to the host, typed
+            data = json.dumps({"ok": False, "error": describe(exc)})
+        os.write(reply.fileno(), data.encode())
+    except BaseException:  # boundary: the parent reports the exit status instead
+        code = 1
+    finally:
+        os._exit(code)
+
+
+def _tail(handle: Any) -> str:
+    handle.seek(0, os.SEEK_END)
+    handle.seek(max(0, handle.tell() - _OUTPUT_TAIL))
+    return str(handle.read().decode("utf-8", errors="replace"))
+
+
+def _serve_one(request: dict[str, Any], own_namespace: bool) -> str:
+    try:
+        target = _load(request)
+    except BaseException as exc:  # boundary: an import failure is the call's failure
+        return json.dumps({"ok": False, "error": describe(exc)})
+    if request.get("op") == "load":
+        return json.dumps({"ok": True, "result": None})
+    arguments = dict(request.get("arguments") or {})
+    with tempfile.TemporaryFile() as reply, tempfile.TemporaryFile() as output:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        pid = os.fork()
+        if pid == 0:
+            _child(target, arguments, reply, output)
+        _, status = os.waitpid(pid, 0)
+        with contextlib.suppress(OSError):
+            os.killpg(pid, signal.SIGKILL)  # what the call left in its process group
+        if own_namespace:
+            with contextlib.suppress(OSError):
+                os.kill(-1, signal.SIGKILL)  # everything else of the namespace, detached too
+        reply.seek(0)
+        data = reply.read().decode("utf-8", errors="replace")
+        if data:
+            return data
+        code = -os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.WEXITSTATUS(status)
+        return json.dumps({"ok": False, "exit": code, "output": _tail(output)})
+
+
+def main() -> None:
+    """Serve requests from stdin, one per line, until it closes."""
+    # `kill(-1)` must only ever run in a PID namespace of the sandbox's own, where the worker
+    # is the process the namespace's init started.
+    own_namespace = "--pid-namespace" in sys.argv[1:] and os.getpid() == 2 and os.getppid() == 1
+    _libc()  # loaded here, once: the children inherit it
+    replies = os.fdopen(os.dup(1), "w", encoding="utf-8")
+    os.dup2(2, 1)  # prints at import go to stderr, never into a reply
+    sys.stdout = sys.stderr
+    for line in sys.stdin.buffer:
+        if line.strip():
+            replies.write(_serve_one(json.loads(line), own_namespace) + "\n")
+            replies.flush()
 
 
 if __name__ == "__main__":

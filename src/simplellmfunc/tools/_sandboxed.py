@@ -1,8 +1,9 @@
 """``@sandboxed(policy)`` / ``tool(..., sandbox=policy)``: a Python tool that runs in a sandbox.
 
-Each call starts a worker process under the policy (bubblewrap where it runs; see
-:mod:`simplellmfunc.sandbox`), which imports the tool's module, validates the JSON arguments and
-calls the function; the JSON result comes back. Failures come back typed: a built-in exception as
+Calls run in a warm worker process under the policy (bubblewrap where it runs; see
+:mod:`simplellmfunc.sandbox` and ``_workers``): it imports the tool's module once and forks a
+fresh child per call, which validates the JSON arguments and calls the function; the JSON result
+comes back. Failures come back typed: a built-in exception as
 its own type, a refused path as :class:`SandboxViolation`, a limit hit as
 :class:`ResourceLimitExceeded` (with ``limit``), anything else as :class:`ToolExecutionError`. The
 host never runs the tool's code, so nothing the tool does can crash it.
@@ -16,13 +17,9 @@ to calls through the tool interface (``await f.invoke(...)``, ``await f.run(...)
 from __future__ import annotations
 
 import builtins
-import json
 import os
-import shutil
 import signal
-import subprocess
 import sys
-import tempfile
 from collections.abc import Callable
 from typing import Any
 
@@ -36,14 +33,14 @@ from ..exceptions import (
     ToolDefinitionError,
     ToolExecutionError,
 )
-from ..sandbox import SandboxPolicy, clean_environment, import_paths, sandbox_argv, usable
+from ..sandbox import SandboxPolicy, usable
 from ._tool import FunctionTool
+from ._workers import WORKERS, WorkerKey
 
 __all__ = ["SandboxedTool", "sandboxed"]
 
-_MAX_REPLY = 64 * 1024 * 1024
 _TAIL = 2000
-_CLEANUP_SECONDS = 10.0
+_START_SECONDS = 120.0
 
 
 class SandboxedTool(FunctionTool):
@@ -52,8 +49,8 @@ class SandboxedTool(FunctionTool):
     Args:
         func: A module-level function (sync or async) with JSON-serialisable arguments/result.
         policy: The sandbox policy (default: :meth:`SandboxPolicy.default`).
-        workspace: The worker's working directory, read-write (default: a fresh private
-            directory per call, removed afterwards).
+        workspace: The worker's working directory, read-write (default: a private directory
+            per worker, emptied after each call and removed with the worker).
         **options: As for :func:`~simplellmfunc.tools.tool` (name, description, timeout...).
 
     Raises:
@@ -87,27 +84,46 @@ class SandboxedTool(FunctionTool):
     async def _call(self, kwargs: dict[str, Any]) -> Any:
         request = _request(self.func, to_jsonable_python(kwargs))
         isolated = await anyio.to_thread.run_sync(usable, self.policy)
-        workspace = self.workspace
-        private = None
-        if workspace is None:
-            private = workspace = await anyio.to_thread.run_sync(
-                tempfile.mkdtemp, None, "slf-tool-"
-            )
+        binds, paths = request.pop("binds"), request.pop("paths")
+        key = WorkerKey(self.policy, self.workspace, tuple(binds), tuple(paths), isolated)
+        with anyio.CancelScope(shield=True):  # a worker started must be given back
+            worker = await anyio.to_thread.run_sync(WORKERS.acquire, key)
+        healthy = False
         try:
-            paths = import_paths(os.environ.get("PYTHONPATH", ""))
-            argv = sandbox_argv(
-                self.policy,
-                [sys.executable, "-m", "simplellmfunc.sandbox._worker"],
-                workspace=workspace,
-                isolated=isolated,
-                read_only=[*paths, *request.pop("binds")],
-            )
-            env = {**clean_environment(self.policy.env), "HOME": workspace}
-            env["PYTHONPATH"] = os.pathsep.join([*paths, *request.pop("paths")])
-            return await _run_worker(argv, env, workspace, request, self.policy)
+            # Starting a worker and importing the tool are not the call's time.
+            with anyio.move_on_after(_START_SECONDS) as starting:
+                loaded = await anyio.to_thread.run_sync(
+                    worker.load, request, abandon_on_cancel=True
+                )
+            if starting.cancelled_caught or loaded is None:
+                raise ToolExecutionError(
+                    "the sandboxed tool's worker did not start" + worker.log_tail()
+                )
+            if not loaded.get("ok"):
+                healthy = True
+                return _reply(loaded, self.policy)  # the import failed: raises
+            with anyio.move_on_after(self.policy.timeout_seconds) as deadline:
+                reply = await anyio.to_thread.run_sync(worker.call, request, abandon_on_cancel=True)
+            if deadline.cancelled_caught:
+                raise ResourceLimitExceeded(
+                    f"the sandboxed tool ran longer than {self.policy.timeout_seconds:g} s "
+                    "and was killed",
+                    limit="wall_time",
+                )
+            healthy = reply is not None
+            if reply is None:
+                raise ToolExecutionError(
+                    "the sandboxed tool's worker ended without a reply" + worker.log_tail()
+                )
+            return _reply(reply, self.policy)
         finally:
-            if private is not None:
-                await anyio.to_thread.run_sync(shutil.rmtree, private, True)
+            # A worker in an unknown state (a call cut short, a crash) is never reused.
+            with anyio.CancelScope(shield=True):
+                await anyio.to_thread.run_sync(WORKERS.release, worker, healthy)
+
+    async def aclose(self) -> None:
+        """Stop the idle warm workers of this tool's policy (new calls start new ones)."""
+        await anyio.to_thread.run_sync(WORKERS.close, self.policy)
 
 
 def sandboxed(
@@ -145,57 +161,14 @@ def _request(func: Callable[..., Any], arguments: Any) -> dict[str, Any]:
     }
 
 
-async def _run_worker(
-    argv: list[str], env: dict[str, str], cwd: str, request: dict[str, Any], policy: SandboxPolicy
-) -> Any:
-    with anyio.CancelScope(shield=True):
-        process = await anyio.open_process(
-            argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-            env=env, cwd=cwd, start_new_session=True,
-        )  # fmt: skip
-    out, err = bytearray(), bytearray()
-
-    async def drain(stream: Any, sink: bytearray) -> None:
-        async for chunk in stream:
-            if len(sink) < _MAX_REPLY:
-                sink.extend(chunk)
-
-    try:
-        with anyio.move_on_after(policy.timeout_seconds) as deadline:
-            async with anyio.create_task_group() as group:
-                group.start_soon(drain, process.stdout, out)
-                group.start_soon(drain, process.stderr, err)
-                assert process.stdin is not None
-                await process.stdin.send(json.dumps(request).encode())
-                await process.stdin.aclose()
-                await process.wait()
-    finally:
-        with anyio.move_on_after(_CLEANUP_SECONDS, shield=True):
-            try:
-                os.killpg(process.pid, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
-                pass
-            await process.wait()
-            await process.aclose()
-    if deadline.cancelled_caught:
-        raise ResourceLimitExceeded(
-            f"the sandboxed tool ran longer than {policy.timeout_seconds:g} s and was killed",
-            limit="wall_time",
-        )
-    return _reply(bytes(out), bytes(err), process.returncode or 0, policy)
-
-
-def _reply(out: bytes, err: bytes, code: int, policy: SandboxPolicy) -> Any:
-    try:
-        reply = json.loads(out)
-    except ValueError:
-        reply = None
-    if isinstance(reply, dict) and reply.get("ok"):
+def _reply(reply: dict[str, Any], policy: SandboxPolicy) -> Any:
+    if reply.get("ok"):
         return reply.get("result")
-    if isinstance(reply, dict) and isinstance(reply.get("error"), dict):
+    if isinstance(reply.get("error"), dict):
         raise _error(reply["error"])
-    # No reply: the worker was killed (by a signal, as bwrap reports 128 + signal) or crashed.
-    number = -code if code < 0 else code - 128 if code > 128 else 0
+    # No reply: the call's process was killed (by a limit's signal) or crashed.
+    code = int(reply.get("exit") or 0)
+    number = -code if code < 0 else 0
     if number == signal.SIGXCPU or (number == signal.SIGKILL and policy.cpu_seconds):
         raise ResourceLimitExceeded(
             f"the sandboxed tool used more than {policy.cpu_seconds} s of CPU and was killed",
@@ -203,9 +176,10 @@ def _reply(out: bytes, err: bytes, code: int, policy: SandboxPolicy) -> Any:
         )
     if number == signal.SIGXFSZ:
         raise ResourceLimitExceeded("the sandboxed tool wrote too large a file", limit="file_size")
-    tail = err.decode(errors="replace").strip()[-_TAIL:]
+    how = f"killed by signal {signal.Signals(number).name}" if number else f"exit status {code}"
+    tail = str(reply.get("output") or "").strip()[-_TAIL:]
     raise ToolExecutionError(
-        f"the sandboxed tool's worker ended without a reply (exit status {code})"
+        f"the sandboxed tool's process ended without a reply ({how})"
         + (f":\n{tail}" if tail else "")
     )
 

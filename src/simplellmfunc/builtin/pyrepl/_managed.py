@@ -157,8 +157,10 @@ class ManagedKernel:
                 f"the PyRepl working directory {settings.cwd!r} does not exist (or is not a "
                 "directory): create it, or pass an existing working_directory= to PyRepl"
             )
-        if settings.pool is not None and settings.pool.fits(settings.cwd, settings.sandbox):
-            session = await settings.pool.acquire()
+        pool = settings.pool
+        if pool is not None and (pool.fits(settings.cwd, settings.sandbox) or not pool.open):
+            # acquire() raises for a pool that is not open, even one whose kernels do not fit.
+            session = await pool.acquire()
         else:
             options = SessionOptions(
                 settings.cwd, settings.env, settings.startup_timeout, settings.sandbox

@@ -30,9 +30,9 @@ class KernelPool:
         size: How many idle kernels to keep ready.
         env: Extra environment for the pooled kernels (on top of the host allowlist).
         startup_timeout_seconds: How long a kernel may take to start.
-        sandbox: The policy of the pooled kernels (``True``: the default policy, ``False``:
-            none), as for :class:`PyRepl`. A sandboxed kernel sees only the workspace it was
-            started with: the pool's ``working_directory``, or a private one per kernel when
+        sandbox: The policy of the pooled kernels (``True``, the default: the default policy;
+            ``False``: none), as for :class:`PyRepl`. A sandboxed kernel sees only the workspace it
+            was started with: the pool's ``working_directory``, or a private one per kernel when
             None. A PyRepl whose policy or working directory does not fit starts its own kernel.
         working_directory: The pooled kernels' workspace (default: the current directory
             without a sandbox, a private one per kernel with one).
@@ -47,7 +47,7 @@ class KernelPool:
         *,
         env: Mapping[str, str] | None = None,
         startup_timeout_seconds: float = 60.0,
-        sandbox: SandboxPolicy | bool = False,
+        sandbox: SandboxPolicy | bool = True,
         working_directory: str | os.PathLike[str] | None = None,
     ) -> None:
         self.size = max(1, size)
@@ -69,6 +69,11 @@ class KernelPool:
     def idle(self) -> int:
         """How many started kernels are waiting to be taken."""
         return len(self._ready)
+
+    @property
+    def open(self) -> bool:
+        """Whether the pool is open (inside ``async with``)."""
+        return self._tg is not None
 
     def fits(self, cwd: str | None, sandbox: SandboxPolicy | None) -> bool:
         """Whether a PyRepl with this working directory and policy can take a pooled kernel."""

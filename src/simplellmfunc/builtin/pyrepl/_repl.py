@@ -67,13 +67,12 @@ class PyRepl:
     own threads, and thread pools working for it, are not labelled. Output of subprocesses is
     not attributed.
 
-    With ``sandbox=True`` (or a policy) the kernel runs in a sandbox
-    (:class:`~simplellmfunc.sandbox.SandboxPolicy`, on bubblewrap where it can run; see
-    ``docs/sandbox.md``): its own PID namespace (the host's processes are invisible), no
-    network, the working directory as the only writable place, and every process it starts
-    dies with it. Where bubblewrap cannot run, a warning says so once and only the policy's
-    resource limits and the clean environment apply (or the kernel refuses to start, with
-    ``require_isolation=True``).
+    By default the kernel runs in a sandbox (:class:`~simplellmfunc.sandbox.SandboxPolicy`, on
+    bubblewrap where it can run; see ``docs/sandbox.md``): its own PID namespace (the host's
+    processes are invisible, and the pids the kernel sees are not the host's), no network, the
+    working directory as the only writable place, and every process it starts dies with it. Where
+    bubblewrap cannot run, a warning says so once and only the policy's resource limits and the
+    clean environment apply (or the kernel refuses to start, with ``require_isolation=True``).
 
     Args:
         working_directory: The kernel's working directory (default: with a sandbox, a private
@@ -101,9 +100,9 @@ class PyRepl:
             head and the tail; the output file holds the rest).
         max_output_file_chars: Characters saved per output stream and execution in its file;
             past that, the model is told how much of the output the file holds.
-        sandbox: The kernel's sandbox policy: ``True`` (the default policy), a
-            :class:`~simplellmfunc.sandbox.SandboxPolicy`, or ``False`` (for now the default:
-            none; the kernel then runs with the host user's access to every file and network).
+        sandbox: The kernel's sandbox policy: ``True`` (the default: the default policy), a
+            :class:`~simplellmfunc.sandbox.SandboxPolicy`, or ``False`` for none (the kernel
+            then runs with the host user's access to every file and the network).
 
     Raises:
         UserError: For a non-positive timeout.
@@ -130,7 +129,7 @@ class PyRepl:
         kernel_death_window_seconds: float = 300.0,
         max_capture_chars: int = 4_000_000,
         max_output_file_chars: int = 100_000_000,
-        sandbox: SandboxPolicy | bool = False,
+        sandbox: SandboxPolicy | bool = True,
     ) -> None:
         for name, value in (
             ("execution_timeout_seconds", execution_timeout_seconds),

@@ -50,6 +50,8 @@ _LOADER = f"exec({_LOADER_SOURCE!r}, {{}})"
 _CONTROL = f"__import__({_ALIAS + '._boot'!r}, fromlist=['control']).control"
 _KERNEL_ARGS = ("--HistoryManager.enabled=False", "--IPKernelApp.capture_fd_output=True")
 _CLEANUP_BOUND = 10.0
+# bwrap's exit code for a command killed by signal N is _BY_SIGNAL + N (as a shell's).
+_BY_SIGNAL = 128
 
 
 _KERNEL_ARGV = (sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}")
@@ -243,6 +245,10 @@ class KernelSession:
     async def exit_description(self) -> str:
         """Describe how the kernel process ended (exit code or signal), plus its last log lines."""
         code = await self.km.provisioner.poll() if self.km.provisioner else None
+        if code is not None and self.isolated and code > _BY_SIGNAL:
+            # The process Jupyter started is bwrap: it exits with 128 + N when the kernel is
+            # killed by signal N (a kernel exiting with such a code on purpose reads as a signal).
+            code = _BY_SIGNAL - code
         if code is None:
             how = "it stopped responding"
         elif code < 0:

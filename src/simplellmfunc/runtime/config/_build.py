@@ -148,6 +148,9 @@ async def build_toolkit(config: AgentConfig, stack: AsyncExitStack) -> list[Any]
     """
     section = config.toolkit
     toolkit: list[Any] = []
+    sandbox = config.sandbox
+    policy = None if sandbox is None else sandbox.policy()
+    shell_policy = policy if sandbox is not None and sandbox.shell else None
     if section.pyrepl is not None:
         from ...builtin import PyRepl
 
@@ -157,6 +160,7 @@ async def build_toolkit(config: AgentConfig, stack: AsyncExitStack) -> list[Any]
             execution_timeout_seconds=options.timeout,
             memory_limit_mb=options.memory_limit_mb,
             max_output_tokens=options.max_output_tokens,
+            sandbox=True if sandbox is None else policy or False,
         )
         await stack.enter_async_context(repl)
         toolkit.extend(repl.toolset)
@@ -175,6 +179,7 @@ async def build_toolkit(config: AgentConfig, stack: AsyncExitStack) -> list[Any]
             parameters=s.parameters,
             cwd=s.cwd,
             max_output_chars=s.max_output_chars,
+            sandbox=shell_policy,
         )
         for s in section.shell
     )

@@ -26,11 +26,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+import anyio.to_thread
+
 from ...exceptions import ConfigError, SkillError
 from ...providers import PRESETS, env_settings
+from ...sandbox import Isolation, isolation
 from ..skills import SkillRegistry
 from ._build import build_llm
-from ._schema import AgentConfig, ModelConfig
+from ._schema import AgentConfig, ModelConfig, SandboxConfig
 
 __all__ = ["Finding", "check_config"]
 
@@ -83,7 +86,8 @@ async def check_config(
     for index, fallback in enumerate(config.model.fallback):
         findings += await _model(fallback, env, f"fallback model {index + 1}")
     if config.kind != "chain":
-        findings += _toolkit(config, env)
+        isolated = await anyio.to_thread.run_sync(isolation)  # runs a throwaway sandbox once
+        findings += _toolkit(config, env, isolated)
     findings += _files(config)
     if config.knowledge is not None and config.kind != "chain":
         findings += _knowledge(config)
@@ -146,11 +150,14 @@ def _claude_cli(subject: str) -> Finding:
 # --- tools ----------------------------------------------------------------------------------
 
 
-def _toolkit(config: AgentConfig, env: Mapping[str, str]) -> list[Finding]:
+def _toolkit(config: AgentConfig, env: Mapping[str, str], isolated: Isolation) -> list[Finding]:
     toolkit = config.toolkit
     found: list[Finding] = []
     if toolkit.pyrepl is not None:
-        found.append(_pyrepl(toolkit.pyrepl.working_directory))
+        found.append(_pyrepl(toolkit.pyrepl.working_directory, config.sandbox))
+    sandboxed_shell = config.sandbox is not None and config.sandbox.shell and toolkit.shell
+    if toolkit.pyrepl is not None or sandboxed_shell:
+        found.append(_sandbox(config.sandbox, isolated))
     if toolkit.files is not None:
         found.append(_existing_folder("files workspace", toolkit.files.workspace))
     for shell in toolkit.shell:
@@ -176,13 +183,37 @@ def _skills(paths: list[str]) -> list[Finding]:
     return found
 
 
-def _pyrepl(directory: str | None) -> Finding:
+def _pyrepl(directory: str | None, sandbox: SandboxConfig | None) -> Finding:
     if importlib.util.find_spec("ipykernel") is None:
         return Finding("problem", "pyrepl", "ipykernel is not installed")
     if directory is not None and not Path(directory).is_dir():
         return Finding("problem", "pyrepl", f"working directory {directory} does not exist")
-    where = directory or "the current directory"
+    unsandboxed = sandbox is not None and not sandbox.enabled
+    where = directory or ("the current directory" if unsandboxed else "a private directory")
     return Finding("ok", "pyrepl", f"ipykernel installed; runs in {where} (not started)")
+
+
+def _sandbox(section: SandboxConfig | None, found: Isolation) -> Finding:
+    """Whether the sandbox can isolate here (``found``: what bubblewrap can do)."""
+    if section is not None and not section.enabled:
+        return Finding(
+            "warning", "sandbox", "off: the Python kernel runs with the host user's access"
+        )
+    for path in [] if section is None else [*section.read_only, *section.writable]:
+        if not Path(path).exists():
+            return Finding("problem", "sandbox", f"{path} does not exist")
+    if found.binary is not None:
+        return Finding("ok", "sandbox", f"bubblewrap isolates ({found.binary})")
+    if section is not None and section.require_isolation:
+        return Finding(
+            "problem",
+            "sandbox",
+            f"isolation is required, but bubblewrap cannot run: {found.reason}",
+        )
+    return Finding(
+        "warning", "sandbox",
+        f"bubblewrap cannot run ({found.reason}): only resource limits and a clean environment",
+    )  # fmt: skip
 
 
 def _existing_folder(subject: str, folder: str) -> Finding:

@@ -19,6 +19,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from ...sandbox import SandboxPolicy
+
 __all__ = [
     "AgentConfig",
     "AgentToolConfig",
@@ -33,6 +35,7 @@ __all__ = [
     "MemoryConfig",
     "ModelConfig",
     "PyReplConfig",
+    "SandboxConfig",
     "ShellToolConfig",
     "TerminationConfig",
     "ToolkitConfig",
@@ -221,6 +224,56 @@ class KnowledgeConfig(_Section):
     max_chunk_chars: Annotated[int, Field(ge=100)] = 1500
 
 
+_POLICY = SandboxPolicy()
+Count = Annotated[int, Field(ge=1)]
+
+
+class SandboxConfig(_Section):
+    """The sandbox of the agent's Python kernel and shell tools (a
+    :class:`~simplellmfunc.sandbox.SandboxPolicy`; see ``docs/sandbox.md``).
+
+    ``sandbox: true`` is the default policy for both; ``sandbox: false`` runs the kernel
+    unsandboxed. Without the section, the kernel has the default policy and shell tools none.
+    Agent tools (``toolkit.agents``) are never sandboxed by it: they usually call a model.
+
+    Attributes:
+        enabled: ``false``: no sandbox for the kernel or the shell tools.
+        shell: Also run the shell tools under the policy.
+        network: Share the host's network.
+        read_only: Extra host paths visible read-only (relative to the config file).
+        writable: Extra host paths visible read-write.
+        memory_mb: Address-space limit per process, in MiB (``null``: none).
+        cpu_seconds: CPU-time limit per process.
+        max_processes: How many processes and threads the sandbox may add.
+        max_open_files: Open files per process.
+        max_file_size_mb: Largest file a process may write, in MiB.
+        timeout_seconds: Wall-clock limit of one shell command.
+        env: Host environment variables passed in (secrets never pass unless named).
+        require_isolation: Refuse to run where bubblewrap cannot, instead of falling back to
+            resource limits and a clean environment.
+    """
+
+    enabled: bool = True
+    shell: bool = True
+    network: bool = _POLICY.network
+    read_only: list[Annotated[str, Field(min_length=1)]] = []
+    writable: list[Annotated[str, Field(min_length=1)]] = []
+    memory_mb: Count | None = _POLICY.memory_mb
+    cpu_seconds: Count | None = _POLICY.cpu_seconds
+    max_processes: Count | None = _POLICY.max_processes
+    max_open_files: Count | None = _POLICY.max_open_files
+    max_file_size_mb: Annotated[int, Field(ge=0)] | None = _POLICY.max_file_size_mb
+    timeout_seconds: Positive | None = _POLICY.timeout_seconds
+    env: list[Annotated[str, Field(min_length=1)]] = []
+    require_isolation: bool = _POLICY.require_isolation
+
+    def policy(self) -> SandboxPolicy | None:
+        """The policy (None when ``enabled`` is false)."""
+        if not self.enabled:
+            return None
+        return SandboxPolicy.from_dict(self.model_dump(exclude={"enabled", "shell"}))
+
+
 class SkillsConfig(_Section):
     """Skills (Agent Skills folders); ``skills: [dir, ...]`` is short for ``{paths: [...]}``.
 
@@ -400,6 +453,8 @@ class AgentConfig(_Section):
         keyword_heuristic: With the text protocol, also read "use the X tool" prose as a call.
         toolkit: Tools.
         knowledge: A knowledge base searched with a ``retrieve`` tool.
+        sandbox: The sandbox of the Python kernel and shell tools (``true``, ``false`` or a
+            :class:`SandboxConfig`; absent: the kernel's default policy, shell tools none).
         skills: Skill folders (a list of folders, or a :class:`SkillsConfig`).
         memory: Agent memory.
         limits: Limits of a run.
@@ -424,6 +479,7 @@ class AgentConfig(_Section):
     keyword_heuristic: bool = False
     toolkit: ToolkitConfig = ToolkitConfig()
     knowledge: KnowledgeConfig | None = None
+    sandbox: SandboxConfig | None = None
     skills: list[Annotated[str, Field(min_length=1)]] | SkillsConfig = []
     memory: MemoryConfig = MemoryConfig()
     limits: LimitsConfig = LimitsConfig()

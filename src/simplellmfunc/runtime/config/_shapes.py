@@ -39,13 +39,16 @@ _PATHS: tuple[KeyPath, ...] = (
     ("toolkit", "mcpServers", "*", "cwd"),
     ("knowledge", "path"),
     ("knowledge", "sources", "*"),
+    ("sandbox", "read_only", "*"),
+    ("sandbox", "writable", "*"),
     ("agents", "*"),
     ("handoffs", "*"),
 )
 
 
 def normalize(data: Mapping[str, Any]) -> dict[str, Any]:
-    """Expand shorthands: tool switches, ``files: DIR``, chain steps as text, ``memory: KIND``."""
+    """Expand shorthands: tool switches, ``files: DIR``, chain steps as text, ``memory: KIND``,
+    ``sandbox: true|false``."""
     out = copy.deepcopy(dict(data))
     if isinstance(out.get("model"), str):
         out["model"] = {SPEC: out["model"]}
@@ -59,6 +62,8 @@ def normalize(data: Mapping[str, Any]) -> dict[str, Any]:
                 toolkit[key] = None
         if isinstance(toolkit.get("files"), str):
             toolkit["files"] = {"workspace": toolkit["files"]}
+    if isinstance(out.get("sandbox"), bool):
+        out["sandbox"] = {"enabled": out["sandbox"]}
     if isinstance(out.get("chain"), list):
         out["chain"] = [{"prompt": s} if isinstance(s, str) else s for s in out["chain"]]
     if isinstance(out.get("memory"), str):

@@ -61,9 +61,11 @@ class SessionStore:
             kernel tools) and ``_hooks`` (the session's SelfReference key).
         pyrepl: Give each session a PyRepl kernel: ``True``, or the keyword arguments of
             :class:`~simplellmfunc.PyRepl` (``execution_timeout_seconds`` …).
-        root: The sessions' folder: ``<root>/<session id>/work`` is the kernel's working
-            directory, ``<root>/<session id>/logs`` its audit log. Default: a temporary folder,
-            removed with each session and with the store.
+        root: The sessions' folder: ``<root>/<session id>/logs`` is the kernel's audit log.
+            A sandboxed kernel (the default) works in its own private folder, which lives as
+            long as the kernel; with ``pyrepl={"sandbox": False}`` it works in
+            ``<root>/<session id>/work``. Default: a temporary folder, removed with each session
+            and with the store.
         pool_size: Kernels kept started ahead of time (a :class:`KernelPool`; 0: none).
         store: Where histories are kept between turns and after a session is reclaimed
             (default: an :class:`InMemoryStore`; a ``SQLiteStore`` or ``RedisStore`` keeps
@@ -132,7 +134,8 @@ class SessionStore:
         if self._repl_options is not None and self._pool_size > 0:
             from ...builtin import KernelPool
 
-            self._pool = await KernelPool(self._pool_size).__aenter__()
+            sandbox = self._repl_options.get("sandbox", True)
+            self._pool = await KernelPool(self._pool_size, sandbox=sandbox).__aenter__()
         if self.idle_timeout is not None:
             tasks.start_soon(self._reap, self.idle_timeout)
         return self
@@ -352,9 +355,14 @@ class SessionStore:
 
         assert self._root is not None
         folder = self._root / session_id
-        (folder / "work").mkdir(parents=True, exist_ok=True)
         options = {"log_dir": folder / "logs", "pool": self._pool, **self._repl_options}
-        repl = PyRepl(folder / "work", **options)
+        if options.get("sandbox", True) is False:
+            (folder / "work").mkdir(parents=True, exist_ok=True)
+            repl = PyRepl(folder / "work", **options)
+        else:
+            # A sandboxed kernel works in its own private folder (bound in when it starts), so
+            # one from the warm pool serves any session.
+            repl = PyRepl(**options)
         if self._self_reference is not None:
             repl.attach_self_reference(self._self_reference)
         return repl

@@ -1,0 +1,219 @@
+"""Warm sandboxed workers: one process per policy serves many tool calls.
+
+Starting a sandboxed Python and importing a tool's module costs most of a second; a worker pays
+it once. It runs ``simplellmfunc.sandbox._worker`` under the policy and forks a child per call
+(fresh state and limits each time). Workers are kept per :class:`WorkerKey` (policy, workspace,
+code paths, isolation): a call takes an idle one or starts one, and gives it back afterwards,
+unless the call was cut short (timeout, cancellation) or the worker died, in which case it is
+killed and the next call starts a new one. Parallel calls use parallel workers; at most
+``MAX_IDLE`` per key wait for the next call. Workers are killed at interpreter exit (an
+``atexit`` hook installed with the first worker) or by :meth:`WorkerPool.close`.
+
+Blocking throughout (pipes, process waits): call from worker threads.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+from dataclasses import dataclass
+from typing import Any
+
+from ..sandbox import (
+    Isolation,
+    SandboxPolicy,
+    clean_environment,
+    import_paths,
+    sandbox_argv,
+)
+
+__all__ = ["MAX_IDLE", "WORKERS", "Worker", "WorkerKey", "WorkerPool"]
+
+#: Idle workers kept per key.
+MAX_IDLE = 2
+_LOG_TAIL = 2000
+
+
+@dataclass(frozen=True, slots=True)
+class WorkerKey:
+    """What a worker is started with; calls with an equal key share workers."""
+
+    policy: SandboxPolicy
+    workspace: str | None
+    binds: tuple[str, ...]
+    paths: tuple[str, ...]
+    isolated: Isolation
+
+
+class Worker:
+    """One warm worker process (started by the constructor)."""
+
+    def __init__(self, key: WorkerKey) -> None:
+        self.key = key
+        self.private = tempfile.mkdtemp(prefix="slf-tool-")
+        self.workspace = key.workspace or os.path.join(self.private, "work")
+        os.makedirs(self.workspace, exist_ok=True)
+        paths = import_paths(os.environ.get("PYTHONPATH", ""))
+        command = [sys.executable, "-m", "simplellmfunc.sandbox._worker"]
+        if key.isolated.binary is not None:
+            command.append("--pid-namespace")
+        argv = sandbox_argv(
+            key.policy, command, workspace=self.workspace, isolated=key.isolated,
+            read_only=[*paths, *key.binds],
+        )  # fmt: skip
+        env = {**clean_environment(key.policy.env), "HOME": self.workspace}
+        env["PYTHONPATH"] = os.pathsep.join([*paths, *key.paths])
+        self._log = os.path.join(self.private, "worker.log")
+        with open(self._log, "wb") as log:
+            self.process = subprocess.Popen(
+                argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log,
+                env=env, cwd=self.workspace, start_new_session=True,
+            )  # fmt: skip
+
+        #: The (module, qualname) pairs this worker has imported.
+        self.loaded: set[tuple[str, str]] = set()
+
+    def load(self, request: dict[str, Any]) -> dict[str, Any] | None:
+        """Have the worker import the tool of ``request`` (once); its reply, None if it died."""
+        target = (str(request["module"]), str(request["qualname"]))
+        if target in self.loaded:
+            return {"ok": True, "result": None}
+        reply = self.call({**request, "op": "load", "arguments": None})
+        if reply is not None and reply.get("ok"):
+            self.loaded.add(target)
+        return reply
+
+    @property
+    def alive(self) -> bool:
+        """Whether the worker process still runs."""
+        return self.process.poll() is None
+
+    def call(self, request: dict[str, Any]) -> dict[str, Any] | None:
+        """Send one request and wait for its reply (None: the worker died)."""
+        stdin, stdout = self.process.stdin, self.process.stdout
+        assert stdin is not None
+        assert stdout is not None
+        try:
+            stdin.write(json.dumps(request).encode() + b"\n")
+            stdin.flush()
+            line = stdout.readline()
+        except (OSError, ValueError):  # a broken pipe, or closed by kill() meanwhile
+            return None
+        if not line:
+            return None
+        if self.key.workspace is None:
+            _empty(self.workspace)  # each call finds the private workspace empty
+        reply = json.loads(line)
+        return reply if isinstance(reply, dict) else None
+
+    def log_tail(self) -> str:
+        """The last lines the worker itself wrote (``":\\n..."``, or "" when none)."""
+        try:
+            with open(self._log, "rb") as handle:
+                handle.seek(max(0, os.fstat(handle.fileno()).st_size - _LOG_TAIL))
+                text = handle.read().decode("utf-8", errors="replace").strip()
+        except OSError:
+            return ""
+        return f":\n{text}" if text else ""
+
+    def kill(self) -> None:
+        """Kill the worker and everything in its sandbox; remove its files. Idempotent."""
+        with contextlib.suppress(OSError):
+            # Its own process group: bwrap (whose namespace dies with it) or, without
+            # bubblewrap, the worker (its call children die with it: PR_SET_PDEATHSIG).
+            os.killpg(self.process.pid, signal.SIGKILL)
+        self.process.wait()
+        for pipe in (self.process.stdin, self.process.stdout):
+            with contextlib.suppress(OSError):
+                if pipe is not None:
+                    pipe.close()
+        shutil.rmtree(self.private, ignore_errors=True)
+
+
+def _empty(folder: str) -> None:
+    with contextlib.suppress(OSError), os.scandir(folder) as entries:
+        for entry in entries:
+            if entry.is_dir(follow_symlinks=False):
+                shutil.rmtree(entry.path, ignore_errors=True)
+            else:
+                with contextlib.suppress(OSError):
+                    os.unlink(entry.path)
+
+
+class WorkerPool:
+    """Warm workers by key (thread-safe)."""
+
+    def __init__(self) -> None:
+        self._idle: dict[WorkerKey, list[Worker]] = {}
+        self._live: set[Worker] = set()
+        self._lock = threading.Lock()
+        self._hooked = False
+
+    def acquire(self, key: WorkerKey) -> Worker:
+        """An idle worker for ``key``, or a new one."""
+        stale: list[Worker] = []
+        found = None
+        with self._lock:
+            idle = self._idle.get(key, [])
+            while idle and found is None:
+                worker = idle.pop()
+                if worker.alive:
+                    found = worker
+                else:
+                    stale.append(worker)
+            if not self._hooked:
+                self._hooked = True
+                atexit.register(self.close)
+        for worker in stale:
+            self._forget(worker)
+        if found is not None:
+            return found
+        worker = Worker(key)
+        with self._lock:
+            self._live.add(worker)
+        return worker
+
+    def release(self, worker: Worker, healthy: bool) -> None:
+        """Give ``worker`` back after a call (``healthy`` False: kill it)."""
+        if healthy and worker.alive:
+            with self._lock:
+                idle = self._idle.setdefault(worker.key, [])
+                if len(idle) < MAX_IDLE:
+                    idle.append(worker)
+                    return
+        self._forget(worker)
+
+    def close(self, policy: SandboxPolicy | None = None) -> None:
+        """Kill the idle workers (of ``policy`` only, if given); at exit, every worker."""
+        with self._lock:
+            if policy is None:
+                doomed = list(self._live)
+                self._idle.clear()
+            else:
+                doomed = []
+                for key in [k for k in self._idle if k.policy == policy]:
+                    doomed += self._idle.pop(key)
+        for worker in doomed:
+            self._forget(worker)
+
+    def live_count(self) -> int:
+        """How many workers run (for tests and diagnostics)."""
+        with self._lock:
+            return len(self._live)
+
+    def _forget(self, worker: Worker) -> None:
+        with self._lock:
+            self._live.discard(worker)
+        worker.kill()
+
+
+#: The process's warm workers.
+WORKERS = WorkerPool()
