@@ -228,7 +228,9 @@ async def test_cwd_and_env(fake: Fake, tmp_path: Path) -> None:
     assert record["pgid"] == record["pid"]  # a process group of its own
 
 
-@pytest.mark.parametrize("prompt", ["x" * 150_000, "- a list item first"])
+# Short ids: pytest puts the test id in the child's environment (PYTEST_CURRENT_TEST), and a
+# 150 kB id is an argument the kernel refuses (E2BIG).
+@pytest.mark.parametrize("prompt", ["x" * 150_000, "- a list item first"], ids=["long", "dash"])
 async def test_long_or_dash_prompts_go_through_stdin(fake: Fake, prompt: str) -> None:
     with anyio.fail_after(GUARD):
         response = await fake.llm().complete(req(UserMessage(prompt)))
