@@ -93,7 +93,13 @@ def test_top_level_surface() -> None:
 EXPECTED_ENGINE = {
     "DEFAULT_SIGNALS",
     "FINAL_ANSWER_INSTRUCTION",
+    "STEP_REPLAYED",
     "SUMMARY_INSTRUCTION",
+    "StepKind",
+    "StepRunner",
+    "StepSlot",
+    "current_step_runner",
+    "running_steps",
     "BatchResult",
     "Emitter",
     "EngineOptions",

@@ -27,7 +27,9 @@ Every error the library raises derives from :class:`SimpleLLMFuncError`::
     │   │                          ``runtime.BridgeError``; never raised on the host)
     │   ├── WorkspaceError         a path outside a FileToolset workspace, or a stale write
     │   ├── MCPError               an MCP server failed
-    │   └── AbortedError           the run was aborted through an AbortSignal
+    │   ├── AbortedError           the run was aborted through an AbortSignal
+    │   └── DurableError           a durable run failed to start, resume or report
+    │       └── StepInterruptedError   a non-idempotent tool call cut by a crash: not re-run
     └── ToolSignal                 raised by tools to talk to the loop, never an error
         └── ToolRetry              "tell the model this message and let it try again"
 
@@ -44,6 +46,7 @@ __all__ = [
     "ConfigError",
     "ContentError",
     "DecoratorError",
+    "DurableError",
     "EmptyReplyError",
     "InvalidHistoryError",
     "KernelDiedError",
@@ -58,6 +61,7 @@ __all__ = [
     "RunError",
     "SimpleLLMFuncError",
     "SkillError",
+    "StepInterruptedError",
     "StreamError",
     "ToolDefinitionError",
     "ToolExecutionError",
@@ -257,6 +261,15 @@ class AbortedError(RunError):
     def __init__(self, reason: str = "") -> None:
         super().__init__(f"aborted: {reason}" if reason else "aborted")
         self.reason = reason
+
+
+class DurableError(RunError):
+    """A durable run (``simplellmfunc.runtime.durable``) failed to start, resume or report."""
+
+
+class StepInterruptedError(DurableError):
+    """A non-idempotent tool call began before a crash and may or may not have taken effect;
+    a durable run does not run it again (the model is told instead)."""
 
 
 class ToolSignal(SimpleLLMFuncError):

@@ -14,6 +14,14 @@ from ._phases import SUMMARY_INSTRUCTION
 from ._run import ReactRun, Run, RunItem, new_call_id, run_react
 from ._scheduler import BatchResult, run_tool_batch
 from ._state import RunResult, RunState
+from ._steps import (
+    STEP_REPLAYED,
+    StepKind,
+    StepRunner,
+    StepSlot,
+    current_step_runner,
+    running_steps,
+)
 from ._termination import DEFAULT_SIGNALS, TerminationPolicy
 from ._text_protocol import TextAction, parse_reply, render_catalogue
 from ._window import HistoryWindow
@@ -21,6 +29,7 @@ from ._window import HistoryWindow
 __all__ = [
     "DEFAULT_SIGNALS",
     "FINAL_ANSWER_INSTRUCTION",
+    "STEP_REPLAYED",
     "SUMMARY_INSTRUCTION",
     "BatchResult",
     "Emitter",
@@ -36,16 +45,21 @@ __all__ = [
     "RunResult",
     "RunState",
     "RunView",
+    "StepKind",
+    "StepRunner",
+    "StepSlot",
     "TerminationPolicy",
     "TextAction",
     "TextChunk",
     "ToolProtocol",
     "compile_request",
+    "current_step_runner",
     "new_call_id",
     "parse_reply",
     "render_catalogue",
     "run_react",
     "run_tool_batch",
+    "running_steps",
     "split_options",
     "system_context",
 ]

@@ -69,6 +69,9 @@ class Tool:
         timeout: Per-call timeout in seconds (``None``: the run's default).
         result_budget: Max tokens of one result shown to the model (``None``: the run's
             default); tools that fit their own output, like PyRepl, raise it.
+        idempotent: Running the tool twice with the same arguments does no harm. A durable
+            run re-runs an idempotent call that a crash interrupted (at least once); a call
+            of a non-idempotent tool is not re-run, the model is told it was interrupted.
 
     Raises:
         ToolDefinitionError: For an invalid name, an unsupported signature, or neither
@@ -77,6 +80,7 @@ class Tool:
 
     name: str = ""
     description: str = ""
+    idempotent: bool = True
 
     def __init__(
         self,
@@ -89,6 +93,7 @@ class Tool:
         too_long_to_file: bool = False,
         timeout: float | None = None,
         result_budget: int | None = None,
+        idempotent: bool = True,
     ) -> None:
         if func is None and not self._overrides_run():
             raise ToolDefinitionError(f"{type(self).__name__}: pass func= or override run()")
@@ -103,6 +108,7 @@ class Tool:
         self.too_long_to_file = too_long_to_file
         self.timeout = timeout
         self.result_budget = result_budget
+        self.idempotent = idempotent
 
     def _doc_text(self, func: Callable[..., Any] | None) -> ParsedDocstring:
         """The docstring that documents the tool: the function's, or the subclass's + run()'s."""
@@ -257,6 +263,7 @@ def tool(
     too_long_to_file: bool = False,
     timeout: float | None = None,
     result_budget: int | None = None,
+    idempotent: bool = True,
 ) -> Callable[[Callable[..., Any]], FunctionTool]: ...
 
 
