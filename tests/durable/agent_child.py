@@ -92,10 +92,7 @@ async def main() -> None:
             "pid": os.getpid(),
         }
         print(json.dumps(out), flush=True)
-    if MODE == "start":
-        # Resumed and dequeued runs execute on DBOS's own event loop, gone by now: the
-        # interface they used is left to the process exit.
-        await llm.aclose()
+    await llm.aclose()
 
 
 if __name__ == "__main__":

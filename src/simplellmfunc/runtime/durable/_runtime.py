@@ -67,7 +67,10 @@ class DurableRuntime:
             DBOS.launch()
 
         try:
-            await anyio.to_thread.run_sync(launch)
+            # In this thread, on purpose: DBOS then runs the workflows it starts itself
+            # (resumed runs, sessions from a queue) on this event loop, where the agents'
+            # LLM clients live, instead of a loop of its own.
+            launch()
         except Exception as exc:  # boundary: DBOS's errors become ours
             await anyio.to_thread.run_sync(_destroy)
             raise DurableError(f"cannot launch the durable runtime: {exc}") from exc
