@@ -16,7 +16,13 @@ from pathlib import Path
 import anyio
 
 from simplellmfunc import OpenAICompatible, llm_chat, tool
-from simplellmfunc.runtime.durable import DurableAgent, DurableConfig, DurableRuntime, QueueConfig
+from simplellmfunc.runtime.durable import (
+    DurableAgent,
+    DurableConfig,
+    DurableRuntime,
+    QueueConfig,
+    serve_queue,
+)
 
 MODE, DB_URL, LLM_URL, DIR = sys.argv[1:5]
 QUEUE = sys.argv[5] if len(sys.argv) > 5 else "sessions"
@@ -29,8 +35,8 @@ def _log(name: str, line: str) -> None:
 
 
 async def _block(name: str) -> None:
-    """In the first process: block until killed (the calls are cut mid-way)."""
-    if MODE == "start":
+    """In the first process (or a worker told to): block until killed (calls cut mid-way)."""
+    if MODE == "start" or os.environ.get("DURABLE_BLOCK") == "1":
         print(f"blocked {name}", flush=True)
         await anyio.sleep_forever()
 
@@ -75,15 +81,23 @@ CONFIG = DurableConfig(
 
 
 async def main() -> None:
-    listen = (QUEUE,) if MODE == "worker" else ()
-    async with DurableRuntime(CONFIG, listen=listen) as runtime:
+    if MODE == "worker":
+        try:
+            await serve_queue(
+                CONFIG,
+                QUEUE,
+                heartbeat=0.2,
+                dead_after=1.0,
+                ready=lambda: print("ready", flush=True),
+            )
+        finally:
+            await llm.aclose()
+        return
+    async with DurableRuntime(CONFIG) as runtime:
         if MODE == "start":
             result = await AGENT.run("do the job", history=[], workflow_id="w1")
-        elif MODE == "resume":
-            result = await runtime.result("w1", timeout=60)
         else:
-            print("ready", flush=True)
-            await anyio.sleep_forever()
+            result = await runtime.result("w1", timeout=60)
         out = {
             "text": result.text,
             "resumed": result.resumed,

@@ -6,10 +6,12 @@ and tool calls are recorded steps; a :class:`DurableRuntime` launches DBOS in th
 """
 
 from ._agent import DurableAgent
+from ._client import DurableClient
 from ._config import DEFAULT_DATABASE_PATH, DurableConfig, QueueConfig
 from ._result import DurableHandle, DurableResult
 from ._runner import RESUME_NOTE, DBOSStepRunner
 from ._runtime import DurableRuntime
+from ._worker import serve_queue, worker_id
 from ._workflow import WORKFLOW_NAME
 
 __all__ = [
@@ -18,9 +20,12 @@ __all__ = [
     "WORKFLOW_NAME",
     "DBOSStepRunner",
     "DurableAgent",
+    "DurableClient",
     "DurableConfig",
     "DurableHandle",
     "DurableResult",
     "DurableRuntime",
     "QueueConfig",
+    "serve_queue",
+    "worker_id",
 ]
