@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import signal
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -10,7 +11,8 @@ from typing import Any
 import anyio
 import pytest
 
-from durable.support import child, log_lines
+from acceptance_support import clean_env, start_cli, write
+from durable.support import Lines, child, log_lines
 from simplellmfunc import OpenAICompatible, llm_chat, tool
 from simplellmfunc.events import CustomEvent, EventYield
 from simplellmfunc.exceptions import DurableError
@@ -24,6 +26,7 @@ from simplellmfunc.engine import STEP_REPLAYED
 from simplellmfunc.runtime.durable import (
     RESUME_NOTE,
     DurableAgent,
+    DurableClient,
     DurableConfig,
     DurableRuntime,
 )
@@ -158,3 +161,34 @@ async def test_abort_stops_a_durable_run_and_cancels_it_durably(
                 await handle.result()
             assert await handle.status() == "CANCELLED"
     assert len(mock_server.requests) == 1
+
+
+async def test_cli_worker_runs_queued_sessions_of_a_config_agent(tmp_path: Path) -> None:
+    database = tmp_path / "durable.sqlite"
+    config = write(
+        tmp_path / "clerk.yml",
+        "name: clerk\nkind: simple\nmodel: openai:mock-model\nsystem: Be brief.\n"
+        f"durable:\n  path: {database}\n"
+        "  queues:\n    sessions: {worker_concurrency: 2, polling_interval: 0.05}\n",
+    )
+    async with MockLLMServer(default=Reply.text("Hi there!")) as server:
+        env = clean_env({"OPENAI_API_KEY": "sk-test-123456789", "OPENAI_BASE_URL": server.url})
+        with anyio.fail_after(GUARD):
+            worker = await start_cli("worker", config, "--queue", "sessions", env=env, cwd=tmp_path)
+            try:
+                assert worker.stderr is not None
+                await Lines(worker.stderr).until("worker ready")
+                async with DurableClient(DurableConfig(path=str(database))) as client:
+                    ids = [await client.enqueue("sessions", "clerk", f"hi {n}") for n in range(3)]
+                    results = [await client.result(i) for i in ids]
+                worker.send_signal(signal.SIGTERM)
+                assert await worker.wait() == 0
+            finally:
+                if worker.returncode is None:
+                    worker.kill()
+                with anyio.CancelScope(shield=True):
+                    await worker.wait()
+                    await worker.aclose()
+    assert [r.text for r in results] == ["Hi there!"] * 3
+    assert all(r.history is not None and r.history[-1]["content"] == "Hi there!" for r in results)
+    assert len(server.requests) == 3

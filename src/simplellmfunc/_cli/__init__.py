@@ -1,4 +1,5 @@
-"""The ``simplellmfunc`` command line: ``run``, ``repl`` and ``validate`` an agent config.
+"""The ``simplellmfunc`` command line: ``run``, ``repl``, ``validate`` an agent config, and
+serve its sessions from a durable queue (``worker``).
 
 ::
 
@@ -6,6 +7,7 @@
     echo "a task" | simplellmfunc run worker.yml --quiet -
     simplellmfunc repl agent.yml
     simplellmfunc validate agent.yml
+    simplellmfunc worker agent.yml --queue sessions
 
 Exit codes: 0 done, 1 the run failed otherwise, 2 bad config or command line, 3 the model
 provider failed, 4 a tool could not be started or used, 130 aborted (Ctrl-C).
@@ -34,6 +36,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             from ._repl import handle_repl
 
             return handle_repl(args)
+        if args.command == "worker":
+            from ._worker import handle_worker
+
+            return handle_worker(args)
         from ._validate import handle_validate
 
         return handle_validate(args)

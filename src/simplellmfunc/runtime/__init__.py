@@ -13,6 +13,9 @@
 * :mod:`.skills`: :class:`Skill` s from Agent Skills folders (``SKILL.md``) or :func:`skill`,
   a :class:`SkillRegistry` with search and discovery, :class:`Skills` (a registry as a toolkit
   item: ``load_skill`` on demand) and :func:`skill_agent`.
+* :mod:`.durable` (the ``[durable]`` extra, imported on its own): durable runs on DBOS —
+  :class:`~.durable.DurableAgent`, :class:`~.durable.DurableRuntime`, workers of a queue
+  (:func:`~.durable.serve_queue`) and :class:`~.durable.DurableClient`.
 * :mod:`.config`: agents from config files: :class:`AgentConfig` read by
   :func:`load_agent_config` (command line > environment > file > defaults), run once by
   :func:`run_config` (a :class:`ConfigRunResult`) or turn after turn by
@@ -25,8 +28,7 @@ public names only.
 Room is left for the packages that come next, each a sibling sub-package on the same terms:
 ``multiagent/`` (agent as tool, handoff, group chat, parallel runs, channels, shared memory),
 ``retrieval/`` (a store + retrieve tool),
-``a2a/`` and ``serving/`` (agent card, client and server; HTTP serving) and ``durable/``
-(durable, distributed runs on DBOS).
+``a2a/`` and ``serving/`` (agent card, client and server; HTTP serving).
 
 ``simplellmfunc.runtime.RunResult`` is a deprecated alias of :class:`ConfigRunResult` (the name
 meant the engine's ``RunResult`` elsewhere).

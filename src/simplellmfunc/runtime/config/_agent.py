@@ -197,6 +197,18 @@ class ConfiguredAgent:
             raise UserError("the agent is not open; use 'async with'")
         return self._recorder
 
+    @property
+    def chat(self) -> ChatFunction:
+        """The ``@llm_chat`` function of a ``simple`` or ``react`` agent (events enabled), to
+        wrap (a durable worker makes it a ``DurableAgent``).
+
+        Raises:
+            UserError: If the agent is not open, or is a chain.
+        """
+        if self._chat is None:
+            raise UserError("the agent is not open, or is a chain (its stages are not one chat)")
+        return self._chat
+
     async def tool_names(self) -> list[str]:
         """The names of the tools the model sees (MCP servers are asked)."""
         names: list[str] = []

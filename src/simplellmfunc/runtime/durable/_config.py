@@ -62,6 +62,9 @@ class DurableConfig:
         resume_note: Tell the model, in a user message, that a resumed run lost in-memory
             tool state (a PyRepl kernel is new).
         queues: The queues this process declares.
+        heartbeat: Seconds between a worker's liveness beats.
+        dead_after: A worker silent this long is dead: its unfinished sessions go back on
+            their queue for the others.
     """
 
     database_url: str | None = None
@@ -71,6 +74,8 @@ class DurableConfig:
     app_version: str | None = None
     resume_note: bool = True
     queues: tuple[QueueConfig, ...] = ()
+    heartbeat: float = 5.0
+    dead_after: float = 30.0
 
     def url(self) -> str:
         """The system database URL (a SQLite file's folder is made on first use)."""
@@ -114,14 +119,26 @@ class DurableConfig:
         Raises:
             ConfigError: For an unknown key or a bad value.
         """
-        known = {"database_url", "path", "app_name", "executor_id", "app_version", "resume_note"}
+        known = {
+            "database_url",
+            "path",
+            "app_name",
+            "executor_id",
+            "app_version",
+            "resume_note",
+            "heartbeat",
+            "dead_after",
+        }
         unknown = sorted(set(values) - known - {"queues"})
         if unknown:
             raise ConfigError(f"durable: unknown key(s) {', '.join(unknown)}")
         queues = values.get("queues") or {}
         if not isinstance(queues, dict):
             raise ConfigError("durable.queues must map queue names to their settings")
-        built = tuple(
-            QueueConfig(name=name, **(settings or {})) for name, settings in queues.items()
-        )
+        try:
+            built = tuple(
+                QueueConfig(name=name, **(settings or {})) for name, settings in queues.items()
+            )
+        except TypeError as exc:
+            raise ConfigError(f"durable.queues: {exc}") from None
         return cls(**{k: v for k, v in values.items() if k in known}, queues=built)
