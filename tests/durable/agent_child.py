@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 
 import anyio
@@ -23,6 +24,7 @@ from simplellmfunc.runtime.durable import (
     QueueConfig,
     serve_queue,
 )
+from simplellmfunc.runtime.otel import GenAITracing
 
 MODE, DB_URL, LLM_URL, DIR = sys.argv[1:5]
 QUEUE = sys.argv[5] if len(sys.argv) > 5 else "sessions"
@@ -72,7 +74,35 @@ async def clerk(message: str, history: list | None = None):  # type: ignore[no-u
     """You are a careful clerk."""
 
 
-AGENT = DurableAgent(clerk, name="clerk")
+def _tracing() -> GenAITracing | None:
+    """Spans written as JSON lines to ``$SPANS_FILE`` as they end (nothing else is exported)."""
+    path = os.environ.get("SPANS_FILE")
+    if not path:
+        return None
+    from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExporter, SpanExportResult
+
+    class FileExporter(SpanExporter):
+        def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
+            with open(path, "a") as handle:
+                for span in spans:
+                    context, parent = span.get_span_context(), span.parent
+                    record = {
+                        "name": span.name,
+                        "trace_id": context.trace_id if context else None,
+                        "span_id": context.span_id if context else None,
+                        "parent_id": parent.span_id if parent else None,
+                        "attributes": dict(span.attributes or {}),
+                    }
+                    handle.write(json.dumps(record, default=str) + "\n")
+            return SpanExportResult.SUCCESS
+
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(FileExporter()))
+    return GenAITracing(provider)
+
+
+AGENT = DurableAgent(clerk, name="clerk", tracing=_tracing())
 CONFIG = DurableConfig(
     database_url=DB_URL,
     executor_id=os.environ.get("DURABLE_EXECUTOR", "local"),

@@ -8,6 +8,7 @@ from typing import Any
 
 from dbos import DBOS, SetWorkflowID, WorkflowHandleAsync
 
+from ..otel import GenAITracing
 from ._result import DurableHandle, DurableResult
 from ._workflow import AgentEntry, EventCallback, durable_workflow, register_agent
 
@@ -33,6 +34,9 @@ class DurableAgent:
             (``enable_event=True``); steps whose result was replayed from the record are
             marked by a ``CustomEvent`` named ``"step_replayed"``.
         resume_note: Tell the model, when a run resumes, that in-memory tool state is gone.
+        tracing: Make OpenTelemetry spans of each run (``invoke_agent``, ``chat``,
+            ``execute_tool``), children of the caller's span even when the run is resumed or
+            dequeued in another process.
     """
 
     def __init__(
@@ -42,10 +46,12 @@ class DurableAgent:
         name: str | None = None,
         on_event: EventCallback | None = None,
         resume_note: bool = True,
+        tracing: GenAITracing | None = None,
     ) -> None:
         self.name = name or f"{func.__module__}.{func.__qualname__}"
         self.func = func
-        register_agent(self.name, AgentEntry(func, on_event, resume_note))
+        self.tracing = tracing
+        register_agent(self.name, AgentEntry(func, on_event, resume_note, tracing))
         durable_workflow()
 
     async def start(
@@ -58,9 +64,12 @@ class DurableAgent:
         """
         with SetWorkflowID(workflow_id) if workflow_id else nullcontext():
             handle: WorkflowHandleAsync[DurableResult] = await DBOS.start_workflow_async(
-                durable_workflow(), self.name, args, kwargs, {}
+                durable_workflow(), self.name, args, kwargs, self._carrier()
             )
         return DurableHandle(handle.workflow_id)
+
+    def _carrier(self) -> dict[str, str]:
+        return self.tracing.inject() if self.tracing is not None else {}
 
     async def run(self, *args: Any, workflow_id: str | None = None, **kwargs: Any) -> DurableResult:
         """Run to the end in this process (a durable run) and return the result.
@@ -77,6 +86,6 @@ class DurableAgent:
         """Put a run on ``queue`` for a worker process (``simplellmfunc worker``) to execute."""
         with SetWorkflowID(workflow_id) if workflow_id else nullcontext():
             handle: WorkflowHandleAsync[DurableResult] = await DBOS.enqueue_workflow_async(
-                queue, durable_workflow(), self.name, args, kwargs, {}
+                queue, durable_workflow(), self.name, args, kwargs, self._carrier()
             )
         return DurableHandle(handle.workflow_id)

@@ -9,6 +9,7 @@ import anyio
 from dbos import DBOSClient, EnqueueOptions, WorkflowHandleAsync
 
 from ...exceptions import DurableError
+from ..otel import GenAITracing
 from ._config import DurableConfig
 from ._result import DurableResult
 from ._workflow import WORKFLOW_NAME
@@ -21,11 +22,13 @@ class DurableClient:
 
     ``async with DurableClient(config) as client:`` then ``await client.enqueue(...)`` and
     ``await client.result(id)``; the sessions run in worker processes
-    (``simplellmfunc worker CONFIG --queue NAME``).
+    (``simplellmfunc worker CONFIG --queue NAME``). With ``tracing``, each session carries
+    the current OpenTelemetry context: its spans, in the worker, join the caller's trace.
     """
 
-    def __init__(self, config: DurableConfig) -> None:
+    def __init__(self, config: DurableConfig, *, tracing: GenAITracing | None = None) -> None:
         self.config = config
+        self.tracing = tracing
         self._client: DBOSClient | None = None
 
     async def __aenter__(self) -> DurableClient:
@@ -63,8 +66,9 @@ class DurableClient:
             options["workflow_id"] = workflow_id
         if self.config.app_version:
             options["app_version"] = self.config.app_version
+        carrier = self.tracing.inject() if self.tracing is not None else {}
         handle: WorkflowHandleAsync[Any] = await self._dbos.enqueue_async(
-            options, agent, args, kwargs, {}
+            options, agent, args, kwargs, carrier
         )
         return str(handle.get_workflow_id())
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 from collections.abc import Awaitable, Callable, Coroutine, Mapping
-from contextlib import aclosing
+from contextlib import AbstractContextManager, aclosing, nullcontext
 from dataclasses import dataclass
 from typing import Any
 
@@ -19,6 +19,7 @@ from dbos import DBOS
 from ..._events import EventYield, ResponseYield
 from ...engine import running_steps
 from ...exceptions import DurableError
+from ..otel import GenAITracing
 from ._local import local_abort
 from ._result import DurableResult
 from ._runner import RESUME_NOTE, DBOSStepRunner
@@ -37,6 +38,7 @@ class AgentEntry:
     func: Callable[..., Any]
     on_event: EventCallback | None = None
     resume_note: bool = True
+    tracing: GenAITracing | None = None
 
 
 _AGENTS: dict[str, AgentEntry] = {}
@@ -71,11 +73,21 @@ async def _run_agent(
     workflow_id = DBOS.workflow_id or ""
     recorded = await _recorded_steps(workflow_id)
     runner = DBOSStepRunner(recorded, RESUME_NOTE if entry.resume_note else None)
-    with local_abort(workflow_id) as abort, running_steps(runner):
+    with local_abort(workflow_id) as abort, running_steps(runner), _traced(entry, name, carrier):
         text, history, value = await _drive(entry, args, {**kwargs, "_abort_signal": abort})
     return DurableResult(
         workflow_id, text, history, value, runner.resumed, runner.replayed, runner.executed
     )
+
+
+def _traced(
+    entry: AgentEntry, name: str, carrier: Mapping[str, str]
+) -> AbstractContextManager[None]:
+    """The run's ``invoke_agent`` span, a child of the caller's context (``carrier``), in
+    whichever process runs or resumes it."""
+    if entry.tracing is None:
+        return nullcontext()
+    return entry.tracing.agent_run(name, carrier, conversation_id=DBOS.workflow_id)
 
 
 async def _recorded_steps(workflow_id: str) -> frozenset[int]:
