@@ -11,8 +11,8 @@ import anyio
 import pytest
 
 from durable.postgres import postgres_cluster
-from durable.support import child, log_lines
-from simplellmfunc.testing import MockLLMServer, RecordedRequest, Reply, ToolCallSpec
+from durable.support import child, log_lines, session_reply
+from simplellmfunc.testing import MockLLMServer
 
 pytest.importorskip("dbos", reason="durable runs need the [durable] extra (dbos)")
 
@@ -27,20 +27,11 @@ def postgres() -> Iterator[str]:
         yield url
 
 
-def _session_reply(request: RecordedRequest) -> Reply:
-    """Each session: one ``hang`` call with its label, then ``done <label>``."""
-    messages = request.json["messages"]
-    label = next(m["content"] for m in messages if m["role"] == "user")
-    if any(m["role"] == "tool" for m in messages):
-        return Reply.text(f"done {label}")
-    return Reply.tool_calls(ToolCallSpec("hang", {"label": label}))
-
-
 async def test_a_killed_workers_sessions_are_finished_by_another(
     postgres: str, tmp_path: Path
 ) -> None:
     labels = [f"s{n}" for n in range(4)]
-    async with MockLLMServer(default=_session_reply) as server:
+    async with MockLLMServer(default=session_reply("hang")) as server:
         config = DurableConfig(database_url=postgres)
         with anyio.fail_after(GUARD):
             async with (

@@ -10,9 +10,9 @@ from typing import Any
 import anyio
 import pytest
 
-from durable.support import child
+from durable.support import child, session_reply
 from simplellmfunc import OpenAICompatible, llm_chat, tool
-from simplellmfunc.testing import MockLLMServer, RecordedRequest, Reply, ToolCallSpec
+from simplellmfunc.testing import MockLLMServer, Reply, ToolCallSpec
 
 pytest.importorskip("opentelemetry.sdk", reason="the spans tests need opentelemetry-sdk (dev)")
 
@@ -101,14 +101,6 @@ async def test_a_run_is_one_tree_of_genai_spans(
     assert not failed.status.is_ok
 
 
-def _session_reply(request: RecordedRequest) -> Reply:
-    messages = request.json["messages"]
-    label = next(m["content"] for m in messages if m["role"] == "user")
-    if any(m["role"] == "tool" for m in messages):
-        return Reply.text(f"done {label}")
-    return Reply.tool_calls(ToolCallSpec("record", {"label": label}))
-
-
 async def test_a_session_run_by_a_worker_joins_the_callers_trace(
     spans: tuple[GenAITracing, InMemorySpanExporter], tmp_path: Path
 ) -> None:
@@ -118,7 +110,7 @@ async def test_a_session_run_by_a_worker_joins_the_callers_trace(
     tracing, exporter = spans
     database = f"sqlite:///{tmp_path / 'durable.sqlite'}"
     spans_file = tmp_path / "worker-spans.jsonl"
-    async with MockLLMServer(default=_session_reply) as server:
+    async with MockLLMServer(default=session_reply("record")) as server:
         env = {"SPANS_FILE": str(spans_file), "DURABLE_EXECUTOR": "worker-1"}
         with anyio.fail_after(GUARD):
             async with child("worker", database, server.url, tmp_path, env=env) as (_, lines):

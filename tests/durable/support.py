@@ -5,13 +5,15 @@ from __future__ import annotations
 import json
 import os
 import sys
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
 import anyio
 from anyio.abc import ByteReceiveStream, Process
+
+from simplellmfunc.testing import RecordedRequest, Reply, ToolCallSpec
 
 CHILD = Path(__file__).resolve().parent / "agent_child.py"
 SRC = str(Path(__file__).resolve().parents[2] / "src")
@@ -65,6 +67,20 @@ async def child(
             await process.wait()
             await process.aclose()
         errors.close()
+
+
+def session_reply(tool: str) -> Callable[[RecordedRequest], Reply]:
+    """A mock reply for sessions run concurrently: one ``tool`` call with the session's label
+    (its first user message), then ``done <label>`` once a tool result is in."""
+
+    def reply(request: RecordedRequest) -> Reply:
+        messages = request.json["messages"]
+        label = next(m["content"] for m in messages if m["role"] == "user")
+        if any(m["role"] == "tool" for m in messages):
+            return Reply.text(f"done {label}")
+        return Reply.tool_calls(ToolCallSpec(tool, {"label": label}))
+
+    return reply
 
 
 def log_lines(work: Path, name: str) -> list[str]:

@@ -11,7 +11,7 @@ from dbos import DBOSClient, EnqueueOptions, WorkflowHandleAsync
 from ...exceptions import DurableError
 from ..otel import GenAITracing
 from ._config import DurableConfig
-from ._result import DurableResult
+from ._result import DurableResult, wait_result
 from ._workflow import WORKFLOW_NAME
 
 __all__ = ["DurableClient"]
@@ -79,17 +79,7 @@ class DurableClient:
             DurableError: If the session failed, was cancelled, or does not exist.
             TimeoutError: If ``timeout`` seconds passed first.
         """
-        try:
-            handle: WorkflowHandleAsync[Any] = await self._dbos.retrieve_workflow_async(workflow_id)
-            with anyio.fail_after(timeout):
-                result = await handle.get_result(polling_interval_sec=0.05)
-        except TimeoutError:
-            raise
-        except Exception as exc:  # boundary: DBOS's errors become ours
-            raise DurableError(f"durable run {workflow_id!r}: {exc}") from exc
-        if not isinstance(result, DurableResult):
-            raise DurableError(f"durable run {workflow_id!r} returned {type(result).__name__}")
-        return result
+        return await wait_result(workflow_id, timeout, self._dbos.retrieve_workflow_async)
 
     async def status(self, workflow_id: str) -> str:
         """The session's status (``ENQUEUED``, ``PENDING``, ``SUCCESS``, ``ERROR`` ...)."""

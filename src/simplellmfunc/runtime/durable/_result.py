@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -69,15 +70,20 @@ class DurableHandle:
         await DBOS.cancel_workflow_async(self.workflow_id)
 
 
-async def wait_result(workflow_id: str, timeout: float | None) -> DurableResult:
-    """The result of the run ``workflow_id`` once it is done.
+async def wait_result(
+    workflow_id: str,
+    timeout: float | None,
+    retrieve: Callable[[str], Awaitable[WorkflowHandleAsync[Any]]] = DBOS.retrieve_workflow_async,
+) -> DurableResult:
+    """The result of the run ``workflow_id`` once it is done (``retrieve``: how its handle is
+    found, in this process's DBOS or through a client).
 
     Raises:
         DurableError: If the run failed, was cancelled, or does not exist.
         TimeoutError: If ``timeout`` seconds passed first.
     """
     try:
-        handle: WorkflowHandleAsync[Any] = await DBOS.retrieve_workflow_async(workflow_id)
+        handle = await retrieve(workflow_id)
         with anyio.fail_after(timeout):
             result = await handle.get_result(polling_interval_sec=0.05)
     except TimeoutError:
