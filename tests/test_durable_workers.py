@@ -10,9 +10,8 @@ from pathlib import Path
 import anyio
 import pytest
 
-from durable.postgres import postgres_cluster
 from durable.support import child, log_lines, session_reply
-from simplellmfunc.testing import MockLLMServer
+from simplellmfunc.testing import MockLLMServer, postgres_cluster, postgres_missing
 
 pytest.importorskip("dbos", reason="durable runs need the [durable] extra (dbos)")
 
@@ -23,6 +22,9 @@ GUARD = 90
 
 @pytest.fixture(scope="module")
 def postgres() -> Iterator[str]:
+    missing = postgres_missing()
+    if missing is not None:
+        pytest.skip(f"{missing}; .ci/run installs postgresql")
     with postgres_cluster() as url:
         yield url
 

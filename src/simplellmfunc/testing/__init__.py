@@ -7,6 +7,7 @@ Example:
     ...     ...  # point a client at server.url, then inspect server.requests
 """
 
+from ._postgres import postgres_cluster, postgres_missing
 from ._script import (
     DeltaShape,
     LineEnding,
@@ -30,4 +31,6 @@ __all__ = [
     "ScriptedLLM",
     "ToolCallSpec",
     "key_fingerprint",
+    "postgres_cluster",
+    "postgres_missing",
 ]
