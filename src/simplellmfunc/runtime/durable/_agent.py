@@ -8,6 +8,7 @@ from typing import Any
 
 from dbos import DBOS, SetWorkflowID, WorkflowHandleAsync
 
+from ...exceptions import DurableError
 from ..otel import GenAITracing
 from ._result import DurableHandle, DurableResult
 from ._workflow import AgentEntry, EventCallback, durable_workflow, register_agent
@@ -62,11 +63,15 @@ class DurableAgent:
         ``workflow_id`` names the run (starting an id that exists returns its handle and
         does not run it twice). Arguments must be picklable (they are recorded).
         """
+        return DurableHandle((await self._start(args, kwargs, workflow_id)).workflow_id)
+
+    async def _start(
+        self, args: tuple[Any, ...], kwargs: dict[str, Any], workflow_id: str | None
+    ) -> WorkflowHandleAsync[DurableResult]:
         with SetWorkflowID(workflow_id) if workflow_id else nullcontext():
-            handle: WorkflowHandleAsync[DurableResult] = await DBOS.start_workflow_async(
+            return await DBOS.start_workflow_async(
                 durable_workflow(), self.name, args, kwargs, self._carrier()
             )
-        return DurableHandle(handle.workflow_id)
 
     def _carrier(self) -> dict[str, str]:
         return self.tracing.inject() if self.tracing is not None else {}
@@ -77,8 +82,11 @@ class DurableAgent:
         Raises:
             DurableError: If the run failed or was cancelled.
         """
-        handle = await self.start(*args, workflow_id=workflow_id, **kwargs)
-        return await handle.result()
+        handle = await self._start(args, kwargs, workflow_id)
+        try:
+            return await handle.get_result()  # the run's own task here: no polling
+        except Exception as exc:  # boundary: DBOS's errors become ours
+            raise DurableError(f"durable run {handle.workflow_id!r}: {exc}") from exc
 
     async def enqueue(
         self, queue: str, *args: Any, workflow_id: str | None = None, **kwargs: Any

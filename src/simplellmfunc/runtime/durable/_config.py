@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import sqlite3
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -11,6 +13,20 @@ from ...exceptions import ConfigError
 __all__ = ["DEFAULT_DATABASE_PATH", "DurableConfig", "QueueConfig"]
 
 DEFAULT_DATABASE_PATH = ".simplellmfunc/durable.sqlite"
+
+
+def _sqlite_connector(path: str) -> Callable[[], sqlite3.Connection]:
+    """Connections to the SQLite system database in WAL mode with ``synchronous=NORMAL``: a
+    commit is one append to the log, durable when the process dies (not on power loss, where the
+    last commits may be lost), instead of a journal file written, synced and deleted."""
+
+    def connect() -> sqlite3.Connection:
+        connection = sqlite3.connect(path, check_same_thread=False)
+        connection.execute("PRAGMA journal_mode=WAL")
+        connection.execute("PRAGMA synchronous=NORMAL")
+        return connection
+
+    return connect
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,8 +120,10 @@ class DurableConfig:
             "system_database_url": self.url(),
             "log_level": "WARNING",
             "enable_otlp": False,
-            "notification_listener_polling_interval_sec": 0.05,
         }
+        url = config["system_database_url"]
+        if url.startswith("sqlite:///"):
+            config["db_engine_kwargs"] = {"creator": _sqlite_connector(url[len("sqlite:///") :])}
         if self.executor_id:
             config["executor_id"] = self.executor_id
         if self.app_version:
