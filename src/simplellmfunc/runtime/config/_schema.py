@@ -303,7 +303,7 @@ class DurableSection(_Section):
     Attributes:
         database_url: ``postgresql://...`` for several processes or machines (``null``: a
             SQLite file at ``path``).
-        path: The SQLite file (relative to the working directory).
+        path: The SQLite file.
         executor_id: This process's id for recovery (a worker's default: ``host-pid``).
         app_version: Workers run only sessions recorded under their version.
         resume_note: Tell the model when a run resumed in a new process.
