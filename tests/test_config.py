@@ -479,3 +479,20 @@ def test_engine_options_of_a_config_file(tmp_path: Path) -> None:
         loop_window=5,
     )
     assert build_options(load(write(tmp_path, BASE)), tools=False).max_tool_calls is None
+
+
+def test_the_durable_section(tmp_path: Path) -> None:
+    path = write(
+        tmp_path,
+        "model: openai:gpt-4o-mini\ndurable:\n  path: runs/durable.sqlite\n"
+        "  queues:\n    sessions: {worker_concurrency: 2, rate_limit: 10, rate_period: 60}\n",
+        "agent.yml",
+    )
+    durable = load(path).durable
+    assert durable is not None
+    assert durable.path == str(tmp_path / "runs" / "durable.sqlite")  # relative to the file
+    assert durable.queues["sessions"].worker_concurrency == 2
+    assert (durable.heartbeat, durable.dead_after) == (5.0, 30.0)
+    assert load(write(tmp_path, "model: openai:x\n", "plain.yml")).durable is None
+    bad = write(tmp_path, "model: openai:x\ndurable:\n  queues: {q: {workers: 2}}\n", "bad.yml")
+    assert "durable.queues.q.workers" in problems(bad)

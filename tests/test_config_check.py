@@ -3,6 +3,7 @@ anything (the command line's ``validate`` prints these findings)."""
 
 from __future__ import annotations
 
+import importlib.util
 import json
 from pathlib import Path
 
@@ -83,3 +84,13 @@ async def test_pyrepl_and_existing_files(tmp_path: Path) -> None:
         str(tmp_path / "trace.jsonl"),
     )
     assert "the Python kernel starting" in found["not checked offline"].message
+
+
+async def test_a_durable_section_is_checked(tmp_path: Path) -> None:
+    text = "model: openai:gpt-4o-mini\ndurable:\n  path: runs/durable.sqlite\n"
+    findings = await check_config(load_agent_config(write(tmp_path / "a.yml", text)))
+    (durable,) = [f for f in findings if f.subject == "durable"]
+    assert durable.level == ("ok" if importlib.util.find_spec("dbos") else "problem")
+    remote = text.replace("path: runs/durable.sqlite", "database_url: postgresql://db/agents")
+    findings = await check_config(load_agent_config(write(tmp_path / "b.yml", remote)))
+    assert any(f.subject == "durable" and f.level in ("unchecked", "problem") for f in findings)

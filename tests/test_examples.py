@@ -191,8 +191,35 @@ def test_builtin_example_runs_offline(name: str, tmp_path: Path) -> None:
         assert out.startswith("(no model configured: a scripted model plays its part")
 
 
+#: Examples on the mock server whose output says what they show, by the lines it must contain.
+SHOWN: dict[str, list[str]] = {
+    "durable_agent": [
+        "answer: Order 42 is paid: 30 EUR.",
+        "model requests: 2",
+        "after a restart: 'Order 42 is paid: 30 EUR.', model requests still 2",
+    ],
+}
+
+
+@pytest.mark.parametrize("name", sorted(SHOWN))
+def test_example_shows_what_it_says(name: str, tmp_path: Path) -> None:
+    if name == "durable_agent":
+        pytest.importorskip("dbos", reason="the durable example needs the [durable] extra")
+    result = subprocess.run(
+        [sys.executable, str(EXAMPLES / f"{name}.py")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+        cwd=tmp_path,
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    for line in SHOWN[name]:
+        assert line in result.stdout, f"{line!r} not in:\n{result.stdout}"
+
+
 def test_every_example_is_tested() -> None:
     scripts = {p.stem for p in EXAMPLES.glob("*.py") if not p.name.startswith("_")}
     # demo: tested above, as `make demo`; web_chatbot: over HTTP in tests/test_web_chatbot.py;
     # web_chat: in a headless Chromium in tests/test_webchat_browser.py
-    assert scripts == {"demo", "web_chatbot", "web_chat", *OFFLINE, *SCRIPTED, *BUILTINS}
+    assert scripts == {"demo", "web_chatbot", "web_chat", *OFFLINE, *SCRIPTED, *BUILTINS, *SHOWN}

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 import os
 import subprocess
 import sys
@@ -156,7 +157,13 @@ def test_sandbox_and_tools_surface() -> None:
 EXPECTED_ENGINE = {
     "DEFAULT_SIGNALS",
     "FINAL_ANSWER_INSTRUCTION",
+    "STEP_REPLAYED",
     "SUMMARY_INSTRUCTION",
+    "StepKind",
+    "StepRunner",
+    "StepSlot",
+    "current_step_runner",
+    "running_steps",
     "BatchResult",
     "Emitter",
     "EngineOptions",
@@ -349,6 +356,39 @@ def test_a2a_serving_and_http_server_surfaces() -> None:
         "running",
         "serve_config",
     }
+
+
+# Optional extras: their own sub-packages, imported on their own (not re-exported by runtime).
+OPTIONAL_RUNTIME_PACKAGES = {
+    "durable": (
+        "dbos",
+        {
+            "DEFAULT_DATABASE_PATH",
+            "RESUME_NOTE",
+            "WORKFLOW_NAME",
+            "DBOSStepRunner",
+            "DurableAgent",
+            "DurableClient",
+            "DurableConfig",
+            "DurableHandle",
+            "DurableResult",
+            "DurableRuntime",
+            "QueueConfig",
+            "serve_queue",
+            "worker_id",
+        },
+    ),
+    "otel": ("opentelemetry", {"GenAITracing", "TracedSteps"}),
+}
+
+
+@pytest.mark.parametrize("name", sorted(OPTIONAL_RUNTIME_PACKAGES))
+def test_optional_runtime_surface(name: str) -> None:
+    requirement, expected = OPTIONAL_RUNTIME_PACKAGES[name]
+    pytest.importorskip(requirement, reason=f"runtime.{name} needs its extra")
+    package = importlib.import_module(f"simplellmfunc.runtime.{name}")
+    assert set(package.__all__) == expected
+    assert name not in simplellmfunc.runtime.__all__
 
 
 def test_runtime_run_result_is_a_deprecated_alias() -> None:

@@ -40,7 +40,9 @@ Every error the library raises derives from :class:`SimpleLLMFuncError`::
     │   ├── SandboxViolation       sandboxed code was refused (a path outside, no network, no
     │   │   │                      isolation where ``require_isolation=True``)
     │   │   └── ResourceLimitExceeded   a sandbox limit was hit (has ``limit``)
-    │   └── AbortedError           the run was aborted through an AbortSignal
+    │   ├── AbortedError           the run was aborted through an AbortSignal
+    │   └── DurableError           a durable run failed to start, resume or report
+    │       └── StepInterruptedError   a non-idempotent tool call cut by a crash: not re-run
     └── ToolSignal                 raised by tools to talk to the loop, never an error
         └── ToolRetry              "tell the model this message and let it try again"
 
@@ -63,6 +65,7 @@ __all__ = [
     "ConfigError",
     "ContentError",
     "DecoratorError",
+    "DurableError",
     "EmptyReplyError",
     "InputRefusedError",
     "InvalidHistoryError",
@@ -81,6 +84,7 @@ __all__ = [
     "SessionError",
     "SimpleLLMFuncError",
     "SkillError",
+    "StepInterruptedError",
     "StreamError",
     "ToolDefinitionError",
     "ToolExecutionError",
@@ -360,6 +364,15 @@ class AbortedError(RunError):
     def __init__(self, reason: str = "") -> None:
         super().__init__(f"aborted: {reason}" if reason else "aborted")
         self.reason = reason
+
+
+class DurableError(RunError):
+    """A durable run (``simplellmfunc.runtime.durable``) failed to start, resume or report."""
+
+
+class StepInterruptedError(DurableError):
+    """A non-idempotent tool call began before a crash and may or may not have taken effect;
+    a durable run does not run it again (the model is told instead)."""
 
 
 class ToolSignal(SimpleLLMFuncError):

@@ -1,5 +1,6 @@
 """The ``simplellmfunc`` command line: ``run``, ``repl``, ``validate``, ``serve`` and ``web``
-(a chat page) for an agent config; ``rag`` builds and searches knowledge bases.
+(a chat page) and ``chat`` (a terminal UI) for an agent config; ``worker`` serves its sessions from
+a durable queue; ``rag`` builds and searches knowledge bases.
 
 ::
 
@@ -12,6 +13,7 @@
     SIMPLELLMFUNC_SERVE_TOKEN=secret simplellmfunc serve agent.yml --port 8000
     simplellmfunc rag ingest docs/ --kb project
     simplellmfunc rag search "how do I abort a run?" --kb project
+    simplellmfunc worker agent.yml --queue sessions
 
 Exit codes: 0 done, 1 the run failed otherwise, 2 bad config or command line, 3 the model
 provider failed, 4 a tool could not be started or used, 130 aborted (Ctrl-C).
@@ -57,6 +59,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             from ._web import handle_web
 
             return handle_web(args)
+        if args.command == "worker":
+            from ._worker import handle_worker
+
+            return handle_worker(args)
         from ._validate import handle_validate
 
         return handle_validate(args)

@@ -117,6 +117,13 @@ def build_parser() -> argparse.ArgumentParser:
         "--no-auth", action="store_true", help="serve without a bearer token (loopback only)"
     )
     _add_rag(commands)
+    worker = commands.add_parser(
+        "worker", help="run the agent's sessions from a durable queue (the [durable] extra)"
+    )
+    _add_common(worker)
+    worker.add_argument("--queue", required=True, help="the queue (from the durable: section)")
+    worker.add_argument("--executor-id", help="this worker's id (default: host-pid)")
+    worker.add_argument("--quiet", "-q", action="store_true", help="no progress on stderr")
     return parser
 
 

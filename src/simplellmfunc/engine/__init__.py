@@ -15,6 +15,14 @@ from ._pump import Finished, event_pump
 from ._run import ReactRun, Run, RunItem, new_call_id, run_react
 from ._scheduler import BatchResult, run_tool_batch
 from ._state import RunResult, RunState
+from ._steps import (
+    STEP_REPLAYED,
+    StepKind,
+    StepRunner,
+    StepSlot,
+    current_step_runner,
+    running_steps,
+)
 from ._termination import DEFAULT_SIGNALS, TerminationPolicy
 from ._text_protocol import TextAction, parse_reply, render_catalogue
 from ._window import HistoryWindow
@@ -22,6 +30,7 @@ from ._window import HistoryWindow
 __all__ = [
     "DEFAULT_SIGNALS",
     "FINAL_ANSWER_INSTRUCTION",
+    "STEP_REPLAYED",
     "SUMMARY_INSTRUCTION",
     "BatchResult",
     "Emitter",
@@ -38,18 +47,23 @@ __all__ = [
     "RunResult",
     "RunState",
     "RunView",
+    "StepKind",
+    "StepRunner",
+    "StepSlot",
     "TerminationPolicy",
     "TextAction",
     "TextChunk",
     "ToolProtocol",
     "compile_request",
     "current_run",
+    "current_step_runner",
     "event_pump",
     "new_call_id",
     "parse_reply",
     "render_catalogue",
     "run_react",
     "run_tool_batch",
+    "running_steps",
     "split_options",
     "system_context",
 ]

@@ -29,6 +29,7 @@ from ..tools import Tool
 from ._emit import Emitter
 from ._options import EngineOptions
 from ._state import RunState
+from ._steps import StepRunner
 
 if TYPE_CHECKING:
     from anyio.abc import TaskGroup
@@ -150,9 +151,10 @@ class RunContext:
         emitter: Where events and items go.
         abort: The call's abort signal, if any.
         pause: The call's pause signal, if any (checked before each LLM call).
+        steps: Runs LLM and tool calls as recorded steps (a durable run), if any.
     """
 
-    __slots__ = ("_tasks", "abort", "emitter", "invocation", "pause", "state")
+    __slots__ = ("_tasks", "abort", "emitter", "invocation", "pause", "state", "steps")
 
     def __init__(
         self,
@@ -161,8 +163,10 @@ class RunContext:
         emitter: Emitter,
         abort: AbortSignal | None,
         pause: PauseSignal | None = None,
+        steps: StepRunner | None = None,
     ) -> None:
         self.invocation = invocation
+        self.steps = steps
         self.state = state
         self.emitter = emitter
         self.abort = abort

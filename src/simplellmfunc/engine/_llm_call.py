@@ -27,6 +27,7 @@ from ..providers import (
 )
 from ._emit import Emitter
 from ._invocation import Invocation, RunContext
+from ._steps import run_in_slot
 
 __all__ = ["LLMOutcome", "RawItem", "TextChunk", "call_llm"]
 
@@ -82,14 +83,19 @@ async def call_llm(run: RunContext, request: LLMRequest) -> LLMOutcome:
     started = time.perf_counter()
     partial: list[str] = []
     response: LLMResponse | None = None
+    slot = run.steps.slot("llm", invocation.llm.model_name) if run.steps is not None else None
+
+    async def request_once() -> LLMResponse:
+        return await _request(invocation, request, iteration, emitter, partial, streaming)
+
     if abort is None:  # nothing can interrupt the call: no cancel scope needed
-        response = await _request(invocation, request, iteration, emitter, partial, streaming)
+        response = await run_in_slot(slot, emitter, "llm", invocation.llm.model_name, request_once)
     else:
         with anyio.CancelScope() as scope:
             remove = abort.add_callback(lambda _reason: scope.cancel())
             try:
-                response = await _request(
-                    invocation, request, iteration, emitter, partial, streaming
+                response = await run_in_slot(
+                    slot, emitter, "llm", invocation.llm.model_name, request_once
                 )
             finally:
                 remove()

@@ -26,6 +26,7 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import AsyncGenerator
+from dataclasses import replace
 from types import TracebackType
 from typing import Any
 
@@ -37,11 +38,12 @@ from .._messages import ToolCall
 from .._transcript import Transcript
 from ..exceptions import ProviderError, UserError
 from ._emit import Emitter
-from ._invocation import Invocation, RunContext
+from ._invocation import Invocation, RunContext, RunHook
 from ._llm_call import RawItem, TextChunk
 from ._phases import act, think
 from ._pump import Finished, Send, event_pump
 from ._state import RunResult, RunState
+from ._steps import current_step_runner
 
 __all__ = ["ReactRun", "Run", "RunItem", "run_react"]
 
@@ -106,7 +108,10 @@ class Run:
                 wants_raw=raw,
                 func_name=invocation.func_name,
             )
-        self.context = RunContext(invocation, RunState(transcript), emitter, abort, pause)
+        steps = current_step_runner()
+        if isinstance(steps, RunHook) and steps not in invocation.hooks:
+            invocation = replace(invocation, hooks=(*invocation.hooks, steps))
+        self.context = RunContext(invocation, RunState(transcript), emitter, abort, pause, steps)
         self._user_input = user_input
         self._calls: tuple[ToolCall, ...] = ()
         self._done = False

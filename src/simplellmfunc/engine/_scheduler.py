@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import inspect
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -27,6 +27,7 @@ from .._mutations import (
     ToolCancelledMutation,
     ToolResultMutation,
 )
+from ..exceptions import StepInterruptedError
 from ..providers import parse_arguments
 from ..tools import (
     FunctionTool,
@@ -41,6 +42,7 @@ from ..tools import (
 from ._emit import Emitter
 from ._invocation import Invocation, RunContext, running_tools
 from ._pump import being_cancelled
+from ._steps import StepSlot, run_in_slot
 
 __all__ = ["BatchResult", "run_tool_batch"]
 
@@ -135,22 +137,36 @@ async def _announce_cancelled(
 async def _run_all(
     run: RunContext, calls: Sequence[ToolCall], outcomes: list[_Outcome | None]
 ) -> None:
+    slots = _slots(run, calls)  # taken now, in call order: a durable re-run asks the same
     if len(calls) == 1:  # nothing to run beside it: no task group, no task
-        outcomes[0] = await _run_call(run, calls[0])
+        outcomes[0] = await _run_call(run, calls[0], slots[0])
         return
     cap = run.invocation.options.max_tool_concurrency
     limiter = anyio.CapacityLimiter(cap) if cap else None
 
     async def run_one(index: int, call: ToolCall) -> None:
         if limiter is None:
-            outcomes[index] = await _run_call(run, call)
+            outcomes[index] = await _run_call(run, call, slots[index])
             return
         async with limiter:
-            outcomes[index] = await _run_call(run, call)
+            outcomes[index] = await _run_call(run, call, slots[index])
 
     async with anyio.create_task_group() as group:
         for index, call in enumerate(calls):
             group.start_soon(run_one, index, call)
+
+
+def _slots(run: RunContext, calls: Sequence[ToolCall]) -> list[StepSlot | None]:
+    """One step slot per call of a durable run (``None`` each without a step runner)."""
+    steps = run.steps
+    if steps is None:
+        return [None] * len(calls)
+    slots: list[StepSlot | None] = []
+    for call in calls:
+        tool = run.invocation.tool_named(call.name)
+        idempotent = tool.idempotent if tool is not None else True
+        slots.append(steps.slot("tool", call.name, idempotent=idempotent))
+    return slots
 
 
 def _collect(
@@ -188,7 +204,7 @@ def _is_async(tool: FunctionTool) -> bool:
     return inspect.iscoroutinefunction(tool.func)
 
 
-async def _run_call(run: RunContext, call: ToolCall) -> _Outcome:
+async def _run_call(run: RunContext, call: ToolCall, slot: StepSlot | None) -> _Outcome:
     invocation, emitter = run.invocation, run.emitter
     started = time.perf_counter()
     tool = invocation.tool_named(call.name)
@@ -203,11 +219,15 @@ async def _run_call(run: RunContext, call: ToolCall) -> _Outcome:
         await emitter.event(ToolCallStartEvent(call.id, call.name, arguments))
     timeout = tool.timeout or invocation.options.tool_timeout
     rendered: RenderedResult | _Failure | None = None
+
+    async def invoke() -> RenderedResult | _Failure:
+        return await _invoke(run, tool, call, arguments)
+
     if timeout is None:  # no deadline: no cancel scope either
-        rendered = await _invoke(run, tool, call, arguments)
+        rendered = await _stepped(slot, emitter, call, invoke)
     else:
         with anyio.move_on_after(timeout):
-            rendered = await _invoke(run, tool, call, arguments)
+            rendered = await _stepped(slot, emitter, call, invoke)
     if rendered is None:
         text = f"Error: tool {call.name} timed out after {timeout:g} seconds"
         return await _failure(call, emitter, "Timeout", text, started)
@@ -233,6 +253,21 @@ async def _invoke(
         # A stray CancelledError (the tool awaited a future something else cancelled): a
         # failure of this tool, which must not cancel its siblings or end the run.
         return _Failure("CancelledError", render_error(exc) + _STRAY_NOTE)
+
+
+async def _stepped(
+    slot: StepSlot | None,
+    emitter: Emitter,
+    call: ToolCall,
+    invoke: Callable[[], Awaitable[RenderedResult | _Failure]],
+) -> RenderedResult | _Failure:
+    """The call as a durable step when the run has a step runner (else just ``invoke()``)."""
+    if slot is None:
+        return await invoke()
+    try:
+        return await run_in_slot(slot, emitter, "tool", call.name, invoke)
+    except StepInterruptedError as exc:
+        return _Failure("Interrupted", f"Error: {exc}")
 
 
 _STRAY_NOTE = " (the tool was cancelled by something other than this run)"

@@ -21,6 +21,9 @@
   item: ``load_skill`` on demand) and :func:`skill_agent`.
 * :mod:`.multiagent`: agents working together: :class:`Handoff`, :class:`GroupChat`,
   :class:`Parallel`, :class:`Channel` / :class:`RedisChannel` and :class:`SharedMemory`.
+* :mod:`.durable` (the ``[durable]`` extra, imported on its own): durable runs on DBOS —
+  :class:`~.durable.DurableAgent`, :class:`~.durable.DurableRuntime`, workers of a queue
+  (:func:`~.durable.serve_queue`) and :class:`~.durable.DurableClient`.
 * :mod:`.config`: agents from config files: :class:`AgentConfig` read by
   :func:`load_agent_config` (command line > environment > file > defaults), run once by
   :func:`run_config` (a :class:`ConfigRunResult`) or turn after turn by
@@ -29,10 +32,6 @@
 Imports between them run one way: ``config`` → ``checkpoints`` → ``trace`` / ``stores``;
 ``config`` → ``memory`` → ``stores``; ``config`` → ``commands``; ``config`` →
 ``retrieval``. A sub-package uses its siblings' public names only.
-
-Room is left for the packages that come next, each a sibling sub-package on the same terms:
-``a2a/`` and ``serving/`` (agent card, client and server; HTTP serving) and ``durable/``
-(durable, distributed runs on DBOS).
 
 ``simplellmfunc.runtime.RunResult`` is a deprecated alias of :class:`ConfigRunResult` (the name
 meant the engine's ``RunResult`` elsewhere).

@@ -7,6 +7,7 @@ Example:
     ...     ...  # point a client at server.url, then inspect server.requests
 """
 
+from ._postgres import postgres_cluster, postgres_missing
 from ._render_embeddings import hashed_embedding
 from ._script import (
     DeltaShape,
@@ -32,4 +33,6 @@ __all__ = [
     "ToolCallSpec",
     "hashed_embedding",
     "key_fingerprint",
+    "postgres_cluster",
+    "postgres_missing",
 ]

@@ -28,6 +28,8 @@ def tool(
     too_long_to_file: bool = False,
     timeout: float | None = None,
     result_budget: int | None = None,
+    abort_grace: float = 0.0,
+    idempotent: bool = True,
     sandbox: SandboxPolicy | None = None,
 ) -> Callable[[Callable[..., Any]], FunctionTool]: ...
 

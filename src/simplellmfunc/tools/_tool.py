@@ -73,6 +73,9 @@ class Tool:
             it (default 0: cancelled at once). For tools that take ``abort_signal``, stop on
             their own and return what they have: PyRepl's ``execute_code`` returns the output
             a cell printed before it was interrupted, and the model reads it.
+        idempotent: Running the tool twice with the same arguments does no harm. A durable
+            run re-runs an idempotent call that a crash interrupted (at least once); a call
+            of a non-idempotent tool is not re-run, the model is told it was interrupted.
 
     Raises:
         ToolDefinitionError: For an invalid name, an unsupported signature, or neither
@@ -81,6 +84,7 @@ class Tool:
 
     name: str = ""
     description: str = ""
+    idempotent: bool = True
 
     def __init__(
         self,
@@ -94,6 +98,7 @@ class Tool:
         timeout: float | None = None,
         result_budget: int | None = None,
         abort_grace: float = 0.0,
+        idempotent: bool = True,
     ) -> None:
         if func is None and not self._overrides_run():
             raise ToolDefinitionError(f"{type(self).__name__}: pass func= or override run()")
@@ -109,6 +114,7 @@ class Tool:
         self.timeout = timeout
         self.result_budget = result_budget
         self.abort_grace = abort_grace
+        self.idempotent = idempotent
 
     def _doc_text(self, func: Callable[..., Any] | None) -> ParsedDocstring:
         """The docstring that documents the tool: the function's, or the subclass's + run()'s."""

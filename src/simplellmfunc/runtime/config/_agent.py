@@ -230,7 +230,8 @@ class ConfiguredAgent:
     @property
     def chat(self) -> ChatFunction:
         """The open agent's ``@llm_chat`` function (``stream=True, enable_event=True``): what
-        a front end such as :func:`simplellmfunc.webchat.web_chat_app` serves.
+        a front end such as :func:`simplellmfunc.webchat.web_chat_app` serves, or a durable
+        worker wraps in a ``DurableAgent``.
 
         Raises:
             UserError: If the agent is not open, or is a chain (one function per stage).

@@ -298,6 +298,8 @@ def _files(config: AgentConfig) -> list[Finding]:
         found.append(_writable("trace file", config.trace.file, folder=False))
     if config.checkpoints.dir:
         found.append(_writable("checkpoints", config.checkpoints.dir, folder=True))
+    if config.durable is not None:
+        found.append(_durable(config))
     return found
 
 
@@ -316,6 +318,19 @@ def _knowledge(config: AgentConfig) -> list[Finding]:
         message = "sqlite-vec is not installed (pip install 'simplellmfunc[rag]')"
         found.append(Finding("problem", "knowledge embeddings", message))
     return found
+
+
+def _durable(config: AgentConfig) -> Finding:
+    durable = config.durable
+    assert durable is not None
+    if importlib.util.find_spec("dbos") is None:
+        extra = "pip install 'simplellmfunc[durable]'"
+        return Finding("problem", "durable", f"the dbos package is not installed ({extra})")
+    if config.kind == "chain":
+        return Finding("problem", "durable", "a chain agent cannot run durably (no one chat)")
+    if durable.database_url:
+        return Finding("unchecked", "durable", "the system database is not contacted")
+    return _writable("durable", durable.path, folder=False)
 
 
 def _writable(subject: str, target: str, *, folder: bool) -> Finding:

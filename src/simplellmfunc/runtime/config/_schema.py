@@ -391,6 +391,49 @@ class CheckpointConfig(_Section):
     max: Annotated[int, Field(ge=1)] = 10
 
 
+class DurableQueueConfig(_Section):
+    """A queue of agent sessions (``simplellmfunc worker CONFIG --queue NAME``).
+
+    Attributes:
+        concurrency: Sessions running at once across all workers.
+        worker_concurrency: Sessions running at once in one worker.
+        rate_limit: Sessions started per ``rate_period`` seconds, across all workers.
+        rate_period: The period of ``rate_limit`` in seconds.
+        polling_interval: How often a worker looks for sessions, in seconds.
+    """
+
+    concurrency: Annotated[int, Field(ge=1)] | None = None
+    worker_concurrency: Annotated[int, Field(ge=1)] | None = None
+    rate_limit: Annotated[int, Field(ge=1)] | None = None
+    rate_period: Positive = 1.0
+    polling_interval: Positive = 1.0
+
+
+class DurableSection(_Section):
+    """Durable runs on DBOS (the ``[durable]`` extra): where runs are recorded, the queues.
+
+    Attributes:
+        database_url: ``postgresql://...`` for several processes or machines (``null``: a
+            SQLite file at ``path``).
+        path: The SQLite file.
+        executor_id: This process's id for recovery (a worker's default: ``host-pid``).
+        app_version: Workers run only sessions recorded under their version.
+        resume_note: Tell the model when a run resumed in a new process.
+        queues: Queues by name.
+        heartbeat: Seconds between a worker's liveness beats.
+        dead_after: A worker silent this long is dead: its sessions go to the others.
+    """
+
+    database_url: str | None = None
+    path: str = ".simplellmfunc/durable.sqlite"
+    executor_id: Name | None = None
+    app_version: str | None = None
+    resume_note: bool = True
+    queues: dict[Name, DurableQueueConfig] = {}
+    heartbeat: Positive = 5.0
+    dead_after: Positive = 30.0
+
+
 class ChainStep(_Section):
     """One stage of a chain: ``prompt`` with ``{input}`` (the previous stage's output)."""
 
@@ -468,6 +511,7 @@ class AgentConfig(_Section):
         handoffs: Config files of agents this one may hand the conversation to (they may hand
             it back); the run reports which agent answered.
         serve: How ``simplellmfunc serve`` serves it (see :class:`ServeConfig`).
+        durable: Durable runs and workers (``simplellmfunc worker``).
     """
 
     name: Name = "agent"
@@ -492,6 +536,7 @@ class AgentConfig(_Section):
     group: GroupConfig = GroupConfig()
     handoffs: list[str] = []
     serve: ServeConfig = ServeConfig()
+    durable: DurableSection | None = None
 
     @property
     def skills_section(self) -> SkillsConfig:

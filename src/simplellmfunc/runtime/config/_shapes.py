@@ -32,6 +32,7 @@ _PATHS: tuple[KeyPath, ...] = (
     ("memory", "path"),
     ("trace", "file"),
     ("checkpoints", "dir"),
+    ("durable", "path"),
     ("toolkit", "files", "workspace"),
     ("toolkit", "pyrepl", "working_directory"),
     ("toolkit", "shell", "*", "cwd"),

@@ -1,0 +1,283 @@
+"""Durable runs: the cost of recording every step, the scaling of queue workers, recovery time.
+
+The mock LLM server runs in its own process (``--react-steps 3 --tool-name noop``): one turn is
+3 LLM calls and 2 tool calls, 5 steps. Every client runs in a fresh process, so CPU time is the
+client's alone (DBOS's threads included: they are part of the cost).
+
+- overhead: client CPU per step of a durable run (SQLite file; Postgres when ``initdb`` is
+  here) against the same plain run, and the ratio (issue 18's target: <= 1.5x on SQLite);
+- scaling: sessions/s with 1, 2 and 4 worker processes (``serve_queue``) on one Postgres queue;
+- recovery: a durable run SIGKILLed in its first tool call, then the time a new process takes
+  from its start to the run's result, and from its runtime's launch to the result.
+
+Usage::
+
+    python benchmarks/bench_durable.py [--quick]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from contextlib import ExitStack
+from pathlib import Path
+from typing import Any
+
+from _common import MockServerProcess, fmt, print_table, run_worker
+
+STEPS_PER_TURN = 5
+TARGET_RATIO = 1.5
+WORKERS = (1, 2, 4)
+
+
+# -- the agent every client process runs ---------------------------------------------------------
+
+
+def _agent(url: str, name: str = "bench") -> Any:
+    import anyio
+
+    from simplellmfunc import OpenAICompatible, llm_chat, tool
+
+    @tool
+    async def noop() -> str:
+        """Do nothing."""
+        if os.environ.get("BENCH_BLOCK") == "1":
+            print("blocked", flush=True)
+            await anyio.sleep_forever()
+        return "ok"
+
+    llm = OpenAICompatible("sk-bench-0123456789", "mock", url)
+
+    @llm_chat(llm, toolkit=[noop])
+    async def bench(message: str, history: list[dict[str, Any]] | None = None) -> None:
+        """You help."""
+
+    return llm, bench
+
+
+def _durable(db: str, **queue: Any) -> Any:
+    """The config of a client (no queue: nothing polls) or of a worker (``queue`` settings)."""
+    from simplellmfunc.runtime.durable import DurableConfig, QueueConfig
+
+    queues = (QueueConfig("bench", polling_interval=0.05, **queue),) if queue else ()
+    return DurableConfig(database_url=db, queues=queues, executor_id=os.environ.get("EXECUTOR"))
+
+
+async def _turns(variant: str, url: str, db: str, turns: int) -> dict[str, float]:
+    llm, bench = _agent(url)
+    async with llm:
+        if variant == "plain":
+
+            async def turn(n: int) -> None:
+                async for _ in bench("go", history=[]):
+                    pass
+
+            return await _timed(turn, turns)
+        from simplellmfunc.runtime.durable import DurableAgent, DurableRuntime
+
+        agent = DurableAgent(bench, name="bench")
+        async with DurableRuntime(_durable(db)):
+
+            async def durable_turn(n: int) -> None:
+                await agent.run("go", history=[])
+
+            return await _timed(durable_turn, turns)
+
+
+async def _timed(turn: Any, turns: int) -> dict[str, float]:
+    await turn(-1)  # warm: imports, connections, the first statements
+    cpu, wall = time.process_time(), time.perf_counter()
+    for n in range(turns):
+        await turn(n)
+    cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
+    return {"cpu_step_us": cpu / turns / STEPS_PER_TURN * 1e6, "wall_turn_ms": wall / turns * 1e3}
+
+
+async def _serve(url: str, db: str) -> None:
+    from simplellmfunc.runtime.durable import DurableAgent, serve_queue
+
+    llm, bench = _agent(url)
+    DurableAgent(bench, name="bench")
+    async with llm:
+        await serve_queue(
+            _durable(db, worker_concurrency=8), "bench", ready=lambda: print("ready", flush=True)
+        )
+
+
+async def _crash_or_recover(mode: str, url: str, db: str) -> dict[str, float]:
+    from simplellmfunc.runtime.durable import DurableAgent, DurableRuntime
+
+    started = time.perf_counter()
+    llm, bench = _agent(url)
+    agent = DurableAgent(bench, name="bench")
+    async with llm, DurableRuntime(_durable(db)) as runtime:
+        launched = time.perf_counter()
+        if mode == "crash":
+            await agent.run("go", history=[], workflow_id="crash-1")
+        result = await runtime.result("crash-1", timeout=120)
+        done = time.perf_counter()
+    return {
+        "launch_to_result_s": done - launched,
+        "import_to_result_s": done - started,
+        "replayed": result.replayed_steps,
+    }
+
+
+def _child(args: argparse.Namespace) -> None:
+    import anyio
+
+    if args.child == "serve":
+        anyio.run(_serve, args.url, args.db)
+        return
+    if args.child in ("crash", "recover"):
+        out = anyio.run(_crash_or_recover, args.child, args.url, args.db)
+    else:
+        out = anyio.run(_turns, args.child, args.url, args.db, args.turns)
+    print(json.dumps(out), flush=True)
+
+
+# -- the measurements ---------------------------------------------------------------------------
+
+
+def _overhead(url: str, databases: dict[str, str], turns: int, rounds: int) -> list[list[Any]]:
+    runs: dict[str, list[dict[str, float]]] = {name: [] for name in ["plain", *databases]}
+    for _ in range(rounds):  # alternate, so that machine noise hits every variant alike
+        runs["plain"].append(_run("plain", url, "", turns))
+        for name, db in databases.items():
+            runs[name].append(_run("durable", url, db, turns))
+    plain = _median(runs["plain"], "cpu_step_us")
+    rows = []
+    for name, measured in runs.items():
+        cpu = _median(measured, "cpu_step_us")
+        ratio = cpu / plain
+        verdict = "" if name != "durable SQLite" else ("ok" if ratio <= TARGET_RATIO else "MISSED")
+        wall = _median(measured, "wall_turn_ms")
+        rows.append([name, fmt(cpu, 0), fmt(ratio), fmt(wall / STEPS_PER_TURN), verdict])
+    return rows
+
+
+def _run(variant: str, url: str, db: str, turns: int) -> dict[str, float]:
+    args = ["--child", variant, "--url", url, "--db", db, "--turns", str(turns)]
+    result: dict[str, float] = run_worker(__file__, args)
+    return result
+
+
+def _median(runs: list[dict[str, float]], key: str) -> float:
+    values = sorted(run[key] for run in runs)
+    return values[len(values) // 2]
+
+
+def _scaling(url: str, db: str, sessions: int) -> list[list[Any]]:
+    import anyio
+
+    rows = []
+    base = 0.0
+    for count in WORKERS:
+        with ExitStack() as stack:
+            for n in range(count):
+                stack.enter_context(_worker_process(url, db, f"bench-{count}-{n}"))
+            rate = anyio.run(_enqueue_all, db, sessions, count)
+        base = base or rate
+        rows.append([count, fmt(rate, 1), fmt(rate / base)])
+    return rows
+
+
+class _worker_process:
+    def __init__(self, url: str, db: str, executor: str) -> None:
+        command = [sys.executable, __file__, "--child", "serve", "--url", url, "--db", db]
+        env = {**os.environ, "EXECUTOR": executor}
+        self.process = subprocess.Popen(command, stdout=subprocess.PIPE, text=True, env=env)
+
+    def __enter__(self) -> _worker_process:
+        assert self.process.stdout is not None
+        while self.process.stdout.readline().strip() != "ready":
+            if self.process.poll() is not None:
+                raise RuntimeError("a worker exited before it was ready")
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.process.kill()
+        self.process.wait()
+
+
+async def _enqueue_all(db: str, sessions: int, count: int) -> float:
+    from simplellmfunc.runtime.durable import DurableClient
+
+    async with DurableClient(_durable(db)) as client:
+        started = time.perf_counter()
+        ids = [
+            await client.enqueue("bench", "bench", "go", history=[], workflow_id=f"s-{count}-{n}")
+            for n in range(sessions)
+        ]
+        for workflow_id in ids:
+            await client.result(workflow_id, timeout=300)
+        return sessions / (time.perf_counter() - started)
+
+
+def _recovery(url: str, db: str) -> list[list[Any]]:
+    command = [sys.executable, __file__, "--child", "crash", "--url", url, "--db", db]
+    crash = subprocess.Popen(
+        command, stdout=subprocess.PIPE, text=True, env={**os.environ, "BENCH_BLOCK": "1"}
+    )
+    assert crash.stdout is not None
+    while crash.stdout.readline().strip() != "blocked":
+        if crash.poll() is not None:
+            raise RuntimeError("the run to crash exited early")
+    crash.kill()
+    crash.wait()
+    started = time.perf_counter()
+    out = run_worker(__file__, ["--child", "recover", "--url", url, "--db", db])
+    total = time.perf_counter() - started
+    return [
+        ["process start to result", fmt(total, 2)],
+        ["runtime launch to result", fmt(out["launch_to_result_s"], 2)],
+        ["steps replayed", out["replayed"]],
+    ]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="fewer turns and sessions")
+    parser.add_argument("--child", help=argparse.SUPPRESS)
+    parser.add_argument("--url", help=argparse.SUPPRESS)
+    parser.add_argument("--db", default="", help=argparse.SUPPRESS)
+    parser.add_argument("--turns", type=int, default=40, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child:
+        _child(args)
+        return
+    from simplellmfunc.testing import postgres_cluster, postgres_missing
+
+    turns, rounds, sessions = (10, 1, 16) if args.quick else (40, 3, 48)
+    missing = postgres_missing()
+    with (
+        MockServerProcess(["--react-steps", "3", "--tool-name", "noop"]) as server,
+        tempfile.TemporaryDirectory() as folder,
+        ExitStack() as stack,
+    ):
+        sqlite = f"sqlite:///{Path(folder) / 'durable.sqlite'}"
+        databases = {"durable SQLite": sqlite}
+        postgres = None if missing else stack.enter_context(postgres_cluster())
+        if postgres:
+            databases["durable Postgres"] = postgres
+        print(f"mock server in its own process; {rounds} rounds x {turns} turns of 5 steps")
+        rows = _overhead(server.url, databases, turns, rounds)
+        headers = ["variant", "CPU/step µs", "x plain", "wall/step ms", f"<= {TARGET_RATIO}x"]
+        print_table(headers, rows, "client CPU per step (median of the rounds)")
+        if postgres is None:
+            print(f"no Postgres ({missing}): no scaling figures")
+        else:
+            scaling = _scaling(server.url, postgres, sessions)
+            title = f"{sessions} sessions (3 LLM calls each) on one Postgres queue"
+            print_table(["workers", "sessions/s", "x 1 worker"], scaling, title)
+        recovery_db = f"sqlite:///{Path(folder) / 'recovery.sqlite'}"
+        print_table(["recovery after SIGKILL (SQLite)", "s"], _recovery(server.url, recovery_db))
+
+
+if __name__ == "__main__":
+    main()

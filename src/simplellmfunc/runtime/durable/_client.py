@@ -1,0 +1,92 @@
+"""``DurableClient``: enqueue agent sessions and await their results from any process."""
+
+from __future__ import annotations
+
+from types import TracebackType
+from typing import Any
+
+import anyio
+from dbos import DBOSClient, EnqueueOptions, WorkflowHandleAsync
+
+from ...exceptions import DurableError
+from ..otel import GenAITracing
+from ._config import DurableConfig
+from ._result import DurableResult, wait_result
+from ._workflow import WORKFLOW_NAME
+
+__all__ = ["DurableClient"]
+
+
+class DurableClient:
+    """Talks to the system database only: runs nothing, registers nothing, launches nothing.
+
+    ``async with DurableClient(config) as client:`` then ``await client.enqueue(...)`` and
+    ``await client.result(id)``; the sessions run in worker processes
+    (``simplellmfunc worker CONFIG --queue NAME``). With ``tracing``, each session carries
+    the current OpenTelemetry context: its spans, in the worker, join the caller's trace.
+    """
+
+    def __init__(self, config: DurableConfig, *, tracing: GenAITracing | None = None) -> None:
+        self.config = config
+        self.tracing = tracing
+        self._client: DBOSClient | None = None
+
+    async def __aenter__(self) -> DurableClient:
+        url = self.config.url()
+        self._client = await anyio.to_thread.run_sync(
+            lambda: DBOSClient(system_database_url=url, application_name=self.config.app_name)
+        )
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        client, self._client = self._client, None
+        if client is not None:
+            await anyio.to_thread.run_sync(client.destroy)
+
+    @property
+    def _dbos(self) -> DBOSClient:
+        if self._client is None:
+            raise DurableError("the client is not open; use 'async with DurableClient(...)'")
+        return self._client
+
+    async def enqueue(
+        self, queue: str, agent: str, *args: Any, workflow_id: str | None = None, **kwargs: Any
+    ) -> str:
+        """Put a session of the durable agent named ``agent`` on ``queue``; return its id.
+
+        The arguments are the agent's (``message, history=[...]``); they must be picklable.
+        """
+        options: EnqueueOptions = {"workflow_name": WORKFLOW_NAME, "queue_name": queue}
+        if workflow_id is not None:
+            options["workflow_id"] = workflow_id
+        if self.config.app_version:
+            options["app_version"] = self.config.app_version
+        carrier = self.tracing.inject() if self.tracing is not None else {}
+        handle: WorkflowHandleAsync[Any] = await self._dbos.enqueue_async(
+            options, agent, args, kwargs, carrier
+        )
+        return str(handle.get_workflow_id())
+
+    async def result(self, workflow_id: str, timeout: float | None = None) -> DurableResult:
+        """The session's result once a worker has finished it.
+
+        Raises:
+            DurableError: If the session failed, was cancelled, or does not exist.
+            TimeoutError: If ``timeout`` seconds passed first.
+        """
+        return await wait_result(workflow_id, timeout, self._dbos.retrieve_workflow_async)
+
+    async def status(self, workflow_id: str) -> str:
+        """The session's status (``ENQUEUED``, ``PENDING``, ``SUCCESS``, ``ERROR`` ...)."""
+        handle: WorkflowHandleAsync[Any] = await self._dbos.retrieve_workflow_async(workflow_id)
+        status = await handle.get_status()
+        return str(status.status)
+
+    async def cancel(self, workflow_id: str) -> None:
+        """Cancel the session: it stops at its next step and is not resumed."""
+        await self._dbos.cancel_workflow_async(workflow_id)
