@@ -19,6 +19,7 @@ from ._script import (
 )
 from ._scripted import Canned, ScriptedLLM
 from ._server import MockLLMServer
+from ._tmux import TmuxTerminal, tmux_available
 
 __all__ = [
     "Canned",
@@ -29,7 +30,9 @@ __all__ = [
     "Reply",
     "ReplyOptions",
     "ScriptedLLM",
+    "TmuxTerminal",
     "ToolCallSpec",
     "hashed_embedding",
     "key_fingerprint",
+    "tmux_available",
 ]
