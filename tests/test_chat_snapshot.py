@@ -18,7 +18,7 @@ import re
 
 import anyio
 from anyio.from_thread import start_blocking_portal
-from textual.widgets import Collapsible, Static, TextArea
+from textual.widgets import Collapsible, Static
 
 from simplellmfunc import OpenAICompatible, llm_chat, tool
 from simplellmfunc.chat_ui import ChatApp, chat_app
@@ -74,8 +74,8 @@ def test_a_finished_turn_with_a_tool_card(snap_compare: Any, server_url: str) ->
 
 def _fix_times(app: ChatApp) -> None:
     """Fixed measured times on the screen; the tool card opened to show arguments and result;
-    the prompt's cursor steady (a blinking one is drawn or not by chance)."""
-    app.query_one(TextArea).cursor_blink = False
+    the prompt unfocused (its blinking cursor would be drawn or not by chance)."""
+    app.set_focus(None)
     for card in app.query(Collapsible):
         card.title = SECONDS.sub("0.25 s", str(card.title))
         card.collapsed = False
