@@ -9,7 +9,11 @@ request that offers tools and has no tool result yet gets one call of every tool
 made from each tool's JSON schema; a request with a JSON schema for the answer gets a JSON value
 made from that schema; anything else gets a short text.
 
-An example passes when it exits with status 0 and prints no traceback. Usage::
+An example passes when it exits with status 0 and prints no traceback. The examples built on the
+terminal UI (``@tui()``) run in a real terminal instead of behind a pipe: a private tmux server
+(:class:`~simplellmfunc.testing.TmuxTerminal`) starts them, a message is typed, the answer is
+awaited on the screen (the turn's status line), then ``/exit`` is typed; they pass when the turn
+ended without an error and the script exited with status 0. Usage::
 
     python scripts/simplellmfunc_examples.py [--mirror PATH] [--only NAME ...] [-v]
 """
@@ -29,16 +33,29 @@ import time
 from pathlib import Path
 from typing import Any
 
-from simplellmfunc.testing import MockLLMServer, RecordedRequest, Reply, ToolCallSpec
+from simplellmfunc.testing import (
+    MockLLMServer,
+    RecordedRequest,
+    Reply,
+    TmuxTerminal,
+    ToolCallSpec,
+    tmux_available,
+)
 
 CHECKOUT_SRC = Path(__file__).resolve().parents[1] / "src"
 DEFAULT_MIRROR = "/work/.mirror/NiJingzhe+SimpleLLMFunc/repo"
 PROVIDER = "openrouter"
-MODEL = "minimax/minimax-m2.5"
+MODELS = ("minimax/minimax-m2.5", "gpt-5.4")
 # What a user types into the interactive examples.
 STDIN = {
     "event_stream_chatbot.py": "What is 2 + 3, and the weather in Beijing?\nquit\n",
     "multi_modality_toolcall.py": "{image}\n",
+}
+# What a user types into the terminal UI examples (run under tmux).
+TERMINAL = {
+    "tui_chat_example.py": "Compute 2 + 3 in Python.",
+    "tui_general_agent_example.py": "List the files here.",
+    "response_api_example.py": "List the files here.",
 }
 # A 1x1 PNG for the image example.
 PNG = base64.b64decode(
@@ -89,8 +106,13 @@ def sample(schema: dict[str, Any], root: dict[str, Any], name: str = "", image: 
 def reply_for(request: RecordedRequest, image: str) -> Reply:
     """The scripted model's reply to one chat completions request."""
     body = request.json or {}
-    messages = body.get("messages", [])
-    answered = any(m.get("role") == "tool" for m in messages)
+    # Chat Completions sends "messages" (tool results: role "tool"); the Responses API sends
+    # "input" items (tool results: type "function_call_output").
+    items = body.get("messages") or body.get("input") or []
+    answered = any(
+        isinstance(m, dict) and (m.get("role") == "tool" or m.get("type") == "function_call_output")
+        for m in items
+    )
     tools = body.get("tools") or []
     if tools and not answered:
         calls = []
@@ -99,8 +121,8 @@ def reply_for(request: RecordedRequest, image: str) -> Reply:
             params = function.get("parameters", {})
             calls.append(ToolCallSpec(function["name"], sample(params, params, image=image)))
         return Reply.tool_calls(*calls, text="Let me use the tools.", chunks=2)
-    fmt = body.get("response_format") or {}
-    schema = (fmt.get("json_schema") or {}).get("schema")
+    fmt = body.get("response_format") or (body.get("text") or {}).get("format") or {}
+    schema = (fmt.get("json_schema") or {}).get("schema") or fmt.get("schema")
     if schema:
         return Reply.text(json.dumps(sample(schema, schema), ensure_ascii=False), chunks=2)
     return Reply.text("Done: here is the answer.", chunks=3)
@@ -149,21 +171,51 @@ def source_of(mirror: Path, name: str) -> str:
     return text.replace("SimpleLLMFunc", "simplellmfunc")
 
 
+def example_env(folder: Path) -> dict[str, str]:
+    """The environment an example runs in: this checkout first on the path."""
+    path = os.pathsep.join(filter(None, [str(CHECKOUT_SRC), os.environ.get("PYTHONPATH")]))
+    return {
+        **os.environ,
+        "PYTHONPATH": path,
+        "PYTHONUNBUFFERED": "1",
+        "LOG_DIR": str(folder / "logs"),
+        "TERM": "xterm-256color",
+    }
+
+
+def run_in_terminal(script: Path, message: str, timeout: float) -> tuple[bool, str]:
+    """Run a terminal UI example under tmux: type ``message``, await the answer, ``/exit``."""
+    if not tmux_available():
+        return False, "tmux is not installed: the terminal UI examples need it"
+    command = [sys.executable, str(script)]
+    with TmuxTerminal(command, env=example_env(script.parent), cwd=script.parent) as term:
+        try:
+            term.wait_for(lambda s: "Ready" in s or "Traceback" in s, timeout)
+            term.send_line(message)
+            # The status line reads "turn 1 · <usage> · <seconds>" once the turn has ended.
+            screen = term.wait_for(lambda s: "turn 1" in s or "Traceback" in s, timeout)
+            term.send_line("/exit")
+            code = term.wait_exit(timeout)
+        except TimeoutError as exc:
+            return False, f"{term.screen(history=True)}\n[{exc.args[0].splitlines()[0]}]"
+        output = f"{screen}\n--- after /exit ---\n{term.screen(history=True)}"
+    status = next((line for line in screen.splitlines() if "turn 1" in line), "")
+    passed = code == 0 and "error:" not in status and "Traceback" not in output
+    return passed, output + f"\n[exit status {code}]"
+
+
 def run_example(
     mirror: Path, name: str, folder: Path, image: str, timeout: float
 ) -> tuple[bool, str, float]:
     """Run one example; (passed, combined output, seconds)."""
     script = folder / name
     script.write_text(source_of(mirror, name), encoding="utf-8")
-    path = os.pathsep.join(filter(None, [str(CHECKOUT_SRC), os.environ.get("PYTHONPATH")]))
-    env = {
-        **os.environ,
-        "PYTHONPATH": path,
-        "PYTHONUNBUFFERED": "1",
-        "LOG_DIR": str(folder / "logs"),
-    }
-    stdin = STDIN.get(name, "").format(image=image)
     started = time.perf_counter()
+    if name in TERMINAL:
+        passed, output = run_in_terminal(script, TERMINAL[name], timeout)
+        return passed, output, time.perf_counter() - started
+    env = example_env(folder)
+    stdin = STDIN.get(name, "").format(image=image)
     try:
         done = subprocess.run(
             [sys.executable, str(script)],
@@ -207,9 +259,11 @@ def main(argv: list[str] | None = None) -> int:
         image = folder / "image.png"
         image.write_bytes(PNG)
         with ServerThread(str(image)) as server:
-            provider = {
-                PROVIDER: [{"model_name": MODEL, "api_keys": ["sk-mock"], "base_url": server.url}]
-            }
+            models = [
+                {"model_name": model, "api_keys": ["sk-mock"], "base_url": server.url}
+                for model in MODELS
+            ]
+            provider = {PROVIDER: models}
             (folder / "provider.json").write_text(json.dumps(provider), encoding="utf-8")
             for name in names:
                 passed, output, seconds = run_example(

@@ -15,7 +15,13 @@ from pathlib import Path
 import anyio
 import pytest
 
-from simplellmfunc.testing import MockLLMServer, Reply, ToolCallSpec
+from simplellmfunc.testing import (
+    MockLLMServer,
+    Reply,
+    TmuxTerminal,
+    ToolCallSpec,
+    tmux_available,
+)
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 OFFLINE = ["typed_function", "chat_with_tools", "streaming_events", "abort", "parallel_tools"]
@@ -221,5 +227,42 @@ def test_example_shows_what_it_says(name: str, tmp_path: Path) -> None:
 def test_every_example_is_tested() -> None:
     scripts = {p.stem for p in EXAMPLES.glob("*.py") if not p.name.startswith("_")}
     # demo: tested above, as `make demo`; web_chatbot: over HTTP in tests/test_web_chatbot.py;
-    # web_chat: in a headless Chromium in tests/test_webchat_browser.py
-    assert scripts == {"demo", "web_chatbot", "web_chat", *OFFLINE, *SCRIPTED, *BUILTINS, *SHOWN}
+    # web_chat: in a headless Chromium in tests/test_webchat_browser.py; chat_tui: under tmux
+    tested = {"demo", "web_chatbot", "web_chat", "chat_tui"}
+    assert scripts == {*tested, *OFFLINE, *SCRIPTED, *BUILTINS, *SHOWN}
+
+
+@pytest.mark.skipif(not tmux_available(), reason="tmux is not installed")
+async def test_chat_tui_in_a_terminal(mock_server: MockLLMServer, tmp_path: Path) -> None:
+    """examples/chat_tui.py under tmux against the mock server: a cell asks input(), the answer
+    is typed in the prompt, the reply shows what the kernel printed; /exit leaves."""
+    pytest.importorskip("textual", reason="the terminal UI needs the [tui] extra (textual)")
+    code = "name = input('What is your name? ')\nprint(f'Hello, {name}!')"
+    mock_server.script(
+        Reply.tool_calls(ToolCallSpec("execute_code", {"code": code})),
+        lambda request: Reply.text(f"Kernel: {request.json['messages'][-1]['content'][-30:]}"),
+    )
+    env = {
+        **offline_env(),
+        "OPENAI_API_KEY": "sk-test-123456789",
+        "OPENAI_MODEL": "mock-model",
+        "OPENAI_BASE_URL": mock_server.url,
+        "TERM": "xterm-256color",
+    }
+
+    def talk(term: TmuxTerminal) -> tuple[str, int]:
+        term.wait_for("Ready", 60)
+        term.send_line("Greet me.")
+        term.wait_for("What is your name?", 60)
+        term.send_line("Ada")
+        screen = term.wait_for("turn 1", 60)
+        term.send_line("/exit")
+        return screen, term.wait_exit(60)
+
+    command = [sys.executable, str(EXAMPLES / "chat_tui.py")]
+    with TmuxTerminal(command, env=env, cwd=tmp_path, width=100, height=40) as term:
+        screen, status = await anyio.to_thread.run_sync(talk, term)
+    assert status == 0
+    assert "Hello, Ada!" in screen
+    assert "execute_code (success)" in screen
+    assert "sk-test-123456789" not in screen

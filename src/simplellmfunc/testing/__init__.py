@@ -20,6 +20,7 @@ from ._script import (
 )
 from ._scripted import Canned, ScriptedLLM
 from ._server import MockLLMServer
+from ._tmux import TmuxTerminal, tmux_available
 
 __all__ = [
     "Canned",
@@ -30,9 +31,11 @@ __all__ = [
     "Reply",
     "ReplyOptions",
     "ScriptedLLM",
+    "TmuxTerminal",
     "ToolCallSpec",
     "hashed_embedding",
     "key_fingerprint",
     "postgres_cluster",
     "postgres_missing",
+    "tmux_available",
 ]
