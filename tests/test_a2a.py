@@ -129,7 +129,7 @@ async def test_sdk_client_streams_our_agent_and_continues_its_context(
     # The context's second turn was sent the first one's whole conversation.
     roles = [m["role"] for m in mock_server.requests[-1].json["messages"]]
     assert roles == ["system", "user", "assistant", "tool", "assistant", "user"]
-    history = served.history(context_id)
+    history = await served.history(context_id)
     assert history[-1]["content"] == "You asked about 2 and 3."
     validate_history(history_from_dicts(history))
 
@@ -164,7 +164,7 @@ async def test_cancel_aborts_the_turn_and_keeps_a_valid_history(
             await client.close()
     assert canceled.status.state == TaskState.TASK_STATE_CANCELED
     assert task.status.state == TaskState.TASK_STATE_CANCELED
-    history = served.history(task.context_id)
+    history = await served.history(task.context_id)
     assert [m["role"] for m in history] == ["system", "user", "assistant", "tool"]
     validate_history(history_from_dicts(history))
 

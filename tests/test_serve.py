@@ -131,7 +131,7 @@ async def test_limits_and_graceful_close_abort_running_turns(mock_server: MockLL
     mock_server.script(Reply.tool_calls(ToolCallSpec("wait", {}, id="w1")))
     async with OpenAICompatible(KEY, "mock-model", mock_server.url) as llm:
         served = ServedAgent(chat_agent(llm, toolkit=[wait]), max_turns=1, max_sessions=1)
-        async with anyio.create_task_group() as group:
+        async with served, anyio.create_task_group() as group:
             results: list[Any] = []
 
             async def turn() -> None:
@@ -143,15 +143,16 @@ async def test_limits_and_graceful_close_abort_running_turns(mock_server: MockLL
             with pytest.raises(CapacityError) as busy:
                 await served.run_turn("another", [])
             assert busy.value.limit == "turns"
+            served.max_turns = 2
             with pytest.raises(CapacityError) as full:
                 await served.session_turn("s2", "a new session")
             assert full.value.limit == "sessions"
             with anyio.fail_after(GUARD):
                 await served.aclose()
-        with pytest.raises(CapacityError):
-            await served.run_turn("after close", [])
+            with pytest.raises(CapacityError):
+                await served.run_turn("after close", [])
     assert results[0].aborted
-    history = served.history("s1")
+    history = await served.history("s1")
     assert [m["role"] for m in history] == ["system", "user", "assistant", "tool"]
 
 

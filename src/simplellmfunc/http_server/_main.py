@@ -74,14 +74,26 @@ class ServeSettings:
 
 
 async def serve_config(config: AgentConfig, settings: ServeSettings) -> None:
-    """Open the agent, serve it until SIGINT / SIGTERM, then close everything."""
+    """Open the agent, serve it until SIGINT / SIGTERM, then close everything.
+
+    A ``react`` agent with a ``toolkit.pyrepl`` (and no handoffs) gets a kernel per session
+    (``<working_directory>/<session id>/work``) instead of one shared by every caller.
+    """
     section = config.serve
+    repl = config.toolkit.pyrepl
+    per_session = repl is not None and config.kind == "react" and not config.handoffs
+    if per_session:
+        toolkit = config.toolkit.model_copy(update={"pyrepl": None})
+        config = config.model_copy(update={"toolkit": toolkit})
     async with ConfiguredAgent(config) as agent:
         served = ServedAgent(
             agent,
             max_sessions=section.max_sessions,
             idle_timeout=section.idle_timeout,
             max_turns=section.max_turns,
+            pyrepl=repl.repl_options() if per_session and repl is not None else False,
+            pool_size=section.pool_size if per_session else 0,
+            root=repl.working_directory if per_session and repl is not None else None,
         )
         sock = bind(settings.host, settings.port)
         try:

@@ -25,7 +25,13 @@ from pathlib import Path
 from typing import Any
 
 from ..._abort import AbortSignal
-from ..._events import EventYield, ReactEndEvent, is_event_yield, is_response_yield
+from ..._events import (
+    EventYield,
+    ReactEndEvent,
+    ResponseYield,
+    is_event_yield,
+    is_response_yield,
+)
 from ...decorators import llm_chat
 from ...engine import RunHook
 from ...exceptions import ConfigError, UserError
@@ -288,6 +294,51 @@ class ConfiguredAgent:
         result = await self._turn(self._chat, text, self.history, abort, observer)
         self.history = result.history
         return result
+
+    async def chat(
+        self,
+        message: str,
+        history: list[dict[str, Any]] | None = None,
+        **call_options: Any,
+    ) -> AsyncIterator[Any]:
+        """One turn as the items of an ``enable_event=True`` ``@llm_chat`` call: its events,
+        then a ``ResponseYield`` with the conversation after the turn. The agent's own
+        ``history`` is left untouched (one agent serving many sessions: a
+        :class:`~simplellmfunc.runtime.sessions.SessionStore` takes this method as its agent).
+
+        Args:
+            message: The user's message.
+            history: The conversation to continue (a chain agent ignores it).
+            **call_options: Per-call options of the ``@llm_chat`` call (``_abort_signal``,
+                ``_session_id``, ``_toolkit``, ``_hooks``).
+
+        Raises:
+            UserError: If the agent is not open.
+        """
+        if self._stages:
+            async for item in self._chain_items(message, call_options.get("_abort_signal")):
+                yield item
+            return
+        if self._chat is None:
+            raise UserError("the agent is not open; use 'async with'")
+        items = self._chat(message, history=list(history or []), **call_options)
+        async for item in self.recorder.wrap(items):
+            yield item
+
+    async def _chain_items(self, text: str, abort: AbortSignal | None) -> AsyncIterator[Any]:
+        for step, chat in self._stages:
+            ended = "answer"
+            items = chat(_fill(step.prompt, text), history=[], _abort_signal=abort)
+            async for item in self.recorder.wrap(items):
+                if is_response_yield(item):
+                    text = str(item.response)
+                    continue
+                if is_event_yield(item) and isinstance(item.event, ReactEndEvent):
+                    ended = item.event.terminated_by
+                yield item
+            if ended in ("aborted", "error"):
+                break
+        yield ResponseYield(text, [])
 
     async def _run_chain(
         self, text: str, abort: AbortSignal | None, observer: RunObserver

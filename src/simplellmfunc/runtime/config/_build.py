@@ -142,12 +142,7 @@ async def build_toolkit(config: AgentConfig, stack: AsyncExitStack) -> list[Any]
         from ...builtin import PyRepl
 
         options = section.pyrepl
-        repl = PyRepl(
-            working_directory=options.working_directory,
-            execution_timeout_seconds=options.timeout,
-            memory_limit_mb=options.memory_limit_mb,
-            max_output_tokens=options.max_output_tokens,
-        )
+        repl = PyRepl(working_directory=options.working_directory, **options.repl_options())
         await stack.enter_async_context(repl)
         toolkit.extend(repl.toolset)
     if section.files is not None:

@@ -101,6 +101,14 @@ class PyReplConfig(_Section):
     memory_limit_mb: Annotated[int, Field(ge=16)] | None = None
     max_output_tokens: Annotated[int, Field(ge=100)] = 20_000
 
+    def repl_options(self) -> dict[str, Any]:
+        """The keyword arguments of ``PyRepl`` besides the working directory."""
+        return {
+            "execution_timeout_seconds": self.timeout,
+            "memory_limit_mb": self.memory_limit_mb,
+            "max_output_tokens": self.max_output_tokens,
+        }
+
 
 class FilesConfig(_Section):
     """Workspace file tools (``FileToolset``): read, grep, sed, write inside ``workspace``."""
@@ -328,6 +336,8 @@ class ServeConfig(_Section):
         idle_timeout: Seconds before an idle session is dropped.
         max_turns: Turns running at once.
         a2a: Serve A2A (agent card and JSON-RPC endpoint).
+        pool_size: Kernels started ahead of time for new sessions (a ``react`` agent with a
+            ``toolkit.pyrepl`` gets a kernel per session).
     """
 
     host: str = "127.0.0.1"
@@ -337,6 +347,7 @@ class ServeConfig(_Section):
     idle_timeout: Positive | None = 3600.0
     max_turns: Annotated[int, Field(ge=1)] = 16
     a2a: bool = True
+    pool_size: Annotated[int, Field(ge=0, le=32)] = 0
 
 
 class AgentConfig(_Section):
