@@ -197,3 +197,74 @@ async def test_serve_command_refuses_without_a_token(tmp_path: Path) -> None:
     )
     assert public.code == 2
     assert "loopback only" in public.stderr
+
+
+async def test_config_agent_sessions_get_their_own_kernel_and_history(tmp_path: Path) -> None:
+    """`serve` of a react config agent with a PyRepl: ``X-Session-Id`` sessions keep their own
+    history and kernel over HTTP; a request without the header stays stateless."""
+
+    def run(code: str, call_id: str) -> Reply:
+        return Reply.tool_calls(ToolCallSpec("execute_code", {"code": code}, id=call_id))
+
+    async with MockLLMServer() as mock:
+        mock.script(
+            run("x = 'alice'", "a1"),
+            Reply.text("Set."),
+            run("print(x)", "b1"),
+            Reply.text("Bob has no x."),
+            run("print(x)", "a2"),
+            Reply.text("Still alice."),
+            Reply.text("Stateless."),
+        )
+        config = write(
+            tmp_path / "agent.yml",
+            "name: coder\nkind: react\nmodel: openai:mock-model\nsystem: Run code.\n"
+            f"toolkit:\n  pyrepl:\n    working_directory: {tmp_path / 'sessions'}\n"
+            "serve:\n  port: 0\n",
+        )
+        env = clean_env({"OPENAI_API_KEY": KEY, "OPENAI_BASE_URL": mock.url})
+        process = await start_cli("serve", config, "--no-auth", env=env, cwd=tmp_path)
+        assert process.stderr is not None
+        with anyio.fail_after(GUARD):
+            line = b""
+            while b"\n" not in line:
+                line += await process.stderr.receive(1)
+        url = line.decode().split(" at ")[1].split(" ")[0]
+        client = openai.AsyncOpenAI(api_key="unused", base_url=f"{url}/v1")
+
+        async def say(text: str, session: str | None) -> Any:
+            headers = {"X-Session-Id": session} if session else None
+            return await client.chat.completions.with_raw_response.create(
+                model="coder", messages=[{"role": "user", "content": text}], extra_headers=headers
+            )
+
+        with anyio.fail_after(GUARD * 2):
+            first = await say("remember alice", "alice")
+            bob = await say("what is x?", "bob")
+            again = await say("and now?", "alice")
+            stateless = await say("hello", None)
+            async with httpx.AsyncClient(base_url=url) as http:
+                health = (await http.get("/health")).json()
+        await client.close()
+        process.send_signal(signal.SIGTERM)
+        done = await finish(process)
+    assert done.code == 0, done.stderr
+    assert first.headers["x-session-id"] == "alice"
+    assert [r.parse().choices[0].message.content for r in (first, bob, again, stateless)] == [
+        "Set.",
+        "Bob has no x.",
+        "Still alice.",
+        "Stateless.",
+    ]
+    assert "x-session-id" not in stateless.headers
+    requests = [r.json["messages"] for r in mock.requests]
+    assert "NameError" in requests[3][-1]["content"]  # bob's kernel never saw alice's x
+    assert "alice" in requests[5][-1]["content"]  # alice's kernel kept it
+    # Alice's second turn continues her own conversation, without bob's.
+    roles = ["system", "user", "assistant", "tool", "assistant", "user"]
+    assert [m["role"] for m in requests[4]] == roles
+    assert "what is x" not in str(requests[4])
+    assert [m["role"] for m in requests[6]] == ["system", "user"]
+    assert health["sessions"] == 2  # the stateless request's session is gone
+    assert {p.name for p in (tmp_path / "sessions").iterdir()} >= {"alice", "bob"}
+    assert (tmp_path / "sessions" / "alice" / "work").is_dir()
