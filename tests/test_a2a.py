@@ -116,6 +116,9 @@ async def test_sdk_client_streams_our_agent_and_continues_its_context(
         ("tool_call_end", "add"),
     ]
     assert tools[0]["arguments"] == {"a": 2, "b": 3}
+    # The metadata is the event's to_wire form: its origin names the A2A context's session.
+    assert {e["origin"]["session_id"] for e in tools} == {context_id}
+    assert tools[0]["type"] == "event"
     assert tools[1]["result"] == "5"
     chunks = [r.artifact_update for r in responses if r.HasField("artifact_update")]
     assert len(chunks) == 4  # three deltas, then the whole answer as the last chunk

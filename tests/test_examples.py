@@ -118,6 +118,22 @@ def test_example_runs(name: str) -> None:
     assert result.stdout.strip()
 
 
+async def run_with_provider(name: str, mock_server: MockLLMServer, cwd: Path) -> str:
+    """The output of ``examples/<name>.py`` run with ``mock_server`` as the provider the
+    environment names (checked to exit 0)."""
+    env = {
+        **os.environ,
+        "OPENAI_API_KEY": "sk-test-123456789",
+        "OPENAI_MODEL": "mock-model",
+        "OPENAI_BASE_URL": mock_server.url,
+    }
+    result = await anyio.run_process(
+        [sys.executable, str(EXAMPLES / f"{name}.py")], cwd=cwd, env=env, check=False
+    )
+    assert result.returncode == 0, result.stderr.decode()[-2000:]
+    return result.stdout.decode()
+
+
 async def test_demo_runs_against_a_provider_from_the_environment(
     mock_server: MockLLMServer, tmp_path: Path
 ) -> None:
@@ -127,17 +143,7 @@ async def test_demo_runs_against_a_provider_from_the_environment(
         Reply.tool_calls(ToolCallSpec("get_weather", {"city": "Paris"})),
         Reply.text("It is 14°C with rain showers in Paris."),
     )
-    env = {
-        **os.environ,
-        "OPENAI_API_KEY": "sk-test-123456789",
-        "OPENAI_MODEL": "mock-model",
-        "OPENAI_BASE_URL": mock_server.url,
-    }
-    result = await anyio.run_process(
-        [sys.executable, str(EXAMPLES / "demo.py")], cwd=tmp_path, env=env, check=False
-    )
-    out = result.stdout.decode()
-    assert result.returncode == 0, result.stderr.decode()[-2000:]
+    out = await run_with_provider("demo", mock_server, tmp_path)
     assert "Review(sentiment='positive', stars=5)" in out
     assert "→ get_weather({'city': 'Paris'})" in out
     assert "← get_weather: 'Paris: 14°C, rain showers' (ok)" in out
@@ -157,17 +163,7 @@ async def test_serve_agent_example_against_a_provider(
         Reply.text("Bonne nuit."),
         Reply.text("In French: Bonne nuit."),
     )
-    env = {
-        **offline_env(),
-        "OPENAI_API_KEY": "sk-test-123456789",
-        "OPENAI_MODEL": "mock-model",
-        "OPENAI_BASE_URL": mock_server.url,
-    }
-    result = await anyio.run_process(
-        [sys.executable, str(EXAMPLES / "serve_agent.py")], cwd=tmp_path, env=env, check=False
-    )
-    out = result.stdout.decode()
-    assert result.returncode == 0, result.stderr.decode()[-2000:]
+    out = await run_with_provider("serve_agent", mock_server, tmp_path)
     assert "[openai, session ada] My name is Ada. -> Je m'appelle Ada." in out
     assert "[a2a] caller -> translator({'task': 'Good night'})" in out
     assert "[a2a] caller answers: In French: Bonne nuit." in out

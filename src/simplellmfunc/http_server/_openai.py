@@ -162,6 +162,11 @@ async def chat_completions(served: ServedAgent, request: Request) -> Response:
     completion = _Completion(served.name)
     headers = {SESSION_HEADER: session_id} if session_id is not None else None
     if body.get("stream"):
+        try:
+            served.admit(session_id)  # a refusal gets its HTTP status, not an error chunk
+        except SimpleLLMFuncError as exc:
+            status, message, kind = _failure(exc)
+            return error_response(status, message, kind)
         return StreamingResponse(
             _stream(served, turn, completion), media_type="text/event-stream", headers=headers
         )

@@ -204,6 +204,21 @@ class ServedAgent:
             self._running -= 1
             await self.sessions.close(session_id, forget=True)
 
+    def admit(self, session_id: str | None = None) -> None:
+        """Raise now what a turn (of ``session_id``; ``None``: a stateless one) would be
+        refused with, e.g. before a streamed response commits to HTTP 200.
+
+        Raises:
+            CapacityError: If the agent is closing, or ``max_turns`` turns are running.
+            SessionError: If the session is running a turn already.
+        """
+        self._admit()
+        session = self.sessions.sessions.get(session_id) if session_id is not None else None
+        if session is not None and session.busy:
+            raise SessionError(
+                f"session {session_id!r} is already running a turn: wait for it, or abort it"
+            )
+
     def _admit(self) -> None:
         if self._closing or not self._open:
             state = "shutting down" if self._open or self._closing else "not open"
