@@ -47,6 +47,20 @@ async def start_serve(
     return process, line.decode().split(" at ")[1].split(" ")[0]
 
 
+def waiting_tool() -> tuple[Any, anyio.Event, anyio.Event]:
+    """A tool ``wait`` that sets ``started`` and returns once ``release`` is set."""
+    started, release = anyio.Event(), anyio.Event()
+
+    @tool
+    async def wait() -> str:
+        """Wait for the operator."""
+        started.set()
+        await release.wait()
+        return "released"
+
+    return wait, started, release
+
+
 @tool
 async def add(a: int, b: int) -> int:
     """Add two numbers."""
@@ -134,15 +148,7 @@ async def test_auth_health_card_and_bad_requests(mock_server: MockLLMServer) -> 
 
 
 async def test_limits_and_graceful_close_abort_running_turns(mock_server: MockLLMServer) -> None:
-    started, release = anyio.Event(), anyio.Event()
-
-    @tool
-    async def wait() -> str:
-        """Wait for the operator."""
-        started.set()
-        await release.wait()
-        return "released"
-
+    wait, started, _ = waiting_tool()  # never released: the close aborts it
     mock_server.script(Reply.tool_calls(ToolCallSpec("wait", {}, id="w1")))
     async with OpenAICompatible(KEY, "mock-model", mock_server.url) as llm:
         served = ServedAgent(chat_agent(llm, toolkit=[wait]), max_turns=1, max_sessions=1)
@@ -278,15 +284,7 @@ async def test_session_header_refusals_and_a_disconnected_stream(
 ) -> None:
     """A second request of a busy session gets 409, an invalid id 400; a stateless stream the
     client leaves ends its turn and forgets its throwaway session."""
-    started, release = anyio.Event(), anyio.Event()
-
-    @tool
-    async def wait() -> str:
-        """Wait for the operator."""
-        started.set()
-        await release.wait()
-        return "released"
-
+    wait, started, release = waiting_tool()
     mock_server.script(Reply.tool_calls(ToolCallSpec("wait", {}, id="w1")), Reply.text("Done."))
     async with OpenAICompatible(KEY, "mock-model", mock_server.url) as llm:
         served = ServedAgent(chat_agent(llm, toolkit=[wait]))
