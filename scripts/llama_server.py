@@ -16,7 +16,7 @@ import shutil
 import subprocess
 import sys
 import tarfile
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
@@ -78,8 +78,13 @@ def build() -> Path:
 
 
 @asynccontextmanager
-async def llama_server(startup_timeout: float = 120.0) -> AsyncIterator[str]:
+async def llama_server(
+    startup_timeout: float = 120.0, extra_args: Sequence[str] = ()
+) -> AsyncIterator[str]:
     """Start ``llama-server`` with SmolLM2, yield its base URL (``http://127.0.0.1:PORT``), stop it.
+
+    ``extra_args`` go on its command line, e.g. ``("--embedding", "--pooling", "mean")`` to
+    serve ``/v1/embeddings`` instead of chat.
 
     Raises:
         RuntimeError: If the binary is missing or the server exits during start-up.
@@ -102,6 +107,7 @@ async def llama_server(startup_timeout: float = 120.0) -> AsyncIterator[str]:
         "--jinja",  # tool calling needs the model's chat template
         "--threads",
         "2",
+        *extra_args,
     ]
     library_path = os.pathsep.join(filter(None, [str(CACHE), os.environ.get("LD_LIBRARY_PATH")]))
     base_url = f"http://127.0.0.1:{port}"

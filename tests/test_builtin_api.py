@@ -27,6 +27,7 @@ SURFACES = {
         "KernelPool",
         "ListVariablesTool",
         "Primitive",
+        "PrimitiveCallContext",
         "PrimitivePack",
         "PyRepl",
         "ReplBackend",

@@ -533,3 +533,26 @@ async def test_tool_names_include_mcp_servers(server: MockLLMServer, tmp_path: P
             names = await agent.tool_names()
     assert "read_file" in names
     assert "demo_get_sum" in names
+
+
+def test_a_reader_that_leaves_early_is_not_an_error(simple: Path, tmp_path: Path) -> None:
+    """``simplellmfunc validate agent.yml | head -1``: the pipe closes before the output ends."""
+    import subprocess
+
+    from acceptance_support import CLI
+
+    read, write_end = os.pipe()
+    os.close(read)  # the reader is gone before the command writes
+    with closing(os.fdopen(write_end, "wb")) as stdout:
+        done = subprocess.run(
+            [*CLI, "validate", str(simple)],
+            stdout=stdout,
+            stderr=subprocess.PIPE,
+            env=clean_env(),
+            cwd=tmp_path,
+            timeout=GUARD,
+            check=False,
+        )
+    assert done.returncode == 0
+    assert b"BrokenPipe" not in done.stderr
+    assert b"Traceback" not in done.stderr

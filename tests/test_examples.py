@@ -95,6 +95,19 @@ BUILTINS: dict[str, list[str]] = {
 }
 
 
+#: Examples that script the mock server in their code → lines their output must contain.
+SCRIPTED: dict[str, list[str]] = {
+    "rag_agent": [
+        "ingested: 3 files: 3 added, 0 updated, 0 unchanged, 0 deleted, 0 skipped; chunks +4",
+        "hit: docs/tuning.md:5-10 § Tuning > Flux capacitor",
+        "retrieve said: No passage matches 'hyperdrive'. Rewrite the query",
+        "retrieve said: [1] docs/tuning.md:5-10 § Tuning > Flux capacitor",
+        "answer: Set warp = 9 in widgets.toml [docs/tuning.md:5-10].",
+        "again: 3 files: 0 added, 1 updated, 2 unchanged, 0 deleted, 0 skipped; chunks +1 -0 =2",
+    ],
+}
+
+
 def offline_env() -> dict[str, str]:
     """This process's environment without any model setting or key."""
     model_settings = ("EXAMPLE_MODEL", "OPENAI_MODEL")
@@ -182,28 +195,42 @@ async def test_serve_agent_example_against_a_provider(
     assert "sk-test-123456789" not in out
 
 
-@pytest.mark.parametrize("name", sorted(BUILTINS))
-def test_builtin_example_runs_offline(name: str, tmp_path: Path) -> None:
+def run_offline(name: str, cwd: Path) -> str:
+    """Run an example with no model setting, in ``cwd``, stdin closed; its stdout."""
     result = subprocess.run(
         [sys.executable, str(EXAMPLES / f"{name}.py")],
         capture_output=True,
         text=True,
         timeout=180,
         check=False,
-        cwd=tmp_path,
+        cwd=cwd,
         env=offline_env(),
         stdin=subprocess.DEVNULL,
     )
     assert result.returncode == 0, result.stderr[-3000:]
-    out = result.stdout
+    assert "Traceback" not in result.stderr
+    return result.stdout
+
+
+@pytest.mark.parametrize("name", sorted(SCRIPTED))
+def test_scripted_example_shows_what_it_is_for(name: str, tmp_path: Path) -> None:
+    out = run_offline(name, tmp_path)
+    for line in SCRIPTED[name]:
+        assert line in out, f"{line!r} not in:\n{out}"
+
+
+@pytest.mark.parametrize("name", sorted(BUILTINS))
+def test_builtin_example_runs_offline(name: str, tmp_path: Path) -> None:
+    out = run_offline(name, tmp_path)
     for line in BUILTINS[name]:
         assert line in out, f"{line!r} not in:\n{out}"
     if name != "config_agent":  # that one uses a mock server, not the scripted model
         assert out.startswith("(no model configured: a scripted model plays its part")
-    assert "Traceback" not in result.stderr
 
 
 def test_every_example_is_tested() -> None:
     scripts = {p.stem for p in EXAMPLES.glob("*.py") if not p.name.startswith("_")}
-    # demo: tested above, as `make demo`; web_chatbot: over HTTP in tests/test_web_chatbot.py
-    assert scripts == {"demo", "serve_agent", "web_chatbot", *OFFLINE, *BUILTINS}
+    # demo, serve_agent: tested above against a provider; web_chatbot: over HTTP in
+    # tests/test_web_chatbot.py; web_chat: in a headless Chromium in tests/test_webchat_browser.py
+    scripted = {*OFFLINE, *SCRIPTED, *BUILTINS}
+    assert scripts == {"demo", "serve_agent", "web_chatbot", "web_chat", *scripted}

@@ -491,7 +491,7 @@ async def test_reply_validation() -> None:
 
 async def test_routing_errors(server: MockLLMServer, client: httpx.AsyncClient) -> None:
     server.default = Reply.text("ok")
-    assert (await client.post("/embeddings", json=BODY)).status_code == 404
+    assert (await client.post("/images/generations", json=BODY)).status_code == 404
     assert (await client.get("/chat/completions")).status_code == 405
     assert (await client.post("/chat/completions", content=b"[1]")).status_code == 400
     assert len(server.requests) == 3
@@ -604,3 +604,22 @@ async def test_cli_module() -> None:
         assert [c["choices"][0]["delta"].get("content") for c in chunks[1:-1]] == list("okay")
         process.terminate()
         assert await process.wait() == 0
+
+
+async def test_embeddings_are_deterministic_and_unscripted(mock_server: MockLLMServer) -> None:
+    mock_server.script(kit.Reply.text("kept for the chat call"))
+    async with httpx.AsyncClient(base_url=mock_server.url) as client:
+        body = {"model": "m", "input": ["parse the file", "parsing files", "zebra"]}
+        reply = (await client.post("/embeddings", json=body)).json()
+        assert [item["index"] for item in reply["data"]] == [0, 1, 2]
+        first, second, third = (item["embedding"] for item in reply["data"])
+        assert len(first) == 64
+        assert first == kit.hashed_embedding("parse the file")
+        assert sum(a * b for a, b in zip(first, second, strict=True)) > 0.3  # "file(s)" shared
+        assert sum(a * b for a, b in zip(first, third, strict=True)) == 0.0
+        sized = await client.post("/embeddings", json={"input": "x", "dimensions": 8})
+        assert len(sized.json()["data"][0]["embedding"]) == 8
+        bad = await client.post("/embeddings", json={"input": [1, 2]})
+        assert bad.status_code == 400
+        assert "'input' must be" in bad.json()["error"]["message"]
+    assert mock_server.pending == 1  # embeddings consume no scripted reply

@@ -23,6 +23,7 @@ import simplellmfunc.runtime.commands
 import simplellmfunc.runtime.config
 import simplellmfunc.runtime.memory
 import simplellmfunc.runtime.multiagent
+import simplellmfunc.runtime.retrieval
 import simplellmfunc.runtime.serving
 import simplellmfunc.runtime.sessions
 import simplellmfunc.runtime.skills
@@ -30,6 +31,7 @@ import simplellmfunc.runtime.stores
 import simplellmfunc.runtime.trace
 import simplellmfunc.tools
 import simplellmfunc.types
+import simplellmfunc.webchat
 import simplellmfunc.wire
 
 EXPECTED_TOP = {
@@ -55,6 +57,7 @@ EXPECTED_TOP = {
     "Tool",
     "ToolEventEmitter",
     "app_log",
+    "create_rag",
     "llm_chat",
     "llm_function",
     "make_llm",
@@ -77,6 +80,7 @@ EXPECTED_TOP = {
         simplellmfunc.runtime.commands,
         simplellmfunc.runtime.config,
         simplellmfunc.runtime.memory,
+        simplellmfunc.runtime.retrieval,
         simplellmfunc.runtime.skills,
         simplellmfunc.runtime.multiagent,
         simplellmfunc.runtime.a2a,
@@ -87,6 +91,7 @@ EXPECTED_TOP = {
         simplellmfunc.runtime.trace,
         simplellmfunc.tools,
         simplellmfunc.types,
+        simplellmfunc.webchat,
         simplellmfunc.wire,
     ],
 )
@@ -181,6 +186,21 @@ RUNTIME_PACKAGES = {
         "StepTriple",
         "render_memory",
         "strip_memory",
+    },
+    "retrieval": {
+        "AGENTIC_PROMPT",
+        "Chunk",
+        "Embedder",
+        "IngestReport",
+        "KnowledgeBase",
+        "Passage",
+        "RAG",
+        "SearchMode",
+        "SourceInfo",
+        "chunk_text",
+        "create_rag",
+        "format_passages",
+        "retrieve_tool",
     },
     "skills": {
         "DEFAULT_SKILL_AGENT_PROMPT",

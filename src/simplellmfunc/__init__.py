@@ -29,6 +29,7 @@ if TYPE_CHECKING:
         TokenBucket,
         make_llm,
     )
+    from .runtime.retrieval import create_rag
     from .tools import Tool, ToolEventEmitter, tool
     from .utils.tui import tui
 
@@ -55,6 +56,7 @@ __all__ = [
     "Tool",
     "ToolEventEmitter",
     "app_log",
+    "create_rag",
     "llm_chat",
     "llm_function",
     "make_llm",
@@ -89,6 +91,7 @@ __getattr__, __dir__ = lazy_exports(
         "Tool": ".tools",
         "ToolEventEmitter": ".tools",
         "app_log": ".logger",
+        "create_rag": ".runtime.retrieval",
         "llm_chat": ".decorators",
         "llm_function": ".decorators",
         "make_llm": ".providers",

@@ -75,30 +75,35 @@ class SQLiteDatabase:
         path: The database file (created if missing; parent directories must exist), or
             ``":memory:"`` for a private in-memory database.
         durable: ``synchronous=FULL`` when true, ``NORMAL`` otherwise.
+        driver: The DB-API module that opens the file (default :mod:`sqlite3`); a drop-in such as
+            ``pysqlite3`` where the standard one cannot load SQLite extensions. Its errors are
+            handled as :mod:`sqlite3`'s are.
 
     Raises:
         ConfigError: If the file cannot be opened as a SQLite database.
     """
 
-    def __init__(self, path: str | Path, *, durable: bool = True) -> None:
+    def __init__(self, path: str | Path, *, durable: bool = True, driver: Any = None) -> None:
         self.path = str(path)
         self.durable = durable
         self._synchronous = durable  # what the connection is set to now
         self._lock = threading.Lock()
         self._closed = False
+        module = sqlite3 if driver is None else driver
+        self._errors: tuple[type[Exception], ...] = (sqlite3.Error, module.Error)
         try:
-            self._conn = sqlite3.connect(
+            self._conn: sqlite3.Connection = module.connect(
                 self.path,
                 check_same_thread=False,
                 isolation_level=None,  # autocommit: transactions are explicit
                 timeout=_BUSY_TIMEOUT_S,
             )
-        except sqlite3.Error as exc:
+        except self._errors as exc:
             raise ConfigError(f"cannot open SQLite database {self.path!r}: {exc}") from exc
         try:
             self._conn.execute("PRAGMA journal_mode=WAL")
             self._conn.execute(f"PRAGMA synchronous={'FULL' if durable else 'NORMAL'}")
-        except sqlite3.Error as exc:
+        except self._errors as exc:
             self._conn.close()
             raise ConfigError(f"cannot open SQLite database {self.path!r}: {exc}") from exc
 
@@ -123,7 +128,7 @@ class SQLiteDatabase:
             with self._lock:
                 self._check_open()
                 return work(self._conn)
-        except sqlite3.Error as exc:
+        except self._errors as exc:
             raise RunError(f"SQLite read failed on {self.path!r}: {exc}") from exc
 
     def write(self, work: Callable[[sqlite3.Connection], T], *, durable: bool | None = None) -> T:
@@ -152,7 +157,7 @@ class SQLiteDatabase:
                     raise
                 self._conn.execute("COMMIT")
                 return result
-        except sqlite3.Error as exc:
+        except self._errors as exc:
             raise RunError(f"SQLite write failed on {self.path!r}: {exc}") from exc
 
     async def aread(self, work: Callable[[sqlite3.Connection], T]) -> T:
@@ -211,10 +216,12 @@ def ensure_parent(path: str | Path) -> None:
 
 
 def open_database(
-    target: DatabaseLike, schema: Sequence[str], *, durable: bool = True
+    target: DatabaseLike, schema: Sequence[str], *, durable: bool = True, driver: Any = None
 ) -> tuple[SQLiteDatabase, bool]:
     """Open ``target`` (or reuse it) and make sure ``schema`` exists; a file path's folders are
     created first, so a configured ``memory/agent.db`` works on a fresh checkout.
+
+    ``driver`` is :class:`SQLiteDatabase`'s (ignored for a shared database).
 
     Returns:
         The database and whether the caller owns it (and so must close it).
@@ -228,7 +235,7 @@ def open_database(
         return target, False
     if str(target) not in ("", ":memory:"):  # SQLite's private temporary and in-memory databases
         ensure_parent(target)
-    database = SQLiteDatabase(target, durable=durable)
+    database = SQLiteDatabase(target, durable=durable, driver=driver)
     try:
         database.ensure_schema(schema)
     except BaseException:

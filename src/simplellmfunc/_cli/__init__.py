@@ -1,13 +1,16 @@
-"""The ``simplellmfunc`` command line: ``run``, ``repl``, ``validate`` and ``serve`` an agent
-config.
+"""The ``simplellmfunc`` command line: ``run``, ``repl``, ``validate``, ``serve`` and ``web``
+(a chat page) for an agent config; ``rag`` builds and searches knowledge bases.
 
 ::
 
     simplellmfunc run agent.yml "compute 1+2+...+100" --trace
     echo "a task" | simplellmfunc run worker.yml --quiet -
     simplellmfunc repl agent.yml
+    simplellmfunc web agent.yml --port 8000
     simplellmfunc validate agent.yml
     SIMPLELLMFUNC_SERVE_TOKEN=secret simplellmfunc serve agent.yml --port 8000
+    simplellmfunc rag ingest docs/ --kb project
+    simplellmfunc rag search "how do I abort a run?" --kb project
 
 Exit codes: 0 done, 1 the run failed otherwise, 2 bad config or command line, 3 the model
 provider failed, 4 a tool could not be started or used, 130 aborted (Ctrl-C).
@@ -15,6 +18,7 @@ provider failed, 4 a tool could not be started or used, 130 aborted (Ctrl-C).
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Sequence
 
@@ -32,6 +36,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             from ._run import handle_run
 
             return handle_run(args)
+        if args.command == "rag":
+            from ._rag import handle_rag
+
+            return handle_rag(args)
         if args.command == "repl":
             from ._repl import handle_repl
 
@@ -40,9 +48,17 @@ def main(argv: Sequence[str] | None = None) -> int:
             from ._serve import handle_serve
 
             return handle_serve(args)
+        if args.command == "web":
+            from ._web import handle_web
+
+            return handle_web(args)
         from ._validate import handle_validate
 
         return handle_validate(args)
     except KeyboardInterrupt:  # before the signal handlers are installed, or after
         print("aborted", file=sys.stderr)
         return EXIT_ABORTED
+    except BrokenPipeError:  # `simplellmfunc ... | head`: the reader left, which is fine
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())  # no second error when Python flushes at exit
+        return 0

@@ -49,6 +49,31 @@ def _add_run_options(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def _add_rag(commands: Any) -> None:
+    """Add ``rag`` and its sub-commands to the top-level sub-parsers."""
+    rag = commands.add_parser("rag", help="build and search knowledge bases")
+    actions = rag.add_subparsers(dest="rag_command", required=True, metavar="ACTION")
+    ingest = actions.add_parser("ingest", help="add or refresh files and folders")
+    ingest.add_argument("paths", nargs="+", help="files and folders")
+    ingest.add_argument("--no-prune", action="store_true", help="keep files gone from a folder")
+    ingest.add_argument("--embed-url", help="an OpenAI-compatible /embeddings API root")
+    ingest.add_argument("--embed-model", help="the embedding model")
+    ingest.add_argument("--embed-key-env", help="the variable holding the embeddings API key")
+    ingest.add_argument("--dimensions", type=int, help="ask for vectors of this size")
+    search = actions.add_parser("search", help="print the passages that best match a query")
+    search.add_argument("query")
+    search.add_argument("-k", type=int, default=5, help="how many passages (default 5)")
+    search.add_argument("--mode", choices=("bm25", "dense", "hybrid"), help="search mode")
+    search.add_argument("--budget", type=int, default=4000, help="most tokens printed")
+    search.add_argument("--embed-key-env", help="the variable holding the embeddings API key")
+    actions.add_parser("list", help="list the ingested sources")
+    delete = actions.add_parser("delete", help="forget files, folders or sources")
+    delete.add_argument("paths", nargs="+", help="paths or sources as cited")
+    for parser in actions.choices.values():
+        parser.add_argument("--kb", required=True, help="the knowledge base: a name or a file")
+        parser.add_argument("--format", choices=("text", "json"), default="text")
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of every command."""
     parser = argparse.ArgumentParser(
@@ -64,6 +89,17 @@ def build_parser() -> argparse.ArgumentParser:
     _add_common(repl)
     repl.add_argument("--session", help="the memory session name")
     _add_run_options(repl)
+    web = commands.add_parser("web", help="serve the agent as a web chat page")
+    _add_common(web)
+    web.add_argument("--host", default="127.0.0.1", help="bind address (default: loopback)")
+    web.add_argument("--port", type=int, default=8000, help="port (default: 8000)")
+    web.add_argument(
+        "--token", help="the access token (default: none on loopback, else a random one)"
+    )
+    web.add_argument("--max-sessions", type=int, default=20, help="open sessions at most")
+    web.add_argument(
+        "--idle-timeout", type=float, default=900.0, help="seconds before an idle tab's kernel goes"
+    )
     validate = commands.add_parser("validate", help="check a config file and print its problems")
     _add_common(validate)
     serve = commands.add_parser(
@@ -75,6 +111,7 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument(
         "--no-auth", action="store_true", help="serve without a bearer token (loopback only)"
     )
+    _add_rag(commands)
     return parser
 
 

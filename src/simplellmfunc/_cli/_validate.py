@@ -29,6 +29,8 @@ def describe_config(config: AgentConfig) -> str:
     toolkit = config.toolkit
     tools = [name for name in ("pyrepl", "files") if getattr(toolkit, name) is not None]
     tools += [t.name for t in toolkit.shell] + [t.name for t in toolkit.agents]
+    if config.knowledge is not None:
+        tools.append(config.knowledge.tool_name)
     if toolkit.mcpServers:
         servers = toolkit.mcpServers
         tools += [f"mcp:{n}" for n in servers] if isinstance(servers, dict) else ["mcp:" + servers]

@@ -14,6 +14,7 @@ import os
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from ..exceptions import UserError
 from ..runtime.config import AgentConfig, ConfiguredAgent
@@ -81,19 +82,18 @@ async def serve_config(config: AgentConfig, settings: ServeSettings) -> None:
     """
     section = config.serve
     repl = config.toolkit.pyrepl
-    per_session = repl is not None and config.kind == "react" and not config.handoffs
-    if per_session:
-        toolkit = config.toolkit.model_copy(update={"pyrepl": None})
-        config = config.model_copy(update={"toolkit": toolkit})
+    pyrepl: dict[str, Any] | bool = False
+    if config.kind == "react" and not config.handoffs:
+        config, pyrepl = config.split_pyrepl()
     async with ConfiguredAgent(config) as agent:
         served = ServedAgent(
             agent,
             max_sessions=section.max_sessions,
             idle_timeout=section.idle_timeout,
             max_turns=section.max_turns,
-            pyrepl=repl.repl_options() if per_session and repl is not None else False,
-            pool_size=section.pool_size if per_session else 0,
-            root=repl.working_directory if per_session and repl is not None else None,
+            pyrepl=pyrepl,
+            pool_size=section.pool_size if pyrepl else 0,
+            root=repl.working_directory if pyrepl and repl is not None else None,
         )
         sock = bind(settings.host, settings.port)
         try:

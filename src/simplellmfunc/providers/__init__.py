@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     )
     from ._claude_cli import ClaudeCodeCLI
     from ._config import env_settings, load_provider_json
+    from ._embeddings import OpenAIEmbeddings
     from ._fallback import FallbackLLM
     from ._http import HTTPSettings
     from ._http_interface import HTTPInterface
@@ -51,6 +52,7 @@ __all__ = [
     "LLMRequest",
     "LLMResponse",
     "OpenAICompatible",
+    "OpenAIEmbeddings",
     "OpenAIResponsesCompatible",
     "Preset",
     "ReasoningDelta",
@@ -85,6 +87,7 @@ __getattr__, __dir__ = lazy_exports(
         "LLMRequest": "._base",
         "LLMResponse": "._base",
         "OpenAICompatible": "._openai",
+        "OpenAIEmbeddings": "._embeddings",
         "OpenAIResponsesCompatible": "._responses",
         "PRESETS": "._presets",
         "Preset": "._presets",

@@ -13,6 +13,9 @@
 * :mod:`.checkpoints`: :class:`Checkpoint`, :class:`CheckpointManager`, :class:`CheckpointHook`.
 * :mod:`.commands`: command lines as tools: :class:`ShellTool`, and :class:`CLIAgentTool` for
   agents calling agents, over :func:`run_command`.
+* :mod:`.retrieval`: knowledge bases: :class:`KnowledgeBase` (files and folders chunked into
+  one SQLite file, BM25 by FTS5, dense and hybrid with ``sqlite-vec``), the ``retrieve`` tool
+  (:func:`retrieve_tool`) and :func:`create_rag` → :class:`RAG` (with an agentic answerer).
 * :mod:`.skills`: :class:`Skill` s from Agent Skills folders (``SKILL.md``) or :func:`skill`,
   a :class:`SkillRegistry` with search and discovery, :class:`Skills` (a registry as a toolkit
   item: ``load_skill`` on demand) and :func:`skill_agent`.
@@ -24,12 +27,10 @@
   :class:`ConfiguredAgent`.
 
 Imports between them run one way: ``config`` → ``checkpoints`` → ``trace`` / ``stores``;
-``config`` → ``memory`` → ``stores``; ``config`` → ``commands``. A sub-package uses its siblings'
-public names only.
+``config`` → ``memory`` → ``stores``; ``config`` → ``commands``; ``config`` →
+``retrieval``. A sub-package uses its siblings' public names only.
 
 Room is left for the packages that come next, each a sibling sub-package on the same terms:
-``multiagent/`` (agent as tool, handoff, group chat, parallel runs, channels, shared memory),
-``retrieval/`` (a store + retrieve tool),
 ``a2a/`` and ``serving/`` (agent card, client and server; HTTP serving) and ``durable/``
 (durable, distributed runs on DBOS).
 
@@ -90,6 +91,21 @@ from .multiagent import (
     Team,
     drop_tool_turns,
 )
+from .retrieval import (
+    AGENTIC_PROMPT,
+    RAG,
+    Chunk,
+    Embedder,
+    IngestReport,
+    KnowledgeBase,
+    Passage,
+    SearchMode,
+    SourceInfo,
+    chunk_text,
+    create_rag,
+    format_passages,
+    retrieve_tool,
+)
 from .sessions import OnDisconnect, Session, SessionStore
 from .skills import Skill, SkillRegistry, Skills, skill, skill_agent
 from .stores import (
@@ -114,6 +130,8 @@ from .trace import (
 )
 
 __all__ = [
+    "AGENTIC_PROMPT",
+    "RAG",
     "Action",
     "AgentConfig",
     "AgentOutcome",
@@ -124,9 +142,11 @@ __all__ = [
     "CheckpointHook",
     "CheckpointInfo",
     "CheckpointManager",
+    "Chunk",
     "CommandOutput",
     "ConfigRunResult",
     "ConfiguredAgent",
+    "Embedder",
     "GroupChat",
     "GroupChatResult",
     "GroupChatState",
@@ -134,9 +154,11 @@ __all__ = [
     "Handoff",
     "HandoffResult",
     "InMemoryStore",
+    "IngestReport",
     "InputFilter",
     "JSONLSink",
     "KeyValueExtraction",
+    "KnowledgeBase",
     "LLMSelector",
     "LLMSummary",
     "MemoryHook",
@@ -144,6 +166,7 @@ __all__ = [
     "OnDisconnect",
     "Parallel",
     "ParallelResult",
+    "Passage",
     "RedisChannel",
     "RedisStore",
     "RunObserver",
@@ -151,6 +174,7 @@ __all__ = [
     "SQLiteStore",
     "SQLiteTraceSink",
     "ScopedStore",
+    "SearchMode",
     "Session",
     "SessionStore",
     "SharedMemory",
@@ -158,6 +182,7 @@ __all__ = [
     "Skill",
     "SkillRegistry",
     "Skills",
+    "SourceInfo",
     "SpeakerSelector",
     "Step",
     "StepTriple",
@@ -170,12 +195,16 @@ __all__ = [
     "TraceSink",
     "TraceStats",
     "TurnResult",
+    "chunk_text",
+    "create_rag",
     "drop_tool_turns",
+    "format_passages",
     "load_agent_config",
     "load_checkpoint",
     "open_store",
     "read_jsonl",
     "render_memory",
+    "retrieve_tool",
     "run_command",
     "run_config",
     "save_checkpoint",

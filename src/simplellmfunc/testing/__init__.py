@@ -7,6 +7,7 @@ Example:
     ...     ...  # point a client at server.url, then inspect server.requests
 """
 
+from ._render_embeddings import hashed_embedding
 from ._script import (
     DeltaShape,
     LineEnding,
@@ -29,5 +30,6 @@ __all__ = [
     "ReplyOptions",
     "ScriptedLLM",
     "ToolCallSpec",
+    "hashed_embedding",
     "key_fingerprint",
 ]

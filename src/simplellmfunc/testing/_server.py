@@ -27,6 +27,7 @@ import anyio
 
 from ..exceptions import UserError
 from ._render_anthropic import CountTokensRenderer, MessagesRenderer
+from ._render_embeddings import EmbeddingsRenderer
 from ._render_openai import ChatCompletionsRenderer
 from ._render_responses import ResponsesRenderer
 from ._script import RecordedRequest, Reply, Script, ScriptItem, redact_headers
@@ -154,9 +155,11 @@ class MockLLMServer:
         ...     # POST f"{server.url}/chat/completions" with any HTTP client
 
     Speaks OpenAI Chat Completions, OpenAI Responses and Anthropic Messages (JSON and SSE), each
-    rendered from the same provider-neutral replies. Each request to an API endpoint consumes the
-    next scripted reply (see :meth:`script`); when none is left the ``default`` answers, and
-    without a default the server answers HTTP 500 ``no scripted reply``. Every request is
+    rendered from the same provider-neutral replies, and OpenAI Embeddings (deterministic
+    hashed bag-of-words vectors, unscripted: see ``hashed_embedding``). Each request to an API
+    endpoint consumes the next scripted reply (see :meth:`script`); when none is left the
+    ``default`` answers, and without a default the server answers HTTP 500 ``no scripted
+    reply``. Every request is
     recorded in :attr:`requests`, with credentials replaced by fingerprints.
 
     A body that is not valid UTF-8 is answered HTTP 400 (JSON must be UTF-8, and real APIs refuse
@@ -191,6 +194,7 @@ class MockLLMServer:
             "/v1/responses": ResponsesRenderer(),
             "/v1/messages": MessagesRenderer(),
             "/v1/messages/count_tokens": CountTokensRenderer(),
+            "/v1/embeddings": EmbeddingsRenderer(),
         }
 
     @property

@@ -242,12 +242,17 @@ class CellRun:
         source = "result" if result else "display"
         found = False
         if isinstance(data.get(IMAGE_MIME), dict):
-            self.out.artifacts.append({"type": "image", "source": source, **data[IMAGE_MIME]})
+            ref = data[IMAGE_MIME]
+            self.out.artifacts.append({"type": "image", "source": source, **ref})
+            if isinstance(ref.get("url"), str):
+                await self._emit_image({"source": source, "url": ref["url"]})
             found = True
         for mime in IMAGE_TYPES:
             if isinstance(data.get(mime), str):
                 image = {"type": "image", "source": source, "mime_type": mime, "data": data[mime]}
                 self.out.artifacts.append(image)
+                b64 = data[mime].replace("\n", "")
+                await self._emit_image({"source": source, "mime_type": mime, "data": b64})
                 found = True
                 break
         text = data.get("text/plain")
@@ -256,6 +261,11 @@ class CellRun:
         elif not found and isinstance(text, str):
             # A displayed object without an image reads like printed output.
             await self._stream("stdout", text + "\n")
+
+    async def _emit_image(self, payload: dict[str, Any]) -> None:
+        """A ``kernel_image`` event: an image the cell showed, live (a front end draws it)."""
+        if self.emitter is not None:
+            await self.emitter.emit("kernel_image", payload)
 
     # -- stdin --------------------------------------------------------------------------------
 

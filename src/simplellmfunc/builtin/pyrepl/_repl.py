@@ -308,9 +308,10 @@ class PyRepl:
         :meth:`restart`. It says that every earlier variable, import and definition is gone.
 
         With an ``event_emitter``, output streams as ``kernel_stdout`` / ``kernel_stderr``
-        events. When the emitter delivers live (inside a run with events enabled, or built with
-        a ``sink``), ``input()`` emits ``kernel_input_request`` (answer with
-        :meth:`submit_input`); otherwise ``input()`` fails at once with a clear error.
+        events and shown images as ``kernel_image`` events. When the emitter delivers live
+        (inside a run with events enabled, or built with a ``sink``), ``input()`` emits
+        ``kernel_input_request`` (answer with :meth:`submit_input`); otherwise ``input()``
+        fails at once with a clear error.
 
         Raises:
             KernelError: If no kernel can be started (including after repeated kernel deaths).

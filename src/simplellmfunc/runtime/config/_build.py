@@ -22,9 +22,17 @@ from ..memory import AutoSave, KeyValueExtraction, LLMSummary, MemoryHook, StepT
 from ..skills import SkillRegistry, Skills
 from ..stores import ScopedStore, open_store
 from ..trace import JSONLSink, SQLiteTraceSink, TraceRecorder, TraceSink
-from ._schema import AgentConfig, HistoryConfig, MemoryConfig, ModelConfig, TerminationConfig
+from ._schema import (
+    AgentConfig,
+    HistoryConfig,
+    KnowledgeConfig,
+    MemoryConfig,
+    ModelConfig,
+    TerminationConfig,
+)
 
 __all__ = [
+    "build_knowledge",
     "build_llm",
     "build_memory",
     "build_options",
@@ -49,11 +57,13 @@ def _capabilities(base: Capabilities | None, overrides: Mapping[str, bool]) -> C
     return Capabilities(**{**current, **overrides})
 
 
-def _keys_from(variable: str, environ: Mapping[str, str] | None) -> list[str]:
+def _keys_from(
+    variable: str, environ: Mapping[str, str] | None, key: str = "model.api_key_env"
+) -> list[str]:
     raw = env_settings(environ).get(variable, "")
     keys = [k.strip() for k in raw.split(",") if k.strip()]
     if not keys:
-        raise ConfigError(f"model.api_key_env: the variable {variable} is not set")
+        raise ConfigError(f"{key}: the variable {variable} is not set")
     return keys
 
 
@@ -149,6 +159,8 @@ async def build_toolkit(config: AgentConfig, stack: AsyncExitStack) -> list[Any]
         from ...builtin import FileToolset
 
         toolkit.extend(FileToolset(section.files.workspace).toolset)
+    if config.knowledge is not None:
+        toolkit.append(await build_knowledge(config.knowledge, stack))
     toolkit.extend(
         ShellTool(
             s.name,
@@ -207,6 +219,44 @@ async def build_toolkit(config: AgentConfig, stack: AsyncExitStack) -> list[Any]
             )
         )
     return toolkit
+
+
+async def build_knowledge(
+    section: KnowledgeConfig, stack: AsyncExitStack, environ: Mapping[str, str] | None = None
+) -> Any:
+    """The ``retrieve`` tool of the ``knowledge:`` section; its sources ingested, the knowledge
+    base (and the embeddings client) closed with ``stack``.
+
+    Raises:
+        ConfigError: For a source that does not exist, or vectors that cannot be used here.
+        ProviderError: When the embeddings endpoint fails.
+    """
+    from ...exceptions import UserError
+    from ...providers import OpenAIEmbeddings
+    from ..retrieval import create_rag
+
+    embedder = None
+    if (spec := section.embeddings) is not None:
+        keys = None
+        if spec.api_key_env:
+            keys = _keys_from(spec.api_key_env, environ, "knowledge.embeddings.api_key_env")
+        embedder = OpenAIEmbeddings(spec.model, spec.base_url, keys, dimensions=spec.dimensions)
+        stack.push_async_callback(embedder.aclose)
+    rag = create_rag(
+        *section.sources,
+        path=section.path or ":memory:",
+        embedder=embedder,
+        k=section.k,
+        token_budget=section.token_budget,
+        mode=section.mode,
+        max_chunk_chars=section.max_chunk_chars,
+        tool_name=section.tool_name,
+    )
+    try:
+        await stack.enter_async_context(rag)
+    except UserError as exc:
+        raise ConfigError(f"knowledge: {exc}") from exc
+    return rag.tool
 
 
 # --- memory, trace, engine policies ---------------------------------------------------------

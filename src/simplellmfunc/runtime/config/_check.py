@@ -85,6 +85,8 @@ async def check_config(
     if config.kind != "chain":
         findings += _toolkit(config, env)
     findings += _files(config)
+    if config.knowledge is not None and config.kind != "chain":
+        findings += _knowledge(config)
     findings.append(Finding("unchecked", "not checked offline", _unchecked(config)))
     return findings
 
@@ -268,6 +270,23 @@ def _files(config: AgentConfig) -> list[Finding]:
     return found
 
 
+def _knowledge(config: AgentConfig) -> list[Finding]:
+    section = config.knowledge
+    assert section is not None
+    found = [
+        Finding("ok", "knowledge source", source)
+        if Path(source).exists()
+        else Finding("problem", "knowledge source", f"{source} does not exist")
+        for source in section.sources
+    ]
+    if section.path and section.path != ":memory:":
+        found.append(_writable("knowledge base", section.path, folder=False))
+    if section.embeddings is not None and importlib.util.find_spec("sqlite_vec") is None:
+        message = "sqlite-vec is not installed (pip install 'simplellmfunc[rag]')"
+        found.append(Finding("problem", "knowledge embeddings", message))
+    return found
+
+
 def _writable(subject: str, target: str, *, folder: bool) -> Finding:
     path = Path(target).expanduser()
     if path.exists():
@@ -295,4 +314,6 @@ def _unchecked(config: AgentConfig) -> str:
             parts.append("the Python kernel starting")
         if toolkit.shell or toolkit.agents:
             parts.append("tool commands running")
+        if config.knowledge is not None and config.knowledge.embeddings is not None:
+            parts.append("the embeddings endpoint")
     return ", ".join(parts) + " (running the agent checks them)"

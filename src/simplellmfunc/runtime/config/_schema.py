@@ -24,9 +24,11 @@ __all__ = [
     "AgentToolConfig",
     "ChainStep",
     "CheckpointConfig",
+    "EmbeddingsConfig",
     "FilesConfig",
     "GroupConfig",
     "HistoryConfig",
+    "KnowledgeConfig",
     "LimitsConfig",
     "MemoryConfig",
     "ModelConfig",
@@ -184,6 +186,47 @@ class ToolkitConfig(_Section):
         return not (
             self.pyrepl or self.files or self.mcpServers or self.shell or self.agents or self.a2a
         )
+
+
+class EmbeddingsConfig(_Section):
+    """An OpenAI-compatible ``/embeddings`` endpoint (llama.cpp ``--embedding``, OpenAI ...).
+
+    Attributes:
+        model: The embedding model.
+        base_url: The API root, e.g. ``http://127.0.0.1:8080/v1``.
+        api_key_env: The environment variable holding the key (none for a local server).
+        dimensions: Ask for vectors of this size (OpenAI's ``dimensions``).
+    """
+
+    model: Annotated[str, Field(min_length=1)]
+    base_url: Annotated[str, Field(min_length=1)]
+    api_key_env: str | None = None
+    dimensions: Annotated[int, Field(ge=1)] | None = None
+
+
+class KnowledgeConfig(_Section):
+    """A knowledge base the agent searches with a ``retrieve`` tool (``runtime.retrieval``).
+
+    Attributes:
+        sources: Files and folders to ingest when the agent starts (only what changed since
+            the last time is read again; files gone from a folder are removed).
+        path: The knowledge base file (SQLite); default: in memory, rebuilt each start.
+        k: Passages per search.
+        token_budget: Most tokens of one ``retrieve`` result.
+        mode: ``bm25``, ``dense`` or ``hybrid`` (default: hybrid with embeddings, else BM25).
+        embeddings: Vectors for dense and hybrid search (needs the ``[rag]`` extra).
+        tool_name: The tool's name.
+        max_chunk_chars: Target passage size.
+    """
+
+    sources: list[Annotated[str, Field(min_length=1)]] = []
+    path: str | None = None
+    k: Annotated[int, Field(ge=1, le=20)] = 5
+    token_budget: Annotated[int, Field(ge=50)] = 1500
+    mode: Literal["bm25", "dense", "hybrid"] | None = None
+    embeddings: EmbeddingsConfig | None = None
+    tool_name: ToolName = "retrieve"
+    max_chunk_chars: Annotated[int, Field(ge=100)] = 1500
 
 
 class SkillsConfig(_Section):
@@ -367,6 +410,7 @@ class AgentConfig(_Section):
             supports it).
         keyword_heuristic: With the text protocol, also read "use the X tool" prose as a call.
         toolkit: Tools.
+        knowledge: A knowledge base searched with a ``retrieve`` tool.
         skills: Skill folders (a list of folders, or a :class:`SkillsConfig`).
         memory: Agent memory.
         limits: Limits of a run.
@@ -390,6 +434,7 @@ class AgentConfig(_Section):
     tool_protocol: Literal["auto", "native", "text", "json"] = "auto"
     keyword_heuristic: bool = False
     toolkit: ToolkitConfig = ToolkitConfig()
+    knowledge: KnowledgeConfig | None = None
     skills: list[Annotated[str, Field(min_length=1)]] | SkillsConfig = []
     memory: MemoryConfig = MemoryConfig()
     limits: LimitsConfig = LimitsConfig()
@@ -402,6 +447,16 @@ class AgentConfig(_Section):
     group: GroupConfig = GroupConfig()
     handoffs: list[str] = []
     serve: ServeConfig = ServeConfig()
+
+    def split_pyrepl(self) -> tuple[AgentConfig, dict[str, Any] | bool]:
+        """This config without its shared kernel, and the ``PyRepl`` options of a kernel per
+        session (``False`` when it has no ``toolkit.pyrepl``): what ``serve`` and ``web`` give
+        a ``SessionStore``."""
+        section = self.toolkit.pyrepl
+        if section is None:
+            return self, False
+        toolkit = self.toolkit.model_copy(update={"pyrepl": None})
+        return self.model_copy(update={"toolkit": toolkit}), section.repl_options()
 
     @property
     def skills_section(self) -> SkillsConfig:

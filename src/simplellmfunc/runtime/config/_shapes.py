@@ -37,6 +37,8 @@ _PATHS: tuple[KeyPath, ...] = (
     ("toolkit", "shell", "*", "cwd"),
     ("toolkit", "agents", "*", "cwd"),
     ("toolkit", "mcpServers", "*", "cwd"),
+    ("knowledge", "path"),
+    ("knowledge", "sources", "*"),
     ("agents", "*"),
     ("handoffs", "*"),
 )

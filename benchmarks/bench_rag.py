@@ -1,0 +1,253 @@
+"""Retrieval: ingestion throughput and query latency against a raw SQLite FTS5 floor, and
+recall@5 on labelled questions over the Python standard library's own source and docstrings.
+
+The corpus is a copy of the stdlib modules below (the running Python's, so every machine has
+it), ingested into a fresh knowledge base file. The floor is the same chunks inserted into a
+plain FTS5 table (same tokenizer, one transaction) and the same ``MATCH`` query run on it with
+``conn.execute`` directly, in the same SQLite library. Targets: query latency ≤ 1.2× the floor
+(median). Recall@5 (is a passage of the expected module among the first five?) is reported,
+not asserted: it describes BM25 on this corpus, not a regression line.
+
+Run: ``python benchmarks/bench_rag.py`` (add ``--hybrid`` for hybrid search with the mock
+server's hashed bag-of-words vectors: latency only, those vectors are not a model).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import os
+import shutil
+import sys
+import sysconfig
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import anyio
+from _common import fmt, print_table, summarize
+
+from simplellmfunc.providers import OpenAIEmbeddings
+from simplellmfunc.runtime.retrieval import KnowledgeBase
+from simplellmfunc.runtime.retrieval._index import fts_query  # the MATCH the floor runs too
+from simplellmfunc.testing import MockLLMServer
+
+STDLIB = Path(sysconfig.get_paths()["stdlib"])
+PACKAGES = ("json", "asyncio", "concurrent", "email", "http", "urllib", "logging", "collections")
+QUERY_ROUNDS = 20
+TARGET = 1.2
+
+# Question → the module whose passages answer it (path under the corpus folder).
+QUESTIONS: list[tuple[str, str]] = [
+    ("How do I serialize a Python object to a JSON formatted string?", "json/__init__.py"),
+    ("read rows from a comma separated values file", "csv.py"),
+    ("shuffle a list in place randomly", "random.py"),
+    ("rational numbers with a numerator and a denominator", "fractions.py"),
+    ("copy a file together with its permission bits", "shutil.py"),
+    ("match a filename against a shell-style wildcard pattern", "fnmatch.py"),
+    ("encode binary data as base64 text", "base64.py"),
+    ("tuple subclass with named fields accessible by attribute", "collections/__init__.py"),
+    ("deep copy of a compound object with recursive references", "copy.py"),
+    ("read an INI configuration file with sections", "configparser.py"),
+    ("temporary directory removed automatically when done", "tempfile.py"),
+    ("parse command line options and positional arguments", "argparse.py"),
+    ("priority queue implemented as a binary heap", "heapq.py"),
+    ("insert into a sorted list keeping it sorted, binary search", "bisect.py"),
+    ("wrap a paragraph of text to a given line width", "textwrap.py"),
+    ("send an email message through an SMTP server", "smtplib.py"),
+    ("split a URL into scheme, network location and path", "urllib/parse.py"),
+    ("compare two sequences of lines and produce a unified diff", "difflib.py"),
+    ("wait for a coroutine with a timeout and cancel it", "asyncio/tasks.py"),
+    ("pretty print nested data structures", "pprint.py"),
+    ("run callables asynchronously in a pool of threads", "concurrent/futures/thread.py"),
+    ("log handler that rotates the log file when it gets too big", "logging/handlers.py"),
+    ("arithmetic mean and standard deviation of a sample", "statistics.py"),
+    ("generate universally unique identifiers", "uuid.py"),
+    ("HTTP client connection sending requests to a server", "http/client.py"),
+]
+
+
+def build_corpus(target: Path) -> tuple[int, int]:
+    """Copy the stdlib modules into ``target``; (files, bytes)."""
+    files = [p for p in STDLIB.glob("*.py") if not p.name.startswith("_")]
+    for package in PACKAGES:
+        files += [p for p in (STDLIB / package).rglob("*.py") if "test" not in p.parts]
+    size = 0
+    for path in files:
+        out = target / path.relative_to(STDLIB)
+        out.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(path, out)
+        size += path.stat().st_size
+    return len(files), size
+
+
+def driver_of(kb: KnowledgeBase) -> Any:
+    """The DB-API module the knowledge base runs on (the floor must use the same SQLite)."""
+    name = kb.database.read(lambda conn: type(conn).__module__)
+    return importlib.import_module(name)
+
+
+def build_floor(kb: KnowledgeBase, path: Path) -> tuple[Any, float]:
+    """A plain FTS5 table of the knowledge base's chunks; (connection, seconds to insert)."""
+    rows = kb.database.read(lambda c: list(c.execute("SELECT heading, text FROM chunks")))
+    conn = driver_of(kb).connect(str(path), isolation_level=None)
+    conn.execute("PRAGMA journal_mode=WAL")
+    conn.execute("PRAGMA synchronous=NORMAL")
+    conn.execute("CREATE VIRTUAL TABLE f USING fts5(heading, text, tokenize='porter unicode61')")
+    started = time.perf_counter()
+    conn.execute("BEGIN")
+    conn.executemany("INSERT INTO f (heading, text) VALUES (?, ?)", rows)
+    conn.execute("COMMIT")
+    return conn, time.perf_counter() - started
+
+
+def fts_match(question: str) -> str:
+    """The MATCH expression the knowledge base builds for ``question``."""
+    return fts_query(question)
+
+
+async def measure_queries(
+    kb: KnowledgeBase, inline_kb: KnowledgeBase, floor: Any
+) -> tuple[list[float], list[float], list[float], list[float]]:
+    """Latencies of: ``await kb.search`` (its SQLite work in a worker thread, the default), the
+    same with ``offload=False`` (in the caller's thread), the raw floor query, and a thread hop
+    alone (what the offload costs on this machine now)."""
+    ours: list[float] = []
+    inline: list[float] = []
+    raw: list[float] = []
+    hops: list[float] = []
+    sql = "SELECT heading, text, rank FROM f WHERE f MATCH ? ORDER BY rank LIMIT 5"
+
+    def floor_query(question: str) -> None:
+        floor.execute(sql, (fts_match(question),)).fetchall()
+
+    async def floor_async(question: str) -> None:
+        floor_query(question)
+
+    async def hop(question: str) -> None:
+        await anyio.to_thread.run_sync(lambda: None)
+
+    async def offloaded(question: str) -> None:
+        await kb.search(question, 5)
+
+    async def in_thread(question: str) -> None:
+        await inline_kb.search(question, 5)
+
+    steps = [(raw, floor_async), (inline, in_thread), (ours, offloaded), (hops, hop)]
+    for _, run in steps:  # warm every cache
+        for question, _ in QUESTIONS:
+            await run(question)
+    for round_ in range(QUERY_ROUNDS):
+        for question, _ in QUESTIONS:
+            for target, run in steps if round_ % 2 else steps[::-1]:  # no order bias
+                started = time.perf_counter()
+                await run(question)
+                target.append(time.perf_counter() - started)
+    return ours, inline, raw, hops
+
+
+async def recall_at_5(kb: KnowledgeBase, mode: str | None = None) -> tuple[float, list[str]]:
+    missed = []
+    for question, expected in QUESTIONS:
+        hits = await kb.search(question, 5, mode=mode)  # type: ignore[arg-type]
+        if not any(h.source == f"corpus/{expected}" for h in hits):
+            missed.append(f"{question!r} → {expected}")
+    return 1 - len(missed) / len(QUESTIONS), missed
+
+
+async def hybrid(corpus: Path, workdir: Path) -> list[list[Any]]:
+    async with MockLLMServer() as server:
+        embedder = OpenAIEmbeddings("hash-256", server.url, dimensions=256)
+        async with embedder, KnowledgeBase(workdir / "hybrid.db", embedder=embedder) as kb:
+            started = time.perf_counter()
+            report = await kb.ingest(corpus)
+            seconds = time.perf_counter() - started
+            latencies = []
+            for question, _ in QUESTIONS * 4:
+                t = time.perf_counter()
+                await kb.search(question, 5)
+                latencies.append(time.perf_counter() - t)
+            recall, _ = await recall_at_5(kb)
+    stats = summarize(latencies)
+    return [
+        [
+            "hybrid ingest (mock vectors over HTTP)",
+            f"{report.chunks_added / seconds:,.0f} chunks/s",
+            "",
+        ],
+        ["hybrid query p50 / p95", f"{fmt(stats.median * 1e3)} / {fmt(stats.p95 * 1e3)} ms", ""],
+        ["hybrid recall@5 (hashed bag-of-words vectors)", f"{recall:.0%}", ""],
+    ]
+
+
+def ms(stats: Any) -> str:
+    return f"{fmt(stats.median * 1e3, 3)} / {fmt(stats.p95 * 1e3, 3)} ms"
+
+
+def per_s(count: int, seconds: float) -> str:
+    return f"{count / seconds:,.0f} chunks/s"
+
+
+async def main(with_hybrid: bool) -> int:
+    workdir = Path(tempfile.mkdtemp(prefix="bench-rag-"))
+    try:
+        corpus = workdir / "corpus"
+        files, size = build_corpus(corpus)
+        async with KnowledgeBase(workdir / "kb.db") as kb:
+            first = await kb.ingest(corpus)
+            again = await kb.ingest(corpus)
+            floor, floor_seconds = build_floor(kb, workdir / "floor.db")
+            try:
+                async with KnowledgeBase(workdir / "kb.db", offload=False) as inline_kb:
+                    ours, inline, raw, hops = await measure_queries(kb, inline_kb, floor)
+            finally:
+                floor.close()
+            recall, missed = await recall_at_5(kb)
+        chunks = first.chunks_added
+        mine, core, base, hop = summarize(ours), summarize(inline), summarize(raw), summarize(hops)
+        ratio = mine.median / base.median
+        mb = size / 1e6
+        rows = [
+            ["corpus", f"{files} stdlib files, {mb:.1f} MB, {chunks} chunks", ""],
+            [
+                "ingest (read, chunk, index)",
+                f"{mb / first.seconds:.1f} MB/s",
+                per_s(chunks, first.seconds),
+            ],
+            ["floor: FTS5 insert of the same chunks", per_s(chunks, floor_seconds), ""],
+            [
+                "re-ingest, nothing changed",
+                f"{again.seconds * 1e3:.0f} ms",
+                f"{again.unchanged} unchanged",
+            ],
+            ["query p50 / p95: floor (raw FTS5)", ms(base), ""],
+            [
+                "query: KnowledgeBase(offload=False)",
+                ms(core),
+                f"{core.median / base.median:.2f}x floor",
+            ],
+            [
+                "query: KnowledgeBase (offload, default)",
+                ms(mine),
+                f"{ratio:.2f}x floor (target <= {TARGET}x)",
+            ],
+            ["a thread hop alone, for comparison", ms(hop), ""],
+            ["recall@5 (BM25, labelled questions)", f"{recall:.0%} of {len(QUESTIONS)}", ""],
+        ]
+        if with_hybrid:
+            rows += await hybrid(corpus, workdir)
+        load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
+        title = f"retrieval (bench_rag; {os.cpu_count()} CPUs, load average {load})"
+        print_table(["measure", "value", "note"], rows, title=title)
+        for line in missed:
+            print(f"  missed: {line}")
+        return 0 if ratio <= TARGET else 1
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--hybrid", action="store_true", help="also measure hybrid search")
+    sys.exit(anyio.run(main, parser.parse_args().hybrid))

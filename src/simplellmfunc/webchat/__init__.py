@@ -1,0 +1,23 @@
+"""A web chat page for an ``@llm_chat`` agent: one self-contained page, events over SSE.
+
+:func:`web_chat_app` makes a Starlette (ASGI) app that serves the page (HTML, JavaScript and
+CSS from this package: no build step, no CDN) and its API. Each browser tab is a session of a
+:class:`~simplellmfunc.runtime.SessionStore` (its own history and PyRepl kernel); the page shows
+Markdown replies, a card per tool call with the kernel's live output and images, ``input()``
+prompts, and an abort button. ``simplellmfunc web CONFIG`` serves a config's agent with it.
+Needs the ``[web]`` extra (``starlette``, ``uvicorn``).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from .._lazy import lazy_exports
+from ._auth import is_loopback
+
+if TYPE_CHECKING:
+    from ._app import web_chat_app
+
+__all__ = ["is_loopback", "web_chat_app"]
+
+__getattr__, __dir__ = lazy_exports(__name__, {"web_chat_app": "._app"})

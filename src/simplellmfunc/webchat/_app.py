@@ -1,0 +1,193 @@
+"""The Starlette app: the page, its static files, and the chat API over a SessionStore."""
+
+from __future__ import annotations
+
+import contextlib
+import html
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, JSONResponse, Response, StreamingResponse
+from starlette.routing import BaseRoute, Mount, Route
+from starlette.staticfiles import StaticFiles
+
+from ..exceptions import InputRefusedError, SessionError
+from ..runtime.sessions import SessionStore, check_session_id
+from ..runtime.stores import Store
+from ..wire import WirePolicy
+from ._auth import token_matches
+from ._stream import page_history, turn_frames
+
+__all__ = ["web_chat_app"]
+
+_STATIC = Path(__file__).parent / "static"
+Handler = Callable[[Request], Awaitable[Response]]
+
+
+def web_chat_app(
+    agent: Callable[..., Any],
+    *,
+    sessions: SessionStore | None = None,
+    pyrepl: bool | Mapping[str, Any] = True,
+    pool_size: int = 2,
+    max_sessions: int = 20,
+    idle_timeout: float | None = 900.0,
+    store: Store | None = None,
+    token: str | None = None,
+    title: str = "simplellmfunc chat",
+    max_message_chars: int = 20_000,
+    policy: WirePolicy | None = None,
+) -> Starlette:
+    """The chat page and its API for ``agent``, as an ASGI app (serve it with uvicorn).
+
+    Every browser tab is a session (its id lives in the tab's ``sessionStorage``, so a reload
+    keeps the conversation): its own history and, with ``pyrepl``, its own kernel.
+
+    Args:
+        agent: An ``@llm_chat`` function with ``stream=True, enable_event=True`` (see
+            :class:`~simplellmfunc.runtime.SessionStore` for how it is called).
+        sessions: A :class:`SessionStore` of ``agent`` that the caller has entered and closes
+            (for an app mounted in another one, whose lifespan does not run); the other session
+            arguments are then ignored. Default: the app makes one and its lifespan owns it.
+        pyrepl: Give each session a PyRepl kernel (``True``, or PyRepl keyword arguments).
+        pool_size: Kernels started ahead of time.
+        max_sessions: Open sessions at most (tabs beyond it are refused while all are busy;
+            otherwise the least recently used idle session is reclaimed).
+        idle_timeout: Seconds after which an idle session's kernel is closed (its history
+            stays in ``store``); ``None``: never.
+        store: Where histories are kept (default: in memory).
+        token: Required on every API call (``Authorization: Bearer``, or ``?token=`` in the
+            page's address, which the page passes on); ``None``: open, for a server bound to
+            loopback only.
+        title: The page's title.
+        max_message_chars: Longer messages are refused (413).
+        policy: The size policy of the events sent to the page (images are sent whole).
+    """
+    wire_policy = policy or WirePolicy()
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        if sessions is not None:
+            app.state.sessions = sessions
+            yield
+            return
+        owned = SessionStore(
+            agent,
+            pyrepl=pyrepl,
+            pool_size=pool_size if pyrepl else 0,
+            max_sessions=max_sessions,
+            idle_timeout=idle_timeout,
+            store=store,
+        )
+        async with owned:
+            app.state.sessions = owned
+            yield
+
+    def guard(handler: Handler) -> Handler:
+        async def checked(request: Request) -> Response:
+            if not token_matches(
+                token, request.headers.get("authorization"), request.query_params.get("token")
+            ):
+                return _error(401, "a valid token is required (open the address with ?token=)")
+            try:
+                check_session_id(request.path_params.get("sid", "page"))
+                return await handler(request)
+            except SessionError as exc:
+                return _error(_session_status(exc), str(exc))
+
+        return checked
+
+    def store_of(request: Request) -> SessionStore:
+        found: SessionStore | None = sessions or getattr(request.app.state, "sessions", None)
+        if found is None:
+            raise SessionError("the chat is not open: its app's lifespan has not run")
+        return found
+
+    async def page(request: Request) -> Response:
+        text = (_STATIC / "index.html").read_text(encoding="utf-8")
+        return HTMLResponse(text.replace("{{title}}", html.escape(title)))
+
+    async def chat(request: Request) -> Response:
+        body = await _json(request)
+        message = body.get("message")
+        if not isinstance(message, str) or not message.strip():
+            return _error(400, "send {'message': <text>}")
+        if len(message) > max_message_chars:
+            return _error(413, f"messages are limited to {max_message_chars} characters")
+        session = await store_of(request).open(request.path_params["sid"])
+        if session.busy:
+            return _error(409, f"session {session.id!r} is running a turn: wait, or abort it")
+        turn = store_of(request).chat(session.id, message)
+        headers = {"cache-control": "no-store", "x-accel-buffering": "no"}
+        return StreamingResponse(
+            turn_frames(turn, wire_policy), media_type="text/event-stream", headers=headers
+        )
+
+    async def answer(request: Request) -> Response:
+        body = await _json(request)
+        request_id, value = body.get("request_id"), body.get("value")
+        if not isinstance(request_id, str) or not isinstance(value, str):
+            return _error(400, "send {'request_id': <id>, 'value': <text>}")
+        try:
+            store_of(request).submit_input(request.path_params["sid"], request_id, value)
+        except InputRefusedError as exc:
+            return _error(409, str(exc))
+        return JSONResponse({"ok": True})
+
+    async def abort(request: Request) -> Response:
+        sid = request.path_params["sid"]
+        if sid not in store_of(request):
+            return JSONResponse({"aborted": False})
+        return JSONResponse({"aborted": store_of(request).abort(sid, "stopped by the user")})
+
+    async def history(request: Request) -> Response:
+        session = await store_of(request).open(request.path_params["sid"])
+        messages = page_history(session.history, wire_policy.max_text_chars)
+        return JSONResponse({"session": session.id, "busy": session.busy, "messages": messages})
+
+    async def overview(request: Request) -> Response:
+        store = store_of(request)
+        return JSONResponse(
+            {
+                "sessions": [s.info() for s in store.sessions.values()],
+                "max_sessions": store.max_sessions,
+                "idle_timeout": store.idle_timeout,
+            }
+        )
+
+    routes: list[BaseRoute] = [
+        Route("/", page),
+        Mount("/static", StaticFiles(directory=_STATIC), name="static"),
+        Route("/api/chat/{sid}", guard(chat), methods=["POST"]),
+        Route("/api/input/{sid}", guard(answer), methods=["POST"]),
+        Route("/api/abort/{sid}", guard(abort), methods=["POST"]),
+        Route("/api/history/{sid}", guard(history)),
+        Route("/api/sessions", guard(overview)),
+    ]
+    return Starlette(routes=routes, lifespan=lifespan)
+
+
+def _error(status: int, message: str) -> JSONResponse:
+    return JSONResponse({"ok": False, "error": message}, status_code=status)
+
+
+def _session_status(exc: SessionError) -> int:
+    text = str(exc)
+    if "invalid session id" in text:
+        return 400
+    if "sessions are open" in text:
+        return 503
+    if "no open session" in text:
+        return 404
+    return 409
+
+
+async def _json(request: Request) -> dict[str, Any]:
+    try:
+        body = await request.json()
+    except ValueError:
+        return {}
+    return body if isinstance(body, dict) else {}

@@ -1,0 +1,303 @@
+// The chat page: one session per browser tab, a turn's events read as Server-Sent Events
+// from a POST (fetch streams), drawn as Markdown replies and tool call cards.
+"use strict";
+
+const $ = (id) => document.getElementById(id);
+const log = $("log");
+const query = new URLSearchParams(location.search);
+if (query.get("token")) sessionStorage.setItem("slf-token", query.get("token"));
+const token = sessionStorage.getItem("slf-token");
+const sessionId = sessionStorage.getItem("slf-session") || newSessionId();
+sessionStorage.setItem("slf-session", sessionId);
+$("session").textContent = sessionId;
+
+function newSessionId() {
+  const bytes = crypto.getRandomValues(new Uint8Array(8));
+  return "tab-" + Array.from(bytes, (b) => b.toString(16).padStart(2, "0")).join("");
+}
+
+function api(path, body) {
+  const headers = {"content-type": "application/json"};
+  if (token) headers.authorization = "Bearer " + token;
+  const init = body === undefined ? {headers} : {method: "POST", headers, body: JSON.stringify(body)};
+  return fetch("api/" + path + "/" + encodeURIComponent(sessionId), init);
+}
+
+function element(tag, className, text) {
+  const node = document.createElement(tag);
+  if (className) node.className = className;
+  if (text !== undefined) node.textContent = text;
+  return node;
+}
+
+function add(node) {
+  const atBottom = log.scrollHeight - log.scrollTop - log.clientHeight < 40;
+  log.appendChild(node);
+  if (atBottom) log.scrollTop = log.scrollHeight;
+  return node;
+}
+
+function notice(text, kind) {
+  return add(element("div", "notice " + (kind || ""), text));
+}
+
+function setStatus(text) { $("status").textContent = text; }
+
+// -- replies -------------------------------------------------------------------------------
+
+class Reply {
+  constructor() { this.raw = ""; this.node = add(element("div", "msg assistant")); }
+  append(text) { this.raw += text; this.node.innerHTML = renderMarkdown(this.raw); follow(); }
+}
+
+function follow() { log.scrollTop = log.scrollHeight; }
+
+// -- tool call cards -----------------------------------------------------------------------
+
+class ToolCard {
+  constructor(id, name) {
+    this.id = id;
+    this.node = add(element("details", "tool running"));
+    this.node.open = true;
+    this.node.dataset.callId = id;
+    const summary = element("summary");
+    this.title = element("span", "tool-name", name);
+    this.state = element("span", "tool-state", "running");
+    summary.append(this.title, this.state);
+    this.args = element("pre", "tool-args");
+    this.output = element("pre", "tool-output");
+    this.output.hidden = true;
+    this.images = element("div", "tool-images");
+    this.node.append(summary, this.args, this.output, this.images);
+    this.argText = "";
+  }
+  argumentsDelta(delta) { this.argText += delta; this.args.textContent = this.argText; }
+  setArguments(args) {
+    if (args && typeof args.code === "string") {
+      this.args.textContent = args.code;
+      this.args.classList.add("code");
+    } else {
+      this.args.textContent = JSON.stringify(args, null, 2);
+    }
+  }
+  print(text, stream) {
+    this.output.hidden = false;
+    this.output.appendChild(element("span", stream, text));
+    follow();
+  }
+  image(data) {
+    const src = data.data ? "data:" + data.mime_type + ";base64," + data.data : data.url;
+    if (!/^(data:image\/|https?:)/.test(src || "")) return;
+    const img = element("img", "kernel-image");
+    img.alt = "image from the kernel";
+    img.src = src;
+    this.images.appendChild(img);
+    follow();
+  }
+  ask(data) {
+    const form = element("form", "input-request");
+    const label = element("label", "", data.prompt || "input()");
+    const field = element("input");
+    field.type = data.password ? "password" : "text";
+    field.name = "value";
+    field.autocomplete = "off";
+    const button = element("button", "", "Answer");
+    button.type = "submit";
+    label.appendChild(field);
+    form.append(label, button);
+    form.addEventListener("submit", async (event) => {
+      event.preventDefault();
+      button.disabled = true;
+      const response = await api("input", {request_id: data.request_id, value: field.value});
+      if (response.ok) {
+        form.replaceWith(element("div", "answered", (data.prompt || "") + (data.password ? "••••" : field.value)));
+      } else {
+        button.disabled = false;
+        form.appendChild(element("div", "error", (await response.json()).error));
+      }
+    });
+    this.node.insertBefore(form, this.images.nextSibling);
+    field.focus();
+    follow();
+  }
+  fail(event) { this.failure = event.error_type + ": " + event.message; }
+  end(event) {
+    this.node.classList.remove("running");
+    this.node.classList.add(event.success ? "ok" : "failed");
+    const seconds = typeof event.duration_s === "number" ? " · " + event.duration_s.toFixed(2) + " s" : "";
+    this.state.textContent = (event.success ? "done" : this.failure || "failed") + seconds;
+    for (const form of this.node.querySelectorAll("form.input-request")) form.remove();
+    const result = element("details", "tool-result");
+    result.append(element("summary", "", "result"), element("pre", "", resultText(event.result)));
+    this.node.appendChild(result);
+  }
+}
+
+function resultText(result) {
+  // What the model read: a text, or [text, [images]] (the images are drawn above).
+  if (result == null) return "";
+  if (typeof result === "string") return result;
+  if (Array.isArray(result)) {
+    const texts = result.filter((part) => typeof part === "string");
+    const images = result.filter(Array.isArray).reduce((n, list) => n + list.length, 0);
+    return texts.join("\n") + (images ? "\n[" + images + " image(s)]" : "");
+  }
+  return JSON.stringify(result, null, 2);
+}
+
+// -- a turn --------------------------------------------------------------------------------
+
+class Turn {
+  constructor() { this.replies = new Map(); this.cards = new Map(); this.streamed = new Set(); }
+  reply(origin) {
+    let reply = this.replies.get(origin.agent_call_id);
+    if (!reply) { reply = new Reply(); this.replies.set(origin.agent_call_id, reply); }
+    return reply;
+  }
+  card(id, name) {
+    let card = this.cards.get(id);
+    if (!card) { card = new ToolCard(id, name || "tool"); this.cards.set(id, card); }
+    return card;
+  }
+  handle(event) {
+    const origin = event.origin || {};
+    switch (event.kind) {
+      case "llm_call_start": this.streamed.delete(origin.agent_call_id); break;
+      case "llm_chunk_arrive":
+        if (event.text) { this.streamed.add(origin.agent_call_id); this.reply(origin).append(event.text); }
+        break;
+      case "llm_call_end":
+        if (!this.streamed.has(origin.agent_call_id) && event.response_text) this.reply(origin).append(event.response_text);
+        break;
+      case "tool_call_arguments_delta":
+        this.replies.delete(origin.agent_call_id);
+        this.card(event.tool_call_id, event.tool_name).argumentsDelta(event.arguments_delta);
+        break;
+      case "tool_call_start":
+        this.replies.delete(origin.agent_call_id);
+        this.card(event.tool_call_id, event.tool_name).setArguments(event.arguments);
+        break;
+      case "tool_call_error": this.card(event.tool_call_id, event.tool_name).fail(event); break;
+      case "tool_call_end": this.card(event.tool_call_id, event.tool_name).end(event); break;
+      case "custom": this.custom(event); break;
+      case "llm_call_error": notice("model error: " + event.message, "error"); break;
+      case "react_end": this.end(event, origin); break;
+      case "error": notice(event.error + ": " + event.message, "error"); break;
+    }
+  }
+  custom(event) {
+    const card = event.tool_call_id ? this.card(event.tool_call_id, event.tool_name) : null;
+    const data = event.data || {};
+    if (!card) return;
+    if (event.event_name === "kernel_stdout") card.print(data.text, "stdout");
+    else if (event.event_name === "kernel_stderr") card.print(data.text, "stderr");
+    else if (event.event_name === "kernel_image") card.image(data);
+    else if (event.event_name === "kernel_input_request") card.ask(data);
+  }
+  end(event, origin) {
+    if (origin.fork_id) return;
+    if (event.aborted) notice("stopped: " + (event.abort_reason || "aborted"), "aborted");
+    else if (event.error) notice("the turn failed: " + event.error, "error");
+    const usage = event.total_usage || {};
+    const parts = [event.iterations + " step(s)", (usage.total_tokens || 0) + " tokens"];
+    if (typeof event.duration_s === "number") parts.push(event.duration_s.toFixed(1) + " s");
+    add(element("div", "usage", parts.join(" · ")));
+  }
+}
+
+// -- sending, streaming, aborting ----------------------------------------------------------
+
+let running = false;
+
+function setRunning(value) {
+  running = value;
+  $("send").disabled = value;
+  $("abort").disabled = !value;
+  setStatus(value ? "running…" : "");
+}
+
+async function readEvents(response, onEvent) {
+  const reader = response.body.getReader();
+  const decoder = new TextDecoder();
+  let buffer = "";
+  for (;;) {
+    const {value, done} = await reader.read();
+    if (done) break;
+    buffer += decoder.decode(value, {stream: true});
+    let cut;
+    while ((cut = buffer.indexOf("\n\n")) >= 0) {
+      const block = buffer.slice(0, cut);
+      buffer = buffer.slice(cut + 2);
+      const data = block.split("\n").filter((l) => l.startsWith("data: ")).map((l) => l.slice(6)).join("\n");
+      if (data) onEvent(JSON.parse(data));
+    }
+  }
+}
+
+async function send(text) {
+  add(element("div", "msg user", text));
+  follow();
+  setRunning(true);
+  try {
+    const response = await api("chat", {message: text});
+    if (!response.ok) {
+      notice((await response.json()).error, "error");
+      return;
+    }
+    const turn = new Turn();
+    await readEvents(response, (event) => turn.handle(event));
+  } catch (error) {
+    notice("connection lost: " + error, "error");
+  } finally {
+    setRunning(false);
+  }
+}
+
+$("composer").addEventListener("submit", (event) => {
+  event.preventDefault();
+  const text = $("message").value.trim();
+  if (!text || running) return;
+  $("message").value = "";
+  send(text);
+});
+
+$("message").addEventListener("keydown", (event) => {
+  if (event.key === "Enter" && !event.shiftKey) {
+    event.preventDefault();
+    $("composer").requestSubmit();
+  }
+});
+
+$("abort").addEventListener("click", async () => {
+  $("abort").disabled = true;
+  setStatus("stopping…");
+  await api("abort", {});
+});
+
+// -- the conversation so far (after a reload) ----------------------------------------------
+
+async function restore() {
+  const response = await api("history");
+  if (!response.ok) { notice((await response.json()).error, "error"); return; }
+  const {messages} = await response.json();
+  const cards = new Map();
+  for (const message of messages) {
+    if (message.role === "user") add(element("div", "msg user", message.text));
+    else if (message.role === "assistant") {
+      if (message.text) new Reply().append(message.text);
+      for (const call of message.tool_calls) {
+        const card = new ToolCard(call.id, call.name);
+        card.node.open = false;
+        try { card.setArguments(JSON.parse(call.arguments)); } catch { card.argumentsDelta(call.arguments); }
+        cards.set(call.id, card);
+      }
+    } else if (message.role === "tool" && cards.has(message.tool_call_id)) {
+      const card = cards.get(message.tool_call_id);
+      card.end({success: true, result: message.text});
+    }
+  }
+  follow();
+  document.body.dataset.ready = "true";
+}
+
+restore();
