@@ -116,6 +116,9 @@ async def test_sdk_client_streams_our_agent_and_continues_its_context(
         ("tool_call_end", "add"),
     ]
     assert tools[0]["arguments"] == {"a": 2, "b": 3}
+    # The metadata is the event's to_wire form: its origin names the A2A context's session.
+    assert {e["origin"]["session_id"] for e in tools} == {context_id}
+    assert tools[0]["type"] == "event"
     assert tools[1]["result"] == "5"
     chunks = [r.artifact_update for r in responses if r.HasField("artifact_update")]
     assert len(chunks) == 4  # three deltas, then the whole answer as the last chunk
@@ -129,7 +132,7 @@ async def test_sdk_client_streams_our_agent_and_continues_its_context(
     # The context's second turn was sent the first one's whole conversation.
     roles = [m["role"] for m in mock_server.requests[-1].json["messages"]]
     assert roles == ["system", "user", "assistant", "tool", "assistant", "user"]
-    history = served.history(context_id)
+    history = await served.history(context_id)
     assert history[-1]["content"] == "You asked about 2 and 3."
     validate_history(history_from_dicts(history))
 
@@ -164,7 +167,7 @@ async def test_cancel_aborts_the_turn_and_keeps_a_valid_history(
             await client.close()
     assert canceled.status.state == TaskState.TASK_STATE_CANCELED
     assert task.status.state == TaskState.TASK_STATE_CANCELED
-    history = served.history(task.context_id)
+    history = await served.history(task.context_id)
     assert [m["role"] for m in history] == ["system", "user", "assistant", "tool"]
     validate_history(history_from_dicts(history))
 

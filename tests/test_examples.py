@@ -137,6 +137,22 @@ def test_example_runs(name: str) -> None:
     assert result.stdout.strip()
 
 
+async def run_with_provider(name: str, mock_server: MockLLMServer, cwd: Path) -> str:
+    """The output of ``examples/<name>.py`` run with ``mock_server`` as the provider the
+    environment names (checked to exit 0)."""
+    env = {
+        **os.environ,
+        "OPENAI_API_KEY": "sk-test-123456789",
+        "OPENAI_MODEL": "mock-model",
+        "OPENAI_BASE_URL": mock_server.url,
+    }
+    result = await anyio.run_process(
+        [sys.executable, str(EXAMPLES / f"{name}.py")], cwd=cwd, env=env, check=False
+    )
+    assert result.returncode == 0, result.stderr.decode()[-2000:]
+    return result.stdout.decode()
+
+
 async def test_demo_runs_against_a_provider_from_the_environment(
     mock_server: MockLLMServer, tmp_path: Path
 ) -> None:
@@ -146,21 +162,42 @@ async def test_demo_runs_against_a_provider_from_the_environment(
         Reply.tool_calls(ToolCallSpec("get_weather", {"city": "Paris"})),
         Reply.text("It is 14°C with rain showers in Paris."),
     )
-    env = {
-        **os.environ,
-        "OPENAI_API_KEY": "sk-test-123456789",
-        "OPENAI_MODEL": "mock-model",
-        "OPENAI_BASE_URL": mock_server.url,
-    }
-    result = await anyio.run_process(
-        [sys.executable, str(EXAMPLES / "demo.py")], cwd=tmp_path, env=env, check=False
-    )
-    out = result.stdout.decode()
-    assert result.returncode == 0, result.stderr.decode()[-2000:]
+    out = await run_with_provider("demo", mock_server, tmp_path)
     assert "Review(sentiment='positive', stars=5)" in out
     assert "→ get_weather({'city': 'Paris'})" in out
     assert "← get_weather: 'Paris: 14°C, rain showers' (ok)" in out
     assert "assistant> It is 14°C with rain showers in Paris." in out
+    assert "sk-test-123456789" not in out
+
+
+async def test_serve_agent_example_against_a_provider(
+    mock_server: MockLLMServer, tmp_path: Path
+) -> None:
+    """examples/serve_agent.py: the served agent answers our OpenAICompatible (the server keeps
+    session "ada") and a second agent's A2A tool; both agents' model is the mock."""
+    mock_server.script(
+        Reply.text("Bonjour Ada !"),
+        Reply.text("Je m'appelle Ada."),
+        Reply.tool_calls(ToolCallSpec("translator", {"task": "Good night"})),
+        Reply.text("Bonne nuit."),
+        Reply.text("In French: Bonne nuit."),
+    )
+    out = await run_with_provider("serve_agent", mock_server, tmp_path)
+    assert "[openai, session ada] My name is Ada. -> Je m'appelle Ada." in out
+    assert "[a2a] caller -> translator({'task': 'Good night'})" in out
+    assert "[a2a] caller answers: In French: Bonne nuit." in out
+    assert "session ada keeps 5 messages on the server" in out
+    requests = [r.json["messages"] for r in mock_server.requests]
+    # The session's second turn was sent its first one, kept by the server.
+    assert [m["role"] for m in requests[1]] == ["system", "user", "assistant", "user"]
+    assert requests[1][1]["content"] == "Hello, I am Ada!"
+    # Over A2A the served agent got the task in a new context; the caller got its answer.
+    assert [m["content"] for m in requests[3][1:]] == ["Good night"]
+    assert requests[4][-1] == {
+        "role": "tool",
+        "tool_call_id": requests[4][-2]["tool_calls"][0]["id"],
+        "content": "Bonne nuit.",
+    }
     assert "sk-test-123456789" not in out
 
 
@@ -226,9 +263,10 @@ def test_example_shows_what_it_says(name: str, tmp_path: Path) -> None:
 
 def test_every_example_is_tested() -> None:
     scripts = {p.stem for p in EXAMPLES.glob("*.py") if not p.name.startswith("_")}
-    # demo: tested above, as `make demo`; web_chatbot: over HTTP in tests/test_web_chatbot.py;
-    # web_chat: in a headless Chromium in tests/test_webchat_browser.py; chat_tui: under tmux
-    tested = {"demo", "web_chatbot", "web_chat", "chat_tui"}
+    # demo: tested above, as `make demo`; serve_agent: against a provider above; web_chatbot:
+    # over HTTP in tests/test_web_chatbot.py; web_chat: in a headless Chromium in
+    # tests/test_webchat_browser.py; chat_tui: under tmux
+    tested = {"demo", "serve_agent", "web_chatbot", "web_chat", "chat_tui"}
     assert scripts == {*tested, *OFFLINE, *SCRIPTED, *BUILTINS, *SHOWN}
 
 

@@ -12,11 +12,13 @@ import anyio
 import httpx
 import openai
 import pytest
+from anyio.abc import Process
 
 from acceptance_support import clean_env, finish, start_cli, write
 from simplellmfunc import OpenAICompatible, llm_chat, tool
 from simplellmfunc.exceptions import CapacityError
 from simplellmfunc.http_server import create_app, running
+from simplellmfunc.runtime.config import ConfiguredAgent, load_agent_config
 from simplellmfunc.runtime.serving import ServedAgent
 from simplellmfunc.testing import MockLLMServer, Reply, ToolCallSpec
 
@@ -30,6 +32,33 @@ def chat_agent(llm: Any, **options: Any) -> Any:
         """You are a helper."""
 
     return llm_chat(llm, stream=True, **options)(helper)
+
+
+async def start_serve(
+    config: Path, *options: str, env: dict[str, str], cwd: Path
+) -> tuple[Process, str]:
+    """Start ``simplellmfunc serve config``; the process and the URL it serves at."""
+    process = await start_cli("serve", config, *options, env=env, cwd=cwd)
+    assert process.stderr is not None
+    with anyio.fail_after(GUARD):
+        line = b""
+        while b"\n" not in line:
+            line += await process.stderr.receive(1)
+    return process, line.decode().split(" at ")[1].split(" ")[0]
+
+
+def waiting_tool() -> tuple[Any, anyio.Event, anyio.Event]:
+    """A tool ``wait`` that sets ``started`` and returns once ``release`` is set."""
+    started, release = anyio.Event(), anyio.Event()
+
+    @tool
+    async def wait() -> str:
+        """Wait for the operator."""
+        started.set()
+        await release.wait()
+        return "released"
+
+    return wait, started, release
 
 
 @tool
@@ -119,19 +148,11 @@ async def test_auth_health_card_and_bad_requests(mock_server: MockLLMServer) -> 
 
 
 async def test_limits_and_graceful_close_abort_running_turns(mock_server: MockLLMServer) -> None:
-    started, release = anyio.Event(), anyio.Event()
-
-    @tool
-    async def wait() -> str:
-        """Wait for the operator."""
-        started.set()
-        await release.wait()
-        return "released"
-
+    wait, started, _ = waiting_tool()  # never released: the close aborts it
     mock_server.script(Reply.tool_calls(ToolCallSpec("wait", {}, id="w1")))
     async with OpenAICompatible(KEY, "mock-model", mock_server.url) as llm:
         served = ServedAgent(chat_agent(llm, toolkit=[wait]), max_turns=1, max_sessions=1)
-        async with anyio.create_task_group() as group:
+        async with served, anyio.create_task_group() as group:
             results: list[Any] = []
 
             async def turn() -> None:
@@ -143,15 +164,16 @@ async def test_limits_and_graceful_close_abort_running_turns(mock_server: MockLL
             with pytest.raises(CapacityError) as busy:
                 await served.run_turn("another", [])
             assert busy.value.limit == "turns"
+            served.max_turns = 2
             with pytest.raises(CapacityError) as full:
                 await served.session_turn("s2", "a new session")
             assert full.value.limit == "sessions"
             with anyio.fail_after(GUARD):
                 await served.aclose()
-        with pytest.raises(CapacityError):
-            await served.run_turn("after close", [])
+            with pytest.raises(CapacityError):
+                await served.run_turn("after close", [])
     assert results[0].aborted
-    history = served.history("s1")
+    history = await served.history("s1")
     assert [m["role"] for m in history] == ["system", "user", "assistant", "tool"]
 
 
@@ -165,13 +187,7 @@ async def test_serve_command_serves_until_sigterm(tmp_path: Path) -> None:
         env = clean_env(
             {"OPENAI_API_KEY": KEY, "OPENAI_BASE_URL": mock.url, "SIMPLELLMFUNC_SERVE_TOKEN": TOKEN}
         )
-        process = await start_cli("serve", config, env=env, cwd=tmp_path)
-        assert process.stderr is not None
-        with anyio.fail_after(GUARD):
-            line = b""
-            while b"\n" not in line:
-                line += await process.stderr.receive(1)
-        url = line.decode().split(" at ")[1].split(" ")[0]
+        process, url = await start_serve(config, env=env, cwd=tmp_path)
         client = openai.AsyncOpenAI(api_key=TOKEN, base_url=f"{url}/v1")
         with anyio.fail_after(GUARD):
             reply = await client.chat.completions.create(
@@ -196,3 +212,136 @@ async def test_serve_command_refuses_without_a_token(tmp_path: Path) -> None:
     )
     assert public.code == 2
     assert "loopback only" in public.stderr
+
+
+async def test_config_agent_sessions_get_their_own_kernel_and_history(tmp_path: Path) -> None:
+    """`serve` of a react config agent with a PyRepl: ``X-Session-Id`` sessions keep their own
+    history and kernel over HTTP; a request without the header stays stateless."""
+
+    def run(code: str, call_id: str) -> Reply:
+        return Reply.tool_calls(ToolCallSpec("execute_code", {"code": code}, id=call_id))
+
+    async with MockLLMServer() as mock:
+        mock.script(
+            run("x = 'alice'", "a1"),
+            Reply.text("Set."),
+            run("print(x)", "b1"),
+            Reply.text("Bob has no x."),
+            run("print(x)", "a2"),
+            Reply.text("Still alice."),
+            Reply.text("Stateless."),
+        )
+        config = write(
+            tmp_path / "agent.yml",
+            "name: coder\nkind: react\nmodel: openai:mock-model\nsystem: Run code.\n"
+            f"toolkit:\n  pyrepl:\n    working_directory: {tmp_path / 'sessions'}\n"
+            "serve:\n  port: 0\n",
+        )
+        env = clean_env({"OPENAI_API_KEY": KEY, "OPENAI_BASE_URL": mock.url})
+        process, url = await start_serve(config, "--no-auth", env=env, cwd=tmp_path)
+        client = openai.AsyncOpenAI(api_key="unused", base_url=f"{url}/v1")
+
+        async def say(text: str, session: str | None) -> Any:
+            headers = {"X-Session-Id": session} if session else None
+            return await client.chat.completions.with_raw_response.create(
+                model="coder", messages=[{"role": "user", "content": text}], extra_headers=headers
+            )
+
+        with anyio.fail_after(GUARD * 2):
+            first = await say("remember alice", "alice")
+            bob = await say("what is x?", "bob")
+            again = await say("and now?", "alice")
+            stateless = await say("hello", None)
+            async with httpx.AsyncClient(base_url=url) as http:
+                health = (await http.get("/health")).json()
+        await client.close()
+        process.send_signal(signal.SIGTERM)
+        done = await finish(process)
+    assert done.code == 0, done.stderr
+    assert first.headers["x-session-id"] == "alice"
+    assert [r.parse().choices[0].message.content for r in (first, bob, again, stateless)] == [
+        "Set.",
+        "Bob has no x.",
+        "Still alice.",
+        "Stateless.",
+    ]
+    assert "x-session-id" not in stateless.headers
+    requests = [r.json["messages"] for r in mock.requests]
+    assert "NameError" in requests[3][-1]["content"]  # bob's kernel never saw alice's x
+    assert "alice" in requests[5][-1]["content"]  # alice's kernel kept it
+    # Alice's second turn continues her own conversation, without bob's.
+    roles = ["system", "user", "assistant", "tool", "assistant", "user"]
+    assert [m["role"] for m in requests[4]] == roles
+    assert "what is x" not in str(requests[4])
+    assert [m["role"] for m in requests[6]] == ["system", "user"]
+    assert health["sessions"] == 2  # the stateless request's session is gone
+    assert {p.name for p in (tmp_path / "sessions").iterdir()} >= {"alice", "bob"}
+    assert (tmp_path / "sessions" / "alice" / "logs").is_dir()  # the kernel's audit log
+
+
+async def test_session_header_refusals_and_a_disconnected_stream(
+    mock_server: MockLLMServer,
+) -> None:
+    """A second request of a busy session gets 409, an invalid id 400; a stateless stream the
+    client leaves ends its turn and forgets its throwaway session."""
+    wait, started, release = waiting_tool()
+    mock_server.script(Reply.tool_calls(ToolCallSpec("wait", {}, id="w1")), Reply.text("Done."))
+    async with OpenAICompatible(KEY, "mock-model", mock_server.url) as llm:
+        served = ServedAgent(chat_agent(llm, toolkit=[wait]))
+        body = {"messages": [{"role": "user", "content": "wait"}], "stream": True}
+        async with (
+            running(lambda url: create_app(served, url, token=None)) as url,
+            httpx.AsyncClient(base_url=url, timeout=GUARD) as http,
+        ):
+            with anyio.fail_after(GUARD):
+                async with http.stream(
+                    "POST", "/v1/chat/completions", json=body, headers={"X-Session-Id": "s1"}
+                ) as first:
+                    await started.wait()
+                    busy = await http.post(
+                        "/v1/chat/completions", json=body, headers={"X-Session-Id": "s1"}
+                    )
+                    invalid = await http.post(
+                        "/v1/chat/completions", json=body, headers={"X-Session-Id": "no good"}
+                    )
+                    assert served.running == 1
+                # The client left: the turn ends like an abort; the session keeps its history.
+                await served.sessions.get("s1").wait_idle()
+                release.set()
+                health = (await http.get("/health")).json()
+            history = await served.history("s1")
+    assert first.status_code == 200
+    assert first.headers["x-session-id"] == "s1"
+    assert busy.status_code == 409
+    assert "already running a turn" in busy.json()["error"]["message"]
+    assert invalid.status_code == 400
+    assert (health["sessions"], health["running"]) == (1, 0)
+    assert [m["role"] for m in history] == ["system", "user", "assistant", "tool"]
+    assert len(mock_server.requests) == 1
+
+
+async def test_a_chain_config_agent_is_served(mock_server: MockLLMServer, tmp_path: Path) -> None:
+    """ConfiguredAgent.chat runs a chain's stages; the served answer is the last stage's."""
+    mock_server.script(Reply.text("draft"), Reply.text("polished draft"))
+    environ = {"OPENAI_API_KEY": KEY, "OPENAI_BASE_URL": mock_server.url}
+    config = load_agent_config(
+        write(
+            tmp_path / "chain.yml",
+            "name: writer\nmodel: openai:mock-model\nkind: chain\n"
+            "chain: ['Draft: {input}', 'Polish: {input}']\n",
+        ),
+        environ=environ,
+    )
+    async with (
+        ConfiguredAgent(config, environ=environ) as agent,
+        running(lambda url: create_app(ServedAgent(agent), url, token=TOKEN)) as url,
+    ):
+        client = openai.AsyncOpenAI(api_key=TOKEN, base_url=f"{url}/v1")
+        with anyio.fail_after(GUARD):
+            reply = await client.chat.completions.create(
+                model="writer", messages=[{"role": "user", "content": "a poem"}]
+            )
+        await client.close()
+    assert reply.choices[0].message.content == "polished draft"
+    prompts = [r.json["messages"][-1]["content"] for r in mock_server.requests]
+    assert prompts == ["Draft: a poem", "Polish: draft"]

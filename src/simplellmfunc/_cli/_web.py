@@ -16,26 +16,11 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 from ..exceptions import ConfigError, SimpleLLMFuncError
-from ..runtime import AgentConfig, ConfiguredAgent, load_agent_config
+from ..runtime import ConfiguredAgent, load_agent_config
 from ._args import overrides_from
 from ._output import EXIT_OK, report_error
 
-__all__ = ["handle_web", "split_pyrepl"]
-
-
-def split_pyrepl(config: AgentConfig) -> tuple[AgentConfig, dict[str, Any] | bool]:
-    """The config without its shared kernel, and the per-session kernel options (``False``
-    when the config has none)."""
-    section = config.toolkit.pyrepl
-    if section is None:
-        return config, False
-    options = {
-        "execution_timeout_seconds": section.timeout,
-        "memory_limit_mb": section.memory_limit_mb,
-        "max_output_tokens": section.max_output_tokens,
-    }
-    toolkit = config.toolkit.model_copy(update={"pyrepl": None})
-    return config.model_copy(update={"toolkit": toolkit}), options
+__all__ = ["handle_web"]
 
 
 def handle_web(args: argparse.Namespace) -> int:
@@ -56,7 +41,7 @@ def handle_web(args: argparse.Namespace) -> int:
         return report_error(ConfigError(f"a {config.kind} agent cannot be served as a chat page"))
     if args.max_sessions < 1:
         return report_error(ConfigError("--max-sessions must be at least 1"))
-    shared, pyrepl = split_pyrepl(config)
+    shared, pyrepl = config.split_pyrepl()
     token = args.token or (None if is_loopback(args.host) else secrets.token_urlsafe(18))
     opened: list[ConfiguredAgent] = []
 

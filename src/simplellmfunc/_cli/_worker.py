@@ -58,7 +58,7 @@ async def _serve(config: AgentConfig, args: argparse.Namespace) -> None:
             print(f"worker ready: agent {config.name!r}, queue {args.queue!r}", file=sys.stderr)
 
     async with ConfiguredAgent(config) as agent, anyio.create_task_group() as tasks:
-        DurableAgent(agent.chat, name=config.name)
+        DurableAgent(agent.chat_function, name=config.name)
         tasks.start_soon(_stop_on_signal, tasks.cancel_scope)
         await serve_queue(durable, args.queue, ready=ready)
 

@@ -10,14 +10,14 @@ Routes:
 
 With a token every other request needs ``Authorization: Bearer <token>`` (401 otherwise). On
 shutdown the running turns are aborted first and each ends with a valid history
-(:meth:`ServedAgent.aclose`).
+(:meth:`ServedAgent.aclose`). More routes (a web page ...) go in with ``routes=`` or
+``app.router.routes``; they sit behind the same auth.
 """
 
 from __future__ import annotations
 
 import hmac
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from collections.abc import Sequence
 
 from starlette.applications import Starlette
 from starlette.requests import Request
@@ -28,7 +28,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from ..runtime.serving import ServedAgent, a2a_routes
 from ._openai import chat_completions, error_response, models
 
-__all__ = ["PUBLIC_PATHS", "create_app"]
+__all__ = ["PUBLIC_PATHS", "agent_routes", "create_app"]
 
 PUBLIC_PATHS = frozenset({"/health", "/.well-known/agent-card.json"})
 
@@ -53,16 +53,32 @@ class BearerAuth:
 
 
 def create_app(
-    served: ServedAgent, base_url: str, *, token: str | None, a2a: bool = True
+    served: ServedAgent,
+    base_url: str,
+    *,
+    token: str | None,
+    a2a: bool = True,
+    routes: Sequence[BaseRoute] = (),
 ) -> Starlette:
     """The app serving ``served`` at ``base_url`` (``http://host:port``).
 
     Args:
-        served: The agent.
+        served: The agent (opened by the app for its lifetime unless it is open already).
         base_url: Where clients reach the app (it goes into the agent card).
         token: The bearer token every request needs; ``None``: no auth.
         a2a: Serve A2A too (needs the ``a2a`` extra).
+        routes: More routes to mount (behind the same auth), e.g. a web chat page.
     """
+    app = Starlette(routes=[*agent_routes(served), *routes], lifespan=served.lifespan)
+    if a2a:
+        app.router.routes.extend(a2a_routes(served, base_url, bearer=token is not None))
+    if token is not None:
+        app.add_middleware(BearerAuth, token=token)
+    return app
+
+
+def agent_routes(served: ServedAgent) -> list[BaseRoute]:
+    """``/health`` and the OpenAI-compatible routes of ``served``."""
 
     async def health(request: Request) -> Response:
         return JSONResponse(
@@ -80,20 +96,8 @@ def create_app(
     async def list_models(request: Request) -> Response:
         return await models(served)
 
-    routes: list[BaseRoute] = [
+    return [
         Route("/health", health, methods=["GET"]),
         Route("/v1/chat/completions", completions, methods=["POST"]),
         Route("/v1/models", list_models, methods=["GET"]),
     ]
-    if a2a:
-        routes += a2a_routes(served, base_url, bearer=token is not None)
-
-    @asynccontextmanager
-    async def lifespan(app: Starlette) -> AsyncIterator[None]:
-        yield
-        await served.aclose()
-
-    app = Starlette(routes=routes, lifespan=lifespan)
-    if token is not None:
-        app.add_middleware(BearerAuth, token=token)
-    return app

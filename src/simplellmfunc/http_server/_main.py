@@ -14,6 +14,7 @@ import os
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from ..exceptions import UserError
 from ..runtime.config import AgentConfig, ConfiguredAgent
@@ -74,14 +75,25 @@ class ServeSettings:
 
 
 async def serve_config(config: AgentConfig, settings: ServeSettings) -> None:
-    """Open the agent, serve it until SIGINT / SIGTERM, then close everything."""
+    """Open the agent, serve it until SIGINT / SIGTERM, then close everything.
+
+    A ``react`` agent with a ``toolkit.pyrepl`` (and no handoffs) gets a kernel per session
+    (``<working_directory>/<session id>/work``) instead of one shared by every caller.
+    """
     section = config.serve
+    repl = config.toolkit.pyrepl
+    pyrepl: dict[str, Any] | bool = False
+    if config.kind == "react" and not config.handoffs:
+        config, pyrepl = config.split_pyrepl()
     async with ConfiguredAgent(config) as agent:
         served = ServedAgent(
             agent,
             max_sessions=section.max_sessions,
             idle_timeout=section.idle_timeout,
             max_turns=section.max_turns,
+            pyrepl=pyrepl,
+            pool_size=section.pool_size if pyrepl else 0,
+            root=repl.working_directory if pyrepl and repl is not None else None,
         )
         sock = bind(settings.host, settings.port)
         try:

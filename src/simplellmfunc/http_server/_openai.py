@@ -2,14 +2,16 @@
 
 The request's last user message is the turn's input and the messages before it its history
 (the endpoint is stateless, like the API it imitates: the client sends the conversation); the
-agent answers with its own system prompt and tools. Streamed replies carry the reply's text
-deltas as ``chat.completion.chunk`` s, a last chunk with ``finish_reason`` and usage, then
-``data: [DONE]``. A client that disconnects aborts the turn.
+agent answers with its own system prompt and tools. With an ``X-Session-Id`` header the server
+keeps the conversation instead (a session of the agent's ``SessionStore``: its history, its
+kernel): only the last user message is used, and the earlier ones are ignored. Streamed
+replies carry the reply's text deltas as ``chat.completion.chunk`` s, a last chunk with
+``finish_reason`` and usage, then ``data: [DONE]``. A client that disconnects aborts the turn
+(a session keeps a valid history).
 """
 
 from __future__ import annotations
 
-import json
 import os
 import time
 from collections.abc import AsyncIterator
@@ -19,13 +21,17 @@ import anyio
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 
-from .._abort import AbortSignal
 from .._events import EventYield, LLMCallEndEvent, LLMChunkArriveEvent
-from ..exceptions import CapacityError, ProviderError, SimpleLLMFuncError
+from ..exceptions import CapacityError, SessionError, SimpleLLMFuncError
 from ..runtime.config import TurnResult
-from ..runtime.serving import ServedAgent
+from ..runtime.serving import OnEvent, ServedAgent
+from ..runtime.sessions import check_session_id
+from ..wire import encode_sse
 
-__all__ = ["chat_completions", "error_response", "models"]
+__all__ = ["SESSION_HEADER", "chat_completions", "error_response", "models"]
+
+#: The request header naming a server-side session (its response echoes it).
+SESSION_HEADER = "X-Session-Id"
 
 _FINISH = {"max_steps": "length", "error": "stop"}
 
@@ -118,40 +124,66 @@ class _Completion:
         }
 
 
+class _Turn:
+    """What one request asks: the text, and either a session id or the client's history."""
+
+    def __init__(self, text: str, history: list[dict[str, Any]], session_id: str | None) -> None:
+        self.text = text
+        self.history = history
+        self.session_id = session_id
+
+    async def run(self, served: ServedAgent, on_event: OnEvent) -> TurnResult:
+        if self.session_id is not None:
+            return await served.session_turn(self.session_id, self.text, on_event=on_event)
+        return await served.run_turn(self.text, self.history, on_event=on_event)
+
+
+def _failure(exc: SimpleLLMFuncError) -> tuple[int, str, str]:
+    """The HTTP status, message and OpenAI error type of a refused or failed turn."""
+    if isinstance(exc, CapacityError):
+        return _capacity_status(exc), str(exc), "rate_limit_error"
+    if isinstance(exc, SessionError):
+        return 409, str(exc), "invalid_request_error"
+    return 502, f"{type(exc).__name__}: {exc}", "server_error"
+
+
 async def chat_completions(served: ServedAgent, request: Request) -> Response:
-    """``POST /v1/chat/completions``."""
+    """``POST /v1/chat/completions``; with an ``X-Session-Id`` header the server keeps the
+    session's history (only the request's last user message is used)."""
     try:
         body = await request.json()
         text, history = _split(body)
-    except ValueError as exc:
+        session_id = request.headers.get(SESSION_HEADER)
+        if session_id is not None:
+            check_session_id(session_id)
+    except (ValueError, SessionError) as exc:
         return error_response(400, str(exc))
+    turn = _Turn(text, history, session_id)
     completion = _Completion(served.name)
+    headers = {SESSION_HEADER: session_id} if session_id is not None else None
     if body.get("stream"):
+        try:
+            served.admit(session_id)  # a refusal gets its HTTP status, not an error chunk
+        except SimpleLLMFuncError as exc:
+            status, message, kind = _failure(exc)
+            return error_response(status, message, kind)
         return StreamingResponse(
-            _stream(served, text, history, completion), media_type="text/event-stream"
+            _stream(served, turn, completion), media_type="text/event-stream", headers=headers
         )
 
     async def on_event(item: EventYield) -> None:
         completion.count(item)
 
     try:
-        result = await served.run_turn(text, history, on_event=on_event)
-    except CapacityError as exc:
-        return error_response(_capacity_status(exc), str(exc), "rate_limit_error")
+        result = await turn.run(served, on_event)
     except SimpleLLMFuncError as exc:
-        return error_response(502, f"{type(exc).__name__}: {exc}", "server_error")
-    return JSONResponse(completion.whole(result))
+        status, message, kind = _failure(exc)
+        return error_response(status, message, kind)
+    return JSONResponse(completion.whole(result), headers=headers)
 
 
-def _sse(data: Any) -> str:
-    return f"data: {json.dumps(data, ensure_ascii=False)}\n\n"
-
-
-async def _stream(
-    served: ServedAgent, text: str, history: list[dict[str, Any]], completion: _Completion
-) -> AsyncIterator[str]:
+async def _stream(served: ServedAgent, turn: _Turn, completion: _Completion) -> AsyncIterator[str]:
     send, receive = anyio.create_memory_object_stream[dict[str, Any]](64)
-    abort = AbortSignal()
 
     async def on_event(item: EventYield) -> None:
         completion.count(item)
@@ -166,25 +198,21 @@ async def _stream(
     async def produce() -> None:
         async with send:
             try:
-                result = await served.run_turn(text, history, abort=abort, on_event=on_event)
-            except CapacityError as exc:
-                await send.send({"error": {"message": str(exc), "type": "rate_limit_error"}})
-                return
-            except (ProviderError, SimpleLLMFuncError) as exc:
-                message = f"{type(exc).__name__}: {exc}"
-                await send.send({"error": {"message": message, "type": "server_error"}})
+                result = await turn.run(served, on_event)
+            except SimpleLLMFuncError as exc:
+                _, message, kind = _failure(exc)
+                await send.send({"error": {"message": message, "type": kind}})
                 return
             if not completion.streamed and result.text:
                 await send.send(completion.chunk({"role": "assistant", "content": result.text}))
             finish = _FINISH.get(result.terminated_by, "stop")
             await send.send(completion.chunk({}, finish))
 
-    try:
-        async with anyio.create_task_group() as group:
-            group.start_soon(produce)
-            async with receive:
-                async for chunk in receive:
-                    yield _sse(chunk)
-            yield "data: [DONE]\n\n"
-    finally:
-        abort.abort("the client disconnected")
+    # Leaving early (the client disconnected) cancels produce(): the session store then ends
+    # the turn like an abort, and the session keeps a valid history.
+    async with anyio.create_task_group() as group:
+        group.start_soon(produce)
+        async with receive:
+            async for chunk in receive:
+                yield encode_sse(chunk)
+        yield encode_sse("[DONE]")

@@ -18,14 +18,20 @@ with events on, fed through the agent's :class:`TraceRecorder`.
 
 from __future__ import annotations
 
-from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import AsyncExitStack
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from ..._abort import AbortSignal
-from ..._events import EventYield, ReactEndEvent, is_event_yield, is_response_yield
+from ..._events import (
+    EventYield,
+    ReactEndEvent,
+    ResponseYield,
+    is_event_yield,
+    is_response_yield,
+)
 from ...decorators import llm_chat
 from ...engine import RunHook
 from ...exceptions import ConfigError, UserError
@@ -228,10 +234,10 @@ class ConfiguredAgent:
         return self._recorder
 
     @property
-    def chat(self) -> ChatFunction:
-        """The open agent's ``@llm_chat`` function (``stream=True, enable_event=True``): what
-        a front end such as :func:`simplellmfunc.webchat.web_chat_app` serves, or a durable
-        worker wraps in a ``DurableAgent``.
+    def chat_function(self) -> ChatFunction:
+        """The open agent's own ``@llm_chat`` function (``stream=True, enable_event=True``),
+        not traced: what a durable worker wraps in a ``DurableAgent``. Front ends and session
+        stores take :meth:`chat` (traced, chains included).
 
         Raises:
             UserError: If the agent is not open, or is a chain (one function per stage).
@@ -269,27 +275,6 @@ class ConfiguredAgent:
         )
         return decorate(agent)
 
-    def as_chat(self) -> Callable[..., AsyncGenerator[Any, None]]:
-        """The agent as an ``@llm_chat``-like function (message, ``history=``, per-call
-        keywords) whose items are recorded in the trace: for a front end or a
-        :class:`~simplellmfunc.runtime.SessionStore`.
-
-        Raises:
-            UserError: If the agent is not open, or is a chain (it has no single chat).
-        """
-        chat, recorder = self._chat, self.recorder
-        if chat is None:
-            raise UserError("a chain agent has no single chat; chat with a simple agent")
-
-        async def agent(
-            message: str, history: list[dict[str, Any]] | None = None, **kwargs: Any
-        ) -> AsyncGenerator[Any, None]:
-            async for item in recorder.wrap(chat(message, history=history, **kwargs)):
-                yield item
-
-        agent.__name__ = self.config.name
-        return agent
-
     # -- running -----------------------------------------------------------------------------
 
     async def run(
@@ -323,6 +308,52 @@ class ConfiguredAgent:
         result = await self._turn(self._chat, text, self.history, abort, observer)
         self.history = result.history
         return result
+
+    async def chat(
+        self,
+        message: str,
+        history: list[dict[str, Any]] | None = None,
+        **call_options: Any,
+    ) -> AsyncIterator[Any]:
+        """One turn as the items of an ``enable_event=True`` ``@llm_chat`` call: its events,
+        then a ``ResponseYield`` with the conversation after the turn. The agent's own
+        ``history`` is left untouched (one agent serving many sessions: a
+        :class:`~simplellmfunc.runtime.sessions.SessionStore` takes this method as its agent,
+        as ``simplellmfunc serve`` and :func:`simplellmfunc.webchat.web_chat_app` do).
+
+        Args:
+            message: The user's message.
+            history: The conversation to continue (a chain agent ignores it).
+            **call_options: Per-call options of the ``@llm_chat`` call (``_abort_signal``,
+                ``_session_id``, ``_toolkit``, ``_hooks``).
+
+        Raises:
+            UserError: If the agent is not open.
+        """
+        if self._stages:
+            async for item in self._chain_items(message, call_options.get("_abort_signal")):
+                yield item
+            return
+        if self._chat is None:
+            raise UserError("the agent is not open; use 'async with'")
+        items = self._chat(message, history=list(history or []), **call_options)
+        async for item in self.recorder.wrap(items):
+            yield item
+
+    async def _chain_items(self, text: str, abort: AbortSignal | None) -> AsyncIterator[Any]:
+        for step, chat in self._stages:
+            ended = "answer"
+            items = chat(_fill(step.prompt, text), history=[], _abort_signal=abort)
+            async for item in self.recorder.wrap(items):
+                if is_response_yield(item):
+                    text = str(item.response)
+                    continue
+                if is_event_yield(item) and isinstance(item.event, ReactEndEvent):
+                    ended = item.event.terminated_by
+                yield item
+            if ended in ("aborted", "error"):
+                break
+        yield ResponseYield(text, [])
 
     async def _run_chain(
         self, text: str, abort: AbortSignal | None, observer: RunObserver

@@ -157,10 +157,8 @@ async def build_toolkit(config: AgentConfig, stack: AsyncExitStack) -> list[Any]
         options = section.pyrepl
         repl = PyRepl(
             working_directory=options.working_directory,
-            execution_timeout_seconds=options.timeout,
-            memory_limit_mb=options.memory_limit_mb,
-            max_output_tokens=options.max_output_tokens,
-            sandbox=True if sandbox is None else policy or False,
+            sandbox=config.kernel_sandbox(),
+            **options.repl_options(),
         )
         await stack.enter_async_context(repl)
         toolkit.extend(repl.toolset)

@@ -106,6 +106,14 @@ class PyReplConfig(_Section):
     memory_limit_mb: Annotated[int, Field(ge=16)] | None = None
     max_output_tokens: Annotated[int, Field(ge=100)] = 20_000
 
+    def repl_options(self) -> dict[str, Any]:
+        """The keyword arguments of ``PyRepl`` besides the working directory."""
+        return {
+            "execution_timeout_seconds": self.timeout,
+            "memory_limit_mb": self.memory_limit_mb,
+            "max_output_tokens": self.max_output_tokens,
+        }
+
 
 class FilesConfig(_Section):
     """Workspace file tools (``FileToolset``): read, grep, sed, write inside ``workspace``."""
@@ -467,6 +475,8 @@ class ServeConfig(_Section):
         idle_timeout: Seconds before an idle session is dropped.
         max_turns: Turns running at once.
         a2a: Serve A2A (agent card and JSON-RPC endpoint).
+        pool_size: Kernels started ahead of time for new sessions (a ``react`` agent with a
+            ``toolkit.pyrepl`` gets a kernel per session).
     """
 
     host: str = "127.0.0.1"
@@ -476,6 +486,7 @@ class ServeConfig(_Section):
     idle_timeout: Positive | None = 3600.0
     max_turns: Annotated[int, Field(ge=1)] = 16
     a2a: bool = True
+    pool_size: Annotated[int, Field(ge=0, le=32)] = 0
 
 
 class AgentConfig(_Section):
@@ -537,6 +548,24 @@ class AgentConfig(_Section):
     handoffs: list[str] = []
     serve: ServeConfig = ServeConfig()
     durable: DurableSection | None = None
+
+    def split_pyrepl(self) -> tuple[AgentConfig, dict[str, Any] | bool]:
+        """This config without its shared kernel, and the ``PyRepl`` options of a kernel per
+        session (``False`` when it has no ``toolkit.pyrepl``): what ``serve`` and ``web`` give
+        a ``SessionStore``."""
+        section = self.toolkit.pyrepl
+        if section is None:
+            return self, False
+        toolkit = self.toolkit.model_copy(update={"pyrepl": None})
+        options = {**section.repl_options(), "sandbox": self.kernel_sandbox()}
+        return self.model_copy(update={"toolkit": toolkit}), options
+
+    def kernel_sandbox(self) -> SandboxPolicy | bool:
+        """The PyRepl kernel's ``sandbox=``: the default policy without a ``sandbox`` section,
+        the section's policy, or ``False`` for ``sandbox: false``."""
+        if self.sandbox is None:
+            return True
+        return self.sandbox.policy() or False
 
     @property
     def skills_section(self) -> SkillsConfig:

@@ -53,6 +53,7 @@ def _as_chat(team: Team[Any]) -> ChatFunction:
         message: str,
         history: list[dict[str, Any]] | None = None,
         _abort_signal: AbortSignal | None = None,
+        **_call_options: Any,  # _session_id ...: a team's members take their own
     ) -> AsyncIterator[Any]:
         async for item in team.stream(message, abort=_abort_signal):
             if isinstance(item, EventYield):

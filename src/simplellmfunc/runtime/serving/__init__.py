@@ -2,8 +2,9 @@
 the building blocks of ``simplellmfunc serve``.
 
 * :class:`ServedAgent`: an ``@llm_chat`` agent or an open ``ConfiguredAgent`` answering remote
-  callers: a history per session, limits on sessions and running turns, abort by session,
-  graceful close.
+  callers on a :class:`~simplellmfunc.runtime.sessions.SessionStore` (a history, and with
+  ``pyrepl`` a kernel, per session; abort by session; idle reclaim), plus its public name, a
+  limit on running turns, stateless turns and a graceful close.
 * :func:`a2a_app` / :func:`a2a_routes` / :func:`agent_card`: the agent as an A2A server
   (agent card at the well-known path, message send and stream, task get and cancel; our events
   become task status and artifact updates; cancel aborts the turn, its history stays valid).

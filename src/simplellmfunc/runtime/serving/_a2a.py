@@ -20,9 +20,6 @@ keeps a valid history and the task ends ``canceled``.
 
 from __future__ import annotations
 
-import json
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from typing import Any
 
 import anyio
@@ -47,7 +44,6 @@ from a2a.utils.constants import PROTOCOL_VERSION_CURRENT, TransportProtocol
 from starlette.applications import Starlette
 from starlette.routing import BaseRoute
 
-from ..._abort import AbortSignal
 from ..._events import (
     CustomEvent,
     EventYield,
@@ -56,6 +52,7 @@ from ..._events import (
     ToolCallErrorEvent,
     ToolCallStartEvent,
 )
+from ...wire import WirePolicy, to_wire
 from ..config import TurnResult
 from ._served import ServedAgent
 
@@ -63,7 +60,8 @@ __all__ = ["a2a_app", "a2a_routes", "agent_card"]
 
 ANSWER_ARTIFACT = "answer"
 _CANCEL_WAIT_SECONDS = 30.0
-_MAX_METADATA_CHARS = 2_000
+#: Status metadata: the event's ``to_wire`` form, long texts cut to 2,000 characters.
+METADATA_POLICY = WirePolicy(max_text_chars=2_000)
 
 
 def agent_card(served: ServedAgent, url: str, *, bearer: bool = False) -> AgentCard:
@@ -112,7 +110,7 @@ class _Executor(AgentExecutor):
 
     def __init__(self, served: ServedAgent) -> None:
         self._served = served
-        self._running: dict[str, tuple[AbortSignal, anyio.Event]] = {}
+        self._running: dict[str, tuple[str, anyio.Event]] = {}
 
     async def execute(self, context: RequestContext, event_queue: EventQueue) -> None:
         task_id, context_id = context.task_id or "", context.context_id or ""
@@ -125,11 +123,11 @@ class _Executor(AgentExecutor):
         updater = TaskUpdater(event_queue, task_id, context_id)
         await updater.start_work()
         mapper = _Mapper(updater)
-        abort, ended = AbortSignal(), anyio.Event()
-        self._running[task_id] = (abort, ended)
+        ended = anyio.Event()
+        self._running[task_id] = (context_id, ended)
         try:
             result = await self._served.session_turn(
-                context_id, context.get_user_input(), abort=abort, on_event=mapper.event
+                context_id, context.get_user_input(), on_event=mapper.event
             )
         except Exception as exc:
             text = f"{type(exc).__name__}: {exc}"
@@ -144,8 +142,8 @@ class _Executor(AgentExecutor):
         running = self._running.get(context.task_id or "")
         if running is None:
             return
-        abort, ended = running
-        abort.abort("canceled by the A2A client")
+        context_id, ended = running
+        self._served.abort(context_id, "canceled by the A2A client")
         with anyio.move_on_after(_CANCEL_WAIT_SECONDS):
             await ended.wait()
 
@@ -171,14 +169,15 @@ class _Mapper:
                 self._streamed = True
             return
         if isinstance(event, ToolCallStartEvent | ToolCallEndEvent | ToolCallErrorEvent):
-            await self._status(_progress_text(event), _tool_metadata(event, item))
+            await self._status(_progress_text(event), item)
         elif isinstance(event, CustomEvent):
-            await self._status(f"{event.event_name}", _custom_metadata(event, item))
+            await self._status(event.event_name, item)
 
-    async def _status(self, text: str, metadata: dict[str, Any]) -> None:
+    async def _status(self, text: str, item: EventYield) -> None:
         message = self._updater.new_agent_message([new_text_part(text)])
+        metadata = {"simplellmfunc": to_wire(item, METADATA_POLICY)}
         await self._updater.update_status(
-            TaskState.TASK_STATE_WORKING, message=message, metadata={"simplellmfunc": metadata}
+            TaskState.TASK_STATE_WORKING, message=message, metadata=metadata
         )
 
     async def finish(self, result: TurnResult) -> None:
@@ -205,45 +204,6 @@ def _progress_text(event: ToolCallStartEvent | ToolCallEndEvent | ToolCallErrorE
     if isinstance(event, ToolCallEndEvent):
         return f"{event.tool_name} {'done' if event.success else 'failed'}"
     return f"{event.tool_name} failed: {event.message}"
-
-
-def _clip(value: Any) -> Any:
-    """A JSON-safe value, its text form cut to a bounded size."""
-    try:
-        text = json.dumps(value, default=str)
-    except (TypeError, ValueError):
-        text = json.dumps(str(value))
-    if len(text) <= _MAX_METADATA_CHARS:
-        return json.loads(text)
-    return text[:_MAX_METADATA_CHARS] + "…"
-
-
-def _tool_metadata(
-    event: ToolCallStartEvent | ToolCallEndEvent | ToolCallErrorEvent, item: EventYield
-) -> dict[str, Any]:
-    data: dict[str, Any] = {
-        "kind": event.kind,
-        "tool_name": event.tool_name,
-        "tool_call_id": event.tool_call_id,
-        "agent": item.origin.agent or "",
-    }
-    if isinstance(event, ToolCallStartEvent):
-        data["arguments"] = _clip(dict(event.arguments))
-    elif isinstance(event, ToolCallEndEvent):
-        data |= {"success": event.success, "result": _clip(event.result)}
-    else:
-        data |= {"error_type": event.error_type, "message": event.message}
-    return data
-
-
-def _custom_metadata(event: CustomEvent, item: EventYield) -> dict[str, Any]:
-    return {
-        "kind": event.kind,
-        "event_name": event.event_name,
-        "data": _clip(event.data),
-        "tool_name": event.tool_name or "",
-        "agent": item.origin.agent or "",
-    }
 
 
 def a2a_routes(
@@ -283,13 +243,9 @@ def a2a_app(agent: Any, url: str, *, rpc_path: str = "/a2a", **served_options: A
         rpc_path: Where the JSON-RPC endpoint is mounted.
         **served_options: :class:`ServedAgent` options (``name``, ``max_sessions`` ...).
 
-    On shutdown the running turns are aborted and awaited (:meth:`ServedAgent.aclose`).
+    The app opens the served agent for its lifetime (:meth:`ServedAgent.lifespan`); on
+    shutdown the running turns are aborted and awaited.
     """
     served = agent if isinstance(agent, ServedAgent) else ServedAgent(agent, **served_options)
 
-    @asynccontextmanager
-    async def lifespan(app: Starlette) -> AsyncIterator[None]:
-        yield
-        await served.aclose()
-
-    return Starlette(routes=a2a_routes(served, url, rpc_path=rpc_path), lifespan=lifespan)
+    return Starlette(routes=a2a_routes(served, url, rpc_path=rpc_path), lifespan=served.lifespan)

@@ -1,73 +1,71 @@
-"""ServedAgent: one agent answering many remote callers, a turn at a time per session.
+"""ServedAgent: one agent answering remote callers, on a :class:`SessionStore`.
 
-An ``@llm_chat`` function or an open :class:`~simplellmfunc.runtime.config.ConfiguredAgent`
-runs turns with its events handed to a callback; the served agent keeps a history per session
-(an A2A context), caps the number of sessions (least recently used idle ones go first, idle ones
-are reclaimed after ``idle_timeout``) and of concurrent turns, aborts a session's turn by id, and
-on :meth:`ServedAgent.aclose` aborts every running turn and waits for each to end with a valid
-history (graceful shutdown).
+The sessions (history persisted through a runtime store, a PyRepl kernel per session from the
+warm pool, abort by id, idle reclaim, the session limit) are the store's; the served agent adds
+what the HTTP protocols need on top: a public name and description (the A2A card, the OpenAI
+model), a cap on concurrent turns, stateless turns (the caller holds the conversation: a
+throwaway session seeded with it), events handed to a callback with a :class:`TurnResult` at
+the end, and a graceful shutdown that refuses new turns and aborts the running ones.
 """
 
 from __future__ import annotations
 
-import time
-from collections.abc import Awaitable, Callable, Mapping, Sequence
-from contextlib import aclosing
-from dataclasses import dataclass, field
+import os
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from contextlib import AsyncExitStack, aclosing, asynccontextmanager
+from pathlib import Path
+from types import TracebackType
 from typing import Any
 
 import anyio
 
 from ..._abort import AbortSignal
-from ..._events import EventOrigin, EventYield
+from ..._events import EventOrigin, EventYield, ReactEndEvent, ResponseYield
 from ..._messages import history_to_dicts
 from ...decorators import agent_name
 from ...engine import Run, RunResult, new_call_id
-from ...exceptions import CapacityError, UserError
-from ..config import ConfiguredAgent, RunObserver, TurnResult
+from ...exceptions import CapacityError, SessionError, UserError
+from ..config import ConfiguredAgent, TurnResult
+from ..sessions import SessionStore
+from ..stores import Store
 
 __all__ = ["OnEvent", "ServedAgent"]
 
 OnEvent = Callable[[EventYield], Awaitable[None]]
 """Receives each event of a turn, in order."""
 
+_CLOSE_WAIT = 30.0  # how long a shutdown waits for an aborted turn to end
+
 
 async def _ignore(item: EventYield) -> None:
     return None
 
 
-class _Forward(RunObserver):
-    def __init__(self, on_event: OnEvent) -> None:
-        self._on_event = on_event
-
-    async def event(self, item: EventYield) -> None:
-        await self._on_event(item)
-
-
-@dataclass(slots=True)
-class _Session:
-    history: list[dict[str, Any]] = field(default_factory=list)
-    last_used: float = 0.0
-    lock: anyio.Lock = field(default_factory=anyio.Lock)
-    abort: AbortSignal | None = None
-
-
 class ServedAgent:
     """An agent served to remote callers (A2A, the OpenAI-compatible endpoint).
 
+    Use it as an async context manager (it opens its :class:`SessionStore`); ``create_app``
+    and ``a2a_app`` open it for the app's lifetime when it is not open yet.
+
     Args:
-        agent: An ``@llm_chat`` function, or an open ``ConfiguredAgent`` (the caller opens and
-            closes it).
+        agent: An ``@llm_chat`` function with ``enable_event=True``, or an open
+            ``ConfiguredAgent`` (the caller opens and closes it).
         name: The agent's public name (default: the function's or the config's name).
         description: What it does (default: the docstring's first line or the config's
             ``description``).
-        max_sessions: Sessions kept at once; beyond it the least recently used idle session
-            is dropped (all busy: :class:`~simplellmfunc.exceptions.CapacityError`).
-        idle_timeout: Seconds after which an idle session is dropped (``None``: never).
+        max_sessions: Sessions kept open at once; beyond it the least recently used idle
+            session is closed (its history stays in ``store``); all busy:
+            :class:`~simplellmfunc.exceptions.CapacityError`.
+        idle_timeout: Seconds after which an idle session is closed (``None``: never).
         max_turns: Turns running at once; one more is refused with ``CapacityError``.
+        pyrepl: Give each session its own PyRepl kernel (``True`` or PyRepl options).
+        pool_size: Kernels started ahead of time for new sessions.
+        store: Where session histories are kept (default: in memory).
+        root: The sessions' folder (kernels' working directories; default: temporary).
 
     Raises:
-        UserError: If ``agent`` is neither an ``@llm_chat`` agent nor a ``ConfiguredAgent``.
+        UserError: If ``agent`` is neither an ``@llm_chat`` agent nor a ``ConfiguredAgent``,
+            or a limit is below 1.
     """
 
     def __init__(
@@ -79,176 +77,245 @@ class ServedAgent:
         max_sessions: int = 100,
         idle_timeout: float | None = 3600.0,
         max_turns: int = 16,
+        pyrepl: bool | Mapping[str, Any] = False,
+        pool_size: int = 0,
+        store: Store | None = None,
+        root: str | Path | None = None,
     ) -> None:
         if isinstance(agent, ConfiguredAgent):
             default_name, default_text = agent.config.name, agent.config.description
+            chat: Callable[..., Any] = agent.chat
         elif hasattr(agent, "prepare_call"):
             doc = (getattr(agent, "__doc__", None) or "").strip().splitlines()
             default_name, default_text = agent_name(agent), doc[0] if doc else ""
+            chat = _with_events(agent)
         else:
             raise UserError(f"{agent!r} is neither an @llm_chat agent nor a ConfiguredAgent")
-        if max_sessions < 1 or max_turns < 1:
-            raise UserError("max_sessions and max_turns must be at least 1")
+        if max_turns < 1:
+            raise UserError("max_turns must be at least 1")
         self.agent = agent
         self.name = name or default_name
         self.description = description or default_text or f"The agent {self.name!r}."
-        self.max_sessions = max_sessions
-        self.idle_timeout = idle_timeout
         self.max_turns = max_turns
-        self._sessions: dict[str, _Session] = {}
-        self._running: dict[AbortSignal, anyio.Event] = {}
+        self.sessions = SessionStore(
+            chat,
+            pyrepl=pyrepl,
+            root=root,
+            pool_size=pool_size,
+            store=store,
+            agent_name=_namespace_name(self.name),
+            idle_timeout=idle_timeout,
+            max_sessions=max_sessions,
+        )
+        self._open = False
+        self._running = 0
         self._closing = False
 
-    # -- turns -------------------------------------------------------------------------------
+    # -- lifecycle -----------------------------------------------------------------------------
+
+    @property
+    def is_open(self) -> bool:
+        """Whether the sessions are open (inside ``async with``)."""
+        return self._open
+
+    async def __aenter__(self) -> ServedAgent:
+        if self._open:
+            raise UserError("the served agent is open already")
+        await self.sessions.__aenter__()
+        self._open, self._closing = True, False
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self._closing = True
+        try:
+            await self.sessions.__aexit__(exc_type, exc, tb)
+        finally:
+            self._open = False
+
+    @asynccontextmanager
+    async def lifespan(self, app: object = None) -> AsyncIterator[None]:
+        """A Starlette ``lifespan``: opens the agent for the app's lifetime unless it is open
+        already (then its owner closes it); on shutdown the running turns are aborted first."""
+        async with AsyncExitStack() as stack:
+            if not self._open:
+                await stack.enter_async_context(self)
+            try:
+                yield
+            finally:
+                await self.aclose()
+
+    async def aclose(self, reason: str = "the server is shutting down") -> None:
+        """Refuse new turns, abort the running ones and wait until each has ended (each keeps
+        a valid history); the sessions stay readable until the ``async with`` ends."""
+        self._closing = True
+        with anyio.CancelScope(shield=True):
+            for session in self.sessions.sessions.values():
+                if session.abort(reason):
+                    with anyio.move_on_after(_CLOSE_WAIT):
+                        await session.wait_idle()
+
+    # -- turns ---------------------------------------------------------------------------------
+
+    async def session_turn(
+        self, session_id: str, text: str, *, on_event: OnEvent | None = None
+    ) -> TurnResult:
+        """Run one turn of session ``session_id`` (opened on first use); the session keeps the
+        history. :meth:`abort` with the same id aborts it.
+
+        Raises:
+            CapacityError: If every session is busy at ``max_sessions``, ``max_turns`` turns
+                are running, or the agent is closing.
+            SessionError: For an invalid id, or a session already running a turn.
+            ProviderError: When the model fails after retries.
+        """
+        self._admit()
+        self._running += 1
+        try:
+            return await self._run(session_id, text, on_event or _ignore)
+        finally:
+            self._running -= 1
 
     async def run_turn(
         self,
         text: str,
         history: Sequence[Mapping[str, Any]] = (),
         *,
-        abort: AbortSignal | None = None,
         on_event: OnEvent | None = None,
-        session_id: str = "",
     ) -> TurnResult:
-        """Run one turn on ``text`` after ``history`` (kept nowhere: the caller holds it).
+        """Run one turn on ``text`` after ``history`` (the caller holds the conversation): in
+        a session of its own (its own kernel too), forgotten when the turn ends.
 
         Raises:
-            CapacityError: If ``max_turns`` turns are running, or the agent is closing.
+            CapacityError: As :meth:`session_turn`.
             ProviderError: When the model fails after retries.
         """
-        if self._closing:
-            raise CapacityError("the agent is shutting down", limit="closing")
-        if len(self._running) >= self.max_turns:
-            raise CapacityError(f"{self.max_turns} turns are running already", limit="turns")
-        abort = abort or AbortSignal()
-        ended = anyio.Event()
-        self._running[abort] = ended
+        self._admit()
+        session_id = f"once-{os.urandom(8).hex()}"
+        self._running += 1
         try:
-            return await self._turn(text, [dict(m) for m in history], abort, on_event, session_id)
+            await self._open_session(session_id, history)
+            return await self._run(session_id, text, on_event or _ignore)
         finally:
-            del self._running[abort]
-            ended.set()
+            self._running -= 1
+            await self.sessions.close(session_id, forget=True)
 
-    async def _turn(
-        self,
-        text: str,
-        history: list[dict[str, Any]],
-        abort: AbortSignal,
-        on_event: OnEvent | None,
-        session_id: str,
-    ) -> TurnResult:
-        on_event = on_event or _ignore
-        if isinstance(self.agent, ConfiguredAgent):
-            return await self.agent.run(
-                text, abort=abort, observer=_Forward(on_event), history=history
+    def admit(self, session_id: str | None = None) -> None:
+        """Raise now what a turn (of ``session_id``; ``None``: a stateless one) would be
+        refused with, e.g. before a streamed response commits to HTTP 200.
+
+        Raises:
+            CapacityError: If the agent is closing, or ``max_turns`` turns are running.
+            SessionError: If the session is running a turn already.
+        """
+        self._admit()
+        session = self.sessions.sessions.get(session_id) if session_id is not None else None
+        if session is not None and session.busy:
+            raise SessionError(
+                f"session {session_id!r} is already running a turn: wait for it, or abort it"
             )
-        invocation, transcript = await self.agent.prepare_call(text, history=history)
-        origin = EventOrigin(session_id=session_id, agent_call_id=new_call_id())
-        run = Run(invocation, transcript, abort=abort, user_input=text, events=True, origin=origin)
-        result: RunResult | None = None
-        async with aclosing(run.__aiter__()) as items:
+
+    def _admit(self) -> None:
+        if self._closing or not self._open:
+            state = "shutting down" if self._open or self._closing else "not open"
+            raise CapacityError(f"the agent is {state}", limit="closing")
+        if self._running >= self.max_turns:
+            raise CapacityError(f"{self.max_turns} turns are running already", limit="turns")
+
+    async def _open_session(
+        self, session_id: str, history: Sequence[Mapping[str, Any]] | None = None
+    ) -> None:
+        try:
+            await self.sessions.open(session_id, history=history)
+        except SessionError as exc:
+            if session_id not in self.sessions and len(self.sessions) >= self.sessions.max_sessions:
+                raise CapacityError(str(exc), limit="sessions") from None
+            raise
+
+    async def _run(self, session_id: str, text: str, on_event: OnEvent) -> TurnResult:
+        await self._open_session(session_id)
+        answer: Any = ""
+        history: list[dict[str, Any]] | None = None
+        ended = "answer"
+        async with aclosing(self.sessions.chat(session_id, text)) as items:
             async for item in items:
                 if isinstance(item, EventYield):
+                    if isinstance(item.event, ReactEndEvent):
+                        ended = item.event.terminated_by
                     await on_event(item)
-                elif isinstance(item, RunResult):
-                    result = item
-        assert result is not None  # a run always ends with its result
-        return TurnResult(result.text, history_to_dicts(result.messages), result.terminated_by)
+                elif isinstance(item, ResponseYield):
+                    answer, history = item.response, list(item.messages)
+        if history is None:
+            history = await self.sessions.history(session_id)
+        return TurnResult(str(answer), history, ended)
 
-    async def session_turn(
-        self,
-        session_id: str,
-        text: str,
-        *,
-        abort: AbortSignal | None = None,
-        on_event: OnEvent | None = None,
-    ) -> TurnResult:
-        """Run one turn of session ``session_id`` (made on first use) and keep its history;
-        turns of one session run one after the other.
+    # -- sessions ------------------------------------------------------------------------------
 
-        Raises:
-            CapacityError: If every session is busy at ``max_sessions``, ``max_turns`` turns
-                are running, or the agent is closing.
-            ProviderError: When the model fails after retries.
-        """
-        session = self._session(session_id)
-        async with session.lock:
-            session.abort = abort = abort or AbortSignal()
-            try:
-                result = await self.run_turn(
-                    text, session.history, abort=abort, on_event=on_event, session_id=session_id
-                )
-            finally:
-                session.abort = None
-                session.last_used = time.monotonic()
-            session.history = result.history
-            return result
-
-    # -- sessions ----------------------------------------------------------------------------
-
-    def history(self, session_id: str) -> list[dict[str, Any]]:
-        """A copy of the session's history (empty for an unknown session)."""
-        session = self._sessions.get(session_id)
-        return [dict(m) for m in session.history] if session is not None else []
+    async def history(self, session_id: str) -> list[dict[str, Any]]:
+        """A copy of the session's history (the stored one once it is closed; empty for an
+        unknown session)."""
+        return await self.sessions.history(session_id)
 
     @property
     def session_ids(self) -> list[str]:
-        """The sessions kept now, least recently used first."""
-        return list(self._sessions)
+        """The sessions open now (stateless turns' throwaway sessions included)."""
+        return list(self.sessions.sessions)
 
     def abort(self, session_id: str, reason: str = "aborted by user") -> bool:
         """Abort the session's running turn; whether one was running."""
-        session = self._sessions.get(session_id)
-        if session is None or session.abort is None:
-            return False
-        session.abort.abort(reason)
-        return True
-
-    def _session(self, session_id: str) -> _Session:
-        now = time.monotonic()
-        self._reclaim(now)
-        session = self._sessions.pop(session_id, None)
-        if session is None:
-            if len(self._sessions) >= self.max_sessions:
-                self._evict()
-            session = _Session(last_used=now)
-        self._sessions[session_id] = session  # the most recently used is last
-        return session
-
-    def _reclaim(self, now: float) -> None:
-        if self.idle_timeout is None:
-            return
-        for key, session in list(self._sessions.items()):
-            idle = now - session.last_used > self.idle_timeout
-            if idle and not session.lock.locked():
-                del self._sessions[key]
-
-    def _evict(self) -> None:
-        for key, session in self._sessions.items():
-            if not session.lock.locked():
-                del self._sessions[key]
-                return
-        raise CapacityError(
-            f"all {self.max_sessions} sessions are busy; try again later", limit="sessions"
-        )
-
-    # -- shutdown ----------------------------------------------------------------------------
+        session = self.sessions.sessions.get(session_id)
+        return session is not None and session.abort(reason)
 
     @property
     def running(self) -> int:
         """How many turns are running."""
-        return len(self._running)
-
-    async def aclose(self, reason: str = "the server is shutting down") -> None:
-        """Refuse new turns, abort the running ones and wait until each has ended (each keeps
-        a valid history)."""
-        self._closing = True
-        for abort, ended in list(self._running.items()):
-            abort.abort(reason)
-            await ended.wait()
+        return self._running
 
     def __repr__(self) -> str:
-        return (
-            f"ServedAgent({self.name!r}, sessions={len(self._sessions)}, "
-            f"running={len(self._running)})"
+        return f"ServedAgent({self.name!r}, sessions={len(self.sessions)}, running={self._running})"
+
+
+def _namespace_name(name: str) -> str:
+    """The agent's name as a store namespace part (letters, digits, ``_.-``)."""
+    cleaned = "".join(c if c.isalnum() or c in "_.-" else "_" for c in name).strip("_.-")
+    return cleaned[:128] or "agent"
+
+
+def _with_events(agent: Any) -> Callable[..., AsyncIterator[Any]]:
+    """``agent`` (an ``@llm_chat`` function, with events or not) as a session agent: each
+    call yields the run's events, then a ``ResponseYield`` with the history."""
+
+    async def chat(
+        message: str,
+        history: list[dict[str, Any]] | None = None,
+        _abort_signal: AbortSignal | None = None,
+        _session_id: str = "",
+        **call_options: Any,
+    ) -> AsyncIterator[Any]:
+        invocation, transcript = await agent.prepare_call(
+            message, history=history or [], _session_id=_session_id, **call_options
         )
+        origin = EventOrigin(session_id=_session_id, agent_call_id=new_call_id())
+        run = Run(
+            invocation,
+            transcript,
+            abort=_abort_signal,
+            user_input=message,
+            events=True,
+            origin=origin,
+        )
+        result: RunResult | None = None
+        async with aclosing(run.__aiter__()) as items:
+            async for item in items:
+                if isinstance(item, EventYield):
+                    yield item
+                elif isinstance(item, RunResult):
+                    result = item
+        assert result is not None  # a run always ends with its result
+        yield ResponseYield(result.text, history_to_dicts(result.messages))
+
+    return chat

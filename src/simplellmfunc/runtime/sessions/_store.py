@@ -11,7 +11,7 @@ import inspect
 import logging
 import shutil
 import tempfile
-from collections.abc import AsyncGenerator, Callable, Mapping
+from collections.abc import AsyncGenerator, Callable, Mapping, Sequence
 from contextlib import aclosing
 from dataclasses import dataclass
 from pathlib import Path
@@ -189,8 +189,11 @@ class SessionStore:
             raise SessionError(f"no open session {session_id!r}")
         return session
 
-    async def open(self, session_id: str) -> Session:
-        """The session ``session_id``, opened if needed (its history read from the store).
+    async def open(
+        self, session_id: str, *, history: Sequence[Mapping[str, Any]] | None = None
+    ) -> Session:
+        """The session ``session_id``, opened if needed (its history read from the store, or
+        ``history`` when given: a conversation the caller holds, e.g. a stateless request's).
 
         Raises:
             SessionError: For an invalid id, a store that is not entered, or when
@@ -205,16 +208,19 @@ class SessionStore:
                 return session
             if len(self._sessions) >= self.max_sessions:
                 await self._make_room()
-            item = await self._store.get(self._namespace(session_id), _HISTORY_KEY)
-            history = list(item.value) if item is not None else []
+            if history is None:
+                item = await self._store.get(self._namespace(session_id), _HISTORY_KEY)
+                history = list(item.value) if item is not None else []
             key = f"{self._agent_name}.{session_id}"
-            session = Session(session_id, history, self._new_repl(session_id), key)
+            turns = [dict(m) for m in history]
+            session = Session(session_id, turns, self._new_repl(session_id), key)
             self._sessions[session_id] = session
             return session
 
-    async def close(self, session_id: str) -> bool:
-        """Close one session: abort its turn (the history is kept), save the history, close the
-        kernel, and remove its folder when the store made it. False if it was not open."""
+    async def close(self, session_id: str, *, forget: bool = False) -> bool:
+        """Close one session: abort its turn (the history is kept), save the history (delete
+        it with ``forget=True``), close the kernel, and remove its folder when the store made
+        it. False if it was not open."""
         session = self._sessions.pop(session_id, None)
         if session is None:
             return False
@@ -223,13 +229,25 @@ class SessionStore:
             if session.abort("the session was closed"):
                 with anyio.move_on_after(_CLOSE_WAIT):
                     await session.wait_idle()
-            await self._save(session)
+            if forget:
+                await self._store.delete(self._namespace(session_id), _HISTORY_KEY)
+            else:
+                await self._save(session)
             if session.repl is not None:
                 await session.repl.close()
             if self._own_root and self._root is not None:
                 folder = self._root / session_id
                 await anyio.to_thread.run_sync(shutil.rmtree, folder, True)
         return True
+
+    async def history(self, session_id: str) -> list[dict[str, Any]]:
+        """A copy of the history of ``session_id``: the open session's, else the stored one
+        (empty for a session never seen)."""
+        session = self._sessions.get(session_id)
+        if session is not None:
+            return [dict(m) for m in session.history]
+        item = await self._store.get(self._namespace(check_session_id(session_id)), _HISTORY_KEY)
+        return [dict(m) for m in item.value] if item is not None else []
 
     async def reclaim_idle(self, idle_timeout: float | None = None) -> list[str]:
         """Close the sessions idle for ``idle_timeout`` seconds (default: the store's) and
@@ -320,8 +338,9 @@ class SessionStore:
                         await _deliver(send, _Failed(exc))
         finally:
             session.end(history)
-            with anyio.CancelScope(shield=True):
-                await self._save(session)
+            if not session.closed:  # else close() saves (or forgets) it
+                with anyio.CancelScope(shield=True):
+                    await self._save(session)
 
     def _turn_kwargs(
         self, session: Session, abort: AbortSignal, kwargs: dict[str, Any]
