@@ -35,6 +35,7 @@ SURFACES = {
         "ResetReplTool",
         "fork_repl_tools",
         "render_execution",
+        "submit_kernel_input",
     },
     simplellmfunc.builtin.selfref: {
         "KeyState",
