@@ -119,7 +119,10 @@ class Floor:
     def react(self) -> Call:
         spec = {"type": "object", "properties": {}}
         tools = [
-            {"type": "function", "function": {"name": "noop", "description": "", "parameters": spec}}
+            {
+                "type": "function",
+                "function": {"name": "noop", "description": "", "parameters": spec},
+            }
         ]
 
         async def turn() -> str:
@@ -174,7 +177,9 @@ class Floor:
                 "stream_options": {"include_usage": True},
             }
             text, buffer = [], b""
-            async with self.client.stream("POST", "/chat/completions", content=json.dumps(body)) as r:
+            async with self.client.stream(
+                "POST", "/chat/completions", content=json.dumps(body)
+            ) as r:
                 r.raise_for_status()
                 async for chunk in r.aiter_raw():
                     buffer += chunk
@@ -430,8 +435,10 @@ def _ratios(results: dict[str, Any]) -> dict[str, float]:
 
 def _report(results: dict[str, Any]) -> None:
     print("\nsequential: client CPU per call (µs) and median wall per call (ms)")
-    print(f"{'scenario':<8} {'floor cpu':>10} {'ours cpu':>9} {'ratio':>7} {'spread':>7}"
-          f" {'floor ms':>9} {'ours ms':>8} {'ratio':>7}")
+    print(
+        f"{'scenario':<8} {'floor cpu':>10} {'ours cpu':>9} {'ratio':>7} {'spread':>7}"
+        f" {'floor ms':>9} {'ours ms':>8} {'ratio':>7}"
+    )
     for kind, r in results["sequential"].items():
         f, e = r["floor"], r["engine"]
         print(
@@ -440,8 +447,10 @@ def _report(results: dict[str, Any]) -> None:
             f" {e['wall'] * 1e3:>8.2f} {e['wall'] / f['wall']:>6.2f}x"
         )
     print("\nconcurrent 3-step sessions in one process")
-    print(f"{'N':>5} {'impl':<14} {'sessions/s':>10} {'p50 ms':>8} {'p99 ms':>8}"
-          f" {'cpu µs/sess':>11} {'KB/session':>10} {'errors':>6} {'spread':>6}")
+    print(
+        f"{'N':>5} {'impl':<14} {'sessions/s':>10} {'p50 ms':>8} {'p99 ms':>8}"
+        f" {'cpu µs/sess':>11} {'KB/session':>10} {'errors':>6} {'spread':>6}"
+    )
     for n, r in results["sweep"].items():
         for impl, x in r.items():
             print(
@@ -459,8 +468,10 @@ def _report(results: dict[str, Any]) -> None:
             verdict = f"{op} {bound:.2f}: {'ok' if met else 'MISSED'}"
         print(f"  {name:<16} {value:>6.2f}x  {verdict}")
     worst = max((r["engine"]["rss_kb"] for r in results["sweep"].values()), default=0.0)
-    print(f"  RSS per live session (worst N) {worst:.1f} KB  <= {RSS_TARGET_KB:.0f} KB:"
-          f" {'ok' if worst <= RSS_TARGET_KB else 'MISSED'}")
+    print(
+        f"  RSS per live session (worst N) {worst:.1f} KB  <= {RSS_TARGET_KB:.0f} KB:"
+        f" {'ok' if worst <= RSS_TARGET_KB else 'MISSED'}"
+    )
 
 
 def main() -> None:

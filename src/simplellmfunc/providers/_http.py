@@ -280,7 +280,8 @@ class HTTPTransport:
             with anyio.CancelScope(deadline=deadline) as scope:
                 await slots.acquire_on_behalf_of(hold)
             if scope.cancelled_caught:
-                raise self._timeout(attempt, f"waiting for a connection to {self.target}")
+                waiting = f"waiting for a connection to {self.target}"
+                raise self._timeout(attempt, waiting) from None
         hold.slots = slots
 
     async def _acquire(self, deadline: float, attempt: int) -> str | None:
