@@ -483,6 +483,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=5, help="alternating rounds per cell")
     parser.add_argument("--sweep", type=int, nargs="*", default=list(SWEEP), help="N values")
     parser.add_argument("--scenarios", nargs="*", default=list(SCENARIOS), help="sequential ones")
+    parser.add_argument("--sweep-rounds", type=int, default=3, help="alternating rounds per N")
     parser.add_argument("--out", type=Path, help="write the results (JSON) here")
     args = parser.parse_args()
     if args.child:
@@ -507,11 +508,11 @@ def main() -> None:
         with _server(*flags[kind]) as url:
             results["sequential"][kind] = _rounds(kind, ("floor", "engine"), url, runs, rounds)
         print(f"{kind}: done ({time.perf_counter() - started:.0f} s)", flush=True)
-    sweep_rounds = 1 if args.quick else 3
+    sweep_rounds = 1 if args.quick else args.sweep_rounds
     impls = ("floor", "floor-limited", "engine")
     with _server(*flags["react"]) as url:
         for n in sweep:
-            r = _rounds(f"sweep:{n}", impls, url, 0, sweep_rounds if n < 5000 else 2)
+            r = _rounds(f"sweep:{n}", impls, url, 0, sweep_rounds)
             results["sweep"][str(n)] = r
             print(f"sweep {n}: done ({time.perf_counter() - started:.0f} s)", flush=True)
     results["ratios"] = _ratios(results)
