@@ -122,7 +122,9 @@ def main() -> None:
         print(f"{name:<6} {r['ttft'] * 1e3:>9.1f} {r['total'] * 1e3:>9.1f}")
     for k in ("ttft", "total"):
         ratio = result[f"{k}_ratio"]
-        print(f"{k} ratio {ratio:.3f}x (target <= {TARGET}x): {'ok' if ratio <= TARGET else 'MISSED'}")
+        print(
+            f"{k} ratio {ratio:.3f}x (target <= {TARGET}x): {'ok' if ratio <= TARGET else 'MISSED'}"
+        )
     print(f"same reply from both clients: {result['same_reply']}")
     if args.out:
         data = json.loads(args.out.read_text()) if args.out.exists() else {}
