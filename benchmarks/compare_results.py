@@ -47,9 +47,8 @@ def main(argv: list[str] | None = None) -> int:
     old = json.loads(args.old.read_text())["ratios"]
     new = json.loads(args.new.read_text())["ratios"]
     for name in sorted(old.keys() | new.keys()):
-        a, b = old.get(name), new.get(name)
-        line = f"{name:<18} {a if a is None else f'{a:.3f}x':>8} -> {b if b is None else f'{b:.3f}x':>8}"
-        print(line)
+        a, b = (f"{r[name]:.3f}x" if name in r else "-" for r in (old, new))
+        print(f"{name:<18} {a:>8} -> {b:>8}")
     found = regressions(old, new, args.threshold)
     for name, before, after, change in found:
         print(f"REGRESSION {name}: {before:.3f}x -> {after:.3f}x ({change:+.1%})")

@@ -82,11 +82,49 @@ def plot(results: dict[str, Any], out: Path) -> list[Path]:
     return paths
 
 
+def markdown(results: dict[str, Any]) -> str:
+    """The figures as Markdown tables (what the documentation shows beside the plots)."""
+    m = results["machine"]
+    lines = [
+        f"Measured {m['date']} on {m['cpu']} ({m['cores']} cores, load average"
+        f" {m['load_average'][0]:.1f} at the start), Python {m['python']}, "
+        + ", ".join(f"{k} {v}" for k, v in m["versions"].items())
+        + ".",
+        "",
+        "| sequential | floor CPU µs/call | ours | ratio | floor ms/call | ours | ratio |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for kind, r in results["sequential"].items():
+        f, e = r["floor"], r["engine"]
+        lines.append(
+            f"| {kind} | {f['cpu'] * 1e6:.0f} | {e['cpu'] * 1e6:.0f} | {e['cpu'] / f['cpu']:.2f}x"
+            f" | {f['wall'] * 1e3:.1f} | {e['wall'] * 1e3:.1f} | {e['wall'] / f['wall']:.2f}x |"
+        )
+    lines += [
+        "",
+        "| N sessions | client | sessions/s | p99 ms | CPU µs/session | KB/live session | errors |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for n, r in sorted(results["sweep"].items(), key=lambda item: int(item[0])):
+        for impl, x in r.items():
+            lines.append(
+                f"| {n} | {IMPLS[impl]} | {x['rate']:.0f} | {x['p99'] * 1e3:.0f}"
+                f" | {x['cpu'] * 1e6:.0f} | {x['rss_kb']:.1f} | {x['errors']:.0f} |"
+            )
+    lines += ["", "| ratio to the floor | value |", "|---|---|"]
+    lines += [f"| `{k}` | {v:.2f}x |" for k, v in results["ratios"].items()]
+    return "\n".join(lines)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("results", type=Path)
     parser.add_argument("--out", type=Path, default=Path("docs/assets/bench"))
+    parser.add_argument("--markdown", action="store_true", help="print the tables as Markdown")
     args = parser.parse_args()
+    if args.markdown:
+        print(markdown(json.loads(args.results.read_text())))
+        return
     for path in plot(json.loads(args.results.read_text()), args.out):
         print(f"wrote {path}")
 
