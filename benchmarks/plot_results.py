@@ -35,8 +35,9 @@ def _sweep_plot(results: dict[str, Any], key: str, label: str, scale: float, pat
     sizes = sorted(sweep, key=int)
     fig, ax = plt.subplots(figsize=(7, 4))
     for impl, name in IMPLS.items():
-        values = [sweep[n][impl][key] * scale for n in sizes if impl in sweep[n]]
-        ax.plot([int(n) for n in sizes], values, marker="o", label=name)
+        present = [n for n in sizes if impl in sweep[n]]
+        values = [sweep[n][impl][key] * scale for n in present]
+        ax.plot([int(n) for n in present], values, marker="o", label=name)
     ax.set_xscale("log")
     ax.set_xlabel("concurrent 3-step sessions in one process")
     ax.set_ylabel(label)
