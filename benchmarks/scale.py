@@ -37,7 +37,6 @@ import pstats
 import statistics
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
@@ -48,7 +47,7 @@ from typing import Any
 import anyio
 import httpx
 import psutil
-from _common import MockServerProcess, percentile
+from _common import MockServerProcess, percentile, rss_sampler
 
 PERSON = '{"name": "Ada Lovelace", "age": 36, "email": "ada@example.com"}'
 REPLY = "Hello! " * 30  # 210 characters
@@ -275,24 +274,6 @@ async def _sequential(call: Call, runs: int) -> dict[str, float]:
     return {"cpu": (time.process_time() - cpu) / runs, "wall": statistics.median(latencies)}
 
 
-@contextmanager
-def _rss_sampler() -> Iterator[dict[str, float]]:
-    """Sample the RSS every 5 ms in a thread; ``peak`` is the highest seen."""
-    process, result, stop = psutil.Process(), {"peak": 0.0}, threading.Event()
-
-    def sample() -> None:
-        while not stop.wait(0.005):
-            result["peak"] = max(result["peak"], process.memory_info().rss)
-
-    thread = threading.Thread(target=sample, daemon=True)
-    thread.start()
-    try:
-        yield result
-    finally:
-        stop.set()
-        thread.join()
-
-
 async def _concurrent(call: Call, sessions: int) -> dict[str, float]:
     """``sessions`` concurrent sessions started at once: rate, p99, RSS per live session."""
     await asyncio.gather(*(call() for _ in range(min(sessions, 50))))  # warm-up
@@ -311,7 +292,7 @@ async def _concurrent(call: Call, sessions: int) -> dict[str, float]:
         latencies.append(time.perf_counter() - started)
 
     baseline = psutil.Process().memory_info().rss
-    with _rss_sampler() as rss:
+    with rss_sampler() as rss:
         cpu, wall = time.process_time(), time.perf_counter()
         await asyncio.gather(*(one() for _ in range(sessions)))
         cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
