@@ -48,8 +48,15 @@ format: install ## Apply ruff fixes and formatting
 typecheck: install ## mypy --strict on src/
 	$(BIN)/mypy
 
-bench: install ## Run every benchmark and print its table
+BENCH_OUT := .cache/bench/results.json
+
+bench: install ## Run every benchmark; write .cache/bench/results.json and the plots in docs/assets/bench
+	$(BIN)/python -m pip install -q -e '.[bench]'
 	@for f in benchmarks/bench_*.py; do echo "== $$f"; $(BIN)/python $$f || exit 1; done
+	$(BIN)/python benchmarks/scale.py --out $(BENCH_OUT)
+	@if [ -x .cache/llama-server/llama-server ]; then $(BIN)/python benchmarks/real_model.py --out $(BENCH_OUT); else echo "no llama-server: real-model figures skipped (python scripts/llama_server.py build)"; fi
+	$(BIN)/python benchmarks/plot_results.py $(BENCH_OUT) --out docs/assets/bench
+	@echo "compare with an earlier run: python benchmarks/compare_results.py OLD.json $(BENCH_OUT)"
 
 soak: install ## 1,000 concurrent sessions with injected faults: typed endings, valid histories, no leaks
 	$(BIN)/python benchmarks/soak.py

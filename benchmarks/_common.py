@@ -32,6 +32,7 @@ import signal
 import statistics
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -52,6 +53,7 @@ __all__ = [
     "peak_rss_mb",
     "percentile",
     "print_table",
+    "rss_sampler",
     "run_worker",
     "summarize",
 ]
@@ -266,3 +268,22 @@ def print_table(headers: Sequence[str], rows: Sequence[Sequence[Any]], title: st
     print("  ".join("-" * w for w in widths))
     for row in cells[1:]:
         print(line(row))
+
+
+@contextmanager
+def rss_sampler(interval: float = 0.005) -> Iterator[dict[str, float]]:
+    """Sample this process's RSS every ``interval`` s in a thread; ``peak`` is the highest seen
+    (bytes). Unlike ``ru_maxrss`` it can be read for one phase of a process."""
+    process, result, stop = psutil.Process(), {"peak": 0.0}, threading.Event()
+
+    def sample() -> None:
+        while not stop.wait(interval):
+            result["peak"] = max(result["peak"], process.memory_info().rss)
+
+    thread = threading.Thread(target=sample, daemon=True)
+    thread.start()
+    try:
+        yield result
+    finally:
+        stop.set()
+        thread.join()

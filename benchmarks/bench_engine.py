@@ -36,13 +36,13 @@ import json
 import statistics
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
 import psutil
+from _common import rss_sampler
 
 PERSON = '{"name": "Ada Lovelace", "age": 36, "email": "ada@example.com"}'
 SYSTEM, USER = "You help.", "go"
@@ -230,24 +230,6 @@ async def _sequential(call: Call, runs: int) -> dict[str, float]:
     }
 
 
-@contextmanager
-def _rss_sampler() -> Iterator[dict[str, float]]:
-    """Sample the RSS every 5 ms in a thread; ``peak`` is the highest seen."""
-    process, result, stop = psutil.Process(), {"peak": 0.0}, threading.Event()
-
-    def sample() -> None:
-        while not stop.wait(0.005):
-            result["peak"] = max(result["peak"], process.memory_info().rss)
-
-    thread = threading.Thread(target=sample, daemon=True)
-    thread.start()
-    try:
-        yield result
-    finally:
-        stop.set()
-        thread.join()
-
-
 async def _concurrent(call: Call, sessions: int) -> dict[str, float]:
     await asyncio.gather(*(call() for _ in range(20)))  # warm-up
     latencies: list[float] = []
@@ -258,7 +240,7 @@ async def _concurrent(call: Call, sessions: int) -> dict[str, float]:
         latencies.append(time.perf_counter() - started)
 
     baseline = psutil.Process().memory_info().rss
-    with _rss_sampler() as rss:
+    with rss_sampler() as rss:
         cpu, wall = time.process_time(), time.perf_counter()
         await asyncio.gather(*(one() for _ in range(sessions)))
         cpu, wall = time.process_time() - cpu, time.perf_counter() - wall

@@ -35,6 +35,7 @@ from ..providers import LLMInterface
 from ._agent_tool import AgentTool
 from ._common import (
     CallOptions,
+    binder,
     self_reference_hook,
     split_call_kwargs,
     static_tools,
@@ -123,6 +124,7 @@ def llm_chat(
         if not inspect.iscoroutinefunction(func) and not inspect.isasyncgenfunction(func):
             raise DecoratorError(f"@llm_chat needs an 'async def' function, got {func!r}")
         signature = inspect.signature(func)
+        bind = binder(signature)
         history_name = next((n for n in HISTORY_NAMES if n in signature.parameters), None)
         if history_name is None:
             raise DecoratorError("@llm_chat functions need a 'history' or 'chat_history' parameter")
@@ -137,9 +139,7 @@ def llm_chat(
             call = split_call_kwargs(kwargs)
             system = fill_template(doc, call.template_params)
             if resumed is None:
-                bound = signature.bind(*args, **kwargs)
-                bound.apply_defaults()
-                arguments = dict(bound.arguments)
+                arguments = bind(args, kwargs)
                 history = arguments.pop(history_name, None)
                 user: Message | None = await render_arguments(
                     signature, arguments, bare_single_text=True

@@ -14,6 +14,7 @@ from ..tools import FunctionTool, Tool, ToolProvider
 
 __all__ = [
     "CallOptions",
+    "binder",
     "check_async",
     "resolve_tools",
     "self_reference_hook",
@@ -23,6 +24,57 @@ __all__ = [
 ]
 
 ToolkitItem = Any
+
+_PLAIN_KINDS = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
+
+
+def binder(
+    signature: inspect.Signature,
+) -> Callable[[tuple[Any, ...], dict[str, Any]], dict[str, Any]]:
+    """``bind(args, kwargs)``: the call's arguments by name, in parameter order, defaults
+    applied: what ``signature.bind(...)`` + ``apply_defaults()`` give, computed once per call
+    on the hot path without building a ``BoundArguments``.
+
+    Anything out of the ordinary (``*args``, ``**kwargs``, positional-only parameters, a
+    missing, duplicate or unknown argument) goes through ``signature.bind``, so errors read
+    exactly as Python's.
+
+    Raises:
+        TypeError: (from ``bind``) when the arguments do not fit the signature.
+    """
+    parameters = list(signature.parameters.values())
+    names = tuple(p.name for p in parameters)
+    known = frozenset(names)
+    positional = len([p for p in parameters if p.kind is inspect.Parameter.POSITIONAL_OR_KEYWORD])
+    defaults = {p.name: p.default for p in parameters if p.default is not p.empty}
+
+    def slow(args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
+        bound = signature.bind(*args, **kwargs)
+        bound.apply_defaults()
+        return dict(bound.arguments)
+
+    if any(p.kind not in _PLAIN_KINDS for p in parameters):
+        return slow
+
+    def bind(args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
+        if len(args) > positional:
+            return slow(args, kwargs)
+        given = dict(zip(names, args, strict=False))
+        for name, value in kwargs.items():
+            if name in given or name not in known:
+                return slow(args, kwargs)
+            given[name] = value
+        arguments = {}
+        for name in names:
+            if name in given:
+                arguments[name] = given[name]
+            elif name in defaults:
+                arguments[name] = defaults[name]
+            else:
+                return slow(args, kwargs)  # missing: Python's own error
+        return arguments
+
+    return bind
 
 
 def check_async(func: Callable[..., Any], decorator: str) -> None:

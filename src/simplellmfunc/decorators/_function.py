@@ -15,7 +15,7 @@ from .._transcript import Transcript
 from ..engine import EngineOptions, Invocation, Run, RunResult, ToolProtocol, split_options
 from ..exceptions import AbortedError, OutputParseError
 from ..providers import LLMInterface
-from ._common import check_async, split_call_kwargs, static_tools, toolkit_hooks
+from ._common import binder, check_async, split_call_kwargs, static_tools, toolkit_hooks
 from ._output import OutputSpec
 from ._prompt import docstring_of, fill_template, render_arguments
 
@@ -74,6 +74,7 @@ def llm_function(
     def decorate(func: Callable[..., Any]) -> Callable[..., Any]:
         check_async(func, "llm_function")
         signature = inspect.signature(func)
+        bind = binder(signature)
         hints = typing.get_type_hints(func)
         output = OutputSpec.for_annotation(hints.get("return", inspect.Signature.empty))
         native = llm_interface.capabilities.json_schema
@@ -83,14 +84,13 @@ def llm_function(
             args: tuple[Any, ...], kwargs: dict[str, Any], events: bool
         ) -> tuple[Run, _AnswerParser | None]:
             call = split_call_kwargs(kwargs, pausable=False)
-            bound = signature.bind(*args, **kwargs)
-            bound.apply_defaults()
+            arguments = bind(args, kwargs)
             description = fill_template(doc, call.template_params)
             system = fill_template(
                 system_prompt_template or _SYSTEM_TEMPLATE_DEFAULT,
                 {**call.template_params, "function_description": description},
             )
-            user = await render_arguments(signature, bound.arguments, bare_single_text=False)
+            user = await render_arguments(signature, arguments, bare_single_text=False)
             if user_prompt_template is not None:
                 user = type(user)(fill_template(user_prompt_template, {"parameters": user.text}))
             parser = _AnswerParser(output) if output.kind == "json" else None

@@ -84,7 +84,20 @@ async def event_pump(
             group.start_soon(_run, body, send)
             try:
                 async with receive:
-                    async for item in receive:
+                    while True:
+                        # Buffered items without a checkpoint each (one event-loop pass saved
+                        # per event: a streamed reply sends one per chunk); wait when there
+                        # are none. (The sender keeps its checkpoint: it orders concurrent
+                        # emitters, whose seq numbers must arrive in order.)
+                        try:
+                            item = receive.receive_nowait()
+                        except anyio.WouldBlock:
+                            try:
+                                item = await receive.receive()
+                            except anyio.EndOfStream:
+                                break
+                        except anyio.EndOfStream:
+                            break
                         if isinstance(item, _Failed):
                             failure = item.error
                             break

@@ -1,0 +1,515 @@
+"""Performance at scale (issue 19): CPU per call and throughput up to 5,000 concurrent sessions.
+
+Every figure is a ratio to a hand-written raw-httpx floor making the same HTTP calls against the
+same loopback mock server, measured in the same run. The mock server is pinned to one core and
+every client to the other (``os.sched_setaffinity``), each client measurement runs in a fresh
+process, and floor and engine children alternate over the rounds (the median is reported), so
+load from the rest of the machine hits both alike.
+
+Sequential scenarios (client CPU per call; wall time per call):
+
+- ``typed``: one ``@llm_function`` call returning a pydantic model;
+- ``react``: one 3-step ReAct ``@llm_chat`` turn (two tool rounds, then the answer);
+- ``stream``: one streamed ``@llm_chat`` turn (210 characters in 16 SSE chunks).
+
+Concurrency sweep: N concurrent 3-step sessions in one process (N = 1 ... 5,000): sessions/s,
+p99 session latency, RSS per live session, errors. Two floors: ``floor`` is plain httpx with the
+pool the issue names (1,000 connections, 100 kept alive); ``floor-limited`` is the same client
+behind an ``anyio.CapacityLimiter`` of the pool size (what our transport does). Ratios are taken to
+the better floor at each N.
+
+Usage::
+
+    python benchmarks/scale.py [--quick] [--out results.json]
+    python benchmarks/scale.py --profile react|typed|stream|sweep:1000   # cProfile, top entries
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import cProfile
+import gc
+import json
+import os
+import platform
+import pstats
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Awaitable, Callable, Iterator
+from contextlib import contextmanager
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import anyio
+import httpx
+import psutil
+from _common import MockServerProcess, percentile, rss_sampler
+
+PERSON = '{"name": "Ada Lovelace", "age": 36, "email": "ada@example.com"}'
+REPLY = "Hello! " * 30  # 210 characters
+CHUNKS = 16
+SYSTEM, USER = "You help.", "go"
+KEY = "sk-bench-0123456789"
+FLOOR_CONNECTIONS, FLOOR_KEEPALIVE = 1000, 100  # the floor of the issue
+SWEEP = (1, 100, 500, 1000, 5000)
+PLAIN_FLOOR_MAX = 1000
+LIMITED = ("floor-limited", "engine")
+SCENARIOS = ("typed", "react", "stream")
+STEPS = {"typed": 1, "react": 3, "stream": 1}
+#: Targets of issue 19 (ratios to the floor).
+TARGETS: dict[str, tuple[str, float]] = {
+    "cpu.typed": ("<=", 1.10),
+    "cpu.react": ("<=", 1.20),
+    "wall.stream": ("<=", 1.00),
+    "rate.500": (">=", 0.95),
+    "rate.1000": (">=", 0.95),
+    "rate.5000": (">=", 0.90),
+    "p99.500": ("<=", 1.20),
+    "p99.1000": ("<=", 1.20),
+    "p99.5000": ("<=", 1.20),
+}
+RSS_TARGET_KB = 20.0
+CLIENT_CORE, SERVER_CORE = 0, 1
+Call = Callable[[], Awaitable[Any]]
+
+
+def _person_model() -> Any:
+    from pydantic import BaseModel
+
+    class Person(BaseModel):
+        name: str
+        age: int
+        email: str
+
+    return Person
+
+
+# -- the floor: raw httpx ---------------------------------------------------------------------
+
+
+class Floor:
+    """Hand-written calls on one ``httpx.AsyncClient`` (optionally behind a limiter)."""
+
+    def __init__(self, url: str, limited: bool) -> None:
+        self.client = httpx.AsyncClient(
+            base_url=url,
+            headers={"authorization": f"Bearer {KEY}", "content-type": "application/json"},
+            limits=httpx.Limits(
+                max_connections=FLOOR_CONNECTIONS, max_keepalive_connections=FLOOR_KEEPALIVE
+            ),
+            timeout=httpx.Timeout(120, pool=600),
+        )
+        self.limiter = anyio.CapacityLimiter(FLOOR_CONNECTIONS) if limited else None
+
+    async def post(self, body: dict[str, Any]) -> dict[str, Any]:
+        if self.limiter is None:
+            return await self._post(body)
+        async with self.limiter:
+            return await self._post(body)
+
+    async def _post(self, body: dict[str, Any]) -> dict[str, Any]:
+        response = await self.client.post("/chat/completions", content=json.dumps(body))
+        response.raise_for_status()
+        message: dict[str, Any] = response.json()["choices"][0]["message"]
+        return message
+
+    def react(self) -> Call:
+        spec = {"type": "object", "properties": {}}
+        tools = [
+            {
+                "type": "function",
+                "function": {"name": "noop", "description": "", "parameters": spec},
+            }
+        ]
+
+        async def turn() -> str:
+            messages: list[dict[str, Any]] = [
+                {"role": "system", "content": SYSTEM},
+                {"role": "user", "content": USER},
+            ]
+            while True:
+                message = await self.post({"model": "bench", "messages": messages, "tools": tools})
+                calls = message.get("tool_calls") or []
+                messages.append(
+                    {"role": "assistant", "content": message["content"], "tool_calls": calls}
+                )
+                if not calls:
+                    return str(message["content"])
+                messages += [
+                    {"role": "tool", "tool_call_id": c["id"], "content": "done"} for c in calls
+                ]
+
+        return turn
+
+    def typed(self) -> Call:
+        person = _person_model()
+        response_format = {
+            "type": "json_schema",
+            "json_schema": {"name": "result", "schema": person.model_json_schema()},
+        }
+
+        async def extract() -> Any:
+            body = {
+                "model": "bench",
+                "messages": [
+                    {"role": "system", "content": "Extract the person."},
+                    {"role": "user", "content": "text (str): Ada Lovelace, 36, ada@example.com\n"},
+                ],
+                "response_format": response_format,
+            }
+            message = await self.post(body)
+            return person.model_validate_json(message["content"])
+
+        return extract
+
+    def stream(self) -> Call:
+        async def turn() -> str:
+            body = {
+                "model": "bench",
+                "messages": [
+                    {"role": "system", "content": SYSTEM},
+                    {"role": "user", "content": USER},
+                ],
+                "stream": True,
+                "stream_options": {"include_usage": True},
+            }
+            text, buffer = [], b""
+            async with self.client.stream(
+                "POST", "/chat/completions", content=json.dumps(body)
+            ) as r:
+                r.raise_for_status()
+                async for chunk in r.aiter_raw():
+                    buffer += chunk
+                    *lines, buffer = buffer.split(b"\n")
+                    for line in lines:
+                        if line.startswith(b"data: ") and line != b"data: [DONE]":
+                            for choice in json.loads(line[6:]).get("choices", ()):
+                                text.append(choice["delta"].get("content") or "")
+            return "".join(text)
+
+        return turn
+
+    async def aclose(self) -> None:
+        await self.client.aclose()
+
+
+# -- ours: the decorators ---------------------------------------------------------------------
+
+
+class Engine:
+    """The same calls through ``@llm_function`` / ``@llm_chat`` with the default provider."""
+
+    def __init__(self, url: str) -> None:
+        from simplellmfunc import OpenAICompatible
+
+        self.llm = OpenAICompatible(KEY, "bench", url, max_retries=0)
+
+    def react(self) -> Call:
+        from simplellmfunc import llm_chat, tool
+
+        @tool(name="noop")
+        async def noop() -> str:
+            """Do the work."""
+            return "done"
+
+        @llm_chat(self.llm, toolkit=[noop])
+        async def agent(message: str, history: list[dict[str, Any]]) -> None:
+            """You help."""
+
+        async def turn() -> str:
+            outputs = [text async for text, _ in agent(USER, history=[])]
+            return str(outputs[-1])
+
+        return turn
+
+    def typed(self) -> Call:
+        from simplellmfunc import llm_function
+
+        async def extract(text: str) -> Any:
+            """Extract the person."""
+
+        extract.__annotations__["return"] = _person_model()
+        function = llm_function(self.llm)(extract)
+        return lambda: function("Ada Lovelace, 36, ada@example.com")
+
+    def stream(self) -> Call:
+        from simplellmfunc import llm_chat
+
+        @llm_chat(self.llm, stream=True)
+        async def agent(message: str, history: list[dict[str, Any]]) -> None:
+            """You help."""
+
+        async def turn() -> str:
+            return "".join([text async for text, _ in agent(USER, history=[])])
+
+        return turn
+
+    async def aclose(self) -> None:
+        await self.llm.aclose()
+
+
+def _client(impl: str, url: str) -> Floor | Engine:
+    if impl == "engine":
+        return Engine(url)
+    return Floor(url, limited=impl == "floor-limited")
+
+
+# -- child processes: one measurement each ----------------------------------------------------
+
+
+async def _sequential(call: Call, runs: int) -> dict[str, float]:
+    for _ in range(max(runs // 10, 10)):  # warm-up: imports, caches, the connection
+        await call()
+    gc.collect()
+    cpu = time.process_time()
+    latencies = []
+    for _ in range(runs):
+        started = time.perf_counter()
+        await call()
+        latencies.append(time.perf_counter() - started)
+    return {"cpu": (time.process_time() - cpu) / runs, "wall": statistics.median(latencies)}
+
+
+async def _concurrent(call: Call, sessions: int) -> dict[str, float]:
+    """``sessions`` concurrent sessions started at once: rate, p99, RSS per live session."""
+    await asyncio.gather(*(call() for _ in range(min(sessions, 50))))  # warm-up
+    gc.collect()
+    latencies: list[float] = []
+    errors = 0
+
+    async def one() -> None:
+        nonlocal errors
+        started = time.perf_counter()
+        try:
+            await call()
+        except Exception:
+            errors += 1
+            return
+        latencies.append(time.perf_counter() - started)
+
+    baseline = psutil.Process().memory_info().rss
+    with rss_sampler() as rss:
+        cpu, wall = time.process_time(), time.perf_counter()
+        await asyncio.gather(*(one() for _ in range(sessions)))
+        cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
+    return {
+        "rate": sessions / wall,
+        "p50": percentile(latencies, 50),
+        "p99": percentile(latencies, 99),
+        "cpu": cpu / sessions,
+        "rss_kb": max(rss["peak"] - baseline, 0) / sessions / 1024,
+        "errors": errors,
+    }
+
+
+async def _child(kind: str, impl: str, url: str, runs: int) -> dict[str, float]:
+    client = _client(impl, url)
+    try:
+        if kind.startswith("sweep:"):
+            return await _concurrent(client.react(), int(kind.split(":")[1]))
+        return await _sequential(getattr(client, kind)(), runs)
+    finally:
+        await client.aclose()
+
+
+def _profile(kind: str, url: str, runs: int) -> None:
+    async def run() -> None:
+        client = Engine(url)
+        try:
+            if kind.startswith("sweep:"):
+                call, n = client.react(), int(kind.split(":")[1])
+                await call()
+                profiler = cProfile.Profile()
+                profiler.enable()
+                await _concurrent(call, n)
+            else:
+                call = getattr(client, kind)()
+                await _sequential(call, 20)
+                profiler = cProfile.Profile()
+                profiler.enable()
+                await _sequential(call, runs)
+            profiler.disable()
+        finally:
+            await client.aclose()
+        pstats.Stats(profiler).sort_stats("tottime").print_stats(25)
+
+    asyncio.run(run())
+
+
+# -- the parent -------------------------------------------------------------------------------
+
+
+def _pin(pid: int, core: int) -> None:
+    """Pin a process to one core (when the machine has it)."""
+    if hasattr(os, "sched_setaffinity") and core < (os.cpu_count() or 1):
+        os.sched_setaffinity(pid, {core})
+
+
+def _measure(kind: str, impl: str, url: str, runs: int) -> dict[str, float]:
+    command = [sys.executable, __file__, "--child", kind, impl, url, "--runs", str(runs)]
+    child = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    _pin(child.pid, CLIENT_CORE)
+    out, err = child.communicate(timeout=900)
+    if child.returncode:
+        raise RuntimeError(f"{kind} {impl} failed: {err[-2000:]}")
+    result: dict[str, float] = json.loads(out.strip().splitlines()[-1])
+    return result
+
+
+def _rounds(
+    kind: str, impls: tuple[str, ...], url: str, runs: int, rounds: int
+) -> dict[str, dict[str, Any]]:
+    """Alternate the clients over ``rounds``; per client the median of each figure and the
+    spread (max/min - 1) of the main one."""
+    results: dict[str, list[dict[str, float]]] = {impl: [] for impl in impls}
+    for _ in range(rounds):
+        for impl in impls:
+            results[impl].append(_measure(kind, impl, url, runs))
+    out: dict[str, dict[str, Any]] = {}
+    for impl, rs in results.items():
+        figures: dict[str, Any] = {key: statistics.median(r[key] for r in rs) for key in rs[0]}
+        main = "rate" if kind.startswith("sweep:") else "cpu"
+        values = [r[main] for r in rs]
+        figures["spread"] = max(values) / min(values) - 1 if min(values) > 0 else 0.0
+        figures["rounds"] = rs
+        out[impl] = figures
+    return out
+
+
+@contextmanager
+def _server(*flags: str) -> Iterator[str]:
+    with MockServerProcess(list(flags)) as server:
+        _pin(server.pid, SERVER_CORE)
+        yield server.url
+
+
+def _machine() -> dict[str, Any]:
+    from importlib.metadata import version
+
+    return {
+        "date": datetime.now(UTC).isoformat(timespec="seconds"),
+        "platform": platform.platform(),
+        "cpu": platform.processor() or platform.machine(),
+        "cores": os.cpu_count(),
+        "load_average": os.getloadavg(),
+        "python": platform.python_version(),
+        "versions": {
+            name: version(name) for name in ("simplellmfunc", "httpx", "httpcore", "anyio")
+        },
+    }
+
+
+def _ratios(results: dict[str, Any]) -> dict[str, float]:
+    ratios: dict[str, float] = {}
+    for kind, r in results["sequential"].items():
+        ratios[f"cpu.{kind}"] = r["engine"]["cpu"] / r["floor"]["cpu"]
+        ratios[f"wall.{kind}"] = r["engine"]["wall"] / r["floor"]["wall"]
+    for n, r in results["sweep"].items():
+        floors = [impl for impl in ("floor", "floor-limited") if impl in r]
+        best = max(floors, key=lambda impl: r[impl]["rate"])
+        ratios[f"rate.{n}"] = r["engine"]["rate"] / r[best]["rate"]
+        ratios[f"p99.{n}"] = r["engine"]["p99"] / r[best]["p99"]
+        ratios[f"cpu.sweep.{n}"] = r["engine"]["cpu"] / r[best]["cpu"]
+    return ratios
+
+
+def _report(results: dict[str, Any]) -> None:
+    print("\nsequential: client CPU per call (µs) and median wall per call (ms)")
+    print(
+        f"{'scenario':<8} {'floor cpu':>10} {'ours cpu':>9} {'ratio':>7} {'spread':>7}"
+        f" {'floor ms':>9} {'ours ms':>8} {'ratio':>7}"
+    )
+    for kind, r in results["sequential"].items():
+        f, e = r["floor"], r["engine"]
+        print(
+            f"{kind:<8} {f['cpu'] * 1e6:>10.0f} {e['cpu'] * 1e6:>9.0f} {e['cpu'] / f['cpu']:>6.2f}x"
+            f" {max(f['spread'], e['spread']):>6.0%} {f['wall'] * 1e3:>9.2f}"
+            f" {e['wall'] * 1e3:>8.2f} {e['wall'] / f['wall']:>6.2f}x"
+        )
+    print("\nconcurrent 3-step sessions in one process")
+    print(
+        f"{'N':>5} {'impl':<14} {'sessions/s':>10} {'p50 ms':>8} {'p99 ms':>8}"
+        f" {'cpu µs/sess':>11} {'KB/session':>10} {'errors':>6} {'spread':>6}"
+    )
+    for n, r in results["sweep"].items():
+        for impl, x in r.items():
+            print(
+                f"{n:>5} {impl:<14} {x['rate']:>10.0f} {x['p50'] * 1e3:>8.0f}"
+                f" {x['p99'] * 1e3:>8.0f} {x['cpu'] * 1e6:>11.0f} {x['rss_kb']:>10.1f}"
+                f" {x['errors']:>6.0f} {x['spread']:>5.0%}"
+            )
+    print("\ntargets (ratios to the floor; sweep: to the better floor)")
+    for name, value in results["ratios"].items():
+        target = TARGETS.get(name)
+        verdict = ""
+        if target:
+            op, bound = target
+            met = value <= bound if op == "<=" else value >= bound
+            verdict = f"{op} {bound:.2f}: {'ok' if met else 'MISSED'}"
+        print(f"  {name:<16} {value:>6.2f}x  {verdict}")
+    worst = max((r["engine"]["rss_kb"] for r in results["sweep"].values()), default=0.0)
+    print(
+        f"  RSS per live session (worst N) {worst:.1f} KB  <= {RSS_TARGET_KB:.0f} KB:"
+        f" {'ok' if worst <= RSS_TARGET_KB else 'MISSED'}"
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="fewer runs, rounds and sizes")
+    parser.add_argument("--child", nargs=3, metavar=("KIND", "IMPL", "URL"))
+    parser.add_argument("--profile", metavar="KIND", help="cProfile ours on one scenario")
+    parser.add_argument("--runs", type=int, default=300, help="sequential calls per child")
+    parser.add_argument("--rounds", type=int, default=5, help="alternating rounds per cell")
+    parser.add_argument("--sweep", type=int, nargs="*", default=list(SWEEP), help="N values")
+    parser.add_argument("--scenarios", nargs="*", default=list(SCENARIOS), help="sequential ones")
+    parser.add_argument("--sweep-rounds", type=int, default=3, help="alternating rounds per N")
+    parser.add_argument("--out", type=Path, help="write the results (JSON) here")
+    args = parser.parse_args()
+    if args.child:
+        print(json.dumps(asyncio.run(_child(*args.child, args.runs))))
+        return
+    runs, rounds = (100, 3) if args.quick else (args.runs, args.rounds)
+    sweep = [n for n in args.sweep if not args.quick or n <= 1000]
+    flags = {
+        "typed": ("--reply-text", PERSON),
+        "react": ("--react-steps", "3", "--tool-name", "noop"),
+        "stream": ("--reply-text", REPLY, "--chunks", str(CHUNKS)),
+    }
+    if args.profile:
+        _pin(os.getpid(), CLIENT_CORE)
+        kind = "react" if args.profile.startswith("sweep:") else args.profile
+        with _server(*flags[kind]) as url:
+            _profile(args.profile, url, runs)
+        return
+    results: dict[str, Any] = {"machine": _machine(), "sequential": {}, "sweep": {}}
+    started = time.perf_counter()
+    for kind in args.scenarios:
+        with _server(*flags[kind]) as url:
+            results["sequential"][kind] = _rounds(kind, ("floor", "engine"), url, runs, rounds)
+        print(f"{kind}: done ({time.perf_counter() - started:.0f} s)", flush=True)
+    sweep_rounds = 1 if args.quick else args.sweep_rounds
+    with _server(*flags["react"]) as url:
+        for n in sweep:
+            # Plain httpx past 1,000: thousands of requests queued inside httpcore, which scans
+            # them all against every connection per request; it did not finish 5,000 sessions
+            # in 6 minutes (under 12 sessions/s), so only the limited floor runs there.
+            impls = ("floor", "floor-limited", "engine") if n <= PLAIN_FLOOR_MAX else LIMITED
+            r = _rounds(f"sweep:{n}", impls, url, 0, sweep_rounds)
+            results["sweep"][str(n)] = r
+            print(f"sweep {n}: done ({time.perf_counter() - started:.0f} s)", flush=True)
+    results["ratios"] = _ratios(results)
+    results["machine"]["load_average_after"] = os.getloadavg()
+    _report(results)
+    if args.out:
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(json.dumps(results, indent=1) + "\n")
+        print(f"\nresults written to {args.out}")
+
+
+if __name__ == "__main__":
+    main()
