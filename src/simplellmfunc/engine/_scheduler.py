@@ -262,8 +262,6 @@ async def _stepped(
     invoke: Callable[[], Awaitable[RenderedResult | _Failure]],
 ) -> RenderedResult | _Failure:
     """The call as a durable step when the run has a step runner (else just ``invoke()``)."""
-    if slot is None:
-        return await invoke()
     try:
         return await run_in_slot(slot, emitter, "tool", call.name, invoke)
     except StepInterruptedError as exc:
