@@ -166,15 +166,18 @@ class HTTPTransport:
                 error.attempts = attempt
                 await self.wait_to_retry(error, attempt, deadline)
 
-    async def read_json(self, response: httpx.Response, deadline: float) -> dict[str, Any]:
-        """The whole body of an opened response as a JSON object (see :meth:`open`).
+    async def read_json(
+        self, response: httpx.Response, deadline: float, attempt: int = 1
+    ) -> dict[str, Any]:
+        """The whole body of an opened response as a JSON object (see :meth:`open`);
+        ``attempt`` is the opener's, which errors report.
 
         Raises:
             ProviderTimeoutError: When the deadline passes.
             ProviderConnectionError: When the connection breaks.
             ProviderError: When the body is not a JSON object.
         """
-        return self._decode(await self._read_within(response, deadline, 1), response)
+        return self._decode(await self._read_within(response, deadline, attempt), response)
 
     def _decode(self, raw: bytes, response: httpx.Response) -> dict[str, Any]:
         """The body as a JSON object; invalid UTF-8 and escaped lone surrogates become U+FFFD.

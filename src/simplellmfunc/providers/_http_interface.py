@@ -232,7 +232,7 @@ class HTTPInterface(LLMInterface):
                     opened = True
                     request_id = self._request_id(response.headers)
                     if is_json(response):
-                        data = await self._http.read_json(response, deadline)
+                        data = await self._http.read_json(response, deadline, opener.attempt)
                         final = check_reply(self._parse_reply(data, request_id))
                         for event in reply_events(final):
                             yield event
