@@ -9,6 +9,7 @@ widgets: the app redraws the block :meth:`TurnView.apply` returns.
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeAlias
@@ -37,6 +38,8 @@ __all__ = [
     "TurnView",
     "format_usage",
 ]
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass
@@ -243,6 +246,7 @@ class TurnView:
             try:
                 update = hook(event, card)
             except Exception:  # boundary: a failing display hook must not end the turn
+                logger.warning("custom event hook %r failed", hook, exc_info=True)
                 continue
             if update is not None:
                 break

@@ -59,9 +59,7 @@ async def agent_run(
     Raises:
         UserError: If ``agent`` is not an ``@llm_chat`` function.
     """
-    prepare = getattr(agent, "prepare_call", None)
-    if prepare is None:
-        raise UserError(f"{agent!r} is not an @llm_chat agent (it has no prepare_call)")
+    prepare = _prepare_call(agent)
     if resume:
         invocation, transcript = await prepare(_resume_history=history or [], **kwargs)
     elif history is not None:
@@ -113,8 +111,7 @@ class AgentTool(Tool):
         description: str | None = None,
         timeout: float | None = None,
     ) -> None:
-        if not hasattr(agent, "prepare_call"):
-            raise UserError(f"{agent!r} is not an @llm_chat agent (it has no prepare_call)")
+        _prepare_call(agent)  # refuses anything but an @llm_chat agent, now
         self.agent = agent
         doc = (getattr(agent, "__doc__", None) or "").strip().splitlines()
         text = description or (doc[0] if doc else f"Ask the agent {agent_name(agent)!r}.")
@@ -174,3 +171,11 @@ async def run_under(
     finally:
         if unlink is not None:
             unlink()
+
+
+def _prepare_call(agent: Callable[..., Any]) -> Callable[..., Any]:
+    """``agent.prepare_call``, or a :class:`UserError` if ``agent`` is not an ``@llm_chat``."""
+    prepare = getattr(agent, "prepare_call", None)
+    if prepare is None:
+        raise UserError(f"{agent!r} is not an @llm_chat agent (it has no prepare_call)")
+    return prepare  # type: ignore[no-any-return]

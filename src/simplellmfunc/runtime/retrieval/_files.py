@@ -9,6 +9,7 @@ not UTF-8) and suffixes no reader knows. PDF files are read with ``pypdf`` when 
 from __future__ import annotations
 
 import hashlib
+import logging
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -18,6 +19,8 @@ from typing import Final, Literal
 from ._chunk import Chunk, DocKind, chunk_text
 
 __all__ = ["MAX_FILE_BYTES", "FileEntry", "kind_of", "read_chunks", "walk"]
+
+logger = logging.getLogger(__name__)
 
 MAX_FILE_BYTES: Final = 5_000_000
 _SKIP_DIRS: Final = frozenset({"__pycache__", "node_modules", "site-packages", "build", "dist"})
@@ -117,7 +120,8 @@ def read_chunks(entry: FileEntry, max_chars: int) -> tuple[str, list[Chunk]] | N
     if kind == "pdf":
         try:
             return digest, _pdf_chunks(entry.path, entry.source, max_chars)
-        except Exception:  # boundary: pypdf raises many kinds for a damaged file
+        except Exception as exc:  # boundary: pypdf raises many kinds for a damaged file
+            logger.warning("%s: skipped, the PDF cannot be read: %s", entry.source, exc)
             return None
     if kind is None or b"\x00" in data:
         return None
