@@ -24,6 +24,7 @@ next.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import math
 import resource
@@ -34,7 +35,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -48,10 +49,15 @@ __all__ = [
     "MockServerProcess",
     "Stats",
     "cpu_seconds",
+    "engine_extract",
+    "floor_extract",
+    "floor_post",
+    "floor_react",
     "fmt",
     "measure",
     "peak_rss_mb",
     "percentile",
+    "person_model",
     "print_table",
     "rss_sampler",
     "run_worker",
@@ -287,3 +293,94 @@ def rss_sampler(interval: float = 0.005) -> Iterator[dict[str, float]]:
     finally:
         stop.set()
         thread.join()
+
+
+# -- the engine benchmarks' shared scenarios (bench_engine.py, scale.py) ------------------------
+
+PERSON = '{"name": "Ada Lovelace", "age": 36, "email": "ada@example.com"}'
+SYSTEM, USER = "You help.", "go"
+Post = Callable[[dict[str, Any]], Awaitable[dict[str, Any]]]
+
+
+def person_model() -> Any:
+    """The pydantic model the typed (``@llm_function``) scenarios extract."""
+    from pydantic import BaseModel
+
+    class Person(BaseModel):
+        name: str
+        age: int
+        email: str
+
+    return Person
+
+
+async def floor_post(client: Any, body: dict[str, Any]) -> dict[str, Any]:
+    """POST one chat completion on a raw ``httpx.AsyncClient``; the reply's message."""
+    response = await client.post("/chat/completions", content=json.dumps(body))
+    response.raise_for_status()
+    message: dict[str, Any] = response.json()["choices"][0]["message"]
+    return message
+
+
+def floor_react(post: Post, tool: str = "noop", nap: float = 0.0) -> Callable[[], Awaitable[str]]:
+    """A hand-written ReAct turn: post, run the tool calls (each sleeps ``nap``), repeat."""
+    spec = {"type": "object", "properties": {}}
+    tools = [
+        {"type": "function", "function": {"name": tool, "description": "", "parameters": spec}}
+    ]
+
+    async def turn() -> str:
+        messages: list[dict[str, Any]] = [
+            {"role": "system", "content": SYSTEM},
+            {"role": "user", "content": USER},
+        ]
+        while True:
+            message = await post({"model": "bench", "messages": messages, "tools": tools})
+            calls = message.get("tool_calls") or []
+            messages.append(
+                {"role": "assistant", "content": message["content"], "tool_calls": calls}
+            )
+            if not calls:
+                return str(message["content"])
+            if nap:
+                await asyncio.gather(*(asyncio.sleep(nap) for _ in calls))
+            messages += [
+                {"role": "tool", "tool_call_id": c["id"], "content": "done"} for c in calls
+            ]
+
+    return turn
+
+
+def floor_extract(post: Post) -> Callable[[], Awaitable[Any]]:
+    """A hand-written typed call: the body ``@llm_function`` sends, the reply validated."""
+    person = person_model()
+    response_format = {
+        "type": "json_schema",
+        "json_schema": {"name": "result", "schema": person.model_json_schema(), "strict": False},
+    }
+
+    async def extract() -> Any:
+        body = {
+            "model": "bench",
+            "messages": [
+                {"role": "system", "content": "Extract the person."},
+                {"role": "user", "content": "text (str): Ada Lovelace, 36, ada@example.com\n"},
+            ],
+            "response_format": response_format,
+        }
+        message = await post(body)
+        return person.model_validate_json(message["content"])
+
+    return extract
+
+
+def engine_extract(llm: Any) -> Callable[[], Awaitable[Any]]:
+    """The same typed call through ``@llm_function``."""
+    from simplellmfunc import llm_function
+
+    async def extract(text: str) -> Any:
+        """Extract the person."""
+
+    extract.__annotations__["return"] = person_model()
+    function = llm_function(llm)(extract)
+    return lambda: function("Ada Lovelace, 36, ada@example.com")

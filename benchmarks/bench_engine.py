@@ -42,10 +42,18 @@ from contextlib import contextmanager
 from typing import Any
 
 import psutil
-from _common import rss_sampler
+from _common import (
+    PERSON,
+    SYSTEM,
+    USER,
+    engine_extract,
+    floor_extract,
+    floor_post,
+    floor_react,
+    person_model,
+    rss_sampler,
+)
 
-PERSON = '{"name": "Ada Lovelace", "age": 36, "email": "ada@example.com"}'
-SYSTEM, USER = "You help.", "go"
 NAP = 0.2
 PARALLEL = 8
 SESSIONS = 1000
@@ -53,17 +61,6 @@ CONNECTIONS = SESSIONS  # floor and engine share this connection limit
 KEY = "sk-bench-0123456789"
 TARGETS = {"cpu": 1.3, "ideal": 0.10, "rate": 0.8, "rss_kb": 100.0}
 Call = Callable[[], Awaitable[Any]]
-
-
-def _person_model() -> Any:
-    from pydantic import BaseModel
-
-    class Person(BaseModel):
-        name: str
-        age: int
-        email: str
-
-    return Person
 
 
 # -- floor: raw httpx -----------------------------------------------------------------------
@@ -78,64 +75,6 @@ def _floor_client(url: str) -> Any:
         limits=httpx.Limits(max_connections=CONNECTIONS, max_keepalive_connections=CONNECTIONS),
         timeout=120,
     )
-
-
-async def _floor_post(client: Any, body: dict[str, Any]) -> dict[str, Any]:
-    response = await client.post("/chat/completions", content=json.dumps(body))
-    response.raise_for_status()
-    message: dict[str, Any] = response.json()["choices"][0]["message"]
-    return message
-
-
-def _floor_turn(client: Any, tool: str, nap: float) -> Call:
-    spec = {"type": "object", "properties": {}}
-    tools = [
-        {"type": "function", "function": {"name": tool, "description": "", "parameters": spec}}
-    ]
-
-    async def turn() -> str:
-        messages: list[dict[str, Any]] = [
-            {"role": "system", "content": SYSTEM},
-            {"role": "user", "content": USER},
-        ]
-        while True:
-            body = {"model": "bench", "messages": messages, "tools": tools}
-            message = await _floor_post(client, body)
-            calls = message.get("tool_calls") or []
-            messages.append(
-                {"role": "assistant", "content": message["content"], "tool_calls": calls}
-            )
-            if not calls:
-                return str(message["content"])
-            if nap:
-                await asyncio.gather(*(asyncio.sleep(nap) for _ in calls))
-            messages += [
-                {"role": "tool", "tool_call_id": c["id"], "content": "done"} for c in calls
-            ]
-
-    return turn
-
-
-def _floor_extract(client: Any) -> Call:
-    person = _person_model()
-    response_format = {
-        "type": "json_schema",
-        "json_schema": {"name": "result", "schema": person.model_json_schema(), "strict": False},
-    }
-
-    async def extract() -> Any:
-        body = {
-            "model": "bench",
-            "messages": [
-                {"role": "system", "content": "Extract the person."},
-                {"role": "user", "content": "text (str): Ada Lovelace, 36, ada@example.com\n"},
-            ],
-            "response_format": response_format,
-        }
-        message = await _floor_post(client, body)
-        return person.model_validate_json(message["content"])
-
-    return extract
 
 
 # -- provider: the same loop on OpenAICompatible.complete ----------------------------------
@@ -163,7 +102,7 @@ def _provider_extract(llm: Any) -> Call:
     from simplellmfunc.providers import LLMRequest, ResponseFormat
     from simplellmfunc.types import SystemMessage, UserMessage
 
-    person = _person_model()
+    person = person_model()
     response_format = ResponseFormat("result", person.model_json_schema())
 
     async def extract() -> Any:
@@ -199,17 +138,6 @@ def _engine_turn(llm: Any, tool_name: str, nap: float) -> Call:
         return str(outputs[-1])
 
     return turn
-
-
-def _engine_extract(llm: Any) -> Call:
-    from simplellmfunc import llm_function
-
-    async def extract(text: str) -> Any:
-        """Extract the person."""
-
-    extract.__annotations__["return"] = _person_model()
-    function = llm_function(llm)(extract)
-    return lambda: function("Ada Lovelace, 36, ada@example.com")
 
 
 # -- child processes: one measurement each --------------------------------------------------
@@ -257,9 +185,13 @@ async def _concurrent(call: Call, sessions: int) -> dict[str, float]:
 def _make_call(scenario: str, impl: str, url: str) -> tuple[Any, Call]:
     if impl == "floor":
         client = _floor_client(url)
+
+        def post(body: dict[str, Any]) -> Awaitable[dict[str, Any]]:
+            return floor_post(client, body)
+
         if scenario == "a":
-            return client, _floor_extract(client)
-        return client, _floor_turn(client, "nap" if scenario == "c" else "noop", _nap(scenario))
+            return client, floor_extract(post)
+        return client, floor_react(post, "nap" if scenario == "c" else "noop", _nap(scenario))
     from simplellmfunc import OpenAICompatible
 
     # The same connection limit as the floor's client: like against like.
@@ -267,7 +199,7 @@ def _make_call(scenario: str, impl: str, url: str) -> tuple[Any, Call]:
     if impl == "provider":
         return llm, _provider_extract(llm) if scenario == "a" else _provider_turn(llm)
     if scenario == "a":
-        return llm, _engine_extract(llm)
+        return llm, engine_extract(llm)
     return llm, _engine_turn(llm, "nap" if scenario == "c" else "noop", _nap(scenario))
 
 

@@ -47,12 +47,21 @@ from typing import Any
 import anyio
 import httpx
 import psutil
-from _common import MockServerProcess, percentile, rss_sampler
+from _common import (
+    PERSON,
+    SYSTEM,
+    USER,
+    MockServerProcess,
+    engine_extract,
+    floor_extract,
+    floor_post,
+    floor_react,
+    percentile,
+    rss_sampler,
+)
 
-PERSON = '{"name": "Ada Lovelace", "age": 36, "email": "ada@example.com"}'
 REPLY = "Hello! " * 30  # 210 characters
 CHUNKS = 16
-SYSTEM, USER = "You help.", "go"
 KEY = "sk-bench-0123456789"
 FLOOR_CONNECTIONS, FLOOR_KEEPALIVE = 1000, 100  # the floor of the issue
 SWEEP = (1, 100, 500, 1000, 5000)
@@ -77,17 +86,6 @@ CLIENT_CORE, SERVER_CORE = 0, 1
 Call = Callable[[], Awaitable[Any]]
 
 
-def _person_model() -> Any:
-    from pydantic import BaseModel
-
-    class Person(BaseModel):
-        name: str
-        age: int
-        email: str
-
-    return Person
-
-
 # -- the floor: raw httpx ---------------------------------------------------------------------
 
 
@@ -107,64 +105,15 @@ class Floor:
 
     async def post(self, body: dict[str, Any]) -> dict[str, Any]:
         if self.limiter is None:
-            return await self._post(body)
+            return await floor_post(self.client, body)
         async with self.limiter:
-            return await self._post(body)
-
-    async def _post(self, body: dict[str, Any]) -> dict[str, Any]:
-        response = await self.client.post("/chat/completions", content=json.dumps(body))
-        response.raise_for_status()
-        message: dict[str, Any] = response.json()["choices"][0]["message"]
-        return message
+            return await floor_post(self.client, body)
 
     def react(self) -> Call:
-        spec = {"type": "object", "properties": {}}
-        tools = [
-            {
-                "type": "function",
-                "function": {"name": "noop", "description": "", "parameters": spec},
-            }
-        ]
-
-        async def turn() -> str:
-            messages: list[dict[str, Any]] = [
-                {"role": "system", "content": SYSTEM},
-                {"role": "user", "content": USER},
-            ]
-            while True:
-                message = await self.post({"model": "bench", "messages": messages, "tools": tools})
-                calls = message.get("tool_calls") or []
-                messages.append(
-                    {"role": "assistant", "content": message["content"], "tool_calls": calls}
-                )
-                if not calls:
-                    return str(message["content"])
-                messages += [
-                    {"role": "tool", "tool_call_id": c["id"], "content": "done"} for c in calls
-                ]
-
-        return turn
+        return floor_react(self.post)
 
     def typed(self) -> Call:
-        person = _person_model()
-        response_format = {
-            "type": "json_schema",
-            "json_schema": {"name": "result", "schema": person.model_json_schema()},
-        }
-
-        async def extract() -> Any:
-            body = {
-                "model": "bench",
-                "messages": [
-                    {"role": "system", "content": "Extract the person."},
-                    {"role": "user", "content": "text (str): Ada Lovelace, 36, ada@example.com\n"},
-                ],
-                "response_format": response_format,
-            }
-            message = await self.post(body)
-            return person.model_validate_json(message["content"])
-
-        return extract
+        return floor_extract(self.post)
 
     def stream(self) -> Call:
         async def turn() -> str:
@@ -227,14 +176,7 @@ class Engine:
         return turn
 
     def typed(self) -> Call:
-        from simplellmfunc import llm_function
-
-        async def extract(text: str) -> Any:
-            """Extract the person."""
-
-        extract.__annotations__["return"] = _person_model()
-        function = llm_function(self.llm)(extract)
-        return lambda: function("Ada Lovelace, 36, ada@example.com")
+        return engine_extract(self.llm)
 
     def stream(self) -> Call:
         from simplellmfunc import llm_chat

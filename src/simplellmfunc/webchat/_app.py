@@ -67,6 +67,8 @@ def web_chat_app(
         policy: The size policy of the events sent to the page (images are sent whole).
     """
     wire_policy = policy or WirePolicy()
+    page_html = (_STATIC / "index.html").read_text(encoding="utf-8")
+    page_html = page_html.replace("{{title}}", html.escape(title))
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
@@ -107,8 +109,7 @@ def web_chat_app(
         return found
 
     async def page(request: Request) -> Response:
-        text = (_STATIC / "index.html").read_text(encoding="utf-8")
-        return HTMLResponse(text.replace("{{title}}", html.escape(title)))
+        return HTMLResponse(page_html)
 
     async def chat(request: Request) -> Response:
         body = await _json(request)
