@@ -351,6 +351,20 @@ async def test_pdf_text_is_ingested_by_page(tmp_path: Path) -> None:
         assert hit.citation == "papers/paper.pdf:1-1 § page 1"
 
 
+async def test_a_pdf_is_skipped_without_pypdf_and_read_once_it_is_there(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pytest.importorskip("pypdf")
+    (tmp_path / "paper.pdf").write_bytes(minimal_pdf("Quantum widgets resonate"))
+    async with KnowledgeBase() as kb:
+        with monkeypatch.context() as patch:
+            patch.setitem(sys.modules, "pypdf", None)  # import pypdf raises ImportError
+            report = await kb.ingest(tmp_path)
+        assert (report.added, report.skipped) == (0, [f"{tmp_path.name}/paper.pdf"])
+        report = await kb.ingest(tmp_path)
+        assert report.added == 1
+
+
 # --- config files and the command line ----------------------------------------------------
 
 
