@@ -28,7 +28,13 @@ from simplellmfunc.runtime.retrieval import (
     format_passages,
     retrieve_tool,
 )
-from simplellmfunc.testing import MockLLMServer, RecordedRequest, Reply, ToolCallSpec
+from simplellmfunc.testing import (
+    MockLLMServer,
+    RecordedRequest,
+    Reply,
+    ToolCallSpec,
+    key_fingerprint,
+)
 
 GUIDE = """\
 # Guide
@@ -351,6 +357,20 @@ async def test_pdf_text_is_ingested_by_page(tmp_path: Path) -> None:
         assert hit.citation == "papers/paper.pdf:1-1 § page 1"
 
 
+async def test_a_pdf_is_skipped_without_pypdf_and_read_once_it_is_there(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pytest.importorskip("pypdf")
+    (tmp_path / "paper.pdf").write_bytes(minimal_pdf("Quantum widgets resonate"))
+    async with KnowledgeBase() as kb:
+        with monkeypatch.context() as patch:
+            patch.setitem(sys.modules, "pypdf", None)  # import pypdf raises ImportError
+            report = await kb.ingest(tmp_path)
+        assert (report.added, report.skipped) == (0, [f"{tmp_path.name}/paper.pdf"])
+        report = await kb.ingest(tmp_path)
+        assert report.added == 1
+
+
 # --- config files and the command line ----------------------------------------------------
 
 
@@ -379,6 +399,29 @@ async def test_a_config_knowledge_section_gives_the_agent_a_retrieve_tool(
     assert "§ Guide > Usage > Advanced" in tool_message["content"]
     assert (tmp_path / "kb" / "agent.db").is_file()
     assert any(r.path == "/v1/embeddings" for r in mock_server.requests)
+
+
+async def test_the_embeddings_key_variable_is_read_from_the_given_environment(
+    tmp_path: Path, mock_server: MockLLMServer
+) -> None:
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "docs" / "note.md").write_text("# Flux\n\nTune the flux capacitor.\n")
+    config = write(
+        tmp_path / "agent.yml",
+        "model: openai:m\nknowledge:\n  sources: [docs]\n"
+        f"  embeddings: {{model: hash-64, base_url: '{mock_server.url}',"
+        " api_key_env: ONLY_IN_THIS_ENV_KEY}\n",
+    )
+    mock_server.script(Reply.text("ok"))
+    env = {
+        "OPENAI_API_KEY": "sk-test-123456789",
+        "OPENAI_BASE_URL": mock_server.url,
+        "ONLY_IN_THIS_ENV_KEY": "sk-embed-abcdefgh",
+    }
+    assert (await run_config(config, "hi", environ=env)).result == "ok"
+    embeds = [r for r in mock_server.requests if r.path == "/v1/embeddings"]
+    assert embeds
+    assert embeds[0].headers["authorization"] == f"Bearer {key_fingerprint('sk-embed-abcdefgh')}"
 
 
 def rag_cli(*args: str | Path) -> int:

@@ -64,11 +64,13 @@ async def _chat(args: argparse.Namespace, config: AgentConfig) -> int:
 def handle_chat(args: argparse.Namespace) -> int:
     """Open the chat on ``args.config``; return the exit status."""
     try:
+        import textual  # noqa: F401  (only to say which extra is missing)
+    except ImportError as exc:
+        return report_error(UserError(f"the chat needs the [tui] extra (textual): {exc}"))
+    try:
         config = load_agent_config(args.config, overrides=overrides_from(args))
         _prices(args.price)
         code: int = anyio.run(_chat, args, config)
     except SimpleLLMFuncError as exc:
         return report_error(exc)
-    except ImportError as exc:
-        return report_error(UserError(f"the chat needs the [tui] extra (textual): {exc}"))
     return code

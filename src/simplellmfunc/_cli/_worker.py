@@ -26,17 +26,19 @@ __all__ = ["handle_worker"]
 def handle_worker(args: argparse.Namespace) -> int:
     """Serve ``args.queue`` for the agent of ``args.config``; return the exit status."""
     try:
+        import dbos  # noqa: F401  (only to say which extra is missing)
+    except ImportError as exc:
+        message = (
+            f"the worker needs the [durable] extra (pip install 'simplellmfunc[durable]'): {exc}"
+        )
+        return report_error(ConfigError(message))
+    try:
         config = load_agent_config(args.config, overrides=overrides_from(args))
         if config.durable is None:
             raise ConfigError(f"{args.config}: a worker needs a 'durable:' section")
         if config.kind == "chain":
             raise ConfigError(f"{args.config}: a chain agent cannot be a durable worker")
         anyio.run(_serve, config, args)
-    except ImportError as exc:
-        message = (
-            f"the worker needs the [durable] extra (pip install 'simplellmfunc[durable]'): {exc}"
-        )
-        return report_error(ConfigError(message))
     except SimpleLLMFuncError as exc:
         return report_error(exc)
     return EXIT_OK

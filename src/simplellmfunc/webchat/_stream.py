@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import AsyncIterable, AsyncIterator, Mapping, Sequence
 from typing import Any
 
@@ -9,6 +10,8 @@ from ..events import CustomEvent, EventYield, ResponseYield
 from ..wire import WirePolicy, encode_sse, jsonable, to_wire
 
 __all__ = ["page_history", "turn_frames"]
+
+logger = logging.getLogger(__name__)
 
 #: Images are sent whole (their base64 data is one long string).
 _WHOLE = WirePolicy(max_text_chars=None)
@@ -33,6 +36,7 @@ async def turn_frames(items: AsyncIterable[Any], policy: WirePolicy) -> AsyncIte
         async for item in iterator:
             yield encode_sse(_wire(item, policy))
     except Exception as exc:  # boundary: the page must learn that the turn failed
+        logger.warning("a web chat turn failed", exc_info=True)
         yield encode_sse({"type": "error", "error": type(exc).__name__, "message": str(exc)})
     finally:
         aclose = getattr(iterator, "aclose", None)

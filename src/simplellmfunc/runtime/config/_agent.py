@@ -177,7 +177,7 @@ class ConfiguredAgent:
                 for step in config.chain
             ]
             return
-        self.toolkit = await build_toolkit(config, stack)
+        self.toolkit = await build_toolkit(config, stack, self.environ)
         self._chat = self._chat_function(config.system, self.toolkit, hooks)
         if config.handoffs:
             targets = await self._open_members(config.handoffs, stack)

@@ -8,7 +8,6 @@ the task that opened it (MCP toolsets require that).
 from __future__ import annotations
 
 import dataclasses
-import os
 from collections.abc import Mapping
 from contextlib import AsyncExitStack
 from pathlib import Path
@@ -137,7 +136,9 @@ def build_llm(model: ModelConfig, environ: Mapping[str, str] | None = None) -> L
 # --- tools ----------------------------------------------------------------------------------
 
 
-async def build_toolkit(config: AgentConfig, stack: AsyncExitStack) -> list[Any]:
+async def build_toolkit(
+    config: AgentConfig, stack: AsyncExitStack, environ: Mapping[str, str] | None = None
+) -> list[Any]:
     """The toolkit: tools and tool providers (MCP servers), opened on ``stack``.
 
     Raises:
@@ -167,7 +168,7 @@ async def build_toolkit(config: AgentConfig, stack: AsyncExitStack) -> list[Any]
 
         toolkit.extend(FileToolset(section.files.workspace).toolset)
     if config.knowledge is not None:
-        toolkit.append(await build_knowledge(config.knowledge, stack))
+        toolkit.append(await build_knowledge(config.knowledge, stack, environ))
     toolkit.extend(
         ShellTool(
             s.name,
@@ -200,7 +201,7 @@ async def build_toolkit(config: AgentConfig, stack: AsyncExitStack) -> list[Any]
                 a.url,
                 name=a.name,
                 description=a.description,
-                token=os.environ.get(a.token_env) if a.token_env else None,
+                token=env_settings(environ).get(a.token_env) if a.token_env else None,
                 timeout=a.timeout,
             )
             for a in section.a2a

@@ -69,7 +69,8 @@ class GroupChatResult:
         messages: Every message, attributed (the task first).
         rounds: Rounds played.
         terminated_by: ``max_rounds``, ``keyword``, ``predicate`` or ``aborted``.
-        usage: Tokens of every agent's calls (and of an LLM selector's).
+        usage: Tokens of every agent's calls (an :class:`LLMSelector` counts its own in its
+            ``usage``).
     """
 
     messages: tuple[GroupMessage, ...]

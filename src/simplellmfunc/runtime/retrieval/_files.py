@@ -9,6 +9,7 @@ not UTF-8) and suffixes no reader knows. PDF files are read with ``pypdf`` when 
 from __future__ import annotations
 
 import hashlib
+import io
 import logging
 import os
 from collections.abc import Iterator
@@ -96,13 +97,15 @@ def walk(target: str | os.PathLike[str]) -> Iterator[FileEntry]:
                     yield entry
 
 
-def _pdf_chunks(path: str, source: str, max_chars: int) -> list[Chunk]:
+def _pdf_chunks(data: bytes, source: str, max_chars: int) -> list[Chunk] | None:
+    """The chunks of a PDF, page by page; ``None`` without ``pypdf`` (the file is skipped, so
+    that it is read once ``pypdf`` is installed)."""
     try:
         from pypdf import PdfReader
     except ImportError:
-        return []
+        return None
     chunks: list[Chunk] = []
-    for number, page in enumerate(PdfReader(path).pages, start=1):
+    for number, page in enumerate(PdfReader(io.BytesIO(data)).pages, start=1):
         text = page.extract_text() or ""
         chunks += chunk_text(text, source, "text", max_chars=max_chars, heading=f"page {number}")
     return chunks
@@ -119,10 +122,11 @@ def read_chunks(entry: FileEntry, max_chars: int) -> tuple[str, list[Chunk]] | N
     kind = kind_of(entry.path)
     if kind == "pdf":
         try:
-            return digest, _pdf_chunks(entry.path, entry.source, max_chars)
+            pages = _pdf_chunks(data, entry.source, max_chars)
         except Exception as exc:  # boundary: pypdf raises many kinds for a damaged file
             logger.warning("%s: skipped, the PDF cannot be read: %s", entry.source, exc)
             return None
+        return None if pages is None else (digest, pages)
     if kind is None or b"\x00" in data:
         return None
     try:

@@ -142,11 +142,16 @@ class _Plan:
     unchanged: int = 0
 
 
-Row = tuple[str, str, str, int, int, str, float]
+Row = idx.Row
 
 
 def _passage(row: Row, score: float | None = None) -> Passage:
     return Passage(*row[:6], score=row[6] if score is None else score)
+
+
+def _embed_text(heading: str, text: str) -> str:
+    """What is embedded for a passage: its heading (when it has one) above its text."""
+    return f"{heading}\n{text}" if heading else text
 
 
 def rrf(rankings: Sequence[Sequence[Row]], k: int) -> list[Passage]:
@@ -362,8 +367,7 @@ class KnowledgeBase:
         ]
         vectors: list[list[float]] = []
         if self.embedder is not None and fresh:
-            texts = [f"{c.heading}\n{c.text}" if c.heading else c.text for c in fresh]
-            vectors = await self.embedder.embed(texts)
+            vectors = await self.embedder.embed([_embed_text(c.heading, c.text) for c in fresh])
         fresh_vectors = {c.id: v for c, v in zip(fresh, vectors, strict=False)}
         counts = await self._db.awrite(
             lambda conn: self._write(conn, plan, existing, fresh_vectors)
@@ -391,8 +395,7 @@ class KnowledgeBase:
         missing = await self._db.aread(missing_vectors)
         if not missing:
             return 0
-        texts = [f"{heading}\n{text}" if heading else text for _, heading, text in missing]
-        vectors = await self.embedder.embed(texts)
+        vectors = await self.embedder.embed([_embed_text(h, t) for _, h, t in missing])
         rowids = [rowid for rowid, _, _ in missing]
         await self._db.awrite(lambda conn: add_vectors(conn, rowids, vectors))
         return len(missing)
@@ -409,8 +412,9 @@ class KnowledgeBase:
         for change in plan.changes:
             old = existing[change.entry.path]
             ids = {c.id for c in change.chunks}
-            removed += [rowid for ident, rowid in old.items() if ident not in ids]
-            idx.delete_chunks(conn, [rowid for ident, rowid in old.items() if ident not in ids])
+            dropped = [rowid for ident, rowid in old.items() if ident not in ids]
+            idx.delete_chunks(conn, dropped)
+            removed += dropped
             stay = [c for c in change.chunks if c.id in old]
             idx.move_chunks(conn, stay)
             kept += len(stay)
