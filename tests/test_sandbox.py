@@ -307,8 +307,18 @@ async def _none_left(mark: bytes, seconds: float = 5.0) -> bool:
 def _worker_pids() -> list[int]:
     return [
         p.pid for p in psutil.Process().children(recursive=True)
-        if "simplellmfunc.sandbox._worker" in " ".join(p.cmdline()) and p.name() != "bwrap"
+        if _is_worker(p)
     ]  # fmt: skip
+
+
+def _is_worker(process: psutil.Process) -> bool:
+    """Whether ``process`` is a sandbox worker (not its bwrap); a child that is gone or a
+    zombie (another test's, in this xdist worker) is not."""
+    try:
+        command = " ".join(process.cmdline())
+        return "simplellmfunc.sandbox._worker" in command and process.name() != "bwrap"
+    except psutil.Error:
+        return False
 
 
 @pytest.mark.usefixtures("warm_workers")

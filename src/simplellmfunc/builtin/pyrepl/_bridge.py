@@ -29,7 +29,7 @@ from anyio.abc import ByteStream, Listener, SocketAttribute
 from anyio.streams.buffered import BufferedByteReceiveStream
 from pydantic_core import to_jsonable_python
 
-from ._pack import Primitive, PrimitiveCallContext, PrimitivePack
+from ._pack import Primitive, PrimitiveCallContext, PrimitivePack, pack_backends
 from ._reaper import make_private_dir
 
 __all__ = ["BridgeServer"]
@@ -134,7 +134,7 @@ class BridgeServer:
         if target == "__list__":
             return self._listing(args[0] if args else None)
         if target == "__backends__":
-            return sorted(n for n, p in self._packs().items() if p.backend is not None)
+            return sorted(pack_backends(self._packs()))
         namespace, _, name = target.partition(".")
         packs = self._packs()
         pack = packs.get(namespace)
@@ -142,7 +142,7 @@ class BridgeServer:
         if pack is None or primitive is None:
             raise AttributeError(f"no host primitive runtime.{target}; see runtime.help()")
         if pack.pass_context:
-            backends = {n: p.backend for n, p in packs.items() if p.backend is not None}
+            backends = pack_backends(packs)
             ctx = PrimitiveCallContext(target, namespace, pack.backend, call_id, backends)
             args = [ctx, *args]
         return await _call(primitive, pack.timeout, args, kwargs)

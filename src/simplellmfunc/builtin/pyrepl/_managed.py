@@ -29,8 +29,6 @@ from ._session import KernelSession, SessionOptions
 
 if TYPE_CHECKING:
     from ...sandbox import SandboxPolicy
-
-if TYPE_CHECKING:
     from ._pool import KernelPool
 
 __all__ = ["KernelSettings", "ManagedKernel"]

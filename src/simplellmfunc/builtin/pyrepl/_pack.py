@@ -10,7 +10,7 @@ from typing import Any, TypeVar
 
 from ...exceptions import UserError
 
-__all__ = ["Primitive", "PrimitiveCallContext", "PrimitivePack"]
+__all__ = ["Primitive", "PrimitiveCallContext", "PrimitivePack", "pack_backends"]
 
 F = TypeVar("F", bound=Callable[..., Any])
 _NAMESPACE = re.compile(r"^[A-Za-z][A-Za-z0-9_]*$")
@@ -182,3 +182,8 @@ class PrimitivePack:
 
     def __repr__(self) -> str:
         return f"PrimitivePack({self.namespace!r}, {len(self._primitives)} primitives)"
+
+
+def pack_backends(packs: Mapping[str, PrimitivePack]) -> dict[str, Any]:
+    """The backend objects of the packs that have one, by namespace."""
+    return {name: pack.backend for name, pack in packs.items() if pack.backend is not None}

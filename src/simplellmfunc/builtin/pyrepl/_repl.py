@@ -23,7 +23,7 @@ from ._exec import CellLimits, CellOutcome, CellRun
 from ._input import InputBroker, delivers_live
 from ._managed import KernelSettings, ManagedKernel
 from ._output import CHARS_PER_TOKEN, present_streams
-from ._pack import PrimitivePack
+from ._pack import PrimitivePack, pack_backends
 from ._pool import KernelPool
 from ._result import ResultContext, build_result
 from ._tools import ExecuteCodeTool, ListVariablesTool, ResetReplTool
@@ -500,7 +500,7 @@ class PyRepl:
 
     def list_runtime_backends(self) -> list[str]:
         """The namespaces of the installed packs that have a backend object, sorted."""
-        return sorted(n for n, p in self._kernel.packs.items() if p.backend is not None)
+        return sorted(pack_backends(self._kernel.packs))
 
     def attach_self_reference(self, obj: Any, *, namespace: str = "selfref") -> None:
         """Attach a SelfReference-like object; kernel code reaches it as ``self_reference``.

@@ -100,6 +100,11 @@ def _make_private_dir() -> str:
     return path
 
 
+def _workspace(options: SessionOptions, private_dir: str) -> str:
+    """The kernel's working directory: the given one, or its private workspace."""
+    return options.cwd or os.path.join(private_dir, "work")
+
+
 def _kernel_argv(
     options: SessionOptions, isolated: Isolation | None, private_dir: str, env: Mapping[str, str]
 ) -> list[str]:
@@ -108,7 +113,7 @@ def _kernel_argv(
     return sandbox_argv(
         options.sandbox,
         _KERNEL_ARGV,
-        workspace=options.cwd or os.path.join(private_dir, "work"),
+        workspace=_workspace(options, private_dir),
         isolated=isolated,
         writable=[private_dir],
         read_only=[_IN_KERNEL, *import_paths(env.get("PYTHONPATH", ""))],
@@ -127,7 +132,7 @@ class KernelSession:
         self.client = client
         self.private_dir = private_dir
         #: The kernel's working directory at start (its private workspace when none was given).
-        self.workspace = options.cwd or os.path.join(private_dir, "work")
+        self.workspace = _workspace(options, private_dir)
         #: The policy it runs under (None: none), and whether bubblewrap isolates it.
         self.sandbox = options.sandbox
         self.isolated = isolated
@@ -159,7 +164,7 @@ class KernelSession:
             log = await anyio.to_thread.run_sync(_open_log, private_dir)
             try:
                 await km.start_kernel(
-                    cwd=options.cwd or os.path.join(private_dir, "work"), env=env,
+                    cwd=_workspace(options, private_dir), env=env,
                     extra_arguments=list(_KERNEL_ARGS), stdout=log, stderr=log,
                 )  # fmt: skip
             finally:
