@@ -63,15 +63,22 @@ async def test_page_token_limits_and_history(mock_server: MockLLMServer) -> None
     )
     auth = {"authorization": "Bearer s3cret"}
     async with llm, serve(app) as http:
-        page = await http.get("/")
+        # The page needs the token in its address; its files need none (no secret in them).
+        assert (await http.get("/")).status_code == 401
+        assert (await http.get("/?token=wrong")).status_code == 401
+        page = await http.get("/?token=s3cret")
         assert page.status_code == 200
         assert "<title>&lt;T&gt;</title>" in page.text
         assert "renderMarkdown" in (await http.get("/static/markdown.js")).text
         assert (await http.get("/static/app.css")).status_code == 200
 
+        # The API takes it as a bearer header only (a token in a URL ends up in logs).
         assert (await http.get("/api/history/a")).status_code == 401
-        assert (await http.get("/api/history/a?token=wrong")).status_code == 401
-        assert (await http.get("/api/history/a?token=s3cret")).json()["messages"] == []
+        assert (await http.get("/api/history/a?token=s3cret")).status_code == 401
+        wrong = await http.get("/api/history/a", headers={"authorization": "Bearer wrong"})
+        assert wrong.status_code == 401
+        assert wrong.json()["error"] == "a valid bearer token is required"
+        assert (await http.get("/api/history/a", headers=auth)).json()["messages"] == []
         bad = await http.post("/api/chat/bad%20id", json={"message": "hi"}, headers=auth)
         assert bad.status_code == 400
         assert "invalid session id" in bad.json()["error"]
@@ -159,14 +166,14 @@ async def test_web_command_serves_a_config_with_a_kernel_per_tab(
 
             async def up() -> bool:
                 with contextlib.suppress(httpx.TransportError):
-                    return (await http.get("/")).status_code == 200
+                    return (await http.get("/?token=tok")).status_code == 200
                 return False
 
             for _ in range(300):  # the server starts (30 s at most)
                 if await up():
                     break
                 await anyio.sleep(0.1)
-            assert "<title>helper</title>" in (await http.get("/")).text
+            assert "<title>helper</title>" in (await http.get("/?token=tok")).text
             assert (await http.get("/api/sessions")).status_code == 401
             auth = {"authorization": "Bearer tok"}
             outputs = []

@@ -23,6 +23,7 @@ __all__ = [
     "ToolCall",
     "ToolMessage",
     "UserMessage",
+    "dict_content_text",
     "history_from_dicts",
     "history_to_dicts",
     "message_from_dict",
@@ -106,6 +107,17 @@ def _text_of(content: Content) -> str:
     if isinstance(content, str):
         return content
     return "".join(p.text for p in content if isinstance(p, Text))
+
+
+def dict_content_text(content: Any) -> str:
+    """The text of a message dict's ``content``: the string, or its parts' ``text`` joined
+    (image parts left out); ``""`` for anything else."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, Sequence):
+        parts = (p.get("text") for p in content if isinstance(p, Mapping))
+        return "".join(p for p in parts if isinstance(p, str))
+    return ""
 
 
 def _content_to_json(content: Content) -> str | list[dict[str, Any]]:

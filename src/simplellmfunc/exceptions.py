@@ -149,7 +149,18 @@ class InputRefusedError(UserError):
 
 class SessionError(UserError):
     """A session cannot be used: an invalid id, a turn already running, a closed store, or the
-    session limit reached with every session busy."""
+    session limit reached with every session busy.
+
+    Attributes:
+        reason: Which: ``"invalid_id"``, ``"busy"`` (a turn is running), ``"full"`` (every
+            session busy at the limit), ``"unknown"`` (no such open session), ``"closed"``
+            (the session or its store is closed or not open), ``"no_kernel"`` (no PyRepl
+            kernel to answer ``input()``) or ``"other"``. Servers map it to an HTTP status.
+    """
+
+    def __init__(self, message: str, *, reason: str = "other") -> None:
+        super().__init__(message)
+        self.reason = reason
 
 
 class RunError(SimpleLLMFuncError):

@@ -11,6 +11,7 @@ a durable queue; ``rag`` builds and searches knowledge bases.
     simplellmfunc chat agent.yml --session work
     simplellmfunc validate agent.yml
     SIMPLELLMFUNC_SERVE_TOKEN=secret simplellmfunc serve agent.yml --port 8000
+    SIMPLELLMFUNC_SERVE_TOKEN=secret simplellmfunc serve agent.yml --web
     simplellmfunc rag ingest docs/ --kb project
     simplellmfunc rag search "how do I abort a run?" --kb project
     simplellmfunc worker agent.yml --queue sessions

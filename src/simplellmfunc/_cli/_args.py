@@ -116,6 +116,9 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument(
         "--no-auth", action="store_true", help="serve without a bearer token (loopback only)"
     )
+    serve.add_argument(
+        "--web", action="store_true", help="serve the web chat page too (open /?token=...)"
+    )
     _add_rag(commands)
     worker = commands.add_parser(
         "worker", help="run the agent's sessions from a durable queue (the [durable] extra)"

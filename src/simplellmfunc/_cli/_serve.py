@@ -1,4 +1,5 @@
-"""``simplellmfunc serve CFG``: serve a configured agent over HTTP (A2A, OpenAI-compatible)."""
+"""``simplellmfunc serve CFG``: serve a configured agent over HTTP (A2A, OpenAI-compatible;
+``--web``: the web chat page too, on the same sessions and token)."""
 
 from __future__ import annotations
 
@@ -22,7 +23,7 @@ def handle_serve(args: argparse.Namespace) -> int:
     try:
         config = load_agent_config(args.config, overrides=overrides_from(args))
         settings = ServeSettings.resolve(
-            config, host=args.host, port=args.port, no_auth=args.no_auth
+            config, host=args.host, port=args.port, no_auth=args.no_auth, web=args.web
         )
         anyio.run(serve_config, config, settings)
     except SimpleLLMFuncError as exc:

@@ -9,11 +9,14 @@ Needs the ``[web]`` extra.
 from __future__ import annotations
 
 import argparse
+import functools
 import secrets
 import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
+
+import anyio
 
 from ..exceptions import ConfigError, SimpleLLMFuncError
 from ..runtime import ConfiguredAgent, load_agent_config
@@ -26,10 +29,10 @@ __all__ = ["handle_web"]
 def handle_web(args: argparse.Namespace) -> int:
     """Serve ``args.config`` until interrupted; return the exit status."""
     try:
-        import uvicorn
         from starlette.applications import Starlette
         from starlette.routing import Mount
 
+        from ..http_server import serve_app
         from ..webchat import is_loopback, web_chat_app
     except ImportError as exc:
         return report_error(ConfigError(f"the web page needs the [web] extra: {exc}"))
@@ -65,8 +68,29 @@ def handle_web(args: argparse.Namespace) -> int:
             async with page.router.lifespan_context(page):
                 yield
 
-    address = f"http://{args.host}:{args.port}/" + (f"?token={token}" if token else "")
-    print(f"{config.name}: open {address}", file=sys.stderr, flush=True)
-    app = Starlette(routes=[Mount("/", page)], lifespan=lifespan)
-    uvicorn.run(app, host=args.host, port=args.port, log_level="warning")
+    async def before_shutdown() -> None:
+        # Running turns are aborted first: each ends with a valid history, and its stream
+        # ends, so uvicorn's graceful shutdown does not wait for it.
+        sessions = getattr(page.state, "sessions", None)
+        if sessions is not None:
+            await sessions.abort_running("the server is shutting down")
+
+    def announce(url: str) -> None:
+        address = f"{url}/" + (f"?token={token}" if token else "")
+        print(f"{config.name}: open {address}", file=sys.stderr, flush=True)
+
+    def make_app(url: str) -> Starlette:
+        return Starlette(routes=[Mount("/", page)], lifespan=lifespan)
+
+    anyio.run(
+        functools.partial(
+            serve_app,
+            make_app,
+            args.host,
+            args.port,
+            before_shutdown=before_shutdown,
+            announce=announce,
+        )
+    )
+    print("stopped", file=sys.stderr)
     return EXIT_OK

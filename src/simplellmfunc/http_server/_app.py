@@ -8,48 +8,34 @@ Routes:
 * ``POST /a2a``: the A2A JSON-RPC endpoint (send, stream, get, cancel);
 * ``POST /v1/chat/completions``, ``GET /v1/models``: the OpenAI-compatible endpoint.
 
-With a token every other request needs ``Authorization: Bearer <token>`` (401 otherwise). On
+With ``web=True`` the app also serves the web chat page (``/``, ``/static/``, ``/api/...`` of
+:func:`~simplellmfunc.webchat.web_chat_routes`) on the same sessions: a browser tab is a session
+of the served agent like an ``X-Session-Id`` caller's.
+
+With a token every other request needs ``Authorization: Bearer <token>`` (401 otherwise; the
+page's address may carry it as ``?token=``, and the page's static files need none). On
 shutdown the running turns are aborted first and each ends with a valid history
-(:meth:`ServedAgent.aclose`). More routes (a web page ...) go in with ``routes=`` or
-``app.router.routes``; they sit behind the same auth.
+(:meth:`ServedAgent.aclose`). More routes go in with ``routes=`` or ``app.router.routes``;
+they sit behind the same auth.
 """
 
 from __future__ import annotations
 
-import hmac
 from collections.abc import Sequence
+from typing import Any
 
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
-from starlette.types import ASGIApp, Receive, Scope, Send
 
 from ..runtime.serving import ServedAgent, a2a_routes
+from ..webchat import BearerAuth
 from ._openai import chat_completions, error_response, models
 
 __all__ = ["PUBLIC_PATHS", "agent_routes", "create_app"]
 
 PUBLIC_PATHS = frozenset({"/health", "/.well-known/agent-card.json"})
-
-
-class BearerAuth:
-    """Refuses requests without ``Authorization: Bearer <token>`` (paths in ``PUBLIC_PATHS``
-    excepted)."""
-
-    def __init__(self, app: ASGIApp, token: str) -> None:
-        self.app = app
-        self._expected = f"Bearer {token}".encode()
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http" and scope["path"] not in PUBLIC_PATHS:
-            given = dict(scope["headers"]).get(b"authorization", b"")
-            if not hmac.compare_digest(given, self._expected):
-                response = error_response(401, "a valid bearer token is required")
-                response.headers["WWW-Authenticate"] = "Bearer"
-                await response(scope, receive, send)
-                return
-        await self.app(scope, receive, send)
 
 
 def create_app(
@@ -58,6 +44,7 @@ def create_app(
     *,
     token: str | None,
     a2a: bool = True,
+    web: bool = False,
     routes: Sequence[BaseRoute] = (),
 ) -> Starlette:
     """The app serving ``served`` at ``base_url`` (``http://host:port``).
@@ -67,14 +54,27 @@ def create_app(
         base_url: Where clients reach the app (it goes into the agent card).
         token: The bearer token every request needs; ``None``: no auth.
         a2a: Serve A2A too (needs the ``a2a`` extra).
-        routes: More routes to mount (behind the same auth), e.g. a web chat page.
+        web: Serve the web chat page too, on the same sessions and behind the same token.
+        routes: More routes to mount (behind the same auth).
     """
     app = Starlette(routes=[*agent_routes(served), *routes], lifespan=served.lifespan)
     if a2a:
         app.router.routes.extend(a2a_routes(served, base_url, bearer=token is not None))
+    page: dict[str, Any] = {}
+    if web:
+        from ..webchat import PAGE_PATHS, STATIC_PREFIX, web_chat_routes
+
+        app.router.routes.extend(
+            web_chat_routes(served.sessions, title=served.name, admit=served.admit)
+        )
+        page = {"public_prefixes": (STATIC_PREFIX,), "query_paths": PAGE_PATHS}
     if token is not None:
-        app.add_middleware(BearerAuth, token=token)
+        app.add_middleware(BearerAuth, token=token, refuse=_refuse, public=PUBLIC_PATHS, **page)
     return app
+
+
+def _refuse(status: int, message: str) -> Response:
+    return error_response(status, message, "authentication_error")
 
 
 def agent_routes(served: ServedAgent) -> list[BaseRoute]:

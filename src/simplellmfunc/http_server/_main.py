@@ -9,7 +9,6 @@ history, A2A tasks end ``canceled``), then open requests get a few seconds to fi
 
 from __future__ import annotations
 
-import ipaddress
 import os
 import sys
 from collections.abc import Mapping
@@ -19,20 +18,11 @@ from typing import Any
 from ..exceptions import UserError
 from ..runtime.config import AgentConfig, ConfiguredAgent
 from ..runtime.serving import ServedAgent
+from ..webchat import is_loopback
 from ._app import create_app
-from ._uvicorn import bind, server_for
+from ._uvicorn import serve_app
 
 __all__ = ["ServeSettings", "is_loopback", "serve_config"]
-
-
-def is_loopback(host: str) -> bool:
-    """Whether ``host`` is a loopback address (or ``localhost``)."""
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,6 +32,7 @@ class ServeSettings:
     host: str
     port: int
     token: str | None
+    web: bool = False
 
     @classmethod
     def resolve(
@@ -51,6 +42,7 @@ class ServeSettings:
         host: str | None = None,
         port: int | None = None,
         no_auth: bool = False,
+        web: bool = False,
         environ: Mapping[str, str] | None = None,
     ) -> ServeSettings:
         """The settings, checked.
@@ -64,14 +56,14 @@ class ServeSettings:
         if no_auth:
             if not is_loopback(host):
                 raise UserError(f"--no-auth is allowed on loopback only, not on {host!r}")
-            return cls(host, port, None)
+            return cls(host, port, None, web)
         token = (environ if environ is not None else os.environ).get(section.token_env)
         if not token:
             raise UserError(
                 f"set {section.token_env} to the bearer token clients must send, "
                 "or pass --no-auth (loopback only)"
             )
-        return cls(host, port, token)
+        return cls(host, port, token, web)
 
 
 async def serve_config(config: AgentConfig, settings: ServeSettings) -> None:
@@ -95,14 +87,21 @@ async def serve_config(config: AgentConfig, settings: ServeSettings) -> None:
             pool_size=section.pool_size if pyrepl else 0,
             root=repl.working_directory if pyrepl and repl is not None else None,
         )
-        sock = bind(settings.host, settings.port)
-        try:
-            shown = f"[{settings.host}]" if ":" in settings.host else settings.host
-            url = f"http://{shown}:{sock.getsockname()[1]}"
-            app = create_app(served, url, token=settings.token, a2a=section.a2a)
-            server = server_for(app, before_shutdown=served.aclose)
+
+        def make_app(url: str) -> Any:
+            return create_app(served, url, token=settings.token, a2a=section.a2a, web=settings.web)
+
+        def announce(url: str) -> None:
             auth = "bearer token" if settings.token else "no auth"
             print(f"serving {served.name} at {url} ({auth})", file=sys.stderr, flush=True)
-            await server.serve([sock])
-        finally:
-            sock.close()
+            if settings.web:  # the token's variable, never its value
+                page = f"{url}/" + (f"?token=${section.token_env}" if settings.token else "")
+                print(f"web chat page: {page}", file=sys.stderr, flush=True)
+
+        await serve_app(
+            make_app,
+            settings.host,
+            settings.port,
+            before_shutdown=served.aclose,
+            announce=announce,
+        )

@@ -22,6 +22,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 
 from .._events import EventYield, LLMCallEndEvent, LLMChunkArriveEvent
+from .._messages import dict_content_text
 from ..exceptions import CapacityError, SessionError, SimpleLLMFuncError
 from ..runtime.config import TurnResult
 from ..runtime.serving import OnEvent, ServedAgent
@@ -51,14 +52,6 @@ async def models(served: ServedAgent) -> Response:
     return JSONResponse({"object": "list", "data": [model]})
 
 
-def _text_of(content: Any) -> str:
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        return "".join(p.get("text", "") for p in content if isinstance(p, dict))
-    return ""
-
-
 def _split(body: Any) -> tuple[str, list[dict[str, Any]]]:
     """The last user message's text and the history before it.
 
@@ -72,7 +65,7 @@ def _split(body: Any) -> tuple[str, list[dict[str, Any]]]:
     if last.get("role") != "user":
         raise ValueError("the last message must be the user's")
     history = [dict(m) for m in messages[:-1] if isinstance(m, dict)]
-    return _text_of(last.get("content")), history
+    return dict_content_text(last.get("content")), history
 
 
 class _Completion:

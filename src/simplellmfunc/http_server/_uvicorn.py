@@ -12,7 +12,7 @@ from typing import Any
 import anyio
 import uvicorn
 
-__all__ = ["bind", "running", "server_for"]
+__all__ = ["bind", "running", "serve_app", "server_for"]
 
 
 def bind(host: str, port: int) -> socket.socket:
@@ -98,5 +98,29 @@ async def running(
                 yield f"http://{host}:{bound}"
             finally:
                 server.should_exit = True
+    finally:
+        sock.close()
+
+
+async def serve_app(
+    make_app: Callable[[str], Any],
+    host: str,
+    port: int,
+    *,
+    before_shutdown: Hook | None = None,
+    announce: Callable[[str], None] | None = None,
+) -> None:
+    """Serve ``make_app(base_url)`` on ``host:port`` until SIGINT / SIGTERM, then shut down
+    gracefully: ``before_shutdown`` first (abort the running turns: each ends with a valid
+    history), then open requests get a few seconds. ``announce`` gets the base URL once the
+    socket is bound (port 0: any free port)."""
+    sock = bind(host, port)
+    try:
+        shown = f"[{host}]" if ":" in host else host
+        url = f"http://{shown}:{sock.getsockname()[1]}"
+        server = server_for(make_app(url), before_shutdown=before_shutdown)
+        if announce is not None:
+            announce(url)
+        await server.serve([sock])
     finally:
         sock.close()

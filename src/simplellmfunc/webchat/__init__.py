@@ -4,7 +4,9 @@
 CSS from this package: no build step, no CDN) and its API. Each browser tab is a session of a
 :class:`~simplellmfunc.runtime.SessionStore` (its own history and PyRepl kernel); the page shows
 Markdown replies, a card per tool call with the kernel's live output and images, ``input()``
-prompts, and an abort button. ``simplellmfunc web CONFIG`` serves a config's agent with it.
+prompts, and an abort button. ``simplellmfunc web CONFIG`` serves a config's agent with it;
+:func:`web_chat_routes` mounts the same page in an app of one's own (``simplellmfunc serve
+CONFIG --web`` does), behind :class:`BearerAuth`, the one token check of both servers.
 Needs the ``[web]`` extra (``starlette``, ``uvicorn``).
 """
 
@@ -13,11 +15,22 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from .._lazy import lazy_exports
-from ._auth import is_loopback
+from ._auth import BearerAuth, is_loopback, token_matches
 
 if TYPE_CHECKING:
-    from ._app import web_chat_app
+    from ._app import PAGE_PATHS, STATIC_PREFIX, web_chat_app, web_chat_routes
 
-__all__ = ["is_loopback", "web_chat_app"]
+__all__ = [
+    "PAGE_PATHS",
+    "STATIC_PREFIX",
+    "BearerAuth",
+    "is_loopback",
+    "token_matches",
+    "web_chat_app",
+    "web_chat_routes",
+]
 
-__getattr__, __dir__ = lazy_exports(__name__, {"web_chat_app": "._app"})
+__getattr__, __dir__ = lazy_exports(
+    __name__,
+    dict.fromkeys(("PAGE_PATHS", "STATIC_PREFIX", "web_chat_app", "web_chat_routes"), "._app"),
+)

@@ -1,4 +1,5 @@
-"""The Starlette app: the page, its static files, and the chat API over a SessionStore."""
+"""The chat page, its static files and its API over a SessionStore: as routes (to mount in
+another app, e.g. ``simplellmfunc serve --web``) or as an app of its own."""
 
 from __future__ import annotations
 
@@ -9,22 +10,32 @@ from pathlib import Path
 from typing import Any
 
 from starlette.applications import Starlette
+from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, Response, StreamingResponse
 from starlette.routing import BaseRoute, Mount, Route
 from starlette.staticfiles import StaticFiles
 
-from ..exceptions import InputRefusedError, SessionError
+from ..exceptions import CapacityError, InputRefusedError, SessionError
 from ..runtime.sessions import SessionStore, check_session_id
 from ..runtime.stores import Store
 from ..wire import WirePolicy
-from ._auth import token_matches
+from ._auth import BearerAuth
 from ._stream import page_history, turn_frames
 
-__all__ = ["web_chat_app"]
+__all__ = ["PAGE_PATHS", "STATIC_PREFIX", "web_chat_app", "web_chat_routes"]
 
 _STATIC = Path(__file__).parent / "static"
 Handler = Callable[[Request], Awaitable[Response]]
+Admit = Callable[[str], None]
+
+#: The page's address: the one path that may carry the token as ``?token=``.
+PAGE_PATHS = frozenset({"/"})
+#: The page's own files (HTML, JavaScript, CSS: no secret): served without the token.
+STATIC_PREFIX = "/static/"
+
+#: HTTP statuses of a refused session (``SessionError.reason``).
+_SESSION_STATUS = {"invalid_id": 400, "full": 503, "unknown": 404, "closed": 503}
 
 
 def web_chat_app(
@@ -59,16 +70,13 @@ def web_chat_app(
         idle_timeout: Seconds after which an idle session's kernel is closed (its history
             stays in ``store``); ``None``: never.
         store: Where histories are kept (default: in memory).
-        token: Required on every API call (``Authorization: Bearer``, or ``?token=`` in the
-            page's address, which the page passes on); ``None``: open, for a server bound to
-            loopback only.
+        token: Required on the page (``?token=`` in its address; the page then sends it
+            as ``Authorization: Bearer`` on its API calls) and on every API call; ``None``:
+            open, for a server bound to loopback only.
         title: The page's title.
         max_message_chars: Longer messages are refused (413).
         policy: The size policy of the events sent to the page (images are sent whole).
     """
-    wire_policy = policy or WirePolicy()
-    page_html = (_STATIC / "index.html").read_text(encoding="utf-8")
-    page_html = page_html.replace("{{title}}", html.escape(title))
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
@@ -88,24 +96,66 @@ def web_chat_app(
             app.state.sessions = owned
             yield
 
+    routes = web_chat_routes(
+        sessions, title=title, max_message_chars=max_message_chars, policy=policy
+    )
+    middleware = []
+    if token is not None:
+        middleware.append(
+            Middleware(
+                BearerAuth,
+                token=token,
+                refuse=error_response,
+                public_prefixes=(STATIC_PREFIX,),
+                query_paths=PAGE_PATHS,
+            )
+        )
+    return Starlette(routes=routes, lifespan=lifespan, middleware=middleware)
+
+
+def web_chat_routes(
+    sessions: SessionStore | None = None,
+    *,
+    title: str = "simplellmfunc chat",
+    max_message_chars: int = 20_000,
+    policy: WirePolicy | None = None,
+    admit: Admit | None = None,
+) -> list[BaseRoute]:
+    """The page (``/``), its files (``/static/``) and its API (``/api/...``) as routes, to
+    mount in an app of one's own; that app's auth guards them (see :class:`BearerAuth`:
+    the page may carry the token as ``?token=``, its files need none).
+
+    Args:
+        sessions: The open :class:`SessionStore` the tabs' sessions live in (default: the
+            app's ``state.sessions``, set by its lifespan).
+        title: The page's title.
+        max_message_chars: Longer messages are refused (413).
+        policy: The size policy of the events sent to the page (images are sent whole).
+        admit: Called with the session id before a turn starts; what it raises refuses the
+            turn (``CapacityError``: 429, or 503 while closing; ``SessionError``: by reason).
+    """
+    wire_policy = policy or WirePolicy()
+    page_html = (_STATIC / "index.html").read_text(encoding="utf-8")
+    page_html = page_html.replace("{{title}}", html.escape(title))
+
     def guard(handler: Handler) -> Handler:
         async def checked(request: Request) -> Response:
-            if not token_matches(
-                token, request.headers.get("authorization"), request.query_params.get("token")
-            ):
-                return _error(401, "a valid token is required (open the address with ?token=)")
             try:
                 check_session_id(request.path_params.get("sid", "page"))
                 return await handler(request)
             except SessionError as exc:
-                return _error(_session_status(exc), str(exc))
+                return error_response(_SESSION_STATUS.get(exc.reason, 409), str(exc))
+            except CapacityError as exc:
+                return error_response(503 if exc.limit == "closing" else 429, str(exc))
 
         return checked
 
     def store_of(request: Request) -> SessionStore:
         found: SessionStore | None = sessions or getattr(request.app.state, "sessions", None)
         if found is None:
-            raise SessionError("the chat is not open: its app's lifespan has not run")
+            raise SessionError(
+                "the chat is not open: its app's lifespan has not run", reason="closed"
+            )
         return found
 
     async def page(request: Request) -> Response:
@@ -115,12 +165,16 @@ def web_chat_app(
         body = await _json(request)
         message = body.get("message")
         if not isinstance(message, str) or not message.strip():
-            return _error(400, "send {'message': <text>}")
+            return error_response(400, "send {'message': <text>}")
         if len(message) > max_message_chars:
-            return _error(413, f"messages are limited to {max_message_chars} characters")
+            return error_response(413, f"messages are limited to {max_message_chars} characters")
         session = await store_of(request).open(request.path_params["sid"])
         if session.busy:
-            return _error(409, f"session {session.id!r} is running a turn: wait, or abort it")
+            return error_response(
+                409, f"session {session.id!r} is running a turn: wait, or abort it"
+            )
+        if admit is not None:
+            admit(session.id)
         turn = store_of(request).chat(session.id, message)
         headers = {"cache-control": "no-store", "x-accel-buffering": "no"}
         return StreamingResponse(
@@ -131,11 +185,11 @@ def web_chat_app(
         body = await _json(request)
         request_id, value = body.get("request_id"), body.get("value")
         if not isinstance(request_id, str) or not isinstance(value, str):
-            return _error(400, "send {'request_id': <id>, 'value': <text>}")
+            return error_response(400, "send {'request_id': <id>, 'value': <text>}")
         try:
             store_of(request).submit_input(request.path_params["sid"], request_id, value)
         except InputRefusedError as exc:
-            return _error(409, str(exc))
+            return error_response(409, str(exc))
         return JSONResponse({"ok": True})
 
     async def abort(request: Request) -> Response:
@@ -159,7 +213,7 @@ def web_chat_app(
             }
         )
 
-    routes: list[BaseRoute] = [
+    return [
         Route("/", page),
         Mount("/static", StaticFiles(directory=_STATIC), name="static"),
         Route("/api/chat/{sid}", guard(chat), methods=["POST"]),
@@ -168,22 +222,11 @@ def web_chat_app(
         Route("/api/history/{sid}", guard(history)),
         Route("/api/sessions", guard(overview)),
     ]
-    return Starlette(routes=routes, lifespan=lifespan)
 
 
-def _error(status: int, message: str) -> JSONResponse:
+def error_response(status: int, message: str) -> Response:
+    """An error the page shows: ``{"ok": false, "error": message}``."""
     return JSONResponse({"ok": False, "error": message}, status_code=status)
-
-
-def _session_status(exc: SessionError) -> int:
-    text = str(exc)
-    if "invalid session id" in text:
-        return 400
-    if "sessions are open" in text:
-        return 503
-    if "no open session" in text:
-        return 404
-    return 409
 
 
 async def _json(request: Request) -> dict[str, Any]:

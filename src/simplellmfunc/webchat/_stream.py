@@ -6,6 +6,7 @@ import logging
 from collections.abc import AsyncIterable, AsyncIterator, Mapping, Sequence
 from typing import Any
 
+from .._messages import dict_content_text
 from ..events import CustomEvent, EventYield, ResponseYield
 from ..wire import WirePolicy, encode_sse, jsonable, to_wire
 
@@ -44,15 +45,6 @@ async def turn_frames(items: AsyncIterable[Any], policy: WirePolicy) -> AsyncIte
             await aclose()
 
 
-def _text(content: Any) -> str:
-    if isinstance(content, str):
-        return content
-    if isinstance(content, Sequence):
-        parts = [p.get("text", "") for p in content if isinstance(p, Mapping)]
-        return "".join(p for p in parts if isinstance(p, str))
-    return "" if content is None else str(content)
-
-
 def _calls(message: Mapping[str, Any]) -> list[dict[str, Any]]:
     calls = []
     for call in message.get("tool_calls") or ():
@@ -76,16 +68,16 @@ def page_history(
     for message in messages:
         role = message.get("role")
         if role == "user":
-            out.append({"role": "user", "text": _text(message.get("content"))})
+            out.append({"role": "user", "text": dict_content_text(message.get("content"))})
         elif role == "assistant":
             out.append(
                 {
                     "role": "assistant",
-                    "text": _text(message.get("content")),
+                    "text": dict_content_text(message.get("content")),
                     "tool_calls": _calls(message),
                 }
             )
         elif role == "tool":
-            text = jsonable(_text(message.get("content")), max_chars)
+            text = jsonable(dict_content_text(message.get("content")), max_chars)
             out.append({"role": "tool", "tool_call_id": message.get("tool_call_id"), "text": text})
     return out

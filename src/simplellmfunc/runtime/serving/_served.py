@@ -17,8 +17,6 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-import anyio
-
 from ..._abort import AbortSignal
 from ..._events import EventOrigin, EventYield, ReactEndEvent, ResponseYield
 from ..._messages import history_to_dicts
@@ -153,11 +151,7 @@ class ServedAgent:
         """Refuse new turns, abort the running ones and wait until each has ended (each keeps
         a valid history); the sessions stay readable until the ``async with`` ends."""
         self._closing = True
-        with anyio.CancelScope(shield=True):
-            for session in self.sessions.sessions.values():
-                if session.abort(reason):
-                    with anyio.move_on_after(_CLOSE_WAIT):
-                        await session.wait_idle()
+        await self.sessions.abort_running(reason, wait=_CLOSE_WAIT)
 
     # -- turns ---------------------------------------------------------------------------------
 
@@ -216,7 +210,8 @@ class ServedAgent:
         session = self.sessions.sessions.get(session_id) if session_id is not None else None
         if session is not None and session.busy:
             raise SessionError(
-                f"session {session_id!r} is already running a turn: wait for it, or abort it"
+                f"session {session_id!r} is already running a turn: wait for it, or abort it",
+                reason="busy",
             )
 
     def _admit(self) -> None:
@@ -232,7 +227,7 @@ class ServedAgent:
         try:
             await self.sessions.open(session_id, history=history)
         except SessionError as exc:
-            if session_id not in self.sessions and len(self.sessions) >= self.sessions.max_sessions:
+            if exc.reason == "full":
                 raise CapacityError(str(exc), limit="sessions") from None
             raise
 

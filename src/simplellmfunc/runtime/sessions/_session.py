@@ -28,7 +28,8 @@ def check_session_id(session_id: object) -> str:
     if not isinstance(session_id, str) or _ID.fullmatch(session_id) is None:
         raise SessionError(
             f"invalid session id {session_id!r}: use 1-128 letters, digits or _.- "
-            "(starting with a letter or digit)"
+            "(starting with a letter or digit)",
+            reason="invalid_id",
         )
     return session_id
 
@@ -89,7 +90,9 @@ class Session:
             SessionError: If the session has no kernel.
         """
         if self.repl is None:
-            raise SessionError(f"session {self.id!r} has no PyRepl kernel to answer input()")
+            raise SessionError(
+                f"session {self.id!r} has no PyRepl kernel to answer input()", reason="no_kernel"
+            )
         try:
             self.repl.answer_input(request_id, value)
         except InputRefusedError as exc:
@@ -119,10 +122,11 @@ class Session:
             SessionError: If a turn is already running, or the session was closed.
         """
         if self.closed:
-            raise SessionError(f"session {self.id!r} is closed")
+            raise SessionError(f"session {self.id!r} is closed", reason="closed")
         if self.busy:
             raise SessionError(
-                f"session {self.id!r} is already running a turn: wait for it, or abort it"
+                f"session {self.id!r} is already running a turn: wait for it, or abort it",
+                reason="busy",
             )
         self._idle = anyio.Event()
         self.abort_signal = AbortSignal()

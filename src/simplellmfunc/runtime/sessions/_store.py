@@ -186,7 +186,7 @@ class SessionStore:
         """
         session = self._sessions.get(session_id)
         if session is None:
-            raise SessionError(f"no open session {session_id!r}")
+            raise SessionError(f"no open session {session_id!r}", reason="unknown")
         return session
 
     async def open(
@@ -201,7 +201,10 @@ class SessionStore:
         """
         check_session_id(session_id)
         if self._tasks is None:
-            raise SessionError("the session store is not open: use `async with SessionStore(...)`")
+            raise SessionError(
+                "the session store is not open: use `async with SessionStore(...)`",
+                reason="closed",
+            )
         async with self._opening:
             session = self._sessions.get(session_id)
             if session is not None:
@@ -267,6 +270,19 @@ class SessionStore:
             SessionError: If no such session is open.
         """
         return self.get(session_id).abort(reason)
+
+    async def abort_running(self, reason: str, *, wait: float = 30.0) -> int:
+        """Abort every running turn and wait (``wait`` seconds at most each) until each has
+        ended with a valid history: what a server does before it shuts down. Shielded; how
+        many turns were running."""
+        aborted = 0
+        with anyio.CancelScope(shield=True):
+            for session in list(self._sessions.values()):
+                if session.abort(reason):
+                    aborted += 1
+                    with anyio.move_on_after(wait):
+                        await session.wait_idle()
+        return aborted
 
     def submit_input(self, session_id: str, request_id: str, value: str) -> None:
         """Answer the ``kernel_input_request`` ``request_id`` of ``session_id``'s kernel.
@@ -391,7 +407,8 @@ class SessionStore:
         if not idle:
             raise SessionError(
                 f"{self.max_sessions} sessions are open and all are running a turn: "
-                "try again later, or raise max_sessions"
+                "try again later, or raise max_sessions",
+                reason="full",
             )
         await self.close(min(idle, key=lambda s: s.last_used).id)
 

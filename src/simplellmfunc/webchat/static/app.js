@@ -23,6 +23,14 @@ function api(path, body) {
   return fetch("api/" + path + "/" + encodeURIComponent(sessionId), init);
 }
 
+async function errorOf(response) {
+  // {"error": text} from the chat API; {"error": {"message"}} from a server it is mounted in.
+  let body = {};
+  try { body = await response.json(); } catch { return response.status + " " + response.statusText; }
+  const error = body.error;
+  return typeof error === "string" ? error : (error && error.message) || String(response.status);
+}
+
 function element(tag, className, text) {
   const node = document.createElement(tag);
   if (className) node.className = className;
@@ -113,7 +121,7 @@ class ToolCard {
         form.replaceWith(element("div", "answered", (data.prompt || "") + (data.password ? "••••" : field.value)));
       } else {
         button.disabled = false;
-        form.appendChild(element("div", "error", (await response.json()).error));
+        form.appendChild(element("div", "error", await errorOf(response)));
       }
     });
     this.node.insertBefore(form, this.images.nextSibling);
@@ -241,7 +249,7 @@ async function send(text) {
   try {
     const response = await api("chat", {message: text});
     if (!response.ok) {
-      notice((await response.json()).error, "error");
+      notice(await errorOf(response), "error");
       return;
     }
     const turn = new Turn();
@@ -278,7 +286,7 @@ $("abort").addEventListener("click", async () => {
 
 async function restore() {
   const response = await api("history");
-  if (!response.ok) { notice((await response.json()).error, "error"); return; }
+  if (!response.ok) { notice(await errorOf(response), "error"); return; }
   const {messages} = await response.json();
   const cards = new Map();
   for (const message of messages) {
