@@ -354,7 +354,17 @@ def test_a2a_serving_and_http_server_surfaces() -> None:
         "create_app",
         "is_loopback",
         "running",
+        "serve_app",
         "serve_config",
+    }
+    assert set(simplellmfunc.webchat.__all__) == {
+        "PAGE_PATHS",
+        "STATIC_PREFIX",
+        "BearerAuth",
+        "is_loopback",
+        "token_matches",
+        "web_chat_app",
+        "web_chat_routes",
     }
 
 

@@ -187,18 +187,26 @@ async def test_serve_command_serves_until_sigterm(tmp_path: Path) -> None:
         env = clean_env(
             {"OPENAI_API_KEY": KEY, "OPENAI_BASE_URL": mock.url, "SIMPLELLMFUNC_SERVE_TOKEN": TOKEN}
         )
-        process, url = await start_serve(config, env=env, cwd=tmp_path)
+        process, url = await start_serve(config, "--web", env=env, cwd=tmp_path)
         client = openai.AsyncOpenAI(api_key=TOKEN, base_url=f"{url}/v1")
         with anyio.fail_after(GUARD):
             reply = await client.chat.completions.create(
                 model="greeter", messages=[{"role": "user", "content": "hello"}]
             )
+            async with httpx.AsyncClient(base_url=url) as http:  # --web: the page too
+                page = await http.get("/", params={"token": TOKEN})
+                refused = await http.get("/")
         await client.close()
         process.send_signal(signal.SIGTERM)
         done = await finish(process)
     assert reply.choices[0].message.content == "Served!"
+    assert (page.status_code, refused.status_code) == (200, 401)
+    assert "<title>greeter</title>" in page.text
     assert done.code == 0, done.stderr
     assert "stopped" in done.stderr
+    # The page's address names the token's variable; the token itself is never printed.
+    assert f"web chat page: {url}/?token=$SIMPLELLMFUNC_SERVE_TOKEN" in done.stderr
+    assert TOKEN not in done.stderr
 
 
 async def test_serve_command_refuses_without_a_token(tmp_path: Path) -> None:

@@ -19,7 +19,9 @@ import anyio
 import uvicorn
 
 from conftest import settle
-from simplellmfunc import OpenAICompatible
+from simplellmfunc import OpenAICompatible, llm_chat
+from simplellmfunc.http_server import create_app
+from simplellmfunc.runtime.serving import ServedAgent
 from simplellmfunc.testing import MockLLMServer, RecordedRequest, Reply, ToolCallSpec
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "examples"))
@@ -72,11 +74,24 @@ class Served:
     stop: threading.Event = field(default_factory=threading.Event)
 
 
+def served_agent_app(llm: Any, token: str) -> Any:
+    """``simplellmfunc serve --web``'s app for the example's assistant: a ServedAgent with a
+    kernel per session, A2A, the OpenAI-compatible endpoint and the page, behind ``token``."""
+
+    @llm_chat(llm, stream=True, enable_event=True)
+    async def assistant(message: str, history: list | None = None):  # type: ignore[no-untyped-def]
+        """You are a Python assistant. Run code with execute_code."""
+
+    served = ServedAgent(assistant, name="assistant", pyrepl=True, pool_size=1, max_sessions=8)
+    return create_app(served, "http://127.0.0.1", token=token, web=True)
+
+
 async def _main(served: Served, options: dict[str, Any]) -> None:
     async with MockLLMServer() as mock:
         mock.default = brain
         llm = OpenAICompatible("sk-test-123456789", "mock", mock.url)
-        app = make_app(llm, **options)
+        token = options.pop("served_token", None)
+        app = served_agent_app(llm, token) if token else make_app(llm, **options)
         config = uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning")
         server = uvicorn.Server(config)
         async with llm, anyio.create_task_group() as tasks:
@@ -91,7 +106,8 @@ async def _main(served: Served, options: dict[str, Any]) -> None:
 
 @contextmanager
 def serve_in_thread(**options: Any) -> Iterator[Served]:
-    """The example app with ``options`` (``web_chat_app`` keywords), until the block ends."""
+    """The example app with ``options`` (``web_chat_app`` keywords), until the block ends;
+    with ``served_token=TOKEN``: the serve app with the page (:func:`served_agent_app`)."""
     served = Served()
 
     def run() -> None:

@@ -243,10 +243,14 @@ class ChatApp(App[None]):
 
     async def _show_history(self) -> None:
         history = self.sessions.get(self.session_id).history
+        previous: Any = None
         for message in history:
             role, content = message.get("role"), message.get("content")
             text = content if isinstance(content, str) else ""
-            if role == "user" and text:
+            after, previous = previous, role
+            if role == "user" and after == "tool":
+                previous = "tool"  # a tool result's images, not something the user said
+            elif role == "user" and text:
                 await self._mount(Static(text, classes="user", markup=False))
             elif role == "assistant":
                 if text:

@@ -151,7 +151,9 @@ def web_chat_routes(
         return checked
 
     def store_of(request: Request) -> SessionStore:
-        found: SessionStore | None = sessions or getattr(request.app.state, "sessions", None)
+        found: SessionStore | None = sessions  # (an empty store is falsy: no `or` here)
+        if found is None:
+            found = getattr(request.app.state, "sessions", None)
         if found is None:
             raise SessionError(
                 "the chat is not open: its app's lifespan has not run", reason="closed"

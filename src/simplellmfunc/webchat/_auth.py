@@ -79,7 +79,7 @@ class BearerAuth:
         self._query_paths = frozenset(query_paths)
 
     def _allowed(self, scope: Scope) -> bool:
-        path: str = scope["path"]
+        path = _route_path(scope)
         if path in self._public or path.startswith(self._prefixes):
             return True
         header = dict(scope["headers"]).get(b"authorization", b"").decode("latin-1") or None
@@ -96,3 +96,13 @@ class BearerAuth:
             await response(scope, receive, send)
             return
         await self.app(scope, receive, send)
+
+
+def _route_path(scope: Scope) -> str:
+    """The path inside the app (a mounted app's scope keeps the full path, and its mount point
+    in ``root_path``)."""
+    path: str = scope["path"]
+    root: str = scope.get("root_path", "")
+    if root and path.startswith(root) and path[len(root) : len(root) + 1] in ("", "/"):
+        path = path[len(root) :]
+    return path or "/"

@@ -63,10 +63,15 @@ def page_history(
     messages: Sequence[Mapping[str, Any]], max_chars: int | None
 ) -> list[dict[str, Any]]:
     """The conversation as the page redraws it after a reload: user and assistant texts, tool
-    calls (``id``, ``name``, ``arguments``) and tool results; system messages left out."""
+    calls (``id``, ``name``, ``arguments``) and tool results; system messages left out, and
+    so are the user messages that carry a tool's images (they follow the tool results)."""
     out: list[dict[str, Any]] = []
+    previous: Any = None
     for message in messages:
-        role = message.get("role")
+        role, after = message.get("role"), previous
+        previous = role if role != "user" or after != "tool" else "tool"
+        if role == "user" and after == "tool":
+            continue  # a tool result's images, not something the user said
         if role == "user":
             out.append({"role": "user", "text": dict_content_text(message.get("content"))})
         elif role == "assistant":
