@@ -7,7 +7,7 @@ DOCS_STAMP := $(VENV)/.docs-installed
 export TIKTOKEN_CACHE_DIR := $(CURDIR)/.cache/tiktoken
 
 .DEFAULT_GOAL := help
-.PHONY: help install test test-live mcp-reference lint format typecheck bench soak demo docs docs-serve clean
+.PHONY: help install test test-live mcp-reference lint format typecheck bench soak demo demo-ui docs docs-serve clean
 
 help: ## Show this help
 	@grep -hE '^[a-zA-Z_-]+:.*?## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*?## "}; {printf "  \033[36m%-12s\033[0m %s\n", $$1, $$2}'
@@ -63,6 +63,12 @@ soak: install ## 1,000 concurrent sessions with injected faults: typed endings, 
 
 demo: install ## A typed call and a tool-using agent turn, events in the terminal (.env provider, else local SmolLM2 on llama-server)
 	$(BIN)/python examples/demo.py
+
+demo-ui: install ## Both chat front ends on the local SmolLM2 (llama-server): one PyRepl turn each, screenshots to docs/assets/
+	@command -v chromium >/dev/null 2>&1 || { command -v apt-get >/dev/null 2>&1 && \
+		(apt-get install -y -qq chromium || sudo apt-get install -y -qq chromium); } || \
+		{ echo "demo-ui needs Debian's chromium (apt-get install chromium)"; exit 1; }
+	$(BIN)/python scripts/demo_ui.py
 
 $(DOCS_STAMP): $(STAMP)
 	$(BIN)/python -m pip install -q -e '.[docs]'
