@@ -15,7 +15,7 @@ pytest.importorskip("textual", reason="the terminal UI needs the [tui] extra (te
 
 from textual.widgets import Collapsible, Markdown, Static
 
-from simplellmfunc import OpenAICompatible, PyRepl, llm_chat
+from simplellmfunc import OpenAICompatible, PyRepl, llm_chat, tool
 from simplellmfunc.chat_ui import ChatApp, chat_app
 from simplellmfunc.runtime import SQLiteStore
 from simplellmfunc.testing import MockLLMServer, RecordedRequest, Reply, ToolCallSpec
@@ -167,3 +167,63 @@ async def test_history_is_saved_and_resumed(
     assert "(resumed: 3 messages)" in shown
     sent = [m["content"] for m in mock_server.requests[-1].json["messages"][1:]]
     assert sent == ["first", "**ok**: first", "second"]
+
+
+def _delegating(request: RecordedRequest) -> Reply:
+    """The parent hands "delegate" to its helper agent (a tool); the helper adds with a tool of
+    its own and answers; each then answers with what it read."""
+    messages = request.json["messages"]
+    helper = "You add numbers." in str(messages[0]["content"])
+    last = messages[-1]
+    if last["role"] == "tool":
+        return Reply.text(f"{'helper' if helper else 'parent'} read {last['content']}")
+    if helper:
+        return Reply.tool_calls(ToolCallSpec("add", {"a": 2, "b": 3}, id="inner-add"))
+    if last["content"] == "delegate":
+        return Reply.tool_calls(ToolCallSpec("helper", {"task": "add 2 and 3"}, id="outer"))
+    return Reply.text("plain")
+
+
+async def test_a_sub_run_is_drawn_inside_the_card_that_started_it(
+    mock_server: MockLLMServer,
+) -> None:
+    """An agent used as a tool: its reply and its own tool call show inside the card of the
+    call that started it, not as cards and replies of the turn."""
+    from rich.console import Console
+
+    from simplellmfunc.chat_ui._widgets import ToolCard
+
+    @tool
+    async def add(a: int, b: int) -> int:
+        """Add two numbers."""
+        return a + b
+
+    mock_server.default = _delegating
+    async with OpenAICompatible("sk-test-123456789", "mock", mock_server.url) as model:
+
+        @llm_chat(model, toolkit=[add], stream=True)
+        async def helper(message: str, history: list | None = None):
+            """You add numbers."""
+
+        app = chat_app(make_agent(model, [helper.as_tool("helper", "Adds numbers.")]))
+        async with app.run_test(size=(100, 40)) as pilot:
+            await until(lambda: "Ready" in str(app.query_one("#status", Static).render()), pilot)
+            await send(pilot, "delegate")
+            await until(lambda: app.turns == 1, pilot)
+            assert app.view is not None
+            (outer,) = app.view.cards.values()  # the helper's add is not a card of the turn
+            assert outer.tool_call_id == "outer"
+            (sub,) = outer.forks.values()
+            assert sub.label == "helper"
+            assert [c.tool_call_id for c in sub.cards.values()] == ["inner-add"]
+            (widget,) = app.query(ToolCard)
+            console = Console(record=True, width=100)
+            console.print(widget.render_card(outer))
+            drawn = console.export_text()
+            shown = screen_text(app)
+    assert "⑂ helper" in drawn
+    assert "✓ add (success)" in drawn
+    assert "helper read 5" in drawn
+    assert "→ helper read 5" in drawn  # the call's result, below its sub-run
+    assert "parent read helper read 5" in shown
+    assert "helper (success)" in shown

@@ -14,7 +14,7 @@ import pytest
 
 from simplellmfunc import AbortSignal, OpenAICompatible, llm_chat
 from simplellmfunc._messages import history_from_dicts, validate_history
-from simplellmfunc.events import CustomEvent, EventYield, ReactEndEvent
+from simplellmfunc.events import CustomEvent, EventYield, ReactEndEvent, ToolCallStartEvent
 from simplellmfunc.exceptions import (
     ChannelClosedError,
     ChannelError,
@@ -84,6 +84,8 @@ async def test_agent_as_tool_streams_tagged_events_and_adds_usage() -> None:
     assert {e.origin.fork_depth for e in inner} == {1}
     outer_id = events[0].origin.agent_call_id
     assert {e.origin.parent_call_id for e in inner} == {outer_id}
+    (started,) = [e.event for e in events if isinstance(e.event, ToolCallStartEvent)]
+    assert {e.origin.parent_tool_call_id for e in inner} == {started.tool_call_id}
     ends = [e.event for e in events if isinstance(e.event, ReactEndEvent)]
     child_end, parent_end = ends
     assert parent_end.total_usage.calls == 3  # two of the boss, one of the researcher

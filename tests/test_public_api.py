@@ -163,6 +163,8 @@ EXPECTED_ENGINE = {
     "StepRunner",
     "StepSlot",
     "current_step_runner",
+    "current_tool_call_id",
+    "in_tool_call",
     "running_steps",
     "BatchResult",
     "Emitter",

@@ -191,8 +191,15 @@ async def test_spawn_twice_and_gather_all(llm: Any, tmp_path: Path) -> None:
     assert (total.calls, total.prompt_tokens, total.completion_tokens) == (5, 50, 25)
     # Events of the children stream into the parent's stream with their fork origin.
     parent_call = parent_end[0].origin.agent_call_id
+    # ... and the parent's tool call that started them (a front end draws them in its card).
+    (spawning, *_) = [
+        e.event.tool_call_id
+        for e in of_fork(items, None)
+        if isinstance(e.event, ToolCallStartEvent)
+    ]
     for fork_id in ("fork_1", "fork_2"):
         events = of_fork(items, fork_id)
+        assert {e.origin.parent_tool_call_id for e in events} == {spawning}
         assert any(isinstance(e.event, ReactStartEvent) for e in events)
         assert any(isinstance(e.event, ReactEndEvent) for e in events)
         assert {(e.origin.fork_depth, e.origin.parent_call_id) for e in events} == {

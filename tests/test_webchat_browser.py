@@ -244,3 +244,25 @@ def test_serve_web_page_behind_the_bearer_token(context: Any, served_agent: Serv
         answered = http.post("/a2a", json=a2a, headers={**auth, "A2A-Version": "1.0"})
         assert answered.status_code == 200, answered.text
         assert "Hello" in answered.text, answered.text
+
+
+def test_a_sub_run_is_drawn_inside_the_card_that_started_it(
+    context: Any, served_agent: Served
+) -> None:
+    """An agent used as a tool: its reply and its own tool call are drawn inside the card of
+    the call that started it (``origin.parent_tool_call_id``), not as the turn's own."""
+    page = context.new_page()
+    page.goto(served_agent.url + "?token=" + TOKEN)
+    expect(page.locator("body[data-ready=true]")).to_have_count(1)
+    say(page, "delegate")
+    idle(page)
+    outer = page.locator("#log > details.tool")
+    expect(outer).to_have_count(1)  # the helper's add is not a card of the turn
+    expect(outer.locator(":scope > summary .tool-name")).to_have_text("helper")
+    fork = outer.locator(".tool-forks > .fork")
+    expect(fork.locator(".fork-label")).to_have_text("⑂ helper")
+    inner = fork.locator("details.tool")
+    expect(inner.locator(".tool-name")).to_have_text("add")
+    expect(inner).to_have_class("tool ok")
+    expect(fork.locator(".msg.assistant")).to_have_text("done: 5")
+    expect(page.locator("#log > .msg.assistant")).to_have_text(["done: done: 5"])

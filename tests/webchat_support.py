@@ -19,7 +19,7 @@ import anyio
 import uvicorn
 
 from conftest import settle
-from simplellmfunc import OpenAICompatible, llm_chat
+from simplellmfunc import OpenAICompatible, llm_chat, tool
 from simplellmfunc.http_server import create_app
 from simplellmfunc.runtime.serving import ServedAgent
 from simplellmfunc.testing import MockLLMServer, RecordedRequest, Reply, ToolCallSpec
@@ -27,6 +27,7 @@ from simplellmfunc.testing import MockLLMServer, RecordedRequest, Reply, ToolCal
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "examples"))
 from web_chat import make_app
 
+HELPER = "You add numbers."
 MARKDOWN = "**Hello** there, I run `Python` for you.\n\n- one\n- two\n\n```python\nprint(1)\n```"
 PICTURE = (
     "from PIL import Image as Picture\nimport io\nfrom IPython.display import Image, display\n"
@@ -51,7 +52,14 @@ def _text(content: Any) -> str:
 
 
 def brain(request: RecordedRequest) -> Reply:
-    """The model: run the code the user's word names; then summarise the tool result."""
+    """The model: run the code the user's word names; then summarise the tool result.
+    ``delegate`` hands a task to the helper agent (a tool), which adds with a tool of its own."""
+    messages = request.json["messages"]
+    helper = HELPER in str(messages[0].get("content"))
+    if helper and messages[-1]["role"] == "user":
+        return Reply.tool_calls(ToolCallSpec("add", {"a": 2, "b": 3}))
+    if messages[-1]["role"] == "user" and messages[-1]["content"] == "delegate":
+        return Reply.tool_calls(ToolCallSpec("helper", {"task": "add 2 and 3"}))
     for message in reversed(request.json["messages"]):
         if message["role"] == "tool":  # (an image of the result may follow it as a user part)
             return Reply.text(f"done: {_text(message['content'])[:200]}")
@@ -78,7 +86,16 @@ def served_agent_app(llm: Any, token: str) -> Any:
     """``simplellmfunc serve --web``'s app for the example's assistant: a ServedAgent with a
     kernel per session, A2A, the OpenAI-compatible endpoint and the page, behind ``token``."""
 
-    @llm_chat(llm, stream=True, enable_event=True)
+    @tool
+    async def add(a: int, b: int) -> int:
+        """Add two numbers."""
+        return a + b
+
+    @llm_chat(llm, toolkit=[add], stream=True)
+    async def helper(message: str, history: list | None = None):  # type: ignore[no-untyped-def]
+        """You add numbers."""
+
+    @llm_chat(llm, toolkit=[helper.as_tool("helper", "Adds numbers.")], stream=True)
     async def assistant(message: str, history: list | None = None):  # type: ignore[no-untyped-def]
         """You are a Python assistant. Run code with execute_code."""
 

@@ -378,6 +378,9 @@ class EventOrigin:
     ``seq`` increases monotonically within one agent call; fork fields are set for events of
     forked sub-agents; tool fields for events emitted by a tool; ``agent`` names the agent of a
     multi-agent run (agent as tool, handoff, group chat, parallel), ``fork_depth`` its depth.
+    ``parent_tool_call_id`` is the parent's tool call that started the sub-run (a SelfReference
+    fork started from a cell, an agent used as a tool), so a front end can draw the sub-run's
+    events inside that call's card; ``None`` when no tool call started it.
     """
 
     session_id: str = ""
@@ -389,6 +392,7 @@ class EventOrigin:
     tool_name: str | None = None
     tool_call_id: str | None = None
     agent: str | None = None
+    parent_tool_call_id: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -57,6 +57,9 @@ class ToolRenderSnapshot:
         duration_s: How long it ran (``None`` while running).
         images: Images shown (``(mime type, base64 data)``).
         input_request: The pending ``input()``: ``(request_id, prompt)``.
+        forks: The sub-runs this call started (SelfReference forks, an agent used as a tool),
+            by their agent call id: each a :class:`TurnView` of its own events, drawn inside
+            the card.
     """
 
     tool_name: str
@@ -69,6 +72,7 @@ class ToolRenderSnapshot:
     duration_s: float | None = None
     images: list[tuple[str, str]] = field(default_factory=list)
     input_request: tuple[str, str] | None = None
+    forks: dict[str, TurnView] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -148,11 +152,19 @@ def _fallback(event: CustomEvent) -> ToolEventRenderUpdate:
 class TurnView:
     """The blocks of one turn, folded from its items.
 
+    The events of a sub-run started by a tool call (``origin.fork_depth`` > 0 and
+    ``origin.parent_tool_call_id`` set: a SelfReference fork, an agent used as a tool) fold
+    into a view of their own in that call's card (:attr:`ToolRenderSnapshot.forks`), nested as
+    deep as the sub-runs go; :meth:`apply` then returns the outermost card. Sub-run events
+    with no such call are left out.
+
     Args:
         hooks: Custom event hooks, asked before the builtin one (the first update wins).
+        label: What a sub-run's view is called in its card (its agent's name, or its fork id).
     """
 
     hooks: Sequence[ToolCustomEventHook] = ()
+    label: str = ""
     blocks: list[Block] = field(default_factory=list)
     cards: dict[str, ToolRenderSnapshot] = field(default_factory=dict)
     usage: Usage | None = None
@@ -160,6 +172,10 @@ class TurnView:
     aborted: bool = False
     error: str | None = None
     answer: str = ""
+    # Every card of the turn, nested ones included (shared with the sub-runs' views), and the
+    # outermost card each one is drawn in.
+    _all: dict[str, ToolRenderSnapshot] = field(default_factory=dict, repr=False)
+    _outer: dict[str, ToolRenderSnapshot] = field(default_factory=dict, repr=False)
 
     def reply(self) -> ReplyBlock:
         """The reply being streamed (a new one after a tool card)."""
@@ -181,8 +197,26 @@ class TurnView:
         if not isinstance(item, EventYield):
             return None
         if item.origin.fork_depth:
-            return None  # forks run under their parent's tool card
+            return self._sub_run(item)
         return self._event(item.event)
+
+    def _sub_run(self, item: EventYield) -> Block | None:
+        """A sub-run's event, folded into the card of the tool call that started it."""
+        origin = item.origin
+        parent = self._all.get(origin.parent_tool_call_id or "")
+        if parent is None:
+            return None
+        view = parent.forks.get(origin.agent_call_id)
+        if view is None:
+            label = origin.agent or (f"fork {origin.fork_id}" if origin.fork_id else "sub-run")
+            view = TurnView(self.hooks, label, _all=self._all, _outer=self._outer)
+            parent.forks[origin.agent_call_id] = view
+        outer = self._outer.get(parent.tool_call_id, parent)
+        known = set(view.cards)
+        changed = view._event(item.event)
+        for call_id in set(view.cards) - known:
+            self._outer[call_id] = outer
+        return outer if changed is not None else None
 
     def _event(self, event: Any) -> Block | None:
         if isinstance(event, LLMChunkArriveEvent):
@@ -233,7 +267,7 @@ class TurnView:
             if self.blocks and isinstance(self.blocks[-1], ReplyBlock):
                 self.blocks[-1].done = True
             card = ToolRenderSnapshot(tool_name=name, tool_call_id=call_id, arguments={})
-            self.cards[call_id] = card
+            self.cards[call_id] = self._all[call_id] = card
             self.blocks.append(card)
         return card
 

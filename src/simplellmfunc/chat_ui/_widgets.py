@@ -12,7 +12,7 @@ from textual import events
 from textual.message import Message
 from textual.widgets import Collapsible, Markdown, Static, TextArea
 
-from ._view import ReplyBlock, ToolRenderSnapshot
+from ._view import ReplyBlock, ToolRenderSnapshot, TurnView
 
 __all__ = ["PromptArea", "ReplyView", "ToolCard", "image_placeholder"]
 
@@ -39,6 +39,31 @@ def _arguments(arguments: dict[str, Any]) -> str:
         text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
         lines.append(f"{key}: {text}" if "\n" not in text else f"{key}:\n{text}")
     return "\n".join(lines)
+
+
+def _sub_run(view: TurnView, depth: int) -> list[Text]:
+    """A sub-run drawn inside its card: its replies and its own tool calls, indented (its
+    tool calls' sub-runs one step further)."""
+    pad = "  " * depth
+    lines = [Text(f"{pad[:-2]}⑂ {view.label}", style="bold blue")]
+    for block in view.blocks:
+        if isinstance(block, ReplyBlock):
+            if block.text.strip():
+                lines.append(Text(_indent(block.text.strip()[-_OUTPUT_TAIL:], pad)))
+            continue
+        mark = _STATUS_MARK.get(block.status, "⋯")
+        lines.append(Text(f"{pad}{mark} {block.tool_name} ({block.status})", style="cyan"))
+        if block.output:
+            lines.append(Text(_indent(block.output[-_OUTPUT_TAIL:].rstrip("\n"), pad + "  ")))
+        for inner in block.forks.values():
+            lines.extend(_sub_run(inner, depth + 2))
+        if block.result is not None:
+            lines.append(Text(_indent("→ " + block.result[-_OUTPUT_TAIL:], pad + "  "), "green"))
+    return lines
+
+
+def _indent(text: str, pad: str) -> str:
+    return "\n".join(pad + line for line in text.splitlines())
 
 
 class ReplyView(Markdown):
@@ -84,6 +109,8 @@ class ToolCard(Collapsible):
         if card.input_request is not None:
             prompt = card.input_request[1] or "input()"
             parts.append(Text(f"⌨ {prompt}  (type the answer below)", style="bold yellow"))
+        for view in card.forks.values():
+            parts.extend(_sub_run(view, 1))
         if card.result is not None:
             parts.append(Text("→ " + card.result[-_OUTPUT_TAIL:], style="green"))
         return Group(*parts)

@@ -17,7 +17,15 @@ from typing import Any
 
 from .._abort import AbortSignal, PauseSignal
 from .._events import EventOrigin
-from ..engine import Emitter, Run, RunContext, RunResult, current_run, new_call_id
+from ..engine import (
+    Emitter,
+    Run,
+    RunContext,
+    RunResult,
+    current_run,
+    current_tool_call_id,
+    new_call_id,
+)
 from ..exceptions import UserError
 from ..tools import Tool, ToolContext
 
@@ -79,6 +87,7 @@ async def agent_run(
         base.fork_id,
         base.fork_depth + depth,
         agent=name or agent_name(agent),
+        parent_tool_call_id=current_tool_call_id(),
     )
     return Run(invocation, transcript, under.derive(origin), abort, pause=pause)
 

@@ -6,7 +6,7 @@ Build an :class:`Invocation` (model, tools, prompt, :class:`EngineOptions`, hook
 """
 
 from ._compile import FINAL_ANSWER_INSTRUCTION, compile_request, system_context
-from ._emit import Emitter
+from ._emit import Emitter, current_tool_call_id, in_tool_call
 from ._invocation import Invocation, RunContext, RunHook, RunView, current_run
 from ._llm_call import RawItem, TextChunk
 from ._options import EngineOptions, ToolProtocol, split_options
@@ -57,7 +57,9 @@ __all__ = [
     "compile_request",
     "current_run",
     "current_step_runner",
+    "current_tool_call_id",
     "event_pump",
+    "in_tool_call",
     "new_call_id",
     "parse_reply",
     "render_catalogue",

@@ -2,13 +2,34 @@
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import replace
 from typing import Any
 
 from .._events import CustomEvent, EventOrigin, EventYield, ReactEvent
 
-__all__ = ["Emitter"]
+__all__ = ["Emitter", "current_tool_call_id", "in_tool_call"]
+
+_TOOL_CALL: ContextVar[str | None] = ContextVar("simplellmfunc_tool_call", default=None)
+
+
+def current_tool_call_id() -> str | None:
+    """The id of the tool call running in this context (a sub-run started here records it as
+    ``origin.parent_tool_call_id``), if any."""
+    return _TOOL_CALL.get()
+
+
+@contextmanager
+def in_tool_call(call_id: str) -> Iterator[None]:
+    """Mark the tool call ``call_id`` as running in this context while the block runs."""
+    token = _TOOL_CALL.set(call_id)
+    try:
+        yield
+    finally:
+        _TOOL_CALL.reset(token)
+
 
 Send = Callable[[Any], Awaitable[None]]
 
@@ -92,6 +113,7 @@ class Emitter:
                 self._origin.fork_id,
                 self._origin.fork_depth,
                 agent=self._origin.agent,
+                parent_tool_call_id=self._origin.parent_tool_call_id,
             )
             await self._send(EventYield(self._stamp(event), origin))
 
@@ -113,6 +135,7 @@ class Emitter:
                 event.tool_name,
                 event.tool_call_id,
                 base.agent,
+                base.parent_tool_call_id,
             )
             await self._send(EventYield(self._stamp(event), origin))
 

@@ -37,7 +37,7 @@ from .._events import EventOrigin, EventYield, ReactEndEvent, ReactStartEvent
 from .._messages import ToolCall
 from .._transcript import Transcript
 from ..exceptions import ProviderError, UserError
-from ._emit import Emitter
+from ._emit import Emitter, current_tool_call_id
 from ._invocation import Invocation, RunContext, RunHook
 from ._llm_call import RawItem, TextChunk
 from ._phases import act, think
@@ -141,6 +141,7 @@ class Run:
             parent.emitter.agent_call_id,
             invocation.fork_id,
             invocation.fork_depth,
+            parent_tool_call_id=current_tool_call_id(),
         )
         emitter = parent.emitter.derive(origin)
         return cls(invocation, transcript, emitter, abort, user_input=user_input)

@@ -39,7 +39,7 @@ from ..tools import (
     render_result,
     render_unknown_tool,
 )
-from ._emit import Emitter
+from ._emit import Emitter, in_tool_call
 from ._invocation import Invocation, RunContext, running_tools
 from ._pump import being_cancelled
 from ._steps import StepSlot, run_in_slot
@@ -243,7 +243,8 @@ async def _invoke(
 ) -> RenderedResult | _Failure:
     """Run the tool and render its result; a tool failure becomes a :class:`_Failure`."""
     try:
-        raw = await tool.invoke(arguments, _context(tool, call, run.emitter, run.abort))
+        with in_tool_call(call.id):  # sub-runs it starts name this call as their parent
+            raw = await tool.invoke(arguments, _context(tool, call, run.emitter, run.abort))
         return await _render(run.invocation, tool, raw)
     except Exception as exc:  # boundary: a tool failure becomes a result the model sees
         return _Failure(type(exc).__name__, render_error(exc))

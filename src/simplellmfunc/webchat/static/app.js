@@ -38,9 +38,9 @@ function element(tag, className, text) {
   return node;
 }
 
-function add(node) {
+function add(node, container) {
   const atBottom = log.scrollHeight - log.scrollTop - log.clientHeight < 40;
-  log.appendChild(node);
+  (container || log).appendChild(node);
   if (atBottom) log.scrollTop = log.scrollHeight;
   return node;
 }
@@ -54,7 +54,7 @@ function setStatus(text) { $("status").textContent = text; }
 // -- replies -------------------------------------------------------------------------------
 
 class Reply {
-  constructor() { this.raw = ""; this.node = add(element("div", "msg assistant")); }
+  constructor(container) { this.raw = ""; this.node = add(element("div", "msg assistant"), container); }
   append(text) { this.raw += text; this.node.innerHTML = renderMarkdown(this.raw); follow(); }
 }
 
@@ -63,9 +63,9 @@ function follow() { log.scrollTop = log.scrollHeight; }
 // -- tool call cards -----------------------------------------------------------------------
 
 class ToolCard {
-  constructor(id, name) {
+  constructor(id, name, container) {
     this.id = id;
-    this.node = add(element("details", "tool running"));
+    this.node = add(element("details", "tool running"), container);
     this.node.open = true;
     this.node.dataset.callId = id;
     const summary = element("summary");
@@ -76,8 +76,23 @@ class ToolCard {
     this.output = element("pre", "tool-output");
     this.output.hidden = true;
     this.images = element("div", "tool-images");
-    this.node.append(summary, this.args, this.output, this.images);
+    this.forks = element("div", "tool-forks");
+    this.node.append(summary, this.args, this.output, this.images, this.forks);
     this.argText = "";
+    this.subTurns = new Map();
+  }
+  // A sub-run this call started (a SelfReference fork, an agent used as a tool): drawn inside.
+  subTurn(origin, index) {
+    let turn = this.subTurns.get(origin.agent_call_id);
+    if (!turn) {
+      const box = element("div", "fork");
+      box.dataset.agentCallId = origin.agent_call_id;
+      box.appendChild(element("div", "fork-label", "⑂ " + (origin.agent || "fork " + (origin.fork_id || ""))));
+      this.forks.appendChild(box);
+      turn = new Turn(box, index);
+      this.subTurns.set(origin.agent_call_id, turn);
+    }
+    return turn;
   }
   argumentsDelta(delta) { this.argText += delta; this.args.textContent = this.argText; }
   setArguments(args) {
@@ -156,19 +171,33 @@ function resultText(result) {
 // -- a turn --------------------------------------------------------------------------------
 
 class Turn {
-  constructor() { this.replies = new Map(); this.cards = new Map(); this.streamed = new Set(); }
+  // container: where its replies and cards go (the log, or a card's sub-run box); index: every
+  // card of the turn by call id, sub-runs' included (shared with them).
+  constructor(container, index) {
+    this.container = container || log;
+    this.nested = Boolean(container);
+    this.replies = new Map();
+    this.cards = index || new Map();
+    this.streamed = new Set();
+  }
   reply(origin) {
     let reply = this.replies.get(origin.agent_call_id);
-    if (!reply) { reply = new Reply(); this.replies.set(origin.agent_call_id, reply); }
+    if (!reply) { reply = new Reply(this.container); this.replies.set(origin.agent_call_id, reply); }
     return reply;
   }
   card(id, name) {
     let card = this.cards.get(id);
-    if (!card) { card = new ToolCard(id, name || "tool"); this.cards.set(id, card); }
+    if (!card) { card = new ToolCard(id, name || "tool", this.container); this.cards.set(id, card); }
     return card;
   }
   handle(event) {
     const origin = event.origin || {};
+    if (origin.fork_depth && !this.nested) {
+      // A sub-run's event: into the card of the tool call that started it (left out without one).
+      const parent = this.cards.get(origin.parent_tool_call_id);
+      if (parent) parent.subTurn(origin, this.cards).handle(event);
+      return;
+    }
     switch (event.kind) {
       case "llm_call_start": this.streamed.delete(origin.agent_call_id); break;
       case "llm_chunk_arrive":
@@ -203,7 +232,7 @@ class Turn {
     else if (event.event_name === "kernel_input_request") card.ask(data);
   }
   end(event, origin) {
-    if (origin.fork_id) return;
+    if (origin.fork_id || this.nested) return;
     if (event.aborted) notice("stopped: " + (event.abort_reason || "aborted"), "aborted");
     else if (event.error) notice("the turn failed: " + event.error, "error");
     const usage = event.total_usage || {};
