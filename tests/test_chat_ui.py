@@ -26,12 +26,18 @@ LOOP_CODE = (
     "import time\nfor i in range(400):\n    print('tick', i, flush=True)\n    time.sleep(0.05)"
 )
 
+DRAW_CODE = (
+    "from PIL import Image as Picture\nimport io\nfrom IPython.display import Image, display\n"
+    "buffer = io.BytesIO()\nPicture.new('RGB', (48, 24), (200, 0, 0)).save(buffer, 'PNG')\n"
+    "display(Image(data=buffer.getvalue()))"
+)
+
 
 def brain(request: RecordedRequest) -> Reply:
     """Run a cell for "ask"/"loop"/"calc"; answer anything else (and tool results) in text."""
     last = request.json["messages"][-1]
-    codes = {"ask": INPUT_CODE, "loop": LOOP_CODE, "calc": "print(6 * 7)"}
-    if last["role"] == "user" and last["content"] in codes:
+    codes = {"ask": INPUT_CODE, "loop": LOOP_CODE, "calc": "print(6 * 7)", "draw": DRAW_CODE}
+    if last["role"] == "user" and isinstance(last["content"], str) and last["content"] in codes:
         return Reply.tool_calls(ToolCallSpec("execute_code", {"code": codes[last["content"]]}))
     return Reply.text(f"**ok**: {str(last['content'])[:60]}", chunks=3)
 
@@ -227,3 +233,34 @@ async def test_a_sub_run_is_drawn_inside_the_card_that_started_it(
     assert "→ helper read 5" in drawn  # the call's result, below its sub-run
     assert "parent read helper read 5" in shown
     assert "helper (success)" in shown
+
+
+@pytest.mark.parametrize("images", [True, False])
+async def test_a_kernel_image_is_drawn_in_its_card(llm: OpenAICompatible, images: bool) -> None:
+    """With textual-image (the tui-images extra) an image is drawn as half-block cells in its
+    colours; without it (or images=False) a line says its type and size."""
+    from rich.console import Console
+
+    from simplellmfunc.chat_ui._widgets import ToolCard
+
+    if images:
+        pytest.importorskip("textual_image", reason="the tui-images extra is not installed")
+    async with PyRepl() as repl:
+        app = chat_app(make_agent(llm, [*repl.toolset]), images=images)
+        async with app.run_test(size=(100, 40)) as pilot:
+            await until(lambda: "Ready" in str(app.query_one("#status", Static).render()), pilot)
+            await send(pilot, "draw")
+            await until(lambda: app.turns == 1, pilot)
+            assert app.view is not None
+            (card,) = app.view.cards.values()
+            assert [mime for mime, _ in card.images] == ["image/png"]
+            (widget,) = app.query(ToolCard)
+            console = Console(record=True, width=100, color_system="truecolor")
+            console.print(widget.render_card(card))
+            drawn, styled = console.export_text(clear=False), console.export_text(styles=True)
+    assert "[image image/png, " in drawn
+    if images:
+        assert "▀" * 12 in drawn  # 48 pixels wide: 12 cells
+        assert "38;2;200;0;0" in styled  # in its own colour
+    else:
+        assert "▀" not in drawn

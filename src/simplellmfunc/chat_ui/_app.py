@@ -24,7 +24,7 @@ from ._view import (
     TurnView,
     format_usage,
 )
-from ._widgets import PromptArea, ReplyView, ToolCard
+from ._widgets import PromptArea, ReplyView, ToolCard, load_images
 
 __all__ = ["ChatApp"]
 
@@ -58,6 +58,9 @@ class ChatApp(App[None]):
         history: A conversation to start from when the store has none for ``session``.
         title: The window title.
         agent_name: The store namespace of the histories.
+        images: Draw PyRepl images in their cards as half-block cells when ``textual-image``
+            is installed (the ``tui-images`` extra); otherwise, or with ``False``, a line says
+            an image's type and size.
     """
 
     CSS = _CSS
@@ -78,8 +81,11 @@ class ChatApp(App[None]):
         history: Sequence[dict[str, Any]] = (),
         title: str = "simplellmfunc chat",
         agent_name: str = "chat",
+        images: bool = True,
     ) -> None:
         super().__init__()
+        # Loaded now, before Textual owns the terminal (see load_images).
+        self.images = load_images() if images else None
         self.title = title
         self.session_id = session
         self.sessions = SessionStore(
@@ -228,7 +234,7 @@ class ChatApp(App[None]):
             await widget.show(block)
         else:
             if widget is None:
-                widget = self._widgets_of[id(block)] = ToolCard(block)
+                widget = self._widgets_of[id(block)] = ToolCard(block, self.images)
                 await self._mount(widget)
             assert isinstance(widget, ToolCard)
             widget.show(block)

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import base64
+import io
 import json
+from collections.abc import Callable
 from typing import Any
 
 from rich.console import Group, RenderableType
@@ -14,7 +16,19 @@ from textual.widgets import Collapsible, Markdown, Static, TextArea
 
 from ._view import ReplyBlock, ToolRenderSnapshot, TurnView
 
-__all__ = ["PromptArea", "ReplyView", "ToolCard", "image_placeholder"]
+__all__ = [
+    "ImageRenderer",
+    "PromptArea",
+    "ReplyView",
+    "ToolCard",
+    "image_placeholder",
+    "load_images",
+]
+
+ImageRenderer = Callable[[str, str], RenderableType]
+"""Draws an image (mime type, base64 data) in a card."""
+
+_IMAGE_CELLS = 60  # widest image, in terminal cells
 
 _STATUS_MARK = {
     "running": "⋯",
@@ -31,6 +45,32 @@ def image_placeholder(mime_type: str, data: str) -> str:
     """The line shown for an image where the terminal shows none (type and size)."""
     size = len(base64.b64decode(data, validate=False)) if data else 0
     return f"[image {mime_type}, {size} bytes]"
+
+
+def load_images() -> ImageRenderer | None:
+    """Images drawn as half-block cells (two pixels a cell, colours kept: every colour terminal
+    shows them) with ``textual-image`` (the ``tui-images`` extra); ``None`` without it.
+
+    Call it before the app starts: on import the package asks the terminal what it supports,
+    which it cannot do once Textual owns the terminal.
+    """
+    try:
+        from PIL import Image as Picture
+        from textual_image.renderable.halfcell import Image as HalfCell
+    except ImportError:
+        return None
+
+    def draw(mime_type: str, data: str) -> RenderableType:
+        raw = base64.b64decode(data, validate=False)
+        try:
+            with Picture.open(io.BytesIO(raw)) as picture:
+                width = min(_IMAGE_CELLS, max(8, picture.width // 4))
+        except (OSError, ValueError):  # not an image Pillow reads: say what it was
+            return Text(image_placeholder(mime_type, data), style="magenta")
+        caption = Text(image_placeholder(mime_type, data), style="magenta")
+        return Group(HalfCell(io.BytesIO(raw), width=width), caption)
+
+    return draw
 
 
 def _arguments(arguments: dict[str, Any]) -> str:
@@ -87,10 +127,11 @@ class ReplyView(Markdown):
 class ToolCard(Collapsible):
     """One tool call: arguments, live output, images, result and duration."""
 
-    def __init__(self, card: ToolRenderSnapshot) -> None:
+    def __init__(self, card: ToolRenderSnapshot, images: ImageRenderer | None = None) -> None:
         self.body = Static(classes="tool-body")
         super().__init__(self.body, title=self._heading(card), collapsed=False, classes="tool")
         self.call_id = card.tool_call_id
+        self.images = images
 
     @staticmethod
     def _heading(card: ToolRenderSnapshot) -> str:
@@ -105,7 +146,11 @@ class ToolCard(Collapsible):
             parts.append(Text(_arguments(card.arguments), style="cyan"))
         if card.output:
             parts.append(Text(card.output[-_OUTPUT_TAIL:].rstrip("\n")))
-        parts.extend(Text(image_placeholder(*image), style="magenta") for image in card.images)
+        for image in card.images:
+            if self.images is not None:
+                parts.append(self.images(*image))
+            else:
+                parts.append(Text(image_placeholder(*image), style="magenta"))
         if card.input_request is not None:
             prompt = card.input_request[1] or "input()"
             parts.append(Text(f"⌨ {prompt}  (type the answer below)", style="bold yellow"))
