@@ -28,16 +28,18 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "scripts"))
 
 ASSETS = ROOT / "docs" / "assets"
-PROMPT = "Use execute_code to print the sum 21 + 21."
-TIMEOUT_MS = 240_000  # the 135M model on 2 cores: a few steps take a minute or two
+PROMPT = "Run this Python code: print(21 + 21)"
+TIMEOUT_MS = 900_000  # the 135M model on 2 busy cores: a turn of a few steps takes minutes
 
 
 def make_agent(llm: Any) -> Any:
     options = EngineOptions(tool_protocol="json", max_tool_calls=2)
 
-    @llm_chat(llm, stream=True, enable_event=True, options=options, temperature=0)
+    @llm_chat(llm, stream=True, enable_event=True, options=options, temperature=0, max_tokens=120)
     async def assistant(message: str, history: list | None = None):  # type: ignore[no-untyped-def]
-        """You run Python with the execute_code tool, then give the answer."""
+        """You run Python code with the execute_code tool. First reply
+        {"action": "execute_code", "action_input": {"code": "<the user's code>"}}.
+        After the result, reply {"action": "final_answer", "answer": "<what it printed>"}."""
 
     return assistant
 
@@ -50,8 +52,8 @@ async def web_turn(agent: Any, browser: Any) -> None:
         await page.wait_for_selector("body[data-ready=true]", state="attached")
         await page.fill("#message", PROMPT)
         await page.press("#message", "Enter")
-        await page.wait_for_selector("#abort:disabled", state="attached")
-        await page.wait_for_selector(".usage")
+        await page.wait_for_selector(".usage")  # the turn's end
+        await page.wait_for_selector("#send:enabled")
         await page.screenshot(path=str(ASSETS / "web-chat.png"))
         print("web: saved docs/assets/web-chat.png")
         await page.close()

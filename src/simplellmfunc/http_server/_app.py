@@ -30,7 +30,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 
 from ..runtime.serving import ServedAgent, a2a_routes
-from ..webchat import BearerAuth
+from ..webchat import PAGE_PATHS, STATIC_PREFIX, BearerAuth, web_chat_routes
 from ._openai import chat_completions, error_response, models
 
 __all__ = ["PUBLIC_PATHS", "agent_routes", "create_app"]
@@ -62,8 +62,6 @@ def create_app(
         app.router.routes.extend(a2a_routes(served, base_url, bearer=token is not None))
     page: dict[str, Any] = {}
     if web:
-        from ..webchat import PAGE_PATHS, STATIC_PREFIX, web_chat_routes
-
         app.router.routes.extend(
             web_chat_routes(served.sessions, title=served.name, admit=served.admit)
         )
