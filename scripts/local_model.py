@@ -74,6 +74,22 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
+# Exec ``argv[1:]`` after asking the kernel for SIGTERM when the parent dies (Linux prctl
+# PR_SET_PDEATHSIG, which survives exec); if the parent is already gone, exit instead.
+_PDEATHSIG = (
+    "import ctypes, os, signal, sys\n"
+    "ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)\n"
+    "if os.getppid() != int(sys.argv[1]): sys.exit(1)\n"
+    "os.execvp(sys.argv[2], sys.argv[2:])\n"
+)
+
+
+def _with_parent_death_signal(command: list[str]) -> list[str]:
+    if not sys.platform.startswith("linux"):
+        return command
+    return [sys.executable, "-I", "-S", "-c", _PDEATHSIG, str(os.getpid()), *command]
+
+
 @asynccontextmanager
 async def serve(
     command: list[str],
@@ -84,11 +100,12 @@ async def serve(
     """Run a server process until the block ends; ready once ``health_url`` answers 2xx.
 
     The process gets its own session and no ``*_API_KEY`` variables; it is terminated (then
-    killed) afterwards, shielded from cancellation.
+    killed) afterwards, shielded from cancellation. On Linux it also gets SIGTERM when this
+    process dies without cleaning up (SIGKILL), so a killed demo or test leaves no server behind.
     """
     base_env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")}
     process = await anyio.open_process(
-        command,
+        _with_parent_death_signal(command),
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
         env={**base_env, **(env or {})},

@@ -25,6 +25,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from ..exceptions import SandboxViolation
+from ._env import absolute_path_list
 from ._policy import SandboxPolicy
 
 __all__ = [
@@ -185,7 +186,7 @@ def import_paths(pythonpath: str = "") -> list[str]:
     The current directory is left out (it may hold ``.env`` or other secrets).
     """
     here = os.getcwd()
-    paths = [os.path.abspath(p) for p in pythonpath.split(os.pathsep) if p]
+    paths = [p for p in absolute_path_list(pythonpath).split(os.pathsep) if p]
     paths += [p for p in sys.path if p and os.path.isdir(p)]
     return [p for p in dict.fromkeys(paths) if os.path.abspath(p) != here]
 
