@@ -12,7 +12,7 @@ import pytest
 from pydantic import BaseModel
 
 from simplellmfunc import EngineOptions, OpenAICompatible, llm_chat, llm_function, tool
-from simplellmfunc.events import EventYield, ReactEndEvent
+from simplellmfunc.events import EventYield, LLMChunkArriveEvent, ReactEndEvent
 from simplellmfunc.providers import Capabilities
 from simplellmfunc.testing import MockLLMServer, Reply
 from simplellmfunc.types import history_from_dicts
@@ -155,3 +155,26 @@ async def test_streamed_text_is_the_answer_not_the_json_steps(
         outputs = [out async for out in agent("Weather in Oslo?", history=[])]
     assert "".join(text for text, _ in outputs) == "Snow in Oslo."
     assert outputs[-1][1][-1] == {"role": "assistant", "content": "Snow in Oslo."}
+
+
+async def test_streamed_events_carry_the_answer_not_the_json_steps(
+    mock_server: MockLLMServer, llm: OpenAICompatible
+) -> None:
+    """Front ends draw chunk events as the reply: under the protocol they must not see its JSON."""
+    mock_server.script(
+        Reply.text(json.dumps({"action": "get_weather", "action_input": {"city": "Oslo"}})),
+        Reply.text(json.dumps({"action": "final_answer", "answer": "Snow in Oslo."}), chunks=4),
+    )
+
+    @llm_chat(llm, toolkit=[get_weather], stream=True, enable_event=True, options=JSON)
+    async def agent(message: str, history: list[dict[str, Any]]) -> None:
+        """You answer weather questions."""
+
+    with anyio.fail_after(GUARD):
+        events = [i.event async for i in agent("Weather in Oslo?", history=[])
+                  if isinstance(i, EventYield)]  # fmt: skip
+    chunks = [e for e in events if isinstance(e, LLMChunkArriveEvent)]
+    assert [(c.text, c.accumulated_text) for c in chunks] == [("Snow in Oslo.", "Snow in Oslo.")]
+    kinds = [e.kind for e in events]
+    assert kinds.index("tool_call_end") < kinds.index("llm_chunk_arrive")
+    assert CITIES == ["Oslo"]

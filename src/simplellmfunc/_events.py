@@ -113,7 +113,9 @@ class LLMCallStartEvent(EventStamp):
 @dataclass(frozen=True, slots=True)
 class LLMChunkArriveEvent(EventStamp):
     """A streamed piece of the reply arrived (``text`` for text, ``reasoning`` for reasoning);
-    ``chunk_index`` counts the pieces of one LLM call from 0."""
+    ``chunk_index`` counts the pieces of one LLM call from 0. Under the JSON tool protocol a
+    step's JSON is not prose and is not reported: the answer arrives as one piece once it is
+    read from its step (the raw reply is ``LLMCallEndEvent.response_text``)."""
 
     text: str = ""
     reasoning: str = ""

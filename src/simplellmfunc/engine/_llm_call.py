@@ -149,14 +149,25 @@ async def _request(
 async def _chunk(
     emitter: Emitter, text: str, accumulated: str, protocol: bool, index: int = 0
 ) -> None:
-    """Report a text delta: as an event, or as a text item (``protocol``: the reply is a JSON
-    step, not prose; the answer goes out as one item once it is read from it)."""
+    """Report a text delta: as an event, or as a text item. Under the JSON tool protocol
+    (``protocol``) the reply is a JSON step, not prose: nothing is reported here, and the
+    answer goes out as one piece once it is read from the step (:func:`report_answer`)."""
+    if protocol:
+        return
     if emitter.wants_events:
         await emitter.event(
             LLMChunkArriveEvent(text=text, accumulated_text=accumulated, chunk_index=index)
         )
-    elif emitter.wants_text and not protocol:
+    elif emitter.wants_text:
         await emitter.raw(TextChunk(text))
+
+
+async def report_answer(emitter: Emitter, answer: str) -> None:
+    """The answer read from a JSON-protocol step, reported as the reply's one text piece."""
+    if emitter.wants_events:
+        await emitter.event(LLMChunkArriveEvent(text=answer, accumulated_text=answer))
+    elif emitter.wants_text:
+        await emitter.raw(TextChunk(answer))
 
 
 async def _stream(
