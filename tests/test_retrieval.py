@@ -213,6 +213,22 @@ async def test_bm25_hits_carry_citations(corpus: Path) -> None:
             await kb.search("x", mode="dense")
 
 
+async def test_every_offload_setting_finds_the_same_passages(corpus: Path, tmp_path: Path) -> None:
+    db = tmp_path / "offload.db"
+    async with KnowledgeBase(db, max_chunk_chars=300) as kb:
+        await kb.ingest(corpus)
+        expected = await kb.search("parse the configuration file install", k=3)
+        assert len(expected) == 2
+    # Inline, always in a thread, and inline with a budget nothing meets (a search long
+    # enough for SQLite to check it is interrupted and run again in a worker thread; see
+    # test_persist_inline_read.py for the interruption itself).
+    for options in ({"offload": False}, {"offload_after": 0}, {"offload_after": 1e-9}):
+        async with KnowledgeBase(db, **options) as kb:  # type: ignore[arg-type]
+            assert await kb.search("parse the configuration file install", k=3) == expected
+    with pytest.raises(ConfigError, match="offload_after"):
+        KnowledgeBase(offload_after=-1)
+
+
 async def test_texts_and_create_rag(tmp_path: Path) -> None:
     async with create_rag(texts=["Paris is the capital of France.", "Rome is in Italy."]) as rag:
         assert [p.source for p in await rag.search("capital of France")] == ["doc-1"]

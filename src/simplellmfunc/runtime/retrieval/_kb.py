@@ -177,10 +177,16 @@ class KnowledgeBase:
             :class:`~simplellmfunc.providers.OpenAIEmbeddings`); needs ``sqlite-vec`` (the
             ``[rag]`` extra). Without one, search is BM25 only.
         max_chunk_chars: Target passage size in characters.
-        offload: Run searches' SQLite work in a worker thread, so the event loop stays free
-            while a large index is searched (the default). ``False`` runs it in the caller's
-            thread, which saves the two thread switches per search when nothing else shares
-            the loop (the ``rag search`` command). Ingestion is always offloaded.
+        offload: Keep the event loop free while a large index is searched (the default): a
+            search's SQLite work runs in the caller's thread for at most ``offload_after``
+            seconds of CPU time, and one that takes longer is interrupted and run again in a
+            worker thread (see :meth:`SQLiteDatabase.aread
+            <simplellmfunc.runtime.SQLiteDatabase.aread>`). ``False`` always runs it in the
+            caller's thread (the ``rag search`` command, where nothing else shares the loop).
+            Ingestion is always offloaded.
+        offload_after: The most CPU time a search may take on the event loop's thread
+            (default 10 ms; ten times that by the clock, 100 ms: asyncio's slow-callback
+            threshold); ``0`` sends every search to a worker thread.
 
     Raises:
         ConfigError: If the file cannot be opened, or an embedder is given and ``sqlite-vec``
@@ -194,12 +200,16 @@ class KnowledgeBase:
         embedder: Embedder | None = None,
         max_chunk_chars: int = 1500,
         offload: bool = True,
+        offload_after: float = 0.01,
     ) -> None:
         if max_chunk_chars < 100:
             raise ConfigError(f"max_chunk_chars must be at least 100, got {max_chunk_chars}")
+        if offload_after < 0:
+            raise ConfigError(f"offload_after must be at least 0, got {offload_after}")
         self.embedder = embedder
         self.max_chunk_chars = max_chunk_chars
         self.offload = offload
+        self.offload_after = offload_after
         self._writing = anyio.Lock()  # one ingestion or deletion at a time: plans read state
         driver, self._vec = self._driver(embedder is not None)
         if isinstance(path, str | os.PathLike) and str(path) != ":memory:":
@@ -492,7 +502,9 @@ class KnowledgeBase:
         return rrf([keyword, dense], k)
 
     async def _search_read(self, work: Callable[[Any], T]) -> T:
-        return await self._db.aread(work) if self.offload else self._db.read(work)
+        if not self.offload:
+            return self._db.read(work)
+        return await self._db.aread(work, inline_for=self.offload_after)
 
     async def sources(self) -> list[SourceInfo]:
         """Every ingested source, by name."""
