@@ -28,7 +28,7 @@ import anyio
 import anyio.to_thread
 
 from ..._persist import DatabaseLike, SQLiteDatabase, open_database
-from ...exceptions import ConfigError, UserError
+from ...exceptions import ConfigError, ProviderError, UserError
 from . import _index as idx
 from ._chunk import Chunk, DocKind, chunk_text
 from ._files import FileEntry, read_chunks, walk
@@ -376,9 +376,10 @@ class KnowledgeBase:
             if chunk.id not in existing[change.entry.path]
         ]
         vectors: list[list[float]] = []
+        fresh_vectors: dict[str, list[float]] = {}
         if self.embedder is not None and fresh:
-            vectors = await self.embedder.embed([_embed_text(c.heading, c.text) for c in fresh])
-        fresh_vectors = {c.id: v for c, v in zip(fresh, vectors, strict=False)}
+            vectors = await self._embed([_embed_text(c.heading, c.text) for c in fresh])
+            fresh_vectors = {c.id: v for c, v in zip(fresh, vectors, strict=True)}
         counts = await self._db.awrite(
             lambda conn: self._write(conn, plan, existing, fresh_vectors)
         )
@@ -398,6 +399,23 @@ class KnowledgeBase:
             seconds=time.perf_counter() - started,
         )
 
+    async def _embed(self, texts: list[str]) -> list[list[float]]:
+        """The embedder's vectors for ``texts``, one each.
+
+        Raises:
+            ProviderError: If the embedder fails, or answers another number of vectors (a
+                passage must not be kept without its vector, nor with another's).
+        """
+        assert self.embedder is not None
+        vectors = await self.embedder.embed(texts)
+        if len(vectors) != len(texts):
+            raise ProviderError(
+                f"the embedder {self.embedder.model!r} returned {len(vectors)} vectors for "
+                f"{len(texts)} passages",
+                provider="embeddings",
+            )
+        return vectors
+
     async def _backfill(self) -> int:
         """Embed the passages that have no vector yet (a knowledge base built without an
         embedder, given one now); how many."""
@@ -405,7 +423,7 @@ class KnowledgeBase:
         missing = await self._db.aread(missing_vectors)
         if not missing:
             return 0
-        vectors = await self.embedder.embed([_embed_text(h, t) for _, h, t in missing])
+        vectors = await self._embed([_embed_text(h, t) for _, h, t in missing])
         rowids = [rowid for rowid, _, _ in missing]
         await self._db.awrite(lambda conn: add_vectors(conn, rowids, vectors))
         return len(missing)
@@ -419,6 +437,7 @@ class KnowledgeBase:
     ) -> tuple[int, int]:
         removed = idx.delete_files(conn, plan.gone)
         kept = 0
+        new: list[tuple[str, Chunk]] = []
         for change in plan.changes:
             old = existing[change.entry.path]
             ids = {c.id for c in change.chunks}
@@ -428,17 +447,21 @@ class KnowledgeBase:
             stay = [c for c in change.chunks if c.id in old]
             idx.move_chunks(conn, stay)
             kept += len(stay)
-            new = [c for c in change.chunks if c.id not in old]
-            rowids = idx.insert_chunks(conn, change.entry.path, new)
-            with_vectors = [
-                (r, vectors[c.id]) for r, c in zip(rowids, new, strict=True) if c.id in vectors
-            ]
-            if with_vectors:
-                add_vectors(conn, [r for r, _ in with_vectors], [v for _, v in with_vectors])
+            new += [(change.entry.path, c) for c in change.chunks if c.id not in old]
+        # Before the inserts: a new chunk may get the rowid of one removed now.
+        delete_vectors(conn, removed)
+        rowids = idx.insert_chunks(conn, new)
+        with_vectors = [
+            (rowid, vectors[c.id])
+            for rowid, (_, c) in zip(rowids, new, strict=True)
+            if c.id in vectors
+        ]
+        if with_vectors:
+            add_vectors(conn, [r for r, _ in with_vectors], [v for _, v in with_vectors])
+        for change in plan.changes:
             idx.upsert_file(conn, change.entry, change.sha256, len(change.chunks))
         for entry, sha, count in plan.touched:
             idx.upsert_file(conn, entry, sha, count)
-        delete_vectors(conn, removed)
         return len(removed), kept
 
     async def delete(self, *targets: str | os.PathLike[str]) -> int:
