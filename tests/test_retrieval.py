@@ -318,14 +318,16 @@ async def test_an_embedder_that_answers_too_few_vectors_fails_the_ingestion(
     corpus: Path, tmp_path: Path
 ) -> None:
     async with KnowledgeBase(tmp_path / "short.db", embedder=ShortEmbedder()) as kb:
-        with pytest.raises(ProviderError, match=r"'short' returned \d+ vectors for \d+ passages"):
+        with pytest.raises(ProviderError, match=r"'short' returned \d+ vectors for \d+ texts"):
             await kb.ingest(corpus)
         assert await kb.count() == 0  # no passage without its vector
     async with KnowledgeBase(tmp_path / "later.db") as kb:
         await kb.add_text("notes", "One passage.")
     async with KnowledgeBase(tmp_path / "later.db", embedder=ShortEmbedder()) as kb:
-        with pytest.raises(ProviderError, match="returned 0 vectors for 1 passages"):
+        with pytest.raises(ProviderError, match="returned 0 vectors for 1 texts"):
             await kb.add_text("notes", "One passage.")  # unchanged: the backfill checks too
+        with pytest.raises(ProviderError, match="returned 0 vectors for 1 texts"):
+            await kb.search("one", mode="dense")  # and a query's vector
 
 
 async def test_an_embeddings_endpoint_that_is_down_fails_the_ingestion(

@@ -411,7 +411,7 @@ class KnowledgeBase:
         if len(vectors) != len(texts):
             raise ProviderError(
                 f"the embedder {self.embedder.model!r} returned {len(vectors)} vectors for "
-                f"{len(texts)} passages",
+                f"{len(texts)} texts",
                 provider="embeddings",
             )
         return vectors
@@ -511,7 +511,7 @@ class KnowledgeBase:
             return [_passage(row) for row in rows]
         if self.embedder is None:
             raise UserError(f"{mode} search needs an embedder (KnowledgeBase(embedder=...))")
-        vector = (await self.embedder.embed([query]))[0]
+        (vector,) = await self._embed([query])
         if mode == "dense":
             rows = await self._search_read(lambda conn: nearest(conn, vector, k))
             return [_passage(row) for row in rows]
