@@ -201,6 +201,38 @@ async def test_ingest_is_incremental_and_prunes(corpus: Path, tmp_path: Path) ->
         conn.execute("INSERT INTO chunks_fts (chunks_fts) VALUES ('integrity-check')")
 
 
+OLD_TRIGGERS = (  # what files made before the index was kept by statements hold
+    """CREATE TRIGGER chunks_ai AFTER INSERT ON chunks BEGIN
+        INSERT INTO chunks_fts (rowid, heading, text) VALUES (new.rowid, new.heading, new.text);
+        END""",
+    """CREATE TRIGGER chunks_ad AFTER DELETE ON chunks BEGIN
+        INSERT INTO chunks_fts (chunks_fts, rowid, heading, text)
+        VALUES ('delete', old.rowid, old.heading, old.text);
+        END""",
+)
+
+
+async def test_a_file_with_the_old_index_triggers_loses_them(corpus: Path, tmp_path: Path) -> None:
+    db = tmp_path / "old.db"
+    async with KnowledgeBase(db, max_chunk_chars=300) as kb:
+        await kb.ingest(corpus)
+    with closing(sqlite3.connect(db)) as conn:
+        for trigger in OLD_TRIGGERS:
+            conn.execute(trigger)
+        conn.commit()
+    async with KnowledgeBase(db, max_chunk_chars=300) as kb:  # would index every row twice
+        bump(corpus / "guide.md", GUIDE.replace("warp setting", "hyperdrive setting"))
+        await kb.ingest(corpus)
+        assert [h.source for h in await kb.search("hyperdrive")] == ["kbdocs/guide.md"]
+        total = await kb.count()
+    with closing(sqlite3.connect(db)) as conn:
+        assert (
+            conn.execute("SELECT name FROM sqlite_master WHERE type = 'trigger'").fetchall() == []
+        )
+        conn.execute("INSERT INTO chunks_fts (chunks_fts) VALUES ('integrity-check')")
+        assert conn.execute("SELECT count(*) FROM chunks_fts_docsize").fetchone() == (total,)
+
+
 async def test_a_missing_target_is_a_user_error(tmp_path: Path) -> None:
     async with KnowledgeBase() as kb:
         with pytest.raises(UserError, match="nothing to ingest"):
