@@ -56,11 +56,12 @@ async def over_a2a(url: str) -> None:
     async def caller(message: str, history: list | None = None):
         """You help travellers. Ask the translator for translations."""
 
-    async for item in caller("How do I say 'Good night' in French?"):
-        if isinstance(item, EventYield) and isinstance(item.event, ToolCallStartEvent):
-            print(f"[a2a] caller -> {item.event.tool_name}({item.event.arguments})")
-        elif isinstance(item, ResponseYield):
-            print(f"[a2a] caller answers: {item.response}")
+    async with tool:  # it keeps its connection between calls: closed here
+        async for item in caller("How do I say 'Good night' in French?"):
+            if isinstance(item, EventYield) and isinstance(item.event, ToolCallStartEvent):
+                print(f"[a2a] caller -> {item.event.tool_name}({item.event.arguments})")
+            elif isinstance(item, ResponseYield):
+                print(f"[a2a] caller answers: {item.response}")
 
 
 async def main() -> None:

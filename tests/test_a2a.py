@@ -7,6 +7,8 @@ under uvicorn and driven by the SDK's own client; remote agents served by the SD
 
 from __future__ import annotations
 
+from contextlib import AsyncExitStack
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -39,7 +41,9 @@ from simplellmfunc._messages import history_from_dicts, validate_history
 from simplellmfunc.events import CustomEvent, EventYield, ReactEndEvent
 from simplellmfunc.exceptions import A2AConnectionError, A2AError
 from simplellmfunc.http_server import running
+from simplellmfunc.runtime import load_agent_config
 from simplellmfunc.runtime.a2a import A2AAgentTool, a2a_tool
+from simplellmfunc.runtime.config._build import build_toolkit
 from simplellmfunc.runtime.serving import ServedAgent, a2a_app
 from simplellmfunc.testing import MockLLMServer, Reply, ToolCallSpec
 
@@ -224,16 +228,16 @@ async def test_our_agent_calls_a_remote_sdk_agent_as_a_tool(mock_server: MockLLM
     )
     async with running(sdk_server) as url:
         remote = await a2a_tool(url)
-        async with OpenAICompatible(KEY, "mock-model", mock_server.url) as llm:
+        async with remote, OpenAICompatible(KEY, "mock-model", mock_server.url) as llm:
             agent = chat_agent(llm, "caller", toolkit=[remote], enable_event=True)
             events: list[EventYield] = []
             with anyio.fail_after(GUARD):
                 async for item in agent("ask the echo", history=[]):
                     if isinstance(item, EventYield):
                         events.append(item)
-        failing = A2AAgentTool(url, name="echo")
-        with anyio.fail_after(GUARD), pytest.raises(A2AError) as failed:
-            await failing.run("fail")
+        async with A2AAgentTool(url, name="echo") as failing:
+            with anyio.fail_after(GUARD), pytest.raises(A2AError) as failed:
+                await failing.run("fail")
     assert (remote.name, remote.description) == ("Echo_agent", "Shouts your text back.")
     ends = [e.event for e in events if isinstance(e.event, ReactEndEvent)]
     assert ends[-1].final_response == "The echo said HELLO THERE."
@@ -248,6 +252,86 @@ async def test_our_agent_calls_a_remote_sdk_agent_as_a_tool(mock_server: MockLLM
     assert (tool_message["role"], tool_message["content"]) == ("tool", "HELLO THERE")
     assert failed.value.state == "failed"
     assert "cannot do that" in str(failed.value)
+
+
+CARD_PATH = "/.well-known/agent-card.json"
+
+
+class Recorder:
+    """ASGI middleware: records each request's path and client port; answers the next RPC
+    with a 500 when ``fail_next`` is set."""
+
+    def __init__(self, app: Any) -> None:
+        self.app = app
+        self.seen: list[tuple[str, int]] = []
+        self.fail_next = False
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] == "http":
+            self.seen.append((scope["path"], scope["client"][1]))
+            if self.fail_next and scope["path"] == "/rpc":
+                self.fail_next = False
+                await send({"type": "http.response.start", "status": 500, "headers": []})
+                await send({"type": "http.response.body", "body": b"boom"})
+                return
+        await self.app(scope, receive, send)
+
+    def paths(self, path: str) -> list[int]:
+        """The client ports of the requests to ``path``."""
+        return [port for seen, port in self.seen if seen == path]
+
+
+async def test_a_tool_reads_the_card_once_and_again_after_a_failure() -> None:
+    recorders: list[Recorder] = []
+
+    def app(url: str) -> Recorder:
+        recorders.append(Recorder(sdk_server(url)))
+        return recorders[-1]
+
+    async with running(app) as url:
+        server = recorders[0]
+        async with await a2a_tool(url) as remote:
+            with anyio.fail_after(GUARD):
+                assert await remote.run("one") == "ONE"
+                assert await remote.run("two") == "TWO"
+                assert len(server.paths(CARD_PATH)) == 1  # a2a_tool's read serves the calls
+                assert len(set(server.paths("/rpc"))) == 1  # one connection, kept open
+                server.fail_next = True
+                with pytest.raises(A2AError) as failed:
+                    await remote.run("three")
+                assert failed.value.state is None  # not the remote task's end: the call's
+                assert await remote.run("four") == "FOUR"
+                assert len(server.paths(CARD_PATH)) == 2  # read again after the failure
+                with pytest.raises(A2AError, match="ended its task failed"):
+                    await remote.run("fail")  # the remote's answer: card and client are kept
+        assert len(server.paths(CARD_PATH)) == 2
+
+
+async def test_a_config_agents_a2a_tool_is_closed_with_it(tmp_path: Path) -> None:
+    recorders: list[Recorder] = []
+
+    def app(url: str) -> Recorder:
+        recorders.append(Recorder(sdk_server(url)))
+        return recorders[-1]
+
+    async with running(app) as url:
+        path = tmp_path / "agent.yml"
+        path.write_text(
+            f"model: ollama:llama3\ntoolkit:\n  a2a:\n    - {{url: {url}, name: echo}}\n"
+        )
+        config = load_agent_config(path, environ={})
+        async with AsyncExitStack() as stack:
+            (echo,) = await build_toolkit(config, stack, environ={})
+            with anyio.fail_after(GUARD):
+                assert await echo.run("one") == "ONE"
+                assert await echo.run("two") == "TWO"
+        assert len(recorders[0].paths(CARD_PATH)) == 1
+        assert len(set(recorders[0].paths("/rpc"))) == 1  # one connection for both calls
+        # The stack closed the tool's client: a later call has to open a new connection.
+        async with echo:
+            with anyio.fail_after(GUARD):
+                assert await echo.run("three") == "THREE"
+        assert len(set(recorders[0].paths("/rpc"))) == 2
 
 
 async def test_a_remote_that_is_down_is_a_typed_error() -> None:

@@ -9,6 +9,7 @@ import json
 import os
 import sqlite3
 import sys
+from collections.abc import Sequence
 from contextlib import closing
 from pathlib import Path
 
@@ -180,6 +181,10 @@ async def test_ingest_is_incremental_and_prunes(corpus: Path, tmp_path: Path) ->
         assert changed.chunks_added == 1
         assert changed.chunks_kept >= 3
         assert await kb.count() == total - 1  # notes.txt had one chunk; guide swapped one
+        # The index matches the table (FTS5 checks every term of every row).
+        kb.database.read(
+            lambda c: c.execute("INSERT INTO chunks_fts (chunks_fts) VALUES ('integrity-check')")
+        )
         hits = await kb.search("hyperdrive")
         assert [h.source for h in hits] == ["kbdocs/guide.md"]
         assert await kb.search("warp") == []
@@ -193,6 +198,39 @@ async def test_ingest_is_incremental_and_prunes(corpus: Path, tmp_path: Path) ->
         assert await kb.count() == 0
     with closing(sqlite3.connect(db)) as conn:  # the FTS index followed the deletions
         assert conn.execute("SELECT count(*) FROM chunks_fts").fetchone() == (0,)
+        conn.execute("INSERT INTO chunks_fts (chunks_fts) VALUES ('integrity-check')")
+
+
+OLD_TRIGGERS = (  # what files made before the index was kept by statements hold
+    """CREATE TRIGGER chunks_ai AFTER INSERT ON chunks BEGIN
+        INSERT INTO chunks_fts (rowid, heading, text) VALUES (new.rowid, new.heading, new.text);
+        END""",
+    """CREATE TRIGGER chunks_ad AFTER DELETE ON chunks BEGIN
+        INSERT INTO chunks_fts (chunks_fts, rowid, heading, text)
+        VALUES ('delete', old.rowid, old.heading, old.text);
+        END""",
+)
+
+
+async def test_a_file_with_the_old_index_triggers_loses_them(corpus: Path, tmp_path: Path) -> None:
+    db = tmp_path / "old.db"
+    async with KnowledgeBase(db, max_chunk_chars=300) as kb:
+        await kb.ingest(corpus)
+    with closing(sqlite3.connect(db)) as conn:
+        for trigger in OLD_TRIGGERS:
+            conn.execute(trigger)
+        conn.commit()
+    async with KnowledgeBase(db, max_chunk_chars=300) as kb:  # would index every row twice
+        bump(corpus / "guide.md", GUIDE.replace("warp setting", "hyperdrive setting"))
+        await kb.ingest(corpus)
+        assert [h.source for h in await kb.search("hyperdrive")] == ["kbdocs/guide.md"]
+        total = await kb.count()
+    with closing(sqlite3.connect(db)) as conn:
+        assert (
+            conn.execute("SELECT name FROM sqlite_master WHERE type = 'trigger'").fetchall() == []
+        )
+        conn.execute("INSERT INTO chunks_fts (chunks_fts) VALUES ('integrity-check')")
+        assert conn.execute("SELECT count(*) FROM chunks_fts_docsize").fetchone() == (total,)
 
 
 async def test_a_missing_target_is_a_user_error(tmp_path: Path) -> None:
@@ -211,6 +249,22 @@ async def test_bm25_hits_carry_citations(corpus: Path) -> None:
         assert await kb.search("?!") == []  # no word, no query
         with pytest.raises(UserError, match="needs an embedder"):
             await kb.search("x", mode="dense")
+
+
+async def test_every_offload_setting_finds_the_same_passages(corpus: Path, tmp_path: Path) -> None:
+    db = tmp_path / "offload.db"
+    async with KnowledgeBase(db, max_chunk_chars=300) as kb:
+        await kb.ingest(corpus)
+        expected = await kb.search("parse the configuration file install", k=3)
+        assert len(expected) == 2
+    # Inline, always in a thread, and inline with a budget nothing meets (a search long
+    # enough for SQLite to check it is interrupted and run again in a worker thread; see
+    # test_persist_inline_read.py for the interruption itself).
+    for options in ({"offload": False}, {"offload_after": 0}, {"offload_after": 1e-9}):
+        async with KnowledgeBase(db, **options) as kb:  # type: ignore[arg-type]
+            assert await kb.search("parse the configuration file install", k=3) == expected
+    with pytest.raises(ConfigError, match="offload_after"):
+        KnowledgeBase(offload_after=-1)
 
 
 async def test_texts_and_create_rag(tmp_path: Path) -> None:
@@ -260,6 +314,52 @@ async def test_dense_and_hybrid_with_an_embeddings_endpoint(
             KnowledgeBase(db, embedder=other)
     finally:
         await other.aclose()
+
+
+async def test_a_changed_last_passage_keeps_its_new_vector(
+    tmp_path: Path, mock_server: MockLLMServer
+) -> None:
+    # The changed passage had the highest rowid: its replacement gets the same one, so the old
+    # vector must be gone before the new one is stored.
+    embedder = OpenAIEmbeddings("hash-64", mock_server.url)
+    cats = "Cats purr softly when they are content, and sleep for most of the day."
+    dogs = "Dogs bark loudly at the postman, every single morning, without fail."
+    owls = "Owls hoot at night from the old oak tree behind the barn, all year round."
+    db = tmp_path / "v.db"
+    async with embedder, KnowledgeBase(db, embedder=embedder, max_chunk_chars=100) as kb:
+        await kb.add_text("notes", f"{cats}\n\n{dogs}", kind="text")
+        await kb.add_text("notes", f"{cats}\n\n{owls}", kind="text")
+        assert await kb.count() == 2
+        vectors = kb.database.read(lambda c: c.execute("SELECT count(*) FROM chunks_vec"))
+        assert vectors.fetchone() == (2,)
+        hit = (await kb.search(owls, k=1, mode="dense"))[0]
+        assert hit.text == owls
+        assert hit.score > 0.99
+
+
+class ShortEmbedder:
+    """An embedder that answers one vector short."""
+
+    model = "short"
+
+    async def embed(self, texts: Sequence[str]) -> list[list[float]]:
+        return [[1.0, float(i)] for i in range(len(texts) - 1)]
+
+
+async def test_an_embedder_that_answers_too_few_vectors_fails_the_ingestion(
+    corpus: Path, tmp_path: Path
+) -> None:
+    async with KnowledgeBase(tmp_path / "short.db", embedder=ShortEmbedder()) as kb:
+        with pytest.raises(ProviderError, match=r"'short' returned \d+ vectors for \d+ texts"):
+            await kb.ingest(corpus)
+        assert await kb.count() == 0  # no passage without its vector
+    async with KnowledgeBase(tmp_path / "later.db") as kb:
+        await kb.add_text("notes", "One passage.")
+    async with KnowledgeBase(tmp_path / "later.db", embedder=ShortEmbedder()) as kb:
+        with pytest.raises(ProviderError, match="returned 0 vectors for 1 texts"):
+            await kb.add_text("notes", "One passage.")  # unchanged: the backfill checks too
+        with pytest.raises(ProviderError, match="returned 0 vectors for 1 texts"):
+            await kb.search("one", mode="dense")  # and a query's vector
 
 
 async def test_an_embeddings_endpoint_that_is_down_fails_the_ingestion(

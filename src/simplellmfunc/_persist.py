@@ -17,7 +17,10 @@ SelfReference store:
   fsync. The default is the database's; :meth:`SQLiteDatabase.write` may override it.
 * **One connection, one lock**: the connection is shared by the event loop thread and worker
   threads; a lock serialises every use. Async callers go through :meth:`aread` / :meth:`awrite`,
-  which run the blocking call in a worker thread (``anyio.to_thread``).
+  which run the blocking call in a worker thread (``anyio.to_thread``). A latency-sensitive read
+  (a search) may first try the caller's thread for a few milliseconds (``aread(inline_for=)``):
+  handing work to a thread costs little, but on a loaded machine the event loop's thread, asleep
+  while the worker runs, can wait milliseconds to be scheduled again once the result is ready.
 
 Several components may share one :class:`SQLiteDatabase` (pass the instance instead of a path):
 a component closes the database only when it opened it itself (:func:`open_database`).
@@ -43,6 +46,7 @@ import secrets
 import sqlite3
 import stat
 import threading
+import time
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
@@ -66,6 +70,12 @@ __all__ = [
 T = TypeVar("T")
 
 _BUSY_TIMEOUT_S = 30.0  # wait this long for another process's write lock before failing
+_PROGRESS_OPS = 1000  # SQLite VM steps between two deadline checks of an inline read (~0.1 ms)
+_INLINE_WALL_FACTOR = 10  # an inline read's wall-clock deadline, in CPU deadlines
+
+
+class _Overrun(Exception):
+    """An inline read did not get the lock, or ran past its deadline (and was interrupted)."""
 
 
 class SQLiteDatabase:
@@ -160,13 +170,62 @@ class SQLiteDatabase:
         except self._errors as exc:
             raise RunError(f"SQLite write failed on {self.path!r}: {exc}") from exc
 
-    async def aread(self, work: Callable[[sqlite3.Connection], T]) -> T:
+    async def aread(self, work: Callable[[sqlite3.Connection], T], *, inline_for: float = 0.0) -> T:
         """:meth:`read` in a worker thread.
+
+        Args:
+            work: What to read; with ``inline_for``, it must be safe to run twice.
+            inline_for: First run ``work`` in the caller's thread, for at most this many
+                seconds of that thread's CPU time (and ten times as long by the clock: a
+                loaded machine, a read waiting for the disk): a read that finishes in time
+                costs no thread switch; one that does not (SQLite interrupts it), or that finds
+                the connection busy, is run (again) in a worker thread. ``0``: always in a
+                worker thread.
 
         Raises:
             RunError: If SQLite fails.
         """
+        if inline_for > 0:
+            with contextlib.suppress(_Overrun):
+                return self._read_within(work, inline_for)
         return await anyio.to_thread.run_sync(self.read, work)
+
+    def _read_within(self, work: Callable[[sqlite3.Connection], T], seconds: float) -> T:
+        """:meth:`read`, interrupted by SQLite after ``seconds`` of CPU time (or ten times
+        that of wall time); never waits for the lock.
+
+        Raises:
+            _Overrun: If the lock is taken, or the deadline passed.
+            RunError: If SQLite fails otherwise.
+        """
+        if not self._lock.acquire(blocking=False):
+            raise _Overrun
+        started = time.perf_counter()
+        cpu_deadline = time.thread_time() + seconds
+        overrun = False
+
+        def past_deadline() -> bool:  # SQLite's progress handler: true interrupts the statement
+            nonlocal overrun
+            elapsed = time.perf_counter() - started
+            # The CPU clock costs a system call: it is read only once it could have run out.
+            overrun = elapsed > _INLINE_WALL_FACTOR * seconds or (
+                elapsed > seconds and time.thread_time() > cpu_deadline
+            )
+            return overrun
+
+        try:
+            self._check_open()
+            self._conn.set_progress_handler(past_deadline, _PROGRESS_OPS)
+            try:
+                return work(self._conn)
+            finally:
+                self._conn.set_progress_handler(None, 0)
+        except self._errors as exc:
+            if overrun:
+                raise _Overrun from exc
+            raise RunError(f"SQLite read failed on {self.path!r}: {exc}") from exc
+        finally:
+            self._lock.release()
 
     async def awrite(
         self, work: Callable[[sqlite3.Connection], T], *, durable: bool | None = None

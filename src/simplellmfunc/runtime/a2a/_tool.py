@@ -7,13 +7,20 @@ the remote's metadata) and ``a2a_artifact`` (text, append, last_chunk) — and r
 aborted, the remote task is cancelled. A remote that cannot be reached raises
 :class:`~simplellmfunc.exceptions.A2AConnectionError`; a task that ends failed, rejected or
 cancelled raises :class:`~simplellmfunc.exceptions.A2AError`.
+
+A tool reads the remote's card once and keeps one HTTP client (its connections) per event
+loop, for every call; a call that fails on the way (not a task the remote ended unsuccessfully)
+drops both, so the next one reads the card again. :meth:`A2AAgentTool.aclose` closes the
+client (a config agent's tools are closed with the agent).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
-from typing import Any
+from dataclasses import dataclass, field
+from types import TracebackType
+from typing import Any, Self
 
 import anyio
 import httpx
@@ -28,6 +35,7 @@ from a2a.types import (
     TaskState,
 )
 from a2a.utils.errors import A2AError as SDKError
+from anyio.lowlevel import RunVar
 
 from ...exceptions import A2AConnectionError, A2AError, UserError
 from ...tools import Tool, ToolContext
@@ -42,8 +50,20 @@ _FAILED: dict[int, str] = {
 _CANCEL_SECONDS = 5.0
 
 
+@dataclass(eq=False)
+class _Session:
+    """One event loop's HTTP client and SDK client for the remote agent."""
+
+    lock: anyio.Lock = field(default_factory=anyio.Lock)  # one first connection at a time
+    http: httpx.AsyncClient | None = None
+    client: Any = None  # the SDK's client, over ``http``
+
+
 class A2AAgentTool(Tool):
     """A remote A2A agent as a tool of a local one.
+
+    The tool keeps its HTTP connections between calls: close it when done (``await
+    tool.aclose()`` or ``async with tool:``); a config agent's tools are closed with the agent.
 
     Args:
         url: The remote agent's base URL (its card is at ``/.well-known/agent-card.json``).
@@ -70,6 +90,8 @@ class A2AAgentTool(Tool):
         self._headers = dict(headers or {})
         if token:
             self._headers["Authorization"] = f"Bearer {token}"
+        self._card: AgentCard | None = None  # read once, again after a failed call
+        self._sessions: RunVar[_Session] = RunVar(f"a2a_session_{id(self)}")
         super().__init__(
             name, description or f"Ask the remote agent at {self.url}.", timeout=timeout
         )
@@ -97,18 +119,69 @@ class A2AAgentTool(Tool):
         if not isinstance(task, str):
             raise UserError(f"tool {self.name}: 'task' must be a string")
         call = _Call(self, context)
-        async with httpx.AsyncClient(headers=self._headers, timeout=None) as http:
+        try:
             with self._errors():
-                card = await A2ACardResolver(http, self.url).get_agent_card()
-                client = ClientFactory(ClientConfig(httpx_client=http)).create(card)
-                try:
-                    return await call.send(client, task)
-                finally:
-                    await client.close()
+                return await call.send(await self._client(), task)
+        except A2AError as exc:
+            if exc.state is None:  # not the remote's answer: its card or address may be stale
+                await self._forget()
+            raise
 
     async def run(self, task: str) -> str:
         """Send ``task`` to the remote agent (the tool's one parameter)."""
         return await self.invoke({"task": task})
+
+    def _session(self) -> _Session:
+        try:
+            return self._sessions.get()
+        except LookupError:
+            session = _Session()
+            self._sessions.set(session)
+            return session
+
+    async def _client(self) -> Any:
+        """This event loop's SDK client (made, and the card read, on first use)."""
+        session = self._session()
+        async with session.lock:
+            if session.client is None:
+                http = httpx.AsyncClient(headers=self._headers, timeout=None)
+                try:
+                    if self._card is None:
+                        self._card = await A2ACardResolver(http, self.url).get_agent_card()
+                    config = ClientConfig(httpx_client=http)
+                    session.client = ClientFactory(config).create(self._card)
+                except BaseException:
+                    await http.aclose()
+                    raise
+                session.http = http
+            return session.client
+
+    async def _forget(self) -> None:
+        """Drop the card and close this loop's clients: the next call starts afresh."""
+        self._card = None
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        """Close the HTTP client of the current event loop (a later call opens a new one)."""
+        session = self._session()
+        client, http = session.client, session.http
+        session.client = session.http = None
+        with anyio.CancelScope(shield=True):
+            if client is not None:
+                await client.close()
+            if http is not None:
+                await http.aclose()
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()
 
     @contextmanager
     def _errors(self) -> Iterator[None]:
@@ -240,13 +313,15 @@ async def a2a_tool(
     async with httpx.AsyncClient(headers=probe._headers, timeout=30.0) as http:
         with probe._errors():
             card: AgentCard = await A2ACardResolver(http, probe.url).get_agent_card()
-    return A2AAgentTool(
+    made = A2AAgentTool(
         url,
         name=name or _tool_name(card.name),
         description=description or card.description or None,
         token=token,
         timeout=timeout,
     )
+    made._card = card  # its first call does not read it again
+    return made
 
 
 def _tool_name(text: str) -> str:

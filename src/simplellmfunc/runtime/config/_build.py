@@ -196,16 +196,16 @@ async def build_toolkit(
     if section.a2a:
         from ..a2a import A2AAgentTool
 
-        toolkit.extend(
-            A2AAgentTool(
+        for a in section.a2a:
+            remote = A2AAgentTool(
                 a.url,
                 name=a.name,
                 description=a.description,
                 token=env_settings(environ).get(a.token_env) if a.token_env else None,
                 timeout=a.timeout,
             )
-            for a in section.a2a
-        )
+            stack.push_async_callback(remote.aclose)  # its HTTP client
+            toolkit.append(remote)
     if section.mcpServers:
         from ...mcp import MCPServerGroup
 

@@ -19,7 +19,7 @@ import hashlib
 import itertools
 import re
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Final, Literal
 
 __all__ = ["Chunk", "DocKind", "chunk_id", "chunk_text"]
@@ -29,6 +29,7 @@ DocKind = Literal["markdown", "python", "code", "text"]
 _HEADING: Final = re.compile(r"^(#{1,6})\s+(.+?)\s*#*\s*$")
 _FENCE: Final = re.compile(r"^\s{0,3}(`{3,}|~{3,})")
 _PY_TOP: Final = re.compile(r"^(async\s+def|def|class)\s+\w+")
+_PY_TOP_WORDS: Final = ("async", "def", "class")
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,10 +58,10 @@ class _Block:
     start: int  # 0-based line index
     lines: tuple[str, ...]
     atomic: bool  # a fenced code block: keep whole when it fits
+    size: int = field(init=False)  # characters, a newline after each line
 
-    @property
-    def size(self) -> int:
-        return sum(len(line) + 1 for line in self.lines)
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "size", sum(map(len, self.lines)) + len(self.lines))
 
 
 @dataclass(frozen=True, slots=True)
@@ -132,7 +133,11 @@ def _markdown_sections(lines: list[str]) -> Iterator[_Section]:
 
 
 def _python_sections(lines: list[str]) -> Iterator[_Section]:
-    starts = [i for i, line in enumerate(lines) if _PY_TOP.match(line)]
+    starts = [
+        i
+        for i, line in enumerate(lines)
+        if line.startswith(_PY_TOP_WORDS) and _PY_TOP.match(line)  # the cheap test first
+    ]
     # A definition owns the decorators and comments right above it.
     owned = []
     for start in starts:

@@ -2,7 +2,10 @@
 
 * ``files``: one row per ingested file (path, source, root, size, mtime, content hash).
 * ``chunks``: the passages; ``chunks_fts`` an FTS5 index over their heading and text (external
-  content, kept in step by triggers; ``porter`` stemming; BM25 with the heading weighted 2×).
+  content; ``porter`` stemming; BM25 with the heading weighted 2×). The index is kept in step
+  by :func:`insert_chunks` and :func:`delete_chunks`, one statement for many rows, not by
+  triggers: FTS5 flushes its pending terms at every statement savepoint, and a trigger opens
+  one per row (files made with the triggers lose them when opened).
 * ``meta``: key/value (the embedding model and its dimensions).
 * ``chunks_vec``: a ``sqlite-vec`` table of the chunks' vectors (see :mod:`._vectors`), created
   with the first vector.
@@ -45,16 +48,12 @@ SCHEMA: Final = (
     "CREATE INDEX IF NOT EXISTS chunks_path ON chunks (path)",
     """CREATE VIRTUAL TABLE IF NOT EXISTS chunks_fts USING fts5 (
         heading, text, content='chunks', content_rowid='rowid', tokenize='porter unicode61')""",
-    """CREATE TRIGGER IF NOT EXISTS chunks_ai AFTER INSERT ON chunks BEGIN
-        INSERT INTO chunks_fts (rowid, heading, text) VALUES (new.rowid, new.heading, new.text);
-        END""",
-    """CREATE TRIGGER IF NOT EXISTS chunks_ad AFTER DELETE ON chunks BEGIN
-        INSERT INTO chunks_fts (chunks_fts, rowid, heading, text)
-        VALUES ('delete', old.rowid, old.heading, old.text);
-        END""",
+    "DROP TRIGGER IF EXISTS chunks_ai",  # an index update per row: see the module docstring
+    "DROP TRIGGER IF EXISTS chunks_ad",
     "INSERT OR IGNORE INTO chunks_fts (chunks_fts, rank) VALUES ('rank', 'bm25(2.0, 1.0)')",
 )
 
+_BATCH: Final = 500  # rowids per statement (old SQLite builds allow 999 parameters)
 _WORD: Final = re.compile(r"\w+")
 _STOP: Final = frozenset(
     [
@@ -154,16 +153,25 @@ def chunk_rowids(conn: sqlite3.Connection, path: str) -> dict[str, int]:
     return dict(rows)
 
 
-def insert_chunks(conn: sqlite3.Connection, path: str, chunks: Iterable[Chunk]) -> list[int]:
-    """Add chunks of ``path``; their rowids, in order."""
-    rowids = []
-    for c in chunks:
-        cursor = conn.execute(
-            "INSERT INTO chunks (id, path, source, heading, start_line, end_line, text) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?)",
-            (c.id, path, c.source, c.heading, c.start_line, c.end_line, c.text),
-        )
-        rowids.append(int(cursor.lastrowid or 0))
+def insert_chunks(conn: sqlite3.Connection, chunks: Sequence[tuple[str, Chunk]]) -> list[int]:
+    """Add chunks, each with its file's path, and index them; their rowids, in order."""
+    if not chunks:
+        return []
+    first = int(conn.execute("SELECT coalesce(max(rowid), 0) + 1 FROM chunks").fetchone()[0])
+    rowids = list(range(first, first + len(chunks)))
+    conn.executemany(
+        "INSERT INTO chunks (rowid, id, path, source, heading, start_line, end_line, text) "
+        "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+        [
+            (rowid, c.id, path, c.source, c.heading, c.start_line, c.end_line, c.text)
+            for rowid, (path, c) in zip(rowids, chunks, strict=True)
+        ],
+    )
+    conn.execute(
+        "INSERT INTO chunks_fts (rowid, heading, text) "
+        "SELECT rowid, heading, text FROM chunks WHERE rowid >= ?",
+        (first,),
+    )
     return rowids
 
 
@@ -176,8 +184,16 @@ def move_chunks(conn: sqlite3.Connection, chunks: Iterable[Chunk]) -> None:
 
 
 def delete_chunks(conn: sqlite3.Connection, rowids: Sequence[int]) -> None:
-    """Remove chunks by rowid (the FTS index follows by trigger)."""
-    conn.executemany("DELETE FROM chunks WHERE rowid = ?", [(r,) for r in rowids])
+    """Remove chunks by rowid, from the table and the FTS index."""
+    for start in range(0, len(rowids), _BATCH):
+        batch = rowids[start : start + _BATCH]
+        marks = ", ".join("?" * len(batch))
+        conn.execute(
+            "INSERT INTO chunks_fts (chunks_fts, rowid, heading, text) "
+            f"SELECT 'delete', rowid, heading, text FROM chunks WHERE rowid IN ({marks})",
+            batch,
+        )
+        conn.execute(f"DELETE FROM chunks WHERE rowid IN ({marks})", batch)
 
 
 def delete_files(conn: sqlite3.Connection, paths: Iterable[str]) -> list[int]:

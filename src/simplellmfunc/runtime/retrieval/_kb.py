@@ -28,7 +28,7 @@ import anyio
 import anyio.to_thread
 
 from ..._persist import DatabaseLike, SQLiteDatabase, open_database
-from ...exceptions import ConfigError, UserError
+from ...exceptions import ConfigError, ProviderError, UserError
 from . import _index as idx
 from ._chunk import Chunk, DocKind, chunk_text
 from ._files import FileEntry, read_chunks, walk
@@ -177,10 +177,16 @@ class KnowledgeBase:
             :class:`~simplellmfunc.providers.OpenAIEmbeddings`); needs ``sqlite-vec`` (the
             ``[rag]`` extra). Without one, search is BM25 only.
         max_chunk_chars: Target passage size in characters.
-        offload: Run searches' SQLite work in a worker thread, so the event loop stays free
-            while a large index is searched (the default). ``False`` runs it in the caller's
-            thread, which saves the two thread switches per search when nothing else shares
-            the loop (the ``rag search`` command). Ingestion is always offloaded.
+        offload: Keep the event loop free while a large index is searched (the default): a
+            search's SQLite work runs in the caller's thread for at most ``offload_after``
+            seconds of CPU time, and one that takes longer is interrupted and run again in a
+            worker thread (see :meth:`SQLiteDatabase.aread
+            <simplellmfunc.runtime.SQLiteDatabase.aread>`). ``False`` always runs it in the
+            caller's thread (the ``rag search`` command, where nothing else shares the loop).
+            Ingestion is always offloaded.
+        offload_after: The most CPU time a search may take on the event loop's thread
+            (default 10 ms; ten times that by the clock, 100 ms: asyncio's slow-callback
+            threshold); ``0`` sends every search to a worker thread.
 
     Raises:
         ConfigError: If the file cannot be opened, or an embedder is given and ``sqlite-vec``
@@ -194,12 +200,16 @@ class KnowledgeBase:
         embedder: Embedder | None = None,
         max_chunk_chars: int = 1500,
         offload: bool = True,
+        offload_after: float = 0.01,
     ) -> None:
         if max_chunk_chars < 100:
             raise ConfigError(f"max_chunk_chars must be at least 100, got {max_chunk_chars}")
+        if offload_after < 0:
+            raise ConfigError(f"offload_after must be at least 0, got {offload_after}")
         self.embedder = embedder
         self.max_chunk_chars = max_chunk_chars
         self.offload = offload
+        self.offload_after = offload_after
         self._writing = anyio.Lock()  # one ingestion or deletion at a time: plans read state
         driver, self._vec = self._driver(embedder is not None)
         if isinstance(path, str | os.PathLike) and str(path) != ":memory:":
@@ -366,9 +376,10 @@ class KnowledgeBase:
             if chunk.id not in existing[change.entry.path]
         ]
         vectors: list[list[float]] = []
+        fresh_vectors: dict[str, list[float]] = {}
         if self.embedder is not None and fresh:
-            vectors = await self.embedder.embed([_embed_text(c.heading, c.text) for c in fresh])
-        fresh_vectors = {c.id: v for c, v in zip(fresh, vectors, strict=False)}
+            vectors = await self._embed([_embed_text(c.heading, c.text) for c in fresh])
+            fresh_vectors = {c.id: v for c, v in zip(fresh, vectors, strict=True)}
         counts = await self._db.awrite(
             lambda conn: self._write(conn, plan, existing, fresh_vectors)
         )
@@ -388,6 +399,23 @@ class KnowledgeBase:
             seconds=time.perf_counter() - started,
         )
 
+    async def _embed(self, texts: list[str]) -> list[list[float]]:
+        """The embedder's vectors for ``texts``, one each.
+
+        Raises:
+            ProviderError: If the embedder fails, or answers another number of vectors (a
+                passage must not be kept without its vector, nor with another's).
+        """
+        assert self.embedder is not None
+        vectors = await self.embedder.embed(texts)
+        if len(vectors) != len(texts):
+            raise ProviderError(
+                f"the embedder {self.embedder.model!r} returned {len(vectors)} vectors for "
+                f"{len(texts)} texts",
+                provider="embeddings",
+            )
+        return vectors
+
     async def _backfill(self) -> int:
         """Embed the passages that have no vector yet (a knowledge base built without an
         embedder, given one now); how many."""
@@ -395,7 +423,7 @@ class KnowledgeBase:
         missing = await self._db.aread(missing_vectors)
         if not missing:
             return 0
-        vectors = await self.embedder.embed([_embed_text(h, t) for _, h, t in missing])
+        vectors = await self._embed([_embed_text(h, t) for _, h, t in missing])
         rowids = [rowid for rowid, _, _ in missing]
         await self._db.awrite(lambda conn: add_vectors(conn, rowids, vectors))
         return len(missing)
@@ -409,6 +437,7 @@ class KnowledgeBase:
     ) -> tuple[int, int]:
         removed = idx.delete_files(conn, plan.gone)
         kept = 0
+        new: list[tuple[str, Chunk]] = []
         for change in plan.changes:
             old = existing[change.entry.path]
             ids = {c.id for c in change.chunks}
@@ -418,17 +447,21 @@ class KnowledgeBase:
             stay = [c for c in change.chunks if c.id in old]
             idx.move_chunks(conn, stay)
             kept += len(stay)
-            new = [c for c in change.chunks if c.id not in old]
-            rowids = idx.insert_chunks(conn, change.entry.path, new)
-            with_vectors = [
-                (r, vectors[c.id]) for r, c in zip(rowids, new, strict=True) if c.id in vectors
-            ]
-            if with_vectors:
-                add_vectors(conn, [r for r, _ in with_vectors], [v for _, v in with_vectors])
+            new += [(change.entry.path, c) for c in change.chunks if c.id not in old]
+        # Before the inserts: a new chunk may get the rowid of one removed now.
+        delete_vectors(conn, removed)
+        rowids = idx.insert_chunks(conn, new)
+        with_vectors = [
+            (rowid, vectors[c.id])
+            for rowid, (_, c) in zip(rowids, new, strict=True)
+            if c.id in vectors
+        ]
+        if with_vectors:
+            add_vectors(conn, [r for r, _ in with_vectors], [v for _, v in with_vectors])
+        for change in plan.changes:
             idx.upsert_file(conn, change.entry, change.sha256, len(change.chunks))
         for entry, sha, count in plan.touched:
             idx.upsert_file(conn, entry, sha, count)
-        delete_vectors(conn, removed)
         return len(removed), kept
 
     async def delete(self, *targets: str | os.PathLike[str]) -> int:
@@ -478,7 +511,7 @@ class KnowledgeBase:
             return [_passage(row) for row in rows]
         if self.embedder is None:
             raise UserError(f"{mode} search needs an embedder (KnowledgeBase(embedder=...))")
-        vector = (await self.embedder.embed([query]))[0]
+        (vector,) = await self._embed([query])
         if mode == "dense":
             rows = await self._search_read(lambda conn: nearest(conn, vector, k))
             return [_passage(row) for row in rows]
@@ -492,7 +525,9 @@ class KnowledgeBase:
         return rrf([keyword, dense], k)
 
     async def _search_read(self, work: Callable[[Any], T]) -> T:
-        return await self._db.aread(work) if self.offload else self._db.read(work)
+        if not self.offload:
+            return self._db.read(work)
+        return await self._db.aread(work, inline_for=self.offload_after)
 
     async def sources(self) -> list[SourceInfo]:
         """Every ingested source, by name."""
