@@ -237,12 +237,15 @@ async def test_group_chat_selector_function_predicate_and_max_rounds() -> None:
 
 async def test_group_chat_llm_selector() -> None:
     agents_llm = ScriptedLLM(["from bob", "from alice TERMINATE"])
-    alice, bob = chat_agent(agents_llm, "alice"), chat_agent(agents_llm, "bob")
+    alice = chat_agent(agents_llm, "alice", "Writes the drafts.\n\nIn short sentences.")
+    bob = chat_agent(agents_llm, "bob")
     chooser = ScriptedLLM(["Bob should speak.", "nobody"])
-    selector = LLMSelector(chooser, {"alice": "writes", "bob": "reviews"})
+    selector = LLMSelector(chooser, {"bob": "reviews"})
     result = await GroupChat([alice, bob], speaker=selector).run("go")
     assert [m.speaker for m in result.messages] == ["user", "bob", "alice"]  # then round robin
-    assert "- bob: reviews" in chooser.requests[0].messages[0].content
+    roster = chooser.requests[0].messages[0].content
+    assert "- bob: reviews" in roster
+    assert "- alice: Writes the drafts.\n" in roster  # its docstring's first line
     assert selector.usage.calls == 2
 
 

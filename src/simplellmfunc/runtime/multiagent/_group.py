@@ -18,6 +18,7 @@ from typing import Any, Literal
 from ..._abort import AbortSignal
 from ..._messages import SystemMessage, UserMessage
 from ..._usage import Usage
+from ...decorators import agent_description
 from ...engine import Emitter
 from ...exceptions import UserError
 from ...providers import LLMInterface, LLMRequest
@@ -163,6 +164,9 @@ class GroupChat(Team[GroupChatResult]):
             raise UserError("max_rounds must be at least 1")
         self._members = {m.name: m for m in members(agents)}
         self._select: SpeakerSelector = _round_robin if speaker == "round_robin" else speaker
+        if isinstance(speaker, LLMSelector):  # undescribed agents: their docstrings' first lines
+            for member in self._members.values():
+                speaker.descriptions.setdefault(member.name, agent_description(member.agent))
         self.max_rounds = max_rounds
         self.stop_keywords = tuple(stop_keywords)
         self.until = until

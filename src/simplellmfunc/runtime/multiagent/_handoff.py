@@ -19,7 +19,7 @@ from ..._abort import AbortSignal, PauseSignal
 from ..._messages import history_to_dicts
 from ..._mutations import UserMessageMutation
 from ..._usage import Usage
-from ...decorators import agent_name
+from ...decorators import agent_description, agent_name
 from ...engine import Emitter, RunResult, current_run
 from ...exceptions import UserError
 from ...tools import Tool, ToolContext
@@ -84,8 +84,8 @@ class _TransferTool(Tool):
 
     def __init__(self, source: str, target: Member) -> None:
         self._source, self._target = source, target.name
-        doc = (getattr(target.agent, "__doc__", None) or "").strip().splitlines()
-        about = f" ({doc[0]})" if doc else ""
+        doc = agent_description(target.agent)
+        about = f" ({doc})" if doc else ""
         super().__init__(
             f"transfer_to_{target.name}",
             f"Hand the conversation over to the agent {target.name!r}{about}; it answers "
