@@ -147,6 +147,12 @@ async def test_nested_handoffs_route_through_the_graph(
     assert result.history[-1]["name"] == "refunds"
     tools = [offered(r) for r in server.requests]  # each file opened once
     assert tools == [["transfer_to_billing"], ["transfer_to_refunds"], ["transfer_to_desk"]]
+    # A team member is one agent: a handing-off agent in a group is refused, by its file.
+    crowd = write(
+        tmp_path / "crowd.yml", "kind: group\nmodel: openai:m\nagents: [desk.yml, billing.yml]\n"
+    )
+    with pytest.raises(ConfigError, match=r"desk\.yml: a handing-off agent cannot be a member"):
+        await run_config(crowd, "hi", environ=env)
 
 
 async def test_a_handoff_cycle_is_bounded(
