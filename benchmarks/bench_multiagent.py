@@ -8,10 +8,16 @@ Floors, measured in the same run with the same number of LLM calls over the same
 * handoff: the same by hand — ``triage`` with a plain ``transfer_to_billing`` tool that pauses
   its run, then ``billing.resume(history + note)`` — vs ``Handoff(triage, {triage: [billing]})``
   (2 LLM calls and 1 tool call each);
-* group chat: 20 direct calls of one agent with a history growing like the chat's vs a
-  4-agent ``GroupChat`` of 20 rounds.
+* group chat: 20 direct calls, each agent continuing its own history with the chat's new
+  messages, vs a 4-agent ``GroupChat`` of 20 rounds.
 
-Client CPU is this process's CPU time (the server's is not counted). Target: ≤ 1.1× the floor.
+Like with like: before timing, each floor and its multi-agent variant run once against an
+in-process mock server answering like the benchmark's; the number of LLM requests, the messages
+in each and the request bytes are printed, and the benchmark stops if the requests or message
+counts differ.
+
+Client CPU is this process's CPU time (the server's is not counted), the best of 5 blocks,
+floor and variant blocks alternating. Target: ≤ 1.1× the floor.
 
 Run: ``python benchmarks/bench_multiagent.py``.
 """
@@ -19,7 +25,7 @@ Run: ``python benchmarks/bench_multiagent.py``.
 from __future__ import annotations
 
 import argparse
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 import anyio
@@ -27,8 +33,18 @@ from _common import MockServerProcess, fmt, measure, print_table
 
 from simplellmfunc import OpenAICompatible, PauseSignal, llm_chat, tool
 from simplellmfunc.runtime.multiagent import GroupChat, Handoff
+from simplellmfunc.testing import MockLLMServer
+from simplellmfunc.testing.mock_server import parse_args, react_reply
 
 REPEATS = 5
+Body = Callable[[], Awaitable[Any]]
+Pair = tuple[Body, Body]
+"""A floor and the multi-agent variant doing the same LLM calls."""
+
+TOOL_ARGS = ["--react-steps", "2", "--only-with-tools"]
+AS_TOOL_SERVER = [*TOOL_ARGS, "--tool-name", "researcher", "--tool-args", '{"task": "q"}']
+HANDOFF_SERVER = [*TOOL_ARGS, "--tool-name", "transfer_to_billing"]
+GROUP_SERVER = ["--reply-text", "I agree, and one more point."]
 
 
 def agent(llm: OpenAICompatible, name: str, toolkit: list[Any] | None = None) -> Any:
@@ -47,115 +63,149 @@ async def drain(chat: Any, *args: Any, **kwargs: Any) -> list[dict[str, Any]]:
     return history
 
 
-async def best_cpu(body: Callable[[], Awaitable[None]], iterations: int) -> float:
-    """The lowest CPU seconds per iteration over REPEATS blocks (after one warm-up block)."""
-    for _ in range(3):
+async def best_cpu(pair: Pair, iterations: int) -> tuple[float, float]:
+    """The lowest CPU seconds per iteration of the floor and of the variant over REPEATS
+    blocks each (after warm-up blocks), the blocks alternating so that a change of the
+    machine's load weighs on both alike."""
+    for body in pair * 3:
         await body()
-    best = float("inf")
+    best = [float("inf"), float("inf")]
     for _ in range(REPEATS):
-        with measure() as m:
-            for _ in range(iterations):
-                await body()
-        best = min(best, m.cpu / iterations)
-    return best
+        for index, body in enumerate(pair):
+            with measure() as m:
+                for _ in range(iterations):
+                    await body()
+            best[index] = min(best[index], m.cpu / iterations)
+    return best[0], best[1]
 
 
-async def as_tool_rows(url: str, iterations: int) -> list[list[Any]]:
+def as_tool_pair(llm: OpenAICompatible) -> Pair:
+    researcher = agent(llm, "researcher")
+
+    @tool
+    async def researcher_direct(task: str) -> str:
+        """You are researcher.
+
+        Args:
+            task: The task for the agent, in full.
+        """
+        history = await drain(researcher, task)
+        return str(history[-1]["content"])
+
+    researcher_direct.name = "researcher"
+    direct_boss = agent(llm, "boss", [researcher_direct])
+    tool_boss = agent(llm, "boss", [researcher.as_tool()])
+    return (lambda: drain(direct_boss, "q")), (lambda: drain(tool_boss, "q"))
+
+
+def handoff_pair(llm: OpenAICompatible) -> Pair:
+    triage, billing = agent(llm, "triage"), agent(llm, "billing")
+    signal: list[PauseSignal] = [PauseSignal()]
+
+    @tool
+    async def transfer_to_billing(reason: str = "") -> str:
+        """Hand the conversation over to the agent 'billing' (You are billing.); it answers the
+        user from here on.
+
+        Args:
+            reason: Why, in one sentence, for the next agent.
+        """
+        signal[0].pause()
+        return "Transferred to billing."
+
+    by_hand = agent(llm, "triage", [transfer_to_billing])
+    note = {"role": "user", "content": "[handoff] triage handed the conversation to you (billing)."}
+
+    async def direct() -> None:
+        signal[0] = PauseSignal()
+        history = await drain(by_hand, "refund?", _pause_signal=signal[0])
+        async for _item in billing.resume([*history, note]):
+            pass
+
+    team = Handoff(triage, {triage: [billing]})
+
+    async def handed() -> None:
+        await team.run("refund?")
+
+    return direct, handed
+
+
+def group_pair(llm: OpenAICompatible, rounds: int) -> Pair:
+    members = [agent(llm, f"a{i}") for i in range(4)]
+    chat = GroupChat(members, max_rounds=rounds, stop_keywords=())
+
+    async def direct() -> None:
+        # Each agent continues its own history; its new message holds what the others said.
+        histories: list[list[dict[str, Any]]] = [[] for _ in members]
+        unheard: list[list[str]] = [["[user]: discuss"] for _ in members]
+        for n in range(rounds):
+            me = n % 4
+            heard = "\n\n".join(unheard[me])
+            prompt = f"{heard}\n\n[you are a{me}; it is your turn]"
+            histories[me] = await drain(members[me], prompt, history=histories[me])
+            histories[me][-2] = {"role": "user", "content": heard}  # as the chat keeps it
+            said = f"[a{me}]: {histories[me][-1]['content']}"
+            unheard[me] = []
+            for other in range(4):
+                if other != me:
+                    unheard[other].append(said)
+
+    async def grouped() -> None:
+        result = await chat.run("discuss")
+        assert result.rounds == rounds
+
+    return direct, grouped
+
+
+async def wire_row(label: str, server_args: Sequence[str], make: Callable[[Any], Pair]) -> str:
+    """Run the pair once each on an in-process server answering like the benchmark's; check
+    they send the same requests (count and messages per request)."""
+    shapes = []
+    reply = react_reply(parse_args(server_args))
+    async with (
+        MockLLMServer(default=reply) as server,
+        OpenAICompatible("sk-bench", "mock", server.url) as llm,
+    ):
+        for body in make(llm):
+            server.reset()
+            await body()
+            requests = server.requests
+            counts = [len(r.json["messages"]) for r in requests]
+            shapes.append((len(requests), counts, sum(r.body_bytes_len for r in requests)))
+    (floor_n, floor_counts, floor_bytes), (cost_n, cost_counts, cost_bytes) = shapes
+    if (floor_n, floor_counts) != (cost_n, cost_counts):
+        raise SystemExit(f"{label}: not like with like: floor {shapes[0]}, variant {shapes[1]}")
+    return (
+        f"{label}: both send {floor_n} LLM requests of {sum(floor_counts)} messages "
+        f"({floor_bytes} vs {cost_bytes} request bytes)"
+    )
+
+
+async def rows_of(label: str, url: str, make: Callable[[Any], Pair], iterations: int) -> list[Any]:
     async with OpenAICompatible("sk-bench", "mock", url) as llm:
-        researcher = agent(llm, "researcher")
-
-        @tool
-        async def researcher_direct(task: str) -> str:
-            """Ask the researcher."""
-            history = await drain(researcher, task)
-            return str(history[-1]["content"])
-
-        researcher_direct.name = "researcher"
-        direct_boss = agent(llm, "boss", [researcher_direct])
-        tool_boss = agent(llm, "boss", [researcher.as_tool()])
-        floor = await best_cpu(lambda: drain(direct_boss, "q"), iterations)
-        cost = await best_cpu(lambda: drain(tool_boss, "q"), iterations)
-    return [["agent as tool (3 LLM calls)", fmt(floor * 1e3), fmt(cost * 1e3), fmt(cost / floor)]]
-
-
-async def handoff_rows(url: str, iterations: int) -> list[list[Any]]:
-    async with OpenAICompatible("sk-bench", "mock", url) as llm:
-        triage, billing = agent(llm, "triage"), agent(llm, "billing")
-        signal: list[PauseSignal] = [PauseSignal()]
-
-        @tool
-        async def transfer_to_billing(reason: str = "") -> str:
-            """Hand the conversation over to billing."""
-            signal[0].pause()
-            return "Transferred to billing."
-
-        by_hand = agent(llm, "triage", [transfer_to_billing])
-        note = {"role": "user", "content": "[handoff] triage handed the conversation to you."}
-
-        async def direct() -> None:
-            signal[0] = PauseSignal()
-            history = await drain(by_hand, "refund?", _pause_signal=signal[0])
-            async for _item in billing.resume([*history, note]):
-                pass
-
-        team = Handoff(triage, {triage: [billing]})
-
-        async def handed() -> None:
-            await team.run("refund?")
-
-        floor = await best_cpu(direct, iterations)
-        cost = await best_cpu(handed, iterations)
-    return [["handoff (2 LLM calls)", fmt(floor * 1e3), fmt(cost * 1e3), fmt(cost / floor)]]
-
-
-async def group_rows(url: str, rounds: int) -> list[list[Any]]:
-    async with OpenAICompatible("sk-bench", "mock", url) as llm:
-        members = [agent(llm, f"a{i}") for i in range(4)]
-        chat = GroupChat(members, max_rounds=rounds, stop_keywords=())
-
-        async def direct() -> None:
-            history: list[dict[str, Any]] = []
-            for n in range(rounds):
-                history = await drain(members[n % 4], f"turn {n}", history=history)
-
-        async def grouped() -> None:
-            result = await chat.run("discuss")
-            assert result.rounds == rounds
-
-        with measure() as wall:
-            await grouped()
-        floor = await best_cpu(direct, 1)
-        cost = await best_cpu(grouped, 1)
-    return [
-        [
-            f"group chat, 4 agents × {rounds} rounds",
-            fmt(floor * 1e3),
-            fmt(cost * 1e3),
-            fmt(cost / floor),
-        ],
-        [
-            f"  (one chat: {fmt(wall.wall * 1e3)} ms wall, "
-            f"{fmt(cost / rounds * 1e3)} ms CPU/round)",
-            "",
-            "",
-            "",
-        ],
-    ]
+        floor, cost = await best_cpu(make(llm), iterations)
+    return [label, fmt(floor * 1e3), fmt(cost * 1e3), fmt(cost / floor)]
 
 
 async def main(iterations: int, rounds: int) -> None:
+    def group(llm: Any) -> Pair:
+        return group_pair(llm, rounds)
+
+    cases: list[tuple[str, list[str], Callable[[Any], Pair], int]] = [
+        ("agent as tool (3 LLM calls)", AS_TOOL_SERVER, as_tool_pair, iterations),
+        ("handoff (2 LLM calls)", HANDOFF_SERVER, handoff_pair, iterations),
+        (f"group chat, 4 agents × {rounds} rounds", GROUP_SERVER, group, 1),
+    ]
+    checks = [await wire_row(label, args, make) for label, args, make, _ in cases]
     rows: list[list[Any]] = []
-    tool_args = ["--react-steps", "2", "--only-with-tools"]
-    with MockServerProcess(
-        [*tool_args, "--tool-name", "researcher", "--tool-args", '{"task": "q"}']
-    ) as server:
-        rows += await as_tool_rows(server.url, iterations)
-    with MockServerProcess([*tool_args, "--tool-name", "transfer_to_billing"]) as server:
-        rows += await handoff_rows(server.url, iterations)
-    with MockServerProcess(["--reply-text", "I agree, and one more point."]) as server:
-        rows += await group_rows(server.url, rounds)
+    for label, args, make, count in cases:
+        with MockServerProcess(args) as server:
+            rows.append(await rows_of(label, server.url, make, count))
     headers = ["variant", "floor ms CPU", "multi-agent ms CPU", "ratio (target ≤ 1.1)"]
     print_table(headers, rows, title="Multi-agent client CPU per run, vs direct calls")
+    print("Like with like (one run of each against an in-process mock server):")
+    for line in checks:
+        print(f"  {line}")
 
 
 if __name__ == "__main__":

@@ -133,7 +133,8 @@ def test_toml_and_json_errors_have_lines_too(tmp_path: Path) -> None:
     )
     text = problems(json_file)
     assert "a.json:2: model.temperature: Input should be a valid number" in text
-    assert "a.json:3: kind: Input should be 'simple', 'react', 'chain' or 'group'" in text
+    kinds = "'simple', 'react', 'chain', 'group' or 'parallel'"
+    assert f"a.json:3: kind: Input should be {kinds}" in text
 
 
 def test_json_that_yaml_cannot_read_still_gets_lines(tmp_path: Path) -> None:

@@ -164,6 +164,31 @@ async def test_handoff_continues_with_a_valid_history_and_reports_the_agent() ->
     )
 
 
+async def test_handoff_goes_on_after_a_history_with_the_agent_that_answered() -> None:
+    triage, billing, llm = billing_team()
+    team = Handoff(triage, {triage: [billing], billing: [triage]})
+    first = await team.run("refund please")
+    assert first.history[-1] == {
+        "role": "assistant",
+        "content": "Refund issued.",
+        "name": "billing",
+    }
+    llm.script("It is on its way.")
+    second = await team.run("when?", history=first.history)
+    assert (second.text, second.agent, second.path) == (
+        "It is on its way.",
+        "billing",
+        ("billing",),
+    )
+    sent = llm.requests[-1].messages
+    assert (sent[0].content, sent[-1].content) == ("You handle billing.", "when?")
+    assert_valid(second.history)
+    assert len(second.history) == len(first.history) + 2
+    llm.script("Hello.")  # an unnamed answer (or none): the entry agent goes on
+    third = await team.run("hi", history=[{"role": "user", "content": "x"}])
+    assert third.path == ("triage",)
+
+
 async def test_handoff_input_filter_and_events_in_one_stream() -> None:
     triage, billing, llm = billing_team()
     team = Handoff(triage, {triage: [billing]}, input_filter=drop_tool_turns)
@@ -220,6 +245,25 @@ async def test_group_chat_round_robin_turn_order_and_keyword() -> None:
         validate_history(request.messages)
 
 
+async def test_group_chat_goes_on_after_a_history() -> None:
+    llm = ScriptedLLM(["idea 1", "critique 1", "idea 2", "critique 2"])
+    writer, critic = chat_agent(llm, "writer"), chat_agent(llm, "critic")
+    chat = GroupChat([writer, critic], max_rounds=2)
+    first = await chat.run("write a slogan")
+    assert first.history == [
+        {"role": "user", "content": "write a slogan"},
+        {"role": "assistant", "name": "writer", "content": "idea 1"},
+        {"role": "assistant", "name": "critic", "content": "critique 1"},
+    ]
+    second = await chat.run("shorter", history=first.history)
+    speakers = [m.speaker for m in second.messages]
+    assert speakers == ["user", "writer", "critic", "user", "writer", "critic"]
+    assert (second.rounds, second.text) == (2, "critique 2")  # max_rounds counts this run's
+    sent = llm.requests[2].messages  # the writer sees its own turn and what came since
+    assert [m.role for m in sent] == ["system", "user", "assistant", "user"]
+    assert sent[3].content.startswith("[critic]: critique 1\n\n[user]: shorter")
+
+
 async def test_group_chat_selector_function_predicate_and_max_rounds() -> None:
     llm = ScriptedLLM(default="ok")
     a, b, c = (chat_agent(llm, n) for n in "abc")
@@ -239,12 +283,15 @@ async def test_group_chat_selector_function_predicate_and_max_rounds() -> None:
 
 async def test_group_chat_llm_selector() -> None:
     agents_llm = ScriptedLLM(["from bob", "from alice TERMINATE"])
-    alice, bob = chat_agent(agents_llm, "alice"), chat_agent(agents_llm, "bob")
+    alice = chat_agent(agents_llm, "alice", "Writes the drafts.\n\nIn short sentences.")
+    bob = chat_agent(agents_llm, "bob")
     chooser = ScriptedLLM(["Bob should speak.", "nobody"])
-    selector = LLMSelector(chooser, {"alice": "writes", "bob": "reviews"})
+    selector = LLMSelector(chooser, {"bob": "reviews"})
     result = await GroupChat([alice, bob], speaker=selector).run("go")
     assert [m.speaker for m in result.messages] == ["user", "bob", "alice"]  # then round robin
-    assert "- bob: reviews" in chooser.requests[0].messages[0].content
+    roster = chooser.requests[0].messages[0].content
+    assert "- bob: reviews" in roster
+    assert "- alice: Writes the drafts.\n" in roster  # its docstring's first line
     assert selector.usage.calls == 2
 
 

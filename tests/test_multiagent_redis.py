@@ -63,6 +63,11 @@ async def test_shared_memory_and_channels_between_two_processes(redis_url: str) 
         assert await memory.namespace("elsewhere").keys() == []
         with pytest.raises(ChannelTimeoutError):
             await to_peer.receive(timeout=0.1)
+        with anyio.move_on_after(0.1) as caller:  # a caller's deadline bounds the BLPOP rounds
+            await to_peer.receive()
+        assert caller.cancelled_caught
+        await to_peer.send(7)  # the connection is still in step after those cancellations
+        assert await to_peer.receive(timeout=5) == 7
         bounded = RedisChannel(store, "bounded", str, capacity=1)
         await bounded.send("a")
         with pytest.raises(ChannelTimeoutError, match="no room"):

@@ -465,3 +465,33 @@ async def test_a_config_file_gives_an_agent_its_skill_folders(
     (skills_dir / "pdf-forms" / "SKILL.md").write_text("---\nname: pdf-forms\n---\n")
     findings = await check_config(load_agent_config(config, environ=env), environ=env)
     assert any(f.level == "problem" and "description" in f.message for f in findings)
+
+
+async def test_a_per_call_toolkit_override_drops_the_replaced_skills_hooks(
+    mock_server: MockLLMServer, llm: OpenAICompatible, skills_dir: Path
+) -> None:
+    """The SimpleLLMFunc toolkit override replaces the decorator's toolkit for one call: the
+    replaced ``Skills`` neither preloads a skill nor offers its tools; the next call has both."""
+    from simplellmfunc.runtime.selfref import SELF_REFERENCE_TOOLKIT_OVERRIDE_TEMPLATE_PARAM
+
+    @tool
+    def lookup(word: str) -> str:
+        """Look a word up."""
+        return word
+
+    skills = Skills([skills_dir], preload=["release-notes"])
+
+    @llm_chat(llm, toolkit=[skills])
+    async def agent(message: str, history: list[dict[str, Any]]) -> None:
+        """You write notes."""
+
+    mock_server.script(Reply.text("Done."), Reply.text("Done again."))
+    override = {SELF_REFERENCE_TOOLKIT_OVERRIDE_TEMPLATE_PARAM: [lookup]}
+    text, history = (await run(agent, "v2", history=[], _template_params=override))[-1]
+    assert (text, [m["role"] for m in history]) == ("Done.", ["system", "user", "assistant"])
+    assert [m["role"] for m in mock_server.requests[0].json["messages"]] == ["system", "user"]
+    assert offered(mock_server, 0) == ["lookup"]
+    await run(agent, "v2", history=[])
+    sent = mock_server.requests[1].json["messages"]
+    assert sent[2]["tool_calls"][0]["function"]["arguments"] == '{"name": "release-notes"}'
+    assert offered(mock_server, 1)[0] == "load_skill"

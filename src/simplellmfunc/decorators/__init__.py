@@ -5,8 +5,8 @@ makes it a tool of another agent, :func:`agent_run` a sub-run streaming into a c
 (what the multi-agent runtime builds on).
 """
 
-from ._agent_tool import AgentTool, agent_name, agent_run
+from ._agent_tool import AgentTool, agent_description, agent_name, agent_run
 from ._chat import llm_chat
 from ._function import llm_function
 
-__all__ = ["AgentTool", "agent_name", "agent_run", "llm_chat", "llm_function"]
+__all__ = ["AgentTool", "agent_description", "agent_name", "agent_run", "llm_chat", "llm_function"]

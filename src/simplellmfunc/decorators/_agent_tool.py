@@ -29,12 +29,19 @@ from ..engine import (
 from ..exceptions import UserError
 from ..tools import Tool, ToolContext
 
-__all__ = ["AgentTool", "agent_name", "agent_run", "run_under"]
+__all__ = ["AgentTool", "agent_description", "agent_name", "agent_run", "run_under"]
 
 
 def agent_name(agent: Callable[..., Any]) -> str:
     """The name an ``@llm_chat`` agent goes by (its function's name)."""
     return str(getattr(agent, "__name__", "agent"))
+
+
+def agent_description(agent: Callable[..., Any]) -> str:
+    """What an ``@llm_chat`` agent does, for other agents and clients: the first line of its
+    docstring (its system prompt), or ``""``."""
+    doc = (getattr(agent, "__doc__", None) or "").strip().splitlines()
+    return doc[0].strip() if doc else ""
 
 
 async def agent_run(
@@ -122,8 +129,7 @@ class AgentTool(Tool):
     ) -> None:
         _prepare_call(agent)  # refuses anything but an @llm_chat agent, now
         self.agent = agent
-        doc = (getattr(agent, "__doc__", None) or "").strip().splitlines()
-        text = description or (doc[0] if doc else f"Ask the agent {agent_name(agent)!r}.")
+        text = description or agent_description(agent) or f"Ask the agent {agent_name(agent)!r}."
         super().__init__(name or agent_name(agent), text, timeout=timeout)
 
     @property

@@ -39,7 +39,6 @@ from ._common import (
     self_reference_hook,
     split_call_kwargs,
     static_tools,
-    toolkit_hooks,
 )
 from ._prompt import HISTORY_NAMES, docstring_of, fill_template, render_arguments
 
@@ -131,7 +130,6 @@ def llm_chat(
         doc = docstring_of(func)
         memory = self_reference_hook(self_reference, self_reference_key, tools)
         run_hooks = ((memory,) if memory is not None else ()) + tuple(hooks)
-        run_hooks += toolkit_hooks(providers)
 
         async def build(
             args: tuple[Any, ...], kwargs: dict[str, Any], resumed: Any = None
@@ -156,7 +154,7 @@ def llm_chat(
                 stream=stream,
                 options=engine_options,
                 params=params,
-                hooks=run_hooks + call.hooks,
+                hooks=run_hooks + call.run_hooks(providers),
                 func_name=func.__name__,
             )
             transcript = Transcript(_initial_messages(system, history, user))

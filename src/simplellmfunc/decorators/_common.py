@@ -199,6 +199,13 @@ class CallOptions:
         self.hooks = tuple(hooks) + toolkit_hooks(self.providers)
         self.session_id = session_id
 
+    def run_hooks(self, providers: Iterable[ToolProvider]) -> tuple[RunHook, ...]:
+        """The call's run hooks: those of the decorator's toolkit ``providers`` (skills), unless
+        the call replaces that toolkit, then the call's own (``_hooks``, its toolkit's)."""
+        if self.replace:
+            return self.hooks
+        return toolkit_hooks(providers) + self.hooks
+
     async def resolve_tools(
         self, tools: list[Tool], providers: list[ToolProvider]
     ) -> tuple[Tool, ...]:

@@ -15,7 +15,7 @@ from .._transcript import Transcript
 from ..engine import EngineOptions, Invocation, Run, RunResult, ToolProtocol, split_options
 from ..exceptions import AbortedError, OutputParseError
 from ..providers import LLMInterface
-from ._common import binder, check_async, split_call_kwargs, static_tools, toolkit_hooks
+from ._common import binder, check_async, split_call_kwargs, static_tools
 from ._output import OutputSpec
 from ._prompt import docstring_of, fill_template, render_arguments
 
@@ -106,7 +106,7 @@ def llm_function(
                 answer_check=parser.check if parser is not None else None,
                 max_repairs=retries,
                 func_name=func.__name__,
-                hooks=toolkit_hooks(providers) + call.hooks,
+                hooks=call.run_hooks(providers),
             )
             transcript = Transcript([SystemMessage(system), user])
             run = Run(invocation, transcript, abort=call.abort, user_input=user.text, events=events)

@@ -28,7 +28,7 @@ import anyio
 from ._script import RecordedRequest, Reply, ScriptItem, ToolCallSpec
 from ._server import MockLLMServer
 
-__all__ = ["main", "parse_args"]
+__all__ = ["main", "parse_args", "react_reply"]
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
@@ -73,7 +73,9 @@ def _tool_turns(messages: list[dict[str, object]]) -> int:
     return turns
 
 
-def _react_reply(args: argparse.Namespace) -> ScriptItem:
+def react_reply(args: argparse.Namespace) -> ScriptItem:
+    """The reply the server gives every request for these flags (:func:`parse_args`); an
+    in-process :class:`MockLLMServer` with it as ``default`` answers like the process."""
     text = _default_reply(args)
     if args.react_steps <= 1:
         return text
@@ -95,7 +97,7 @@ def _react_reply(args: argparse.Namespace) -> ScriptItem:
 async def _serve(args: argparse.Namespace) -> None:
     with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
         # Keep no request log: this server runs for whole benchmarks.
-        server_options = {"default": _react_reply(args), "port": args.port, "max_records": 0}
+        server_options = {"default": react_reply(args), "port": args.port, "max_records": 0}
         async with MockLLMServer(**server_options) as server:
             print(f"READY {server.url}", flush=True)
             async for _ in signals:

@@ -9,7 +9,10 @@ order when left. :meth:`ConfiguredAgent.run` runs one turn:
   the final answer);
 * ``chain``: one LLM call per stage, each stage's ``{input}`` being the previous output;
 * ``group``: the ``agents`` (other config files, each opened as its own agent) in a group chat;
-  a react agent with ``handoffs:`` may hand the conversation to those agents (see ``_team``).
+* ``parallel``: every one of the ``agents`` answers the message at once;
+
+and a react agent with ``handoffs:`` may hand the conversation to those agents, they to theirs
+(one graph, each config file opened once, see ``_team``).
 
 The agent keeps the conversation (``history``) across turns, so one instance is a REPL
 session; memory persists beyond it when the store does. Each turn is an ``@llm_chat`` call
@@ -49,7 +52,7 @@ from ._build import (
 )
 from ._load import load_agent_config
 from ._schema import AgentConfig, ChainStep
-from ._team import group_chat, handoff_chat
+from ._team import group_chat, handoff_chat, parallel_chat
 
 __all__ = ["ConfiguredAgent", "RunObserver", "TurnResult"]
 
@@ -120,6 +123,7 @@ class ConfiguredAgent:
         self.checkpoints: CheckpointManager | None = None
         self._chat: ChatFunction | None = None
         self._stages: list[tuple[ChainStep, ChatFunction]] = []
+        self._in_graph = False  # a handoff target: the graph's entry agent opens its handoffs
 
     # -- lifecycle ---------------------------------------------------------------------------
 
@@ -167,9 +171,12 @@ class ConfiguredAgent:
                         self.checkpoints, every=every, memory=self.memory, recorder=self._recorder
                     )
                 )
-        if config.kind == "group":
+        if config.kind in ("group", "parallel"):
             members = await self._open_members(config.agents, stack)
-            self._chat = group_chat(config, members, self._llm)
+            if config.kind == "group":
+                self._chat = group_chat(config, members, self._llm)
+            else:
+                self._chat = parallel_chat(config, members)
             return
         if config.kind == "chain":
             self._stages = [
@@ -179,9 +186,8 @@ class ConfiguredAgent:
             return
         self.toolkit = await build_toolkit(config, stack, self.environ)
         self._chat = self._chat_function(config.system, self.toolkit, hooks)
-        if config.handoffs:
-            targets = await self._open_members(config.handoffs, stack)
-            self._chat = handoff_chat(config.name, self._chat, targets)
+        if config.handoffs and not self._in_graph:
+            self._chat = await self._open_handoffs(self._chat, stack)
 
     async def _open_members(
         self, paths: Sequence[str], stack: AsyncExitStack
@@ -197,10 +203,42 @@ class ConfiguredAgent:
             if config.name in members or config.name == self.config.name:
                 raise ConfigError(f"{path}: another agent is named {config.name!r} already")
             member = await stack.enter_async_context(ConfiguredAgent(config, environ=self.environ))
-            if member._chat is None:
-                raise ConfigError(f"{path}: a {config.kind} agent cannot be a team member")
-            members[config.name] = member._chat
+            members[config.name] = _team_member(path, config, member._chat)
         return members
+
+    async def _open_handoffs(self, entry: ChatFunction, stack: AsyncExitStack) -> ChatFunction:
+        """The chat of the handoff graph this agent enters: every agent reachable through
+        ``handoffs:`` (each config file opened once, known by its name). An agent hands off to
+        its own ``handoffs:``; one without any hands back to the agents that hand off to it.
+        Loops in the graph are bounded by ``Handoff.max_handoffs``.
+
+        Raises:
+            ConfigError: For a bad target config, or two files of one agent name.
+        """
+        agents: dict[str, ChatFunction] = {self.config.name: entry}
+        files: dict[str, str] = {}
+        edges: list[tuple[str, str]] = []
+        pending = [self.config]
+        while pending:
+            source = pending.pop(0)
+            for path in source.handoffs:
+                config = load_agent_config(path, environ=self.environ)
+                name = config.name
+                if name not in agents:
+                    member = ConfiguredAgent(config, environ=self.environ)
+                    member._in_graph = True
+                    await stack.enter_async_context(member)
+                    agents[name], files[name] = _team_member(path, config, member._chat), path
+                    pending.append(config)
+                elif files.get(name, path) != path:
+                    raise ConfigError(f"{path}: another agent is named {name!r} already")
+                if (source.name, name) not in edges:
+                    edges.append((source.name, name))
+        routes = {
+            agent: [t for s, t in edges if s == agent] or [s for s, t in edges if t == agent]
+            for agent in agents
+        }
+        return handoff_chat(self.config.name, agents, routes)
 
     async def aclose(self) -> None:
         """Close everything the agent opened (in reverse order)."""
@@ -423,3 +461,16 @@ class ConfiguredAgent:
             await checkpoint.restore_memory(self.memory)
         checkpoint.restore_trace(self.recorder)
         return checkpoint
+
+
+def _team_member(path: str, config: AgentConfig, chat: ChatFunction | None) -> ChatFunction:
+    """A member's ``@llm_chat`` function (a team's member is one agent: a chain, group,
+    parallel or handing-off agent is not).
+
+    Raises:
+        ConfigError: If the member is none.
+    """
+    if chat is None or not hasattr(chat, "prepare_call"):
+        which = "handing-off" if config.handoffs and config.kind == "react" else config.kind
+        raise ConfigError(f"{path}: a {which} agent cannot be a member of this team")
+    return chat

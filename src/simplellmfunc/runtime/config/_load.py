@@ -185,11 +185,16 @@ def semantic_problems(config: AgentConfig) -> list[tuple[tuple[str | int, ...], 
         problems.append((("chain",), f"only a chain agent has stages; this one is {config.kind}"))
     if config.kind == "group" and len(config.agents) < 2:
         problems.append((("agents",), "a group agent needs 'agents': two or more config files"))
-    if config.kind != "group" and config.agents:
+    if config.kind == "parallel" and not config.agents:
+        problems.append((("agents",), "a parallel agent needs 'agents': config files"))
+    if config.kind not in ("group", "parallel") and config.agents:
         problems.append(
-            (("agents",), f"only a group agent has member agents; this one is {config.kind}")
+            (
+                ("agents",),
+                f"only group and parallel agents have member agents; this one is {config.kind}",
+            )
         )
-    if config.handoffs and config.kind in ("chain", "group"):
+    if config.handoffs and config.kind in ("chain", "group", "parallel"):
         problems.append((("handoffs",), f"a {config.kind} agent cannot hand off; use kind: react"))
     if config.kind == "simple" and not config.toolkit.is_empty():
         problems.append((("toolkit",), "a simple agent calls no tools; use kind: react"))

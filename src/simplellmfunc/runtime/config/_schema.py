@@ -34,6 +34,7 @@ __all__ = [
     "LimitsConfig",
     "MemoryConfig",
     "ModelConfig",
+    "ParallelConfig",
     "PyReplConfig",
     "SandboxConfig",
     "ShellToolConfig",
@@ -464,6 +465,19 @@ class GroupConfig(_Section):
     stop_keywords: list[Annotated[str, Field(min_length=1)]] = ["TERMINATE"]
 
 
+class ParallelConfig(_Section):
+    """How a ``parallel`` agent runs its members (see ``multiagent.Parallel``).
+
+    Attributes:
+        limit: Most members running at once (``None``: all).
+        timeout: Seconds each member may take (``None``: no limit); a member past it is
+            reported as failed, the others still answer.
+    """
+
+    limit: Annotated[int, Field(ge=1)] | None = None
+    timeout: Positive | None = None
+
+
 class ServeConfig(_Section):
     """How ``simplellmfunc serve`` serves the agent (command-line options win).
 
@@ -496,8 +510,9 @@ class AgentConfig(_Section):
         name: The agent's name (memory namespace, trace labels); default: the file's stem.
         description: What the agent does (for humans, and for agents calling it).
         kind: ``simple`` (one LLM call, no tools), ``react`` (the tool loop), ``chain``
-            (``chain`` stages, each one LLM call fed the previous output) or ``group`` (the
-            ``agents`` in a group chat, see ``group``).
+            (``chain`` stages, each one LLM call fed the previous output), ``group`` (the
+            ``agents`` in a group chat, see ``group``) or ``parallel`` (every one of the
+            ``agents`` answers the same message at once, see ``parallel``).
         model: The model (see :class:`ModelConfig`).
         system: The system prompt.
         tool_protocol: ``native`` function calling, ``text`` (prompted actions, for models
@@ -517,17 +532,19 @@ class AgentConfig(_Section):
         trace: Trace options.
         checkpoints: Checkpoint options.
         chain: The stages of a ``chain`` agent.
-        agents: The config files of a ``group`` agent's members (relative to this file).
+        agents: The config files of a ``group`` or ``parallel`` agent's members (relative to
+            this file).
         group: How the members of a ``group`` agent talk.
+        parallel: How a ``parallel`` agent runs its members.
         handoffs: Config files of agents this one may hand the conversation to (they may hand
-            it back); the run reports which agent answered.
+            it back, and on to their own ``handoffs``); the run reports which agent answered.
         serve: How ``simplellmfunc serve`` serves it (see :class:`ServeConfig`).
         durable: Durable runs and workers (``simplellmfunc worker``).
     """
 
     name: Name = "agent"
     description: str = ""
-    kind: Literal["simple", "react", "chain", "group"] = "react"
+    kind: Literal["simple", "react", "chain", "group", "parallel"] = "react"
     model: ModelConfig
     system: str = ""
     tool_protocol: Literal["auto", "native", "text", "json"] = "auto"
@@ -545,6 +562,7 @@ class AgentConfig(_Section):
     chain: list[ChainStep] = []
     agents: list[str] = []
     group: GroupConfig = GroupConfig()
+    parallel: ParallelConfig = ParallelConfig()
     handoffs: list[str] = []
     serve: ServeConfig = ServeConfig()
     durable: DurableSection | None = None

@@ -1,9 +1,11 @@
-"""Multi-agent configs: a ``group`` agent's chat, and a react agent with ``handoffs:``.
+"""Multi-agent configs: a ``group`` agent's chat, a ``parallel`` agent's fan-out, and a react
+agent with ``handoffs:``.
 
 Members are other config files, each opened as its own agent (model, tools, memory); the team
-they form (``multiagent.GroupChat`` / ``multiagent.Handoff``) is wrapped as a chat function
-of the same shape as a single agent's, so turns, observers and the trace work unchanged: every
-member's events are in the one stream, tagged with the member's name.
+they form (``multiagent.GroupChat`` / ``Parallel`` / ``Handoff``) is wrapped as a chat function
+of the same shape as a single agent's, so turns, observers, sessions and the trace work
+unchanged: every member's events are in the one stream, tagged with the member's name, and the
+conversation a turn ends with is the one the next turn goes on from.
 """
 
 from __future__ import annotations
@@ -14,10 +16,19 @@ from typing import Any
 from ..._abort import AbortSignal
 from ..._events import EventYield, ResponseYield
 from ...providers import LLMInterface
-from ..multiagent import GroupChat, GroupChatResult, Handoff, HandoffResult, LLMSelector, Team
+from ..multiagent import (
+    GroupChat,
+    GroupChatResult,
+    Handoff,
+    HandoffResult,
+    LLMSelector,
+    Parallel,
+    ParallelResult,
+    Team,
+)
 from ._schema import AgentConfig
 
-__all__ = ["group_chat", "handoff_chat"]
+__all__ = ["group_chat", "handoff_chat", "parallel_chat"]
 
 ChatFunction = Callable[..., AsyncIterator[Any]]
 
@@ -37,15 +48,20 @@ def group_chat(
     return _as_chat(team)
 
 
+def parallel_chat(config: AgentConfig, members: Mapping[str, ChatFunction]) -> ChatFunction:
+    """The chat function of a ``parallel`` agent: every member answers the message (after the
+    conversation so far); the answer is theirs, one paragraph each."""
+    settings = config.parallel
+    return _as_chat(Parallel(dict(members), limit=settings.limit, timeout=settings.timeout))
+
+
 def handoff_chat(
-    entry_name: str, entry: ChatFunction, targets: Mapping[str, ChatFunction]
+    entry: str, agents: Mapping[str, ChatFunction], routes: Mapping[str, list[str]]
 ) -> ChatFunction:
-    """The chat function of an agent that may hand off to ``targets`` (and they back to it)."""
-    names = {entry_name: entry, **targets}
-    routes: dict[Any, list[Any]] = {entry_name: list(targets.values())}
-    for name in targets:
-        routes[name] = [entry]
-    return _as_chat(Handoff(entry, routes, names=names))
+    """The chat function of a handoff graph: ``entry`` gets the first message, ``routes``
+    says who may hand off to whom (by name, among ``agents``)."""
+    graph: dict[Any, list[Any]] = {s: [agents[t] for t in ts] for s, ts in routes.items()}
+    return _as_chat(Handoff(agents[entry], graph, names=dict(agents)))
 
 
 def _as_chat(team: Team[Any]) -> ChatFunction:
@@ -55,19 +71,27 @@ def _as_chat(team: Team[Any]) -> ChatFunction:
         _abort_signal: AbortSignal | None = None,
         **_call_options: Any,  # _session_id ...: a team's members take their own
     ) -> AsyncIterator[Any]:
-        async for item in team.stream(message, abort=_abort_signal):
+        previous = list(history or [])
+        async for item in team.stream(message, history=previous, abort=_abort_signal):
             if isinstance(item, EventYield):
                 yield item
             else:
-                yield ResponseYield(item.text, _history(item, message))
+                yield ResponseYield(_text(item), _history(item, previous, message))
 
     return chat
 
 
-def _history(result: Any, message: str) -> list[dict[str, Any]]:
-    if isinstance(result, HandoffResult):
+def _text(result: Any) -> str:
+    if not isinstance(result, ParallelResult):
+        return str(result.text)
+    return "\n\n".join(
+        f"[{o.agent}] {o.text}" if o.ok else f"[{o.agent}] failed: {o.error or o.terminated_by}"
+        for o in result.outcomes
+    )
+
+
+def _history(result: Any, previous: list[dict[str, Any]], message: str) -> list[dict[str, Any]]:
+    if isinstance(result, HandoffResult | GroupChatResult):
         return result.history
-    assert isinstance(result, GroupChatResult)
-    return [{"role": "user", "content": message}] + [
-        {"role": "assistant", "name": m.speaker, "content": m.text} for m in result.messages[1:]
-    ]
+    turn = [{"role": "user", "content": message}, {"role": "assistant", "content": _text(result)}]
+    return [*previous, *turn]

@@ -13,6 +13,7 @@ from collections.abc import AsyncIterator
 from typing import Any, Generic, TypeVar
 
 import anyio
+import anyio.lowlevel
 from pydantic import TypeAdapter, ValidationError
 
 from ...exceptions import ChannelClosedError, ChannelError, ChannelTimeoutError, UserError
@@ -55,7 +56,7 @@ class Channel(Generic[T]):
         checked = self._check(value)
         try:
             with anyio.fail_after(timeout):
-                await self._put(checked, timeout)
+                await self._put(checked)
         except TimeoutError:
             raise ChannelTimeoutError(f"{self.name}: no room within {timeout:g} s") from None
 
@@ -68,7 +69,7 @@ class Channel(Generic[T]):
         """
         try:
             with anyio.fail_after(timeout):
-                return await self._get(timeout)
+                return await self._get()
         except TimeoutError:
             raise ChannelTimeoutError(
                 f"{self.name}: nothing received within {timeout:g} s"
@@ -102,13 +103,13 @@ class Channel(Generic[T]):
         except ValidationError as exc:
             raise ChannelError(f"{self.name}: a value of the wrong type: {exc}") from None
 
-    async def _put(self, value: T, timeout: float | None) -> None:
+    async def _put(self, value: T) -> None:
         try:
             await self._in.send(value)
         except (anyio.ClosedResourceError, anyio.BrokenResourceError):
             raise ChannelClosedError(f"{self.name} is closed") from None
 
-    async def _get(self, timeout: float | None) -> T:
+    async def _get(self) -> T:
         try:
             return await self._out.receive()
         except (anyio.EndOfStream, anyio.ClosedResourceError):
@@ -146,7 +147,7 @@ class RedisChannel(Channel[T]):
         """Forget everything queued, and a close (the channel can be used anew)."""
         await self._call("delete", self._key)
 
-    async def _put(self, value: T, timeout: float | None) -> None:
+    async def _put(self, value: T) -> None:
         data = self._type.dump_json(value).decode()
         while True:
             tail = await self._call("lrange", self._key, -1, -1)
@@ -157,17 +158,18 @@ class RedisChannel(Channel[T]):
             await anyio.sleep(_POLL_SECONDS)
         await self._call("rpush", self._key, data)
 
-    async def _get(self, timeout: float | None) -> T:
+    async def _get(self) -> T:
         # BLPOP waits on the server in short rounds: the client's socket timeout (5 s by default
-        # in redis-py) must not cut a long wait, and fail_after bounds the whole of it here.
-        deadline = None if timeout is None else anyio.current_time() + timeout
+        # in redis-py) must not cut a long wait. The receive's fail_after (or a caller's scope)
+        # bounds the whole of it; its deadline shortens the last round, so that no BLPOP is
+        # cancelled mid-command.
+        deadline = anyio.current_effective_deadline()
         while True:
-            left = _BLOCK_SECONDS if deadline is None else deadline - anyio.current_time()
-            popped = await self._call("blpop", [self._key], max(min(left, _BLOCK_SECONDS), 0.01))
+            left = min(deadline - anyio.current_time(), _BLOCK_SECONDS)
+            popped = await self._call("blpop", [self._key], max(left, 0.01))
             if popped is not None:
                 break
-            if deadline is not None and anyio.current_time() >= deadline:
-                raise TimeoutError
+            await anyio.lowlevel.checkpoint()  # past the deadline: the cancel lands here
         data = popped[1]
         if data == _CLOSED:
             await self._call("lpush", self._key, _CLOSED)  # for the next receiver

@@ -18,6 +18,7 @@ from typing import Any, Literal
 from ..._abort import AbortSignal
 from ..._messages import SystemMessage, UserMessage
 from ..._usage import Usage
+from ...decorators import agent_description
 from ...engine import Emitter
 from ...exceptions import UserError
 from ...providers import LLMInterface, LLMRequest
@@ -46,7 +47,7 @@ class GroupChatState:
     """What a speaker selector and a termination predicate see.
 
     Attributes:
-        messages: The chat so far (the task first).
+        messages: The chat so far (the task first; after a ``history``, its messages before).
         agents: The names of the agents, in order.
         round: Rounds played (agent messages so far).
     """
@@ -66,8 +67,9 @@ class GroupChatResult:
     """How a group chat ended.
 
     Attributes:
-        messages: Every message, attributed (the task first).
-        rounds: Rounds played.
+        messages: Every message, attributed (the task first; after a ``history``, its messages
+            before).
+        rounds: Rounds played in this run.
         terminated_by: ``max_rounds``, ``keyword``, ``predicate`` or ``aborted``.
         usage: Tokens of every agent's calls (an :class:`LLMSelector` counts its own in its
             ``usage``).
@@ -82,6 +84,12 @@ class GroupChatResult:
     def text(self) -> str:
         """The last message's text."""
         return self.messages[-1].text
+
+    @property
+    def history(self) -> list[dict[str, Any]]:
+        """The chat as chat dicts, for a next ``run(history=...)``: the user's messages as
+        ``user`` turns, each agent's as an ``assistant`` turn with its ``name``."""
+        return [_as_dict(m) for m in self.messages]
 
 
 SpeakerSelector = Callable[[GroupChatState], "str | Awaitable[str]"]
@@ -163,6 +171,9 @@ class GroupChat(Team[GroupChatResult]):
             raise UserError("max_rounds must be at least 1")
         self._members = {m.name: m for m in members(agents)}
         self._select: SpeakerSelector = _round_robin if speaker == "round_robin" else speaker
+        if isinstance(speaker, LLMSelector):  # undescribed agents: their docstrings' first lines
+            for member in self._members.values():
+                speaker.descriptions.setdefault(member.name, agent_description(member.agent))
         self.max_rounds = max_rounds
         self.stop_keywords = tuple(stop_keywords)
         self.until = until
@@ -173,9 +184,13 @@ class GroupChat(Team[GroupChatResult]):
         return tuple(self._members)
 
     async def _play(
-        self, message: str, root: Emitter, abort: AbortSignal | None
+        self,
+        message: str,
+        root: Emitter,
+        abort: AbortSignal | None,
+        history: list[dict[str, Any]],
     ) -> GroupChatResult:
-        chat = [GroupMessage("user", message)]
+        chat = [*_from_dicts(history), GroupMessage("user", message)]
         usage = Usage()
         for index in range(self.max_rounds):
             state = GroupChatState(tuple(chat), self.agents, index)
@@ -206,6 +221,25 @@ class GroupChat(Team[GroupChatResult]):
         if self.until is not None and self.until(state):
             return "predicate"
         return None
+
+
+def _as_dict(message: GroupMessage) -> dict[str, Any]:
+    if message.speaker == "user":
+        return {"role": "user", "content": message.text}
+    return {"role": "assistant", "name": message.speaker, "content": message.text}
+
+
+def _from_dicts(history: list[dict[str, Any]]) -> list[GroupMessage]:
+    """A chat's earlier messages from its chat dicts (a result's :attr:`GroupChatResult.history`;
+    an unnamed assistant turn is the ``assistant``'s, system and tool messages are left out)."""
+    chat: list[GroupMessage] = []
+    for message in history:
+        role, text = message.get("role"), message.get("content")
+        if role not in ("user", "assistant") or not isinstance(text, str) or not text:
+            continue
+        speaker = "user" if role == "user" else str(message.get("name") or "assistant")
+        chat.append(GroupMessage(speaker, text))
+    return chat
 
 
 def _view(chat: list[GroupMessage], speaker: str) -> tuple[list[dict[str, Any]], str]:

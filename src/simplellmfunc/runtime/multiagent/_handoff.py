@@ -6,7 +6,8 @@ Calling one ends the turn at its next safe point (every tool call answered; the 
 far passed through ``input_filter``, and a user note saying who handed over and why (a
 ``UserMessageMutation``). A ``handoff`` custom event marks the transfer in the stream and the
 trace. Handoffs are bounded: after ``max_handoffs`` the agent in charge gets no transfer tools
-and has to answer.
+and has to answer. Run after a history (``run(message, history=result.history)``), the agent
+that answered last goes on.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from ..._abort import AbortSignal, PauseSignal
 from ..._messages import history_to_dicts
 from ..._mutations import UserMessageMutation
 from ..._usage import Usage
-from ...decorators import agent_name
+from ...decorators import agent_description, agent_name
 from ...engine import Emitter, RunResult, current_run
 from ...exceptions import UserError
 from ...tools import Tool, ToolContext
@@ -38,9 +39,10 @@ class HandoffResult:
     Attributes:
         text: The answer.
         agent: The name of the agent that answered.
-        path: Every agent in charge, in order (the first is the entry agent).
+        path: Every agent in charge, in order (the first got the message).
         history: The answering agent's conversation (its system prompt first), valid for a
-            next call.
+            next call; its last answer carries the agent's ``name``, so that a next
+            ``run(history=...)`` goes on with that agent.
         usage: Tokens of every agent's calls.
         terminated_by: How the answering agent's run ended.
     """
@@ -84,8 +86,8 @@ class _TransferTool(Tool):
 
     def __init__(self, source: str, target: Member) -> None:
         self._source, self._target = source, target.name
-        doc = (getattr(target.agent, "__doc__", None) or "").strip().splitlines()
-        about = f" ({doc[0]})" if doc else ""
+        doc = agent_description(target.agent)
+        about = f" ({doc})" if doc else ""
         super().__init__(
             f"transfer_to_{target.name}",
             f"Hand the conversation over to the agent {target.name!r}{about}; it answers "
@@ -177,16 +179,23 @@ class Handoff(Team[HandoffResult]):
         """The names of every agent of the handoff graph."""
         return tuple(self._members)
 
-    async def _play(self, message: str, root: Emitter, abort: AbortSignal | None) -> HandoffResult:
-        current, path, usage = self._members[self.entry], [self.entry], Usage()
-        history: list[dict[str, Any]] = []
-        reason = ""
+    async def _play(
+        self,
+        message: str,
+        root: Emitter,
+        abort: AbortSignal | None,
+        history: list[dict[str, Any]],
+    ) -> HandoffResult:
+        current = self._members[self._in_charge(history)]
+        path, usage, reason = [current.name], Usage(), ""
         result: RunResult | None = None
         for hop in range(self.max_handoffs + 1):
             request = _Request()
             tools = self._tools.get(current.name, ()) if hop < self.max_handoffs else ()
             if hop == 0:
-                result = await play_turn(current, root, abort, message, tools=tools, pause=request)
+                result = await play_turn(
+                    current, root, abort, message, history=history, tools=tools, pause=request
+                )
             else:
                 note = f"[handoff] {path[-2]} handed the conversation to you ({current.name})"
                 note += f": {reason}" if reason else "."
@@ -207,6 +216,24 @@ class Handoff(Team[HandoffResult]):
             current, reason = self._members[request.target], request.reason
             path.append(current.name)
         assert result is not None  # the loop runs at least once
+        _sign(history, current.name)
         return HandoffResult(
             result.text, current.name, tuple(path), history, usage, result.terminated_by
         )
+
+    def _in_charge(self, history: list[dict[str, Any]]) -> str:
+        """Who goes on after ``history``: the agent whose name its last answer carries (see
+        :attr:`HandoffResult.history`), else the entry agent."""
+        for message in reversed(history):
+            if message.get("role") == "assistant" and message.get("content"):
+                name = message.get("name")
+                return name if isinstance(name, str) and name in self._members else self.entry
+        return self.entry
+
+
+def _sign(history: list[dict[str, Any]], agent: str) -> None:
+    """Put ``agent``'s name on the last answer of ``history`` (fresh dicts of this run)."""
+    for message in reversed(history):
+        if message.get("role") == "assistant":
+            message["name"] = agent
+            return

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import anyio
 
@@ -103,18 +104,31 @@ class Parallel(Team[ParallelResult]):
         self.limit = limit
         self.timeout = timeout
 
-    async def run(self, message: str = "", *, abort: AbortSignal | None = None) -> ParallelResult:
-        """Run every agent (on ``message``, or on its own input) and gather the outcomes."""
-        return await super().run(message, abort=abort)
+    async def run(
+        self,
+        message: str = "",
+        *,
+        history: list[dict[str, Any]] | None = None,
+        abort: AbortSignal | None = None,
+    ) -> ParallelResult:
+        """Run every agent (on ``message``, or on its own input, each after ``history``) and
+        gather the outcomes."""
+        return await super().run(message, history=history, abort=abort)
 
-    async def _play(self, message: str, root: Emitter, abort: AbortSignal | None) -> ParallelResult:
+    async def _play(
+        self,
+        message: str,
+        root: Emitter,
+        abort: AbortSignal | None,
+        history: list[dict[str, Any]],
+    ) -> ParallelResult:
         inputs = self.inputs or tuple(message for _ in self._members)
         outcomes: list[AgentOutcome | None] = [None] * len(self._members)
         limiter = anyio.CapacityLimiter(self.limit or len(self._members))
 
         async def one(index: int, member: Member, text: str) -> None:
             async with limiter:
-                outcomes[index] = await _outcome(member, root, abort, text, self.timeout)
+                outcomes[index] = await _outcome(member, root, abort, text, history, self.timeout)
 
         async with anyio.create_task_group() as group:
             for index, (member, text) in enumerate(zip(self._members, inputs, strict=True)):
@@ -123,14 +137,19 @@ class Parallel(Team[ParallelResult]):
 
 
 async def _outcome(
-    member: Member, root: Emitter, abort: AbortSignal | None, text: str, timeout: float | None
+    member: Member,
+    root: Emitter,
+    abort: AbortSignal | None,
+    text: str,
+    history: list[dict[str, Any]],
+    timeout: float | None,
 ) -> AgentOutcome:
     """Run one agent; its failure becomes its outcome."""
     if abort is not None and abort.aborted:
         return AgentOutcome(member.name, text, "", None, "aborted", Usage())
     with anyio.move_on_after(timeout) as scope:
         try:
-            result = await play_turn(member, root, abort, text)
+            result = await play_turn(member, root, abort, text, history=history)
         except Exception as exc:  # boundary: one agent's failure is its outcome, not ours
             return AgentOutcome(
                 member.name, text, "", f"{type(exc).__name__}: {exc}", "error", Usage()

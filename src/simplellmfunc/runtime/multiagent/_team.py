@@ -60,20 +60,39 @@ def members(agents: Sequence[Agent] | dict[str, Agent]) -> tuple[Member, ...]:
 class Team(ABC, Generic[R]):
     """A multi-agent pattern: :meth:`run` for the result, :meth:`stream` for events too."""
 
-    async def run(self, message: str, *, abort: AbortSignal | None = None) -> R:
-        """Play the team on ``message`` and return its result (nothing is emitted)."""
+    async def run(
+        self,
+        message: str,
+        *,
+        history: list[dict[str, Any]] | None = None,
+        abort: AbortSignal | None = None,
+    ) -> R:
+        """Play the team on ``message`` and return its result (nothing is emitted).
+
+        Args:
+            message: The user's message.
+            history: The conversation so far (a previous result's ``history``): the team goes
+                on from it.
+            abort: Aborts every agent.
+        """
         root = Emitter(None, EventOrigin(agent_call_id=new_call_id()), wants_events=False)
-        return await self._play(message, root, abort)
+        return await self._play(message, root, abort, history or [])
 
     async def stream(
-        self, message: str, *, abort: AbortSignal | None = None
+        self,
+        message: str,
+        *,
+        history: list[dict[str, Any]] | None = None,
+        abort: AbortSignal | None = None,
     ) -> AsyncIterator[EventYield | R]:
-        """Play the team on ``message``: every agent's events as they happen (``origin.agent``
-        says whose), then the result."""
+        """Play the team on ``message`` (after ``history``, as :meth:`run`): every agent's
+        events as they happen (``origin.agent`` says whose), then the result."""
         origin = EventOrigin(agent_call_id=new_call_id())
+        previous = history or []
 
         async def body(send: Callable[[Any], Any]) -> R:
-            return await self._play(message, Emitter(send, origin, wants_events=True), abort)
+            emitter = Emitter(send, origin, wants_events=True)
+            return await self._play(message, emitter, abort, previous)
 
         pump = event_pump(body)
         try:
@@ -83,8 +102,14 @@ class Team(ABC, Generic[R]):
             await pump.aclose()
 
     @abstractmethod
-    async def _play(self, message: str, root: Emitter, abort: AbortSignal | None) -> R:
-        """Run the pattern; agent turns stream into ``root``."""
+    async def _play(
+        self,
+        message: str,
+        root: Emitter,
+        abort: AbortSignal | None,
+        history: list[dict[str, Any]],
+    ) -> R:
+        """Run the pattern after ``history``; agent turns stream into ``root``."""
 
 
 async def play_turn(

@@ -20,7 +20,7 @@ from typing import Any
 from ..._abort import AbortSignal
 from ..._events import EventOrigin, EventYield, ReactEndEvent, ResponseYield
 from ..._messages import history_to_dicts
-from ...decorators import agent_name
+from ...decorators import agent_description, agent_name
 from ...engine import Run, RunResult, new_call_id
 from ...exceptions import CapacityError, SessionError, UserError
 from ..config import ConfiguredAgent, TurnResult
@@ -84,8 +84,7 @@ class ServedAgent:
             default_name, default_text = agent.config.name, agent.config.description
             chat: Callable[..., Any] = agent.chat
         elif hasattr(agent, "prepare_call"):
-            doc = (getattr(agent, "__doc__", None) or "").strip().splitlines()
-            default_name, default_text = agent_name(agent), doc[0] if doc else ""
+            default_name, default_text = agent_name(agent), agent_description(agent)
             chat = _with_events(agent)
         else:
             raise UserError(f"{agent!r} is neither an @llm_chat agent nor a ConfiguredAgent")
