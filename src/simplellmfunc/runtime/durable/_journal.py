@@ -1,0 +1,185 @@
+"""The step records of a durable run in DBOS's system database, written the way DBOS writes them.
+
+DBOS runs a step as: check the workflow is not cancelled, look for a recorded output, run, record
+(after checking that this execution still owns the workflow): four statements and two thread hops
+per step. A :class:`StepJournal` keeps the guarantee with fewer: the workflow reads its recorded
+steps once, when an attempt starts (:meth:`StepJournal.load`), and each step that was not recorded
+runs and is recorded in one thread hop, through DBOS's own ``record_operation_result``. That write
+still checks ownership, and a cancel clears the owner, so a cancelled run or one taken over by
+another worker fails at its next record and cannot record a step twice.
+
+This is the one module that uses DBOS internals (its system database and serializer); the
+``dbos`` extra pins the major version and ``tests/test_durable*.py`` prove the records resume.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import anyio
+import sqlalchemy as sa
+from dbos import DBOS
+from dbos._context import current_owner_xid
+from dbos._dbos import _get_dbos_instance
+from dbos._serialization import serialize_exception, serialize_value
+from dbos._sys_db import db_retry
+
+from ...exceptions import DurableError
+
+__all__ = ["Recorded", "StepJournal", "now_ms"]
+
+
+@dataclass(frozen=True, slots=True)
+class Recorded:
+    """A step recorded by an earlier attempt: its name and its output or error."""
+
+    name: str
+    output: Any = None
+    error: Exception | None = None
+
+    def replay(self, name: str) -> Any:
+        """The recorded output (or raise the recorded error) of a step named ``name``.
+
+        Raises:
+            DurableError: If the step recorded here has another name (the run is not
+                deterministic: it asks for other steps than the recorded attempt did).
+        """
+        if name != self.name:
+            raise DurableError(
+                f"the run asked for step {name!r} where {self.name!r} was recorded: a durable "
+                "run must make the same calls in the same order when it resumes"
+            )
+        if self.error is not None:
+            raise self.error
+        return self.output
+
+
+class StepJournal:
+    """Reads and writes the step records of the current workflow (create it inside one).
+
+    Args:
+        workflow_id: The workflow whose steps these are.
+        recorded: The steps recorded when this attempt started (:meth:`load`).
+    """
+
+    def __init__(self, workflow_id: str, recorded: dict[int, Recorded]) -> None:
+        self.workflow_id = workflow_id
+        self.recorded = recorded
+
+    @classmethod
+    async def load(cls, workflow_id: str) -> StepJournal:
+        """The journal of ``workflow_id`` with the steps recorded so far, in one query read
+        outside the workflow's context (so the query is not itself a recorded step)."""
+
+        def read() -> dict[int, Recorded]:
+            steps = DBOS.list_workflow_steps(workflow_id, load_output=True)
+            return {
+                int(step["function_id"]): Recorded(
+                    step["function_name"], step["output"], step["error"]
+                )
+                for step in steps
+            }
+
+        # run_in_executor does not copy context variables: DBOS sees no workflow there.
+        loop = asyncio.get_running_loop()
+        return cls(workflow_id, await loop.run_in_executor(None, read))
+
+    async def record(
+        self,
+        step_id: int,
+        name: str,
+        started_ms: int,
+        output: Any = None,
+        error: Exception | None = None,
+    ) -> None:
+        """Record the step's output (or the error it raised), in a worker thread.
+
+        Raises:
+            DurableError: If this execution no longer owns the workflow (it was cancelled, or
+                taken over by another worker): the step is not recorded.
+        """
+        dbos = _get_dbos_instance()
+        if error is not None:
+            serialized, serialization = serialize_exception(error, None, dbos._serializer)
+            values: tuple[str | None, str | None] = (None, serialized)
+        else:
+            serialized_output, serialization = serialize_value(output, None, dbos._serializer)
+            values = (serialized_output, None)
+        row = {
+            "workflow_uuid": self.workflow_id,
+            "function_id": step_id,
+            "function_name": name,
+            "output": values[0],
+            "error": values[1],
+            "serialization": serialization,
+            "started_at_epoch_ms": started_ms,
+            "completed_at_epoch_ms": now_ms(),
+        }
+        owner = current_owner_xid(self.workflow_id)
+        await anyio.to_thread.run_sync(_writer(dbos._sys_db).write, row, owner)
+
+
+class _Writer:
+    """The two statements of a step record, built once per system database (DBOS builds and
+    compiles its own on every call on SQLite, most of a step's client CPU)."""
+
+    def __init__(self, sys_db: Any) -> None:
+        status, outputs = sys_db.tables.workflow_status, sys_db.tables.operation_outputs
+        self._engine = sys_db.engine
+        self._insert = sa.insert(outputs).values(
+            {
+                **{key: sa.bindparam(key) for key in _COLUMNS},
+                "child_workflow_id": None,
+                "application_name": sys_db.app_name,
+                "retention_timestamp": sa.bindparam("completed_at_epoch_ms"),
+            }
+        )
+        # FOR NO KEY UPDATE on Postgres (as DBOS's own check): a cancel or a takeover waits
+        # for this record to commit; on SQLite the insert already holds the write lock.
+        self._owner = (
+            sa.select(status.c.owner_xid)
+            .where(status.c.workflow_uuid == sa.bindparam("workflow_uuid"))
+            .with_for_update(key_share=True)
+        )
+        self.write = db_retry(sys_db=sys_db)(self._write)
+
+    def _write(self, row: dict[str, Any], owner: str | None) -> None:
+        with self._engine.begin() as connection:
+            connection.execute(self._insert, row)
+            current = connection.execute(self._owner, row).scalar()
+            if owner is not None and current != owner:
+                # Raised inside the transaction: the insert is rolled back.
+                raise DurableError(
+                    f"durable run {row['workflow_uuid']!r} is no longer owned by this "
+                    "execution (cancelled, or resumed elsewhere): its step was not recorded"
+                )
+
+
+_COLUMNS = (
+    "workflow_uuid",
+    "function_id",
+    "function_name",
+    "output",
+    "error",
+    "serialization",
+    "started_at_epoch_ms",
+    "completed_at_epoch_ms",
+)
+_WRITERS: dict[int, _Writer] = {}
+
+
+def _writer(sys_db: Any) -> _Writer:
+    """The writer of ``sys_db`` (one per DBOS launch: a relaunch has a new system database)."""
+    writer = _WRITERS.get(id(sys_db))
+    if writer is None or writer._engine is not sys_db.engine:
+        _WRITERS.clear()
+        writer = _WRITERS[id(sys_db)] = _Writer(sys_db)
+    return writer
+
+
+def now_ms() -> int:
+    """The current time in epoch milliseconds (a step's ``started_at``)."""
+    return int(time.time() * 1000)
