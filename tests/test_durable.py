@@ -163,6 +163,42 @@ async def test_abort_stops_a_durable_run_and_cancels_it_durably(
     assert len(mock_server.requests) == 1
 
 
+async def test_a_run_cancelled_elsewhere_records_no_further_step(
+    mock_server: MockLLMServer, runtime: DurableRuntime
+) -> None:
+    # The cancel comes through the database only (as from another process): the tool call
+    # running then finishes, but its record is refused (the run no longer owns the workflow)
+    # and the run stops there: no further LLM call.
+    started, release = anyio.Event(), anyio.Event()
+
+    @tool
+    async def slow() -> str:
+        """Work slowly."""
+        started.set()
+        await release.wait()
+        return "finished"
+
+    mock_server.script(Reply.tool_calls(ToolCallSpec("slow", {})), Reply.text("never asked"))
+    async with OpenAICompatible("sk-test", "mock", mock_server.url) as llm:
+
+        @llm_chat(llm, toolkit=[slow])
+        async def worker(message: str, history: list[dict[str, Any]] | None = None) -> None:
+            """Work."""
+
+        agent = DurableAgent(worker, name="test_durable.cancelled_elsewhere")
+        with anyio.fail_after(GUARD):
+            handle = await agent.start("work", history=[])
+            await started.wait()
+            await DBOS.cancel_workflow_async(handle.workflow_id)
+            release.set()
+            with pytest.raises(DurableError):
+                await handle.result()
+            assert await handle.status() == "CANCELLED"
+            steps = await DBOS.list_workflow_steps_async(handle.workflow_id)
+    assert [step["function_name"] for step in steps] == ["llm:mock"]
+    assert len(mock_server.requests) == 1
+
+
 async def test_cli_worker_runs_queued_sessions_of_a_config_agent(tmp_path: Path) -> None:
     database = tmp_path / "durable.sqlite"
     config = write(

@@ -24,6 +24,7 @@ import sqlalchemy as sa
 from dbos import DBOS
 from dbos._context import current_owner_xid
 from dbos._dbos import _get_dbos_instance
+from dbos._schemas import SCHEMA_PLACEHOLDER
 from dbos._serialization import serialize_exception, serialize_value
 from dbos._sys_db import db_retry
 
@@ -123,13 +124,14 @@ class StepJournal:
 
 
 class _Writer:
-    """The two statements of a step record, built once per system database (DBOS builds and
-    compiles its own on every call on SQLite, most of a step's client CPU)."""
+    """The two statements of a step record, compiled once per system database (DBOS builds and
+    compiles its statements on every call on SQLite: most of a step's client CPU was that)."""
 
     def __init__(self, sys_db: Any) -> None:
         status, outputs = sys_db.tables.workflow_status, sys_db.tables.operation_outputs
         self._engine = sys_db.engine
-        self._insert = sa.insert(outputs).values(
+        schema = sys_db.schema
+        insert = sa.insert(outputs).values(
             {
                 **{key: sa.bindparam(key) for key in _COLUMNS},
                 "child_workflow_id": None,
@@ -139,23 +141,49 @@ class _Writer:
         )
         # FOR NO KEY UPDATE on Postgres (as DBOS's own check): a cancel or a takeover waits
         # for this record to commit; on SQLite the insert already holds the write lock.
-        self._owner = (
+        owner = (
             sa.select(status.c.owner_xid)
             .where(status.c.workflow_uuid == sa.bindparam("workflow_uuid"))
             .with_for_update(key_share=True)
         )
+        self._insert = _Compiled(insert, self._engine.dialect, schema)
+        self._owner = _Compiled(owner, self._engine.dialect, schema)
         self.write = db_retry(sys_db=sys_db)(self._write)
 
     def _write(self, row: dict[str, Any], owner: str | None) -> None:
         with self._engine.begin() as connection:
-            connection.execute(self._insert, row)
-            current = connection.execute(self._owner, row).scalar()
+            self._insert.execute(connection, row)
+            current = self._owner.execute(connection, row).scalar()
             if owner is not None and current != owner:
                 # Raised inside the transaction: the insert is rolled back.
                 raise DurableError(
                     f"durable run {row['workflow_uuid']!r} is no longer owned by this "
                     "execution (cancelled, or resumed elsewhere): its step was not recorded"
                 )
+
+
+class _Compiled:
+    """A statement compiled once for ``dialect``, run with the driver's own parameters."""
+
+    def __init__(self, statement: Any, dialect: Any, schema: str | None) -> None:
+        compiled = statement.compile(
+            dialect=dialect,
+            schema_translate_map={SCHEMA_PLACEHOLDER: schema},
+            render_schema_translate=True,
+        )
+        self._sql = str(compiled)
+        self._constants = {
+            name: bind.value for name, bind in compiled.binds.items() if bind.callable is None
+        }
+        self._order: tuple[str, ...] | None = (
+            tuple(compiled.positiontup) if compiled.positional else None
+        )
+
+    def execute(self, connection: sa.Connection, values: dict[str, Any]) -> Any:
+        merged = {**self._constants, **values}
+        if self._order is None:
+            return connection.exec_driver_sql(self._sql, merged)
+        return connection.exec_driver_sql(self._sql, tuple(merged[k] for k in self._order))
 
 
 _COLUMNS = (
