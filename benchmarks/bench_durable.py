@@ -28,6 +28,7 @@ from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
+import psutil
 from _common import MockServerProcess, fmt, print_table, run_worker
 
 STEPS_PER_TURN = 5
@@ -218,21 +219,27 @@ def _median(runs: list[dict[str, float]], key: str) -> float:
 
 
 def _scaling(url: str, db: str, sessions: int, rounds: int) -> list[list[Any]]:
-    """Sessions/s for 1, 2, 4 workers (median of ``rounds``), with the load average."""
+    """Sessions/s for 1, 2, 4 workers (median of ``rounds``), the workers' CPU per session
+    (all of them together), and the load average."""
     import anyio
 
     rows = []
     base = 0.0
     for count in WORKERS:
-        rates = []
+        rates, cpus = [], []
         with ExitStack() as stack:
-            for n in range(count):
+            workers = [
                 stack.enter_context(_worker_process(url, db, f"bench-{count}-{n}"))
+                for n in range(count)
+            ]
             for r in range(rounds):
+                before = sum(w.cpu_seconds() for w in workers)
                 rates.append(anyio.run(_enqueue_all, db, sessions, f"{count}-{r}"))
-        rate = sorted(rates)[len(rates) // 2]
+                cpus.append((sum(w.cpu_seconds() for w in workers) - before) / sessions)
+        rate, cpu = sorted(rates)[len(rates) // 2], sorted(cpus)[len(cpus) // 2]
         base = base or rate
-        rows.append([count, fmt(rate, 1), fmt(rate / base), _loadavg().split(" ", 2)[2]])
+        load = _loadavg().split(" ", 2)[2]
+        rows.append([count, fmt(rate, 1), fmt(rate / base), fmt(cpu * 1e3, 1), load])
     return rows
 
 
@@ -248,6 +255,10 @@ class _worker_process:
             if self.process.poll() is not None:
                 raise RuntimeError("a worker exited before it was ready")
         return self
+
+    def cpu_seconds(self) -> float:
+        times = psutil.Process(self.process.pid).cpu_times()
+        return float(times.user + times.system)
 
     def __exit__(self, *exc: object) -> None:
         self.process.kill()
@@ -330,7 +341,8 @@ def main() -> None:
         elif "scaling" in wanted:
             scaling = _scaling(server.url, postgres, sessions, rounds)
             title = f"{sessions} sessions (3 LLM calls each) on one Postgres queue"
-            print_table(["workers", "sessions/s", "x 1 worker", "load average"], scaling, title)
+            headers = ["workers", "sessions/s", "x 1 worker", "worker CPU ms/session", "load avg"]
+            print_table(headers, scaling, title)
         if "recovery" in wanted:
             recovery_db = f"sqlite:///{Path(folder) / 'recovery.sqlite'}"
             rows = _recovery(server.url, recovery_db)

@@ -109,7 +109,7 @@ class StepJournal:
         else:
             serialized_output, serialization = serialize_value(output, None, dbos._serializer)
             values = (serialized_output, None)
-        row = {
+        row: dict[str, Any] = {
             "workflow_uuid": self.workflow_id,
             "function_id": step_id,
             "function_name": name,
@@ -119,47 +119,47 @@ class StepJournal:
             "started_at_epoch_ms": started_ms,
             "completed_at_epoch_ms": now_ms(),
         }
-        owner = current_owner_xid(self.workflow_id)
-        await anyio.to_thread.run_sync(_writer(dbos._sys_db).write, row, owner)
+        row["owner_xid"] = current_owner_xid(self.workflow_id)
+        await anyio.to_thread.run_sync(_writer(dbos._sys_db).write, row)
 
 
 class _Writer:
-    """The two statements of a step record, compiled once per system database (DBOS builds and
-    compiles its statements on every call on SQLite: most of a step's client CPU was that)."""
+    """The step record: one ``INSERT ... SELECT`` that inserts the row only while this execution
+    owns the workflow, compiled once per system database (DBOS builds and compiles its
+    statements on every call on SQLite: most of a step's client CPU was that)."""
 
     def __init__(self, sys_db: Any) -> None:
         status, outputs = sys_db.tables.workflow_status, sys_db.tables.operation_outputs
         self._engine = sys_db.engine
-        schema = sys_db.schema
-        insert = sa.insert(outputs).values(
-            {
-                **{key: sa.bindparam(key) for key in _COLUMNS},
-                "child_workflow_id": None,
-                "application_name": sys_db.app_name,
-                "retention_timestamp": sa.bindparam("completed_at_epoch_ms"),
-            }
-        )
-        # FOR NO KEY UPDATE on Postgres (as DBOS's own check): a cancel or a takeover waits
-        # for this record to commit; on SQLite the insert already holds the write lock.
-        owner = (
-            sa.select(status.c.owner_xid)
-            .where(status.c.workflow_uuid == sa.bindparam("workflow_uuid"))
+        values = {
+            **{key: sa.bindparam(key, required=False) for key in _COLUMNS},
+            "child_workflow_id": sa.null(),
+            "application_name": sa.literal(sys_db.app_name),
+            "retention_timestamp": sa.bindparam("completed_at_epoch_ms", required=False),
+        }
+        typed = [sa.cast(value, outputs.c[key].type).label(key) for key, value in values.items()]
+        # FOR NO KEY UPDATE on Postgres, as DBOS's own owner check: a cancel or a takeover
+        # waits for this record to commit. On SQLite the insert holds the write lock.
+        owned = (
+            sa.select(*typed)
+            .where(
+                status.c.workflow_uuid == sa.bindparam("workflow_uuid", required=False),
+                status.c.owner_xid == sa.bindparam("owner_xid", required=False),
+            )
             .with_for_update(key_share=True)
         )
-        self._insert = _Compiled(insert, self._engine.dialect, schema)
-        self._owner = _Compiled(owner, self._engine.dialect, schema)
+        insert = sa.insert(outputs).from_select(list(values), owned)
+        self._insert = _Compiled(insert, self._engine.dialect, sys_db.schema)
         self.write = db_retry(sys_db=sys_db)(self._write)
 
-    def _write(self, row: dict[str, Any], owner: str | None) -> None:
+    def _write(self, row: dict[str, Any]) -> None:
         with self._engine.begin() as connection:
-            self._insert.execute(connection, row)
-            current = self._owner.execute(connection, row).scalar()
-            if owner is not None and current != owner:
-                # Raised inside the transaction: the insert is rolled back.
-                raise DurableError(
-                    f"durable run {row['workflow_uuid']!r} is no longer owned by this "
-                    "execution (cancelled, or resumed elsewhere): its step was not recorded"
-                )
+            inserted = self._insert.execute(connection, row).rowcount
+        if inserted != 1:
+            raise DurableError(
+                f"durable run {row['workflow_uuid']!r} is no longer owned by this execution "
+                "(cancelled, or resumed elsewhere): its step was not recorded"
+            )
 
 
 class _Compiled:
@@ -172,15 +172,13 @@ class _Compiled:
             render_schema_translate=True,
         )
         self._sql = str(compiled)
-        self._constants = {
-            name: bind.value for name, bind in compiled.binds.items() if bind.callable is None
-        }
+        self._defaults = compiled.construct_params()  # the statement's own constants
         self._order: tuple[str, ...] | None = (
             tuple(compiled.positiontup) if compiled.positional else None
         )
 
     def execute(self, connection: sa.Connection, values: dict[str, Any]) -> Any:
-        merged = {**self._constants, **values}
+        merged = {**self._defaults, **values}
         if self._order is None:
             return connection.exec_driver_sql(self._sql, merged)
         return connection.exec_driver_sql(self._sql, tuple(merged[k] for k in self._order))
