@@ -28,6 +28,7 @@ from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
+import psutil
 from _common import MockServerProcess, fmt, print_table, run_worker
 
 STEPS_PER_TURN = 5
@@ -65,10 +66,15 @@ def _durable(db: str, **queue: Any) -> Any:
     from simplellmfunc.runtime.durable import DurableConfig, QueueConfig
 
     queues = (QueueConfig("bench", polling_interval=0.05, **queue),) if queue else ()
-    return DurableConfig(database_url=db, queues=queues, executor_id=os.environ.get("EXECUTOR"))
+    # One application version for every process: the DBOS floor registers workflows of its
+    # own, which would otherwise make its version the latest, and workers skip older ones.
+    executor = os.environ.get("EXECUTOR")
+    return DurableConfig(database_url=db, queues=queues, executor_id=executor, app_version="bench")
 
 
 async def _turns(variant: str, url: str, db: str, turns: int) -> dict[str, float]:
+    if variant in ("dbos", "dbos0"):
+        return await _bare_dbos(db, turns, STEPS_PER_TURN if variant == "dbos" else 0)
     llm, bench = _agent(url)
     async with llm:
         if variant == "plain":
@@ -87,6 +93,30 @@ async def _turns(variant: str, url: str, db: str, turns: int) -> dict[str, float
                 await agent.run("go", history=[])
 
             return await _timed(durable_turn, turns)
+
+
+async def _bare_dbos(db: str, turns: int, steps: int) -> dict[str, float]:
+    """DBOS's own floor: a workflow of ``steps`` empty ``@DBOS.step`` steps per turn, nothing
+    else (per step of a 5-step turn, like the others)."""
+    from dbos import DBOS
+
+    from simplellmfunc.runtime.durable import DurableRuntime
+
+    @DBOS.step(name="bench.empty")
+    async def empty() -> None:
+        return None
+
+    @DBOS.workflow(name="bench.empty_steps")
+    async def empty_steps() -> None:
+        for _ in range(steps):
+            await empty()
+
+    async with DurableRuntime(_durable(db)):
+
+        async def turn(n: int) -> None:
+            await empty_steps()
+
+        return await _timed(turn, turns)
 
 
 async def _timed(turn: Any, turns: int) -> dict[str, float]:
@@ -145,11 +175,16 @@ def _child(args: argparse.Namespace) -> None:
 
 
 def _overhead(url: str, databases: dict[str, str], turns: int, rounds: int) -> list[list[Any]]:
-    runs: dict[str, list[dict[str, float]]] = {name: [] for name in ["plain", *databases]}
+    """Plain, durable and DBOS's own floor (empty steps) per database, alternated by round."""
+    variants = {"plain": ("plain", "")}
+    for name, db in databases.items():
+        variants[f"durable {name}"] = ("durable", db)
+        variants[f"DBOS empty workflow {name}"] = ("dbos0", db)
+        variants[f"DBOS 5 empty steps {name}"] = ("dbos", db)
+    runs: dict[str, list[dict[str, float]]] = {name: [] for name in variants}
     for _ in range(rounds):  # alternate, so that machine noise hits every variant alike
-        runs["plain"].append(_run("plain", url, "", turns))
-        for name, db in databases.items():
-            runs[name].append(_run("durable", url, db, turns))
+        for name, (variant, db) in variants.items():
+            runs[name].append(_run(variant, url, db, turns))
     plain = _median(runs["plain"], "cpu_step_us")
     rows = []
     for name, measured in runs.items():
@@ -159,6 +194,27 @@ def _overhead(url: str, databases: dict[str, str], turns: int, rounds: int) -> l
         wall = _median(measured, "wall_turn_ms")
         rows.append([name, fmt(cpu, 0), fmt(ratio), fmt(wall / STEPS_PER_TURN), verdict])
     return rows
+
+
+def _dbos_share(rows: list[list[Any]], databases: dict[str, str]) -> None:
+    """Split the durable overhead per step: DBOS's workflow (start, status, output, result),
+    spread over the turn's steps, and the rest (our step records); and compare our step record
+    with an empty DBOS step."""
+    cpu = {row[0]: float(str(row[1]).replace(",", "")) for row in rows}
+    for name in databases:
+        overhead = cpu[f"durable {name}"] - cpu["plain"]
+        workflow = cpu[f"DBOS empty workflow {name}"]
+        dbos_step = cpu[f"DBOS 5 empty steps {name}"] - workflow
+        print(
+            f"{name}: durability adds {overhead:,.0f} µs/step to the plain run; DBOS's workflow "
+            f"alone is {workflow:,.0f} µs/step of it ({workflow / overhead:.0%}); our step "
+            f"record and journal the other {overhead - workflow:,.0f} µs/step (an empty "
+            f"@DBOS.step costs {dbos_step:,.0f} µs)"
+        )
+
+
+def _loadavg() -> str:
+    return "load average " + " ".join(Path("/proc/loadavg").read_text().split()[:3])
 
 
 def _run(variant: str, url: str, db: str, turns: int) -> dict[str, float]:
@@ -172,18 +228,28 @@ def _median(runs: list[dict[str, float]], key: str) -> float:
     return values[len(values) // 2]
 
 
-def _scaling(url: str, db: str, sessions: int) -> list[list[Any]]:
+def _scaling(url: str, db: str, sessions: int, rounds: int) -> list[list[Any]]:
+    """Sessions/s for 1, 2, 4 workers (median of ``rounds``), the workers' CPU per session
+    (all of them together), and the load average."""
     import anyio
 
     rows = []
     base = 0.0
     for count in WORKERS:
+        rates, cpus = [], []
         with ExitStack() as stack:
-            for n in range(count):
+            workers = [
                 stack.enter_context(_worker_process(url, db, f"bench-{count}-{n}"))
-            rate = anyio.run(_enqueue_all, db, sessions, count)
+                for n in range(count)
+            ]
+            for r in range(rounds):
+                before = sum(w.cpu_seconds() for w in workers)
+                rates.append(anyio.run(_enqueue_all, db, sessions, f"{count}-{r}"))
+                cpus.append((sum(w.cpu_seconds() for w in workers) - before) / sessions)
+        rate, cpu = sorted(rates)[len(rates) // 2], sorted(cpus)[len(cpus) // 2]
         base = base or rate
-        rows.append([count, fmt(rate, 1), fmt(rate / base)])
+        load = _loadavg().split(" ", 2)[2]
+        rows.append([count, fmt(rate, 1), fmt(rate / base), fmt(cpu * 1e3, 1), load])
     return rows
 
 
@@ -200,18 +266,22 @@ class _worker_process:
                 raise RuntimeError("a worker exited before it was ready")
         return self
 
+    def cpu_seconds(self) -> float:
+        times = psutil.Process(self.process.pid).cpu_times()
+        return float(times.user + times.system)
+
     def __exit__(self, *exc: object) -> None:
         self.process.kill()
         self.process.wait()
 
 
-async def _enqueue_all(db: str, sessions: int, count: int) -> float:
+async def _enqueue_all(db: str, sessions: int, batch: str) -> float:
     from simplellmfunc.runtime.durable import DurableClient
 
     async with DurableClient(_durable(db)) as client:
         started = time.perf_counter()
         ids = [
-            await client.enqueue("bench", "bench", "go", history=[], workflow_id=f"s-{count}-{n}")
+            await client.enqueue("bench", "bench", "go", history=[], workflow_id=f"s-{batch}-{n}")
             for n in range(sessions)
         ]
         for workflow_id in ids:
@@ -243,6 +313,9 @@ def _recovery(url: str, db: str) -> list[list[Any]]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="fewer turns and sessions")
+    parser.add_argument(
+        "--only", choices=["overhead", "scaling", "recovery"], help="measure one part only"
+    )
     parser.add_argument("--child", help=argparse.SUPPRESS)
     parser.add_argument("--url", help=argparse.SUPPRESS)
     parser.add_argument("--db", default="", help=argparse.SUPPRESS)
@@ -255,28 +328,35 @@ def main() -> None:
 
     turns, rounds, sessions = (10, 1, 16) if args.quick else (40, 3, 48)
     missing = postgres_missing()
+    wanted = {args.only} if args.only else {"overhead", "scaling", "recovery"}
     with (
         MockServerProcess(["--react-steps", "3", "--tool-name", "noop"]) as server,
         tempfile.TemporaryDirectory() as folder,
         ExitStack() as stack,
     ):
-        sqlite = f"sqlite:///{Path(folder) / 'durable.sqlite'}"
-        databases = {"durable SQLite": sqlite}
-        postgres = None if missing else stack.enter_context(postgres_cluster())
+        databases = {"SQLite": f"sqlite:///{Path(folder) / 'durable.sqlite'}"}
+        needs_postgres = not missing and wanted & {"overhead", "scaling"}
+        postgres = stack.enter_context(postgres_cluster()) if needs_postgres else None
         if postgres:
-            databases["durable Postgres"] = postgres
-        print(f"mock server in its own process; {rounds} rounds x {turns} turns of 5 steps")
-        rows = _overhead(server.url, databases, turns, rounds)
-        headers = ["variant", "CPU/step µs", "x plain", "wall/step ms", f"<= {TARGET_RATIO}x"]
-        print_table(headers, rows, "client CPU per step (median of the rounds)")
-        if postgres is None:
+            databases["Postgres"] = postgres
+        if "overhead" in wanted:
+            print(f"mock server in its own process; {rounds} rounds x {turns} turns of 5 steps")
+            rows = _overhead(server.url, databases, turns, rounds)
+            headers = ["variant", "CPU/step µs", "x plain", "wall/step ms", f"<= {TARGET_RATIO}x"]
+            title = f"client CPU per step (median of the rounds; {_loadavg()})"
+            print_table(headers, rows, title)
+            _dbos_share(rows, databases)
+        if "scaling" in wanted and postgres is None:
             print(f"no Postgres ({missing}): no scaling figures")
-        else:
-            scaling = _scaling(server.url, postgres, sessions)
+        elif "scaling" in wanted:
+            scaling = _scaling(server.url, postgres, sessions, rounds)
             title = f"{sessions} sessions (3 LLM calls each) on one Postgres queue"
-            print_table(["workers", "sessions/s", "x 1 worker"], scaling, title)
-        recovery_db = f"sqlite:///{Path(folder) / 'recovery.sqlite'}"
-        print_table(["recovery after SIGKILL (SQLite)", "s"], _recovery(server.url, recovery_db))
+            headers = ["workers", "sessions/s", "x 1 worker", "worker CPU ms/session", "load avg"]
+            print_table(headers, scaling, title)
+        if "recovery" in wanted:
+            recovery_db = f"sqlite:///{Path(folder) / 'recovery.sqlite'}"
+            rows = _recovery(server.url, recovery_db)
+            print_table([f"recovery after SIGKILL (SQLite; {_loadavg()})", "s"], rows)
 
 
 if __name__ == "__main__":

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import signal
+import sqlite3
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -161,6 +162,90 @@ async def test_abort_stops_a_durable_run_and_cancels_it_durably(
                 await handle.result()
             assert await handle.status() == "CANCELLED"
     assert len(mock_server.requests) == 1
+
+
+async def test_a_run_cancelled_elsewhere_records_no_further_step(
+    mock_server: MockLLMServer, runtime: DurableRuntime
+) -> None:
+    # The cancel comes through the database only (as from another process): the tool call
+    # running then finishes, but its record is refused (the run no longer owns the workflow)
+    # and the run stops there: no further LLM call.
+    started, release = anyio.Event(), anyio.Event()
+
+    @tool
+    async def slow() -> str:
+        """Work slowly."""
+        started.set()
+        await release.wait()
+        return "finished"
+
+    mock_server.script(Reply.tool_calls(ToolCallSpec("slow", {})), Reply.text("never asked"))
+    async with OpenAICompatible("sk-test", "mock", mock_server.url) as llm:
+
+        @llm_chat(llm, toolkit=[slow])
+        async def worker(message: str, history: list[dict[str, Any]] | None = None) -> None:
+            """Work."""
+
+        agent = DurableAgent(worker, name="test_durable.cancelled_elsewhere")
+        with anyio.fail_after(GUARD):
+            handle = await agent.start("work", history=[])
+            await started.wait()
+            await DBOS.cancel_workflow_async(handle.workflow_id)
+            release.set()
+            with pytest.raises(DurableError):
+                await handle.result()
+            assert await handle.status() == "CANCELLED"
+            steps = await DBOS.list_workflow_steps_async(handle.workflow_id)
+    assert [step["function_name"] for step in steps] == ["llm:mock"]
+    assert len(mock_server.requests) == 1
+
+
+async def test_a_sqlite_step_record_never_waits_for_the_lock_on_the_event_loop(
+    mock_server: MockLLMServer, runtime: DurableRuntime, tmp_path: Path
+) -> None:
+    from dbos._dbos import _get_dbos_instance
+
+    from simplellmfunc.runtime.durable._journal import _writer
+
+    mock_server.script(Reply.text("done"))
+    async with OpenAICompatible("sk-test", "mock", mock_server.url) as llm:
+
+        @llm_chat(llm)
+        async def quick(message: str, history: list[dict[str, Any]] | None = None) -> None:
+            """Answer."""
+
+        agent = DurableAgent(quick, name="test_durable.quick")
+        with anyio.fail_after(GUARD):
+            await agent.run("hi", history=[], workflow_id="lock-1")
+    writer = _writer(_get_dbos_instance()._sys_db)
+    database = sqlite3.connect(tmp_path / "durable.sqlite", isolation_level=None)
+    try:
+        database.execute(
+            "UPDATE workflow_status SET owner_xid = 'me' WHERE workflow_uuid = 'lock-1'"
+        )
+        row = {
+            "workflow_uuid": "lock-1",
+            "function_id": 99,
+            "function_name": "tool:late",
+            "output": None,
+            "error": None,
+            "serialization": None,
+            "started_at_epoch_ms": 1,
+            "completed_at_epoch_ms": 2,
+            "owner_xid": "me",
+        }
+        database.execute("BEGIN IMMEDIATE")  # another writer holds the lock: no waiting here
+        assert writer.write_here(row) is False
+        database.execute("COMMIT")
+        with pytest.raises(DurableError, match="no longer owned"):  # cancelled or taken over
+            writer.write_here({**row, "owner_xid": "someone else"})
+        assert writer.write_here(row) is True
+        recorded = database.execute(
+            "SELECT function_id FROM operation_outputs WHERE workflow_uuid = 'lock-1'"
+        ).fetchall()
+    finally:
+        database.close()
+    assert [step for (step,) in recorded] == [1, 99]
 
 
 async def test_cli_worker_runs_queued_sessions_of_a_config_agent(tmp_path: Path) -> None:

@@ -74,7 +74,9 @@ class DurableConfig:
             runs recorded under the same id (``None``: DBOS's default, ``"local"``). Give
             each worker of a deployment its own.
         app_version: Workers only run sessions recorded under their version (``None``: DBOS
-            derives it from the workflow code, the same for every simplellmfunc process).
+            derives it from the workflow code, the same for every simplellmfunc process that
+            registers no DBOS workflows of its own; one that does gets another version, which
+            becomes the latest: set the same value everywhere then).
         resume_note: Tell the model, in a user message, that a resumed run lost in-memory
             tool state (a PyRepl kernel is new).
         queues: The queues this process declares.

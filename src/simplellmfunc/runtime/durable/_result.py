@@ -66,8 +66,9 @@ class DurableHandle:
     async def abort(self) -> None:
         """Cancel the run durably: it stops at its next step, wherever it runs, and is not
         resumed; a run of this process also stops its current LLM or tool call."""
-        abort_local(self.workflow_id, "aborted through its durable handle")
+        # Cancelled in the database first: the run, stopped next, cannot record a success.
         await DBOS.cancel_workflow_async(self.workflow_id)
+        abort_local(self.workflow_id, "aborted through its durable handle")
 
 
 async def wait_result(

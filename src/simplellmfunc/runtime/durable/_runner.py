@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Any, TypeVar
+from typing import TypeVar
 
-from dbos import DBOS, StepReservation
+from dbos import DBOS
 
 from ..._mutations import ContextMutation, UserMessageMutation
 from ...engine import RunHook, RunView, StepKind, running_steps
 from ...exceptions import StepInterruptedError
+from ._journal import StepJournal, now_ms
 
 __all__ = ["RESUME_NOTE", "DBOSStepRunner"]
 
@@ -24,21 +25,24 @@ RESUME_NOTE = (
 
 
 class DBOSStepRunner(RunHook):
-    """Hands out DBOS step reservations in the order the loop reaches its calls.
+    """Hands out DBOS step ids in the order the loop reaches its calls.
+
+    A step recorded by an earlier attempt is replayed from the journal read when this attempt
+    started; any other runs and is recorded (one write per step, see :class:`StepJournal`).
 
     As a run hook it tells the model, once, that a resumed run lost its in-memory tool state:
     before the first LLM call that follows the last step recorded before the crash.
 
     Args:
-        recorded: The ids of the steps the workflow had recorded when this attempt started
-            (empty for a fresh run).
+        journal: The workflow's step records, as read when this attempt started.
         note: The note for a resumed run (``None``: no note).
     """
 
-    def __init__(self, recorded: frozenset[int], note: str | None = RESUME_NOTE) -> None:
-        self._last_recorded = max(recorded, default=-1)
+    def __init__(self, journal: StepJournal, note: str | None = RESUME_NOTE) -> None:
+        self.journal = journal
+        self._last_recorded = max(journal.recorded, default=-1)
         self._last_reserved = -1
-        self._noted = not recorded or note is None
+        self._noted = not journal.recorded or note is None
         self._note = note or ""
         self.replayed = 0
         self.executed = 0
@@ -50,9 +54,9 @@ class DBOSStepRunner(RunHook):
 
     def slot(self, kind: StepKind, name: str, *, idempotent: bool = True) -> _Slot:
         """Reserve the next step id (and one for a "began" marker of a non-idempotent tool)."""
-        began = DBOS.reserve_step() if kind == "tool" and not idempotent else None
-        main = DBOS.reserve_step()
-        self._last_reserved = main.step_id
+        began = DBOS.reserve_step().step_id if kind == "tool" and not idempotent else None
+        main = DBOS.reserve_step().step_id
+        self._last_reserved = main
         return _Slot(self, f"{kind}:{name}", began, main)
 
     async def before_llm_call(self, run: RunView) -> Sequence[ContextMutation]:
@@ -65,44 +69,39 @@ class DBOSStepRunner(RunHook):
 class _Slot:
     __slots__ = ("_began", "_main", "_name", "_runner")
 
-    def __init__(
-        self,
-        runner: DBOSStepRunner,
-        name: str,
-        began: StepReservation | None,
-        main: StepReservation,
-    ) -> None:
+    def __init__(self, runner: DBOSStepRunner, name: str, began: int | None, main: int) -> None:
         self._runner = runner
         self._name = name
         self._began = began
         self._main = main
 
     async def run(self, func: Callable[[], Awaitable[T]]) -> tuple[T, bool]:
-        began_now = False
+        runner, journal = self._runner, self._runner.journal
+        recorded = journal.recorded.get(self._main)
+        if recorded is not None:
+            runner.replayed += 1
+            value: T = recorded.replay(self._name)
+            return value, True
+        started = now_ms()
+        try:
+            value = await self._execute(func)
+        except Exception as exc:  # recorded: a resumed run gets the same error back
+            await journal.record(self._main, self._name, started, error=exc)
+            raise
+        await journal.record(self._main, self._name, started, output=value)
+        runner.executed += 1
+        return value, False
 
-        async def begin() -> bool:
-            nonlocal began_now
-            began_now = True
-            return True
-
+    async def _execute(self, func: Callable[[], Awaitable[T]]) -> T:
+        journal = self._runner.journal
         if self._began is not None:
-            await self._began.run_async({"name": f"began {self._name}"}, begin)
-        executed = False
-
-        async def body() -> Any:
-            nonlocal executed
-            if self._began is not None and not began_now:
+            marker = f"began {self._name}"
+            if self._began in journal.recorded:
+                journal.recorded[self._began].replay(marker)
                 raise StepInterruptedError(
                     f"{self._name.partition(':')[2]} was interrupted by a restart; it is not "
                     "idempotent, so it was not run again: it may or may not have taken effect"
                 )
-            executed = True
-            with running_steps(None):  # an agent inside a tool runs plainly, within this step
-                return await func()
-
-        value: T = await self._main.run_async({"name": self._name}, body)
-        if executed:
-            self._runner.executed += 1
-        else:
-            self._runner.replayed += 1
-        return value, not executed
+            await journal.record(self._began, marker, now_ms(), output=True)
+        with running_steps(None):  # an agent inside a tool runs plainly, within this step
+            return await func()

@@ -11,6 +11,7 @@ from dbos import DBOS
 
 from ...exceptions import DurableError
 from ._config import DurableConfig, QueueConfig
+from ._journal import close_writers
 from ._result import DurableHandle, DurableResult, wait_result
 from ._workflow import durable_workflow
 
@@ -114,4 +115,5 @@ async def _register(queue: QueueConfig) -> None:
 
 
 def _destroy() -> None:
+    close_writers()
     DBOS.destroy(destroy_registry=False)

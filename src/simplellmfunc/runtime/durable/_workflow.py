@@ -7,7 +7,6 @@ by name in its own registry, so every process that runs sessions registers the s
 
 from __future__ import annotations
 
-import asyncio
 import inspect
 from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from contextlib import AbstractContextManager, aclosing, nullcontext
@@ -20,6 +19,7 @@ from ..._events import EventYield, ResponseYield
 from ...engine import running_steps
 from ...exceptions import DurableError
 from ..otel import GenAITracing
+from ._journal import StepJournal
 from ._local import local_abort
 from ._result import DurableResult
 from ._runner import RESUME_NOTE, DBOSStepRunner
@@ -71,8 +71,8 @@ async def _run_agent(
     if entry is None:
         raise DurableError(f"no durable agent named {name!r} is registered in this process")
     workflow_id = DBOS.workflow_id or ""
-    recorded = await _recorded_steps(workflow_id)
-    runner = DBOSStepRunner(recorded, RESUME_NOTE if entry.resume_note else None)
+    journal = await StepJournal.load(workflow_id)
+    runner = DBOSStepRunner(journal, RESUME_NOTE if entry.resume_note else None)
     with local_abort(workflow_id) as abort, running_steps(runner), _traced(entry, name, carrier):
         text, history, value = await _drive(entry, args, {**kwargs, "_abort_signal": abort})
     return DurableResult(
@@ -88,17 +88,6 @@ def _traced(
     if entry.tracing is None:
         return nullcontext()
     return entry.tracing.agent_run(name, carrier, conversation_id=DBOS.workflow_id)
-
-
-async def _recorded_steps(workflow_id: str) -> frozenset[int]:
-    """The step ids recorded so far, read outside the workflow's context (so the query is not
-    itself a recorded step whose old answer a resumed run would get back)."""
-    loop = asyncio.get_running_loop()
-    # run_in_executor does not copy context variables: DBOS sees no workflow there.
-    steps = await loop.run_in_executor(
-        None, lambda: DBOS.list_workflow_steps(workflow_id, load_output=False)
-    )
-    return frozenset(int(step["function_id"]) for step in steps)
 
 
 async def _drive(
