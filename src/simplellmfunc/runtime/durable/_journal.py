@@ -9,7 +9,7 @@ still checks ownership, and a cancel clears the owner, so a cancelled run or one
 another worker fails at its next record and cannot record a step twice.
 
 This is the one module that uses DBOS internals (its system database and serializer); the
-``dbos`` extra pins the major version and ``tests/test_durable*.py`` prove the records resume.
+``dbos`` extra pins the minor version (3.4) and ``tests/test_durable*.py`` prove the records resume.
 """
 
 from __future__ import annotations
