@@ -22,6 +22,7 @@ Usage::
 
     python benchmarks/scale.py [--quick] [--out results.json]
     python benchmarks/scale.py --profile react|typed|stream|sweep:1000   # cProfile, top entries
+    python benchmarks/scale.py --profile typed --profile-impl floor      # the floor's profile
 """
 
 from __future__ import annotations
@@ -258,28 +259,62 @@ async def _child(kind: str, impl: str, url: str, runs: int) -> dict[str, float]:
         await client.aclose()
 
 
-def _profile(kind: str, url: str, runs: int) -> None:
+def _profile(kind: str, impl: str, url: str, runs: int) -> None:
+    """cProfile one client on one scenario, timed in process CPU time (not wall)."""
+
     async def run() -> None:
-        client = Engine(url)
+        client = _client(impl, url)
         try:
             if kind.startswith("sweep:"):
                 call, n = client.react(), int(kind.split(":")[1])
                 await call()
-                profiler = cProfile.Profile()
+                profiler = cProfile.Profile(time.process_time)
                 profiler.enable()
                 await _concurrent(call, n)
             else:
                 call = getattr(client, kind)()
                 await _sequential(call, 20)
-                profiler = cProfile.Profile()
+                profiler = cProfile.Profile(time.process_time)
                 profiler.enable()
                 await _sequential(call, runs)
             profiler.disable()
         finally:
             await client.aclose()
-        pstats.Stats(profiler).sort_stats("tottime").print_stats(25)
+        stats = pstats.Stats(profiler)
+        out = Path(".cache/bench") / f"profile-{impl}-{kind.replace(':', '-')}.prof"
+        out.parent.mkdir(parents=True, exist_ok=True)
+        stats.dump_stats(out)
+        _print_by_package(stats, runs)
+        stats.sort_stats("tottime").print_stats(25)
+        print(f"profile written to {out} (python -m pstats {out})")
 
     asyncio.run(run())
+
+
+def _package(filename: str) -> str:
+    """The package a profiled function belongs to (``simplellmfunc.engine``, ``httpcore``...)."""
+    if "simplellmfunc" in filename:
+        parts = filename.rsplit("simplellmfunc/", 1)[1].split("/")
+        return (
+            "simplellmfunc." + parts[0].removesuffix(".py") if len(parts) > 1 else ("simplellmfunc")
+        )
+    if "site-packages/" in filename:
+        return filename.split("site-packages/", 1)[1].split("/", 1)[0]
+    if filename.startswith(("~", "<")):
+        return "builtins"
+    return "stdlib:" + Path(filename).stem
+
+
+def _print_by_package(stats: pstats.Stats, calls: int) -> None:
+    """Own time per package, in µs per call: where the time goes, not in which function."""
+    own: dict[str, float] = {}
+    for (filename, _, _), row in stats.stats.items():  # type: ignore[attr-defined]
+        package = _package(filename)
+        own[package] = own.get(package, 0.0) + row[2]
+    total = sum(own.values())
+    print(f"own time by package (µs per call, {calls} calls, total {total / calls * 1e6:.0f})")
+    for package, seconds in sorted(own.items(), key=lambda kv: -kv[1])[:20]:
+        print(f"  {package:<32} {seconds / calls * 1e6:>8.0f}  {seconds / total:>5.1%}")
 
 
 # -- the parent -------------------------------------------------------------------------------
@@ -405,6 +440,9 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="fewer runs, rounds and sizes")
     parser.add_argument("--child", nargs=3, metavar=("KIND", "IMPL", "URL"))
     parser.add_argument("--profile", metavar="KIND", help="cProfile ours on one scenario")
+    parser.add_argument(
+        "--profile-impl", default="engine", choices=("engine", "floor", "floor-limited")
+    )
     parser.add_argument("--runs", type=int, default=300, help="sequential calls per child")
     parser.add_argument("--rounds", type=int, default=5, help="alternating rounds per cell")
     parser.add_argument("--sweep", type=int, nargs="*", default=list(SWEEP), help="N values")
@@ -426,7 +464,7 @@ def main() -> None:
         _pin(os.getpid(), CLIENT_CORE)
         kind = "react" if args.profile.startswith("sweep:") else args.profile
         with _server(*flags[kind]) as url:
-            _profile(args.profile, url, runs)
+            _profile(args.profile, args.profile_impl, url, runs)
         return
     results: dict[str, Any] = {"machine": _machine(), "sequential": {}, "sweep": {}}
     started = time.perf_counter()

@@ -10,7 +10,16 @@ import anyio
 import pytest
 
 from simplellmfunc import OpenAICompatible, llm_chat, llm_function, tool
-from simplellmfunc.engine import Emitter, Invocation, ReactRun, RunHook, RunView, run_react
+from simplellmfunc.engine import (
+    Emitter,
+    Finished,
+    Invocation,
+    ReactRun,
+    RunHook,
+    RunView,
+    event_pump,
+    run_react,
+)
 from simplellmfunc.exceptions import ProviderError, StreamError
 from simplellmfunc.hooks import (
     CustomEvent,
@@ -445,3 +454,47 @@ async def test_breaking_out_early_in_plain_mode(
                 break
     assert len(server.requests) == 1  # the run stopped where the consumer left
     assert hook.ended == [1]
+
+
+async def test_events_are_stamped_once_and_never_restamped_in_place() -> None:
+    received: list[EventYield] = []
+
+    async def send(item: Any) -> None:
+        received.append(item)
+
+    first = Emitter(send, EventOrigin(agent_call_id="run1"), wants_events=True, func_name="f")
+    other = Emitter(send, EventOrigin(agent_call_id="run2"), wants_events=True, func_name="g")
+    event = LLMCallErrorEvent(1, "ProviderError", "boom")
+    await first.event(event)
+    assert (received[0].event.trace_id, received[0].event.func_name) == ("run1", "f")
+    await first.event(event)  # the same run again: already stamped, nothing to change
+    assert (received[1].event.trace_id, received[1].event.func_name) == ("run1", "f")
+    await other.event(event)  # another run: a stamped copy; what run1 sent stays as it was
+    assert (received[2].event.trace_id, received[2].event.func_name) == ("run2", "g")
+    assert received[2].event is not event
+    assert received[2].event == event
+    assert (received[0].event.trace_id, received[0].event.func_name) == ("run1", "f")
+    with pytest.raises(AttributeError):  # still frozen for everyone else
+        received[0].event.trace_id = "x"  # type: ignore[misc]
+    tool_event = CustomEvent("tick", 1, tool_name="t", tool_call_id="c")
+    await first.custom(tool_event)  # a tool's own object is copied, never written to
+    assert (tool_event.trace_id, received[3].event.trace_id) == ("", "run1")
+    assert [i.origin.seq for i in received] == [1, 2, 1, 3]
+
+
+async def test_pump_sending_stays_a_cancellation_point() -> None:
+    reached: list[str] = []
+
+    async def body(send: Any) -> str:
+        await send("first")  # into the buffer at once
+        with anyio.CancelScope() as scope:
+            scope.cancel()
+            await send("never")  # room in the buffer, but a cancellation is pending
+            reached.append("past the send")
+        return "end"
+
+    with anyio.fail_after(GUARD):
+        async with aclosing(event_pump(body)) as items:
+            received = [item async for item in items]
+    assert received == ["first", Finished("end")]
+    assert reached == []

@@ -101,6 +101,18 @@ async def test_spool_cap_and_failure_are_stated(tmp_path: Path) -> None:
     assert str(path) not in shown
 
 
+async def test_spool_discard_removes_what_was_written_and_nothing_else(tmp_path: Path) -> None:
+    unused = Spool(str(tmp_path / "out" / "00001-stdout.txt"), 1_000)
+    await unused.discard()  # never opened: nothing to remove, and no directory made
+    assert not (tmp_path / "out").exists()
+    used = Spool(str(tmp_path / "out" / "00002-stdout.txt"), 1_000)
+    used.append("x" * 500)
+    await used.flush()
+    assert [p.name for p in (tmp_path / "out").iterdir()] == ["00002-stdout.txt.part"]
+    await used.discard()
+    assert list((tmp_path / "out").iterdir()) == []
+
+
 def test_kernel_environment_is_an_allowlist() -> None:
     host = {
         "PATH": "/bin",

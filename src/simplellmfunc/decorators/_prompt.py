@@ -71,13 +71,25 @@ def _images(value: Any) -> list[ImgUrl | ImgPath] | None:
     return None
 
 
+_TYPE_NAMES: dict[Any, str] = {}  # annotation -> label: the same few, on every call
+_TYPE_NAMES_MAX = 1024
+
+
 def _type_name(annotation: Any) -> str:
     """A short type label: ``int``, ``list[ImgUrl]``, ``Optional[Address]`` (no module paths)."""
     if annotation is inspect.Parameter.empty:
         return ""
     if isinstance(annotation, type):
         return annotation.__name__
-    return _QUALIFIED.sub(r"\1", str(annotation))
+    try:
+        return _TYPE_NAMES[annotation]
+    except KeyError:
+        name = _QUALIFIED.sub(r"\1", str(annotation))
+        if len(_TYPE_NAMES) < _TYPE_NAMES_MAX:
+            _TYPE_NAMES[annotation] = name
+        return name
+    except TypeError:  # an unhashable annotation (Annotated metadata): not cached
+        return _QUALIFIED.sub(r"\1", str(annotation))
 
 
 async def render_arguments(
@@ -97,7 +109,8 @@ async def render_arguments(
     parts: list[ContentPart | str] = []
     for name, value in arguments.items():
         annotation = signature.parameters[name].annotation
-        label = f"{name} ({_type_name(annotation)})" if _type_name(annotation) else name
+        type_name = _type_name(annotation)
+        label = f"{name} ({type_name})" if type_name else name
         images = _images(value)
         if images is None:
             if isinstance(value, Text):

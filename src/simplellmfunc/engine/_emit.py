@@ -115,9 +115,27 @@ class Emitter:
                 agent=self._origin.agent,
                 parent_tool_call_id=self._origin.parent_tool_call_id,
             )
-            await self._send(EventYield(self._stamp(event), origin))
+            await self._send(EventYield(self._stamp_fresh(event), origin))
+
+    def _stamp_fresh(self, event: ReactEvent) -> ReactEvent:
+        """``event`` stamped with this call's id and function name, without a copy.
+
+        The engine's events are built just before they are sent, with empty stamps, and
+        nobody has seen them yet: they are stamped in place (the one write to a frozen event,
+        before it is published). An event that already carries another stamp (sent again, by
+        another run) is copied as :meth:`_stamp` does.
+        """
+        trace_id, func_name = self._origin.agent_call_id, self.func_name
+        if event.trace_id == trace_id and event.func_name == func_name:
+            return event
+        if event.trace_id or event.func_name:
+            return self._stamp(event)
+        object.__setattr__(event, "trace_id", trace_id)
+        object.__setattr__(event, "func_name", func_name)
+        return event
 
     def _stamp(self, event: ReactEvent) -> ReactEvent:
+        """A stamped copy: for events made outside the engine (a tool's custom events)."""
         return replace(event, trace_id=self._origin.agent_call_id, func_name=self.func_name)
 
     async def custom(self, event: CustomEvent) -> None:

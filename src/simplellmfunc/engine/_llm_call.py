@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Awaitable
 from contextlib import aclosing
 from dataclasses import dataclass
 
@@ -83,20 +84,13 @@ async def call_llm(run: RunContext, request: LLMRequest) -> LLMOutcome:
     started = time.perf_counter()
     partial: list[str] = []
     response: LLMResponse | None = None
-    slot = run.steps.slot("llm", invocation.llm.model_name) if run.steps is not None else None
-
-    async def request_once() -> LLMResponse:
-        return await _request(invocation, request, iteration, emitter, partial, streaming)
-
     if abort is None:  # nothing can interrupt the call: no cancel scope needed
-        response = await run_in_slot(slot, emitter, "llm", invocation.llm.model_name, request_once)
+        response = await _in_slot(run, request, iteration, partial, streaming)
     else:
         with anyio.CancelScope() as scope:
             remove = abort.add_callback(lambda _reason: scope.cancel())
             try:
-                response = await run_in_slot(
-                    slot, emitter, "llm", invocation.llm.model_name, request_once
-                )
+                response = await _in_slot(run, request, iteration, partial, streaming)
             finally:
                 remove()
     if response is None:
@@ -115,6 +109,25 @@ async def call_llm(run: RunContext, request: LLMRequest) -> LLMOutcome:
             )
         )
     return LLMOutcome(response)
+
+
+def _in_slot(
+    run: RunContext, request: LLMRequest, iteration: int, partial: list[str], streaming: bool
+) -> Awaitable[LLMResponse]:
+    """The provider call, as a durable step when the run has a step runner.
+
+    Without one (the common case) it is the bare :func:`_request` coroutine: no closure and
+    no ``run_in_slot`` frame on every resumption of the call.
+    """
+    invocation, emitter = run.invocation, run.emitter
+    if run.steps is None:
+        return _request(invocation, request, iteration, emitter, partial, streaming)
+    slot = run.steps.slot("llm", invocation.llm.model_name)
+
+    async def request_once() -> LLMResponse:
+        return await _request(invocation, request, iteration, emitter, partial, streaming)
+
+    return run_in_slot(slot, emitter, "llm", invocation.llm.model_name, request_once)
 
 
 async def _request(

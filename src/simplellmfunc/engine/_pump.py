@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import anyio
+from anyio.lowlevel import checkpoint_if_cancelled
 from anyio.streams.memory import MemoryObjectSendStream
 
 from ..exceptions import RunError
@@ -48,10 +49,40 @@ def being_cancelled() -> bool:
     return task is None or task.cancelling() > 0
 
 
+def _sender(stream: MemoryObjectSendStream[Any]) -> Send:
+    """``stream.send`` without its event-loop pass when the buffer has room.
+
+    ``MemoryObjectSendStream.send`` yields to the loop before every item: one pass per event,
+    per streamed chunk. Here an item goes into the buffer at once, after a check for a pending
+    cancellation (so sending stays a cancellation point); only a full buffer waits. Concurrent
+    emitters still arrive in ``seq`` order: numbering and buffering happen with no await in
+    between, and once one sender waits, the next ones queue behind it (first in, first out)
+    instead of slipping into the room the consumer frees.
+    """
+    waiting = 0
+
+    async def send(item: Any) -> None:
+        nonlocal waiting
+        if not waiting:
+            await checkpoint_if_cancelled()
+            try:
+                stream.send_nowait(item)
+                return
+            except anyio.WouldBlock:
+                pass
+        waiting += 1
+        try:
+            await stream.send(item)
+        finally:
+            waiting -= 1
+
+    return send
+
+
 async def _run(body: Callable[[Send], Awaitable[Any]], send: MemoryObjectSendStream[Any]) -> None:
     async with send:
         try:
-            value = await body(send.send)
+            value = await body(_sender(send))
         except Exception as exc:  # boundary: re-raised in the consumer's task
             await send.send(_Failed(exc))
         except anyio.get_cancelled_exc_class() as exc:
@@ -87,8 +118,7 @@ async def event_pump(
                     while True:
                         # Buffered items without a checkpoint each (one event-loop pass saved
                         # per event: a streamed reply sends one per chunk); wait when there
-                        # are none. (The sender keeps its checkpoint: it orders concurrent
-                        # emitters, whose seq numbers must arrive in order.)
+                        # are none.
                         try:
                             item = receive.receive_nowait()
                         except anyio.WouldBlock:

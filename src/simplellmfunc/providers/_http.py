@@ -316,42 +316,36 @@ class HTTPTransport:
         self, path: str, content: bytes, key: str | None, deadline: float, attempt: int
     ) -> httpx.Response | tuple[ProviderError, float | None]:
         """One attempt: the 2xx response, or the failure and the wait it asks for (``None``:
-        the policy's backoff).
+        the policy's backoff). The send itself is inline: one coroutine frame less, resumed
+        on every event-loop pass of the call.
 
         Raises:
             ProviderError: (a subclass) when the failure cannot be retried.
         """
-        try:
-            response = await self._send(path, content, key, deadline, attempt)
-        except ProviderConnectionError as error:
-            return error, None
-        if response.is_success:
-            return response
-        return await self._failure(response, key, attempt, deadline)
-
-    async def _send(
-        self, path: str, content: bytes, key: str | None, deadline: float, attempt: int
-    ) -> httpx.Response:
         if self._client.is_closed:
             raise UserError(f"{self.provider}: the interface is closed (aclose() was called)")
         headers = self._headers if key is None else {**self._headers, **self._auth(key)}
         request = self._client.build_request(
             "POST", self.base_url + path, content=content, headers=headers
         )
+        response: httpx.Response | None = None
         try:
             # A bare scope: fail_after's context-manager layers cost more, on every call.
             with anyio.CancelScope(deadline=deadline):
-                return await self._client.send(request, stream=True)
+                response = await self._client.send(request, stream=True)
         except httpx.HTTPError as exc:
-            raise ProviderConnectionError(
+            return ProviderConnectionError(
                 f"{self.provider}: connection to {self.target} failed: {type(exc).__name__}: "
                 f"{redact(str(exc), self._secrets())}",
                 provider=self.provider,
                 attempts=attempt,
                 retryable=True,
-            ) from exc
-        # Reached only when the deadline cancelled the send.
-        raise self._timeout(attempt, f"before {self.target} answered")
+            ), None
+        if response is None:  # the deadline cancelled the send
+            raise self._timeout(attempt, f"before {self.target} answered")
+        if response.is_success:
+            return response
+        return await self._failure(response, key, attempt, deadline)
 
     async def _failure(
         self, response: httpx.Response, key: str | None, attempt: int, deadline: float

@@ -20,6 +20,8 @@ from ..._persist import write_file_atomic
 __all__ = ["AuditLog", "resolve_log_dir"]
 
 _MAX_FIELD_CHARS = 200_000
+#: Audit lines up to this size are appended in the event loop (once the log exists).
+_INLINE_APPEND_CHARS = 16_384
 logger = logging.getLogger("simplellmfunc.pyrepl")
 
 
@@ -58,8 +60,10 @@ class AuditLog:
     def __init__(self, root: Path, instance_id: str) -> None:
         self.directory = root / "pyrepl" / instance_id
         self.file = self.directory / "executions.jsonl"
+        self._outputs = os.path.join(self.directory, "outputs")  # a str: no Path per call
         self.instance_id = instance_id
         self._warned = False
+        self._made = False  # whether the directory was made and the log written once
 
     def _failed(self, what: str, exc: OSError) -> None:
         # A log that cannot be written must not fail the execution it records; say so once.
@@ -69,7 +73,7 @@ class AuditLog:
 
     def spill_path(self, sequence: int, stream: str) -> str:
         """Where the full output of execution ``sequence`` goes when it is cut."""
-        return str(self.directory / "outputs" / f"{sequence:05d}-{stream}.txt")
+        return os.path.join(self._outputs, f"{sequence:05d}-{stream}.txt")
 
     async def record(
         self,
@@ -94,14 +98,21 @@ class AuditLog:
         }
         line = json.dumps(entry, ensure_ascii=False, default=str) + "\n"
         try:
-            await anyio.to_thread.run_sync(self._append, line)
+            if self._made and len(line) <= _INLINE_APPEND_CHARS:
+                # A short append to a file that exists: microseconds, less than waking a
+                # worker thread and coming back (a thread round trip per execution).
+                self._append(line)
+            else:
+                await anyio.to_thread.run_sync(self._append, line)
         except OSError as exc:
             self._failed("the audit log", exc)
 
     def _append(self, line: str) -> None:
-        self.directory.mkdir(parents=True, exist_ok=True)
-        with self.file.open("a", encoding="utf-8") as handle:
+        if not self._made:
+            self.directory.mkdir(parents=True, exist_ok=True)
+        with open(self.file, "a", encoding="utf-8") as handle:
             handle.write(line)
+        self._made = True
 
     async def write_spill(self, path: str, text: str) -> bool:
         """Write a full output file (atomically: a reader never sees half of it); False (and a

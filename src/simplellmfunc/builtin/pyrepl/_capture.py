@@ -42,6 +42,7 @@ class Spool:
         self._pending: list[str] = []
         self._pending_chars = 0
         self._file: TextIO | None = None
+        self._opened = False  # whether the .part file may exist
         self.started = False
         #: Characters written, or about to be (at most ``max_chars``).
         self.saved_chars = 0
@@ -77,6 +78,7 @@ class Spool:
     def _write(self, chunk: str) -> None:
         if self._file is None:
             os.makedirs(os.path.dirname(self._part) or ".", exist_ok=True)
+            self._opened = True
             self._file = open(self._part, "w", encoding="utf-8", errors="replace")  # noqa: SIM115
         self._file.write(chunk)
 
@@ -112,6 +114,8 @@ class Spool:
                 os.unlink(self._part)
 
         self._pending.clear()
+        if not self._opened:
+            return  # no file was ever opened (the common case): no worker thread to wake
         with anyio.CancelScope(shield=True):
             await anyio.to_thread.run_sync(drop)
 

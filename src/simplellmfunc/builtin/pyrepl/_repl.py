@@ -166,6 +166,7 @@ class PyRepl:
         self._log_dir = log_dir
         self._instance_id = f"{datetime.now(UTC):%Y%m%d-%H%M%S}-{uuid.uuid4().hex[:8]}"
         self._audit: AuditLog | None = None
+        self._sandbox_cache: tuple[SandboxPolicy, dict[str, Any]] | None = None
         self._lock = anyio.Lock()
         self._inputs = InputBroker()
         self._self_reference: Any = None
@@ -229,6 +230,16 @@ class PyRepl:
                 ListVariablesTool(self),
             ]
         return list(self._toolset)
+
+    def _sandbox_dict(self) -> dict[str, Any] | None:
+        """The policy for the audit log, converted once (it is frozen)."""
+        policy = self.sandbox
+        if policy is None:
+            return None
+        cached = self._sandbox_cache
+        if cached is None or cached[0] is not policy:
+            cached = self._sandbox_cache = (policy, policy.to_dict())
+        return dict(cached[1])
 
     def _audit_log(self) -> AuditLog:
         if self._audit is None:
@@ -321,6 +332,7 @@ class PyRepl:
             session = await self._kernel.ready()
             notice = self._kernel.take_notice()
             self._sequence += 1
+            paths = self._output_paths()
             if abort_signal is not None and abort_signal.aborted:
                 outcome = CellOutcome(verdict="aborted", ran=False)
             else:
@@ -333,12 +345,12 @@ class PyRepl:
                     inputs=self._inputs,
                     allow_input=delivers_live(event_emitter),
                     serve=self._kernel.serve(),
-                    output_paths=self._output_paths(),
+                    output_paths=paths,
                 )
                 outcome = await run.run()
             self._kernel.record(outcome)
             return await self._finish(
-                outcome, code, started_at, started, notice, event_emitter, abort_signal
+                outcome, code, started_at, started, notice, event_emitter, abort_signal, paths
             )
 
     def _output_paths(self) -> dict[str, str]:
@@ -355,12 +367,13 @@ class PyRepl:
         notice: str | None,
         emitter: ToolEventEmitter | None,
         abort: AbortSignal | None,
+        paths: dict[str, str],
     ) -> dict[str, Any]:
         audit = self._audit_log()
         streams = await present_streams(
             {"stdout": outcome.stdout, "stderr": outcome.stderr},
             max(self._max_output_tokens, 1) * CHARS_PER_TOKEN,
-            self._output_paths(),
+            paths,
             audit.write_spill,
         )
         context = ResultContext(
@@ -377,7 +390,7 @@ class PyRepl:
             "execution_timeout_seconds": self._limits.execution_timeout,
             "input_idle_timeout_seconds": self._limits.input_idle_timeout,
             "working_directory": self._kernel.cwd,
-            "sandbox": None if self.sandbox is None else self.sandbox.to_dict(),
+            "sandbox": self._sandbox_dict(),
             "isolated": self.isolated,
         }
         await audit.record(
