@@ -16,11 +16,6 @@ from ._session import KernelSession, SessionOptions
 
 __all__ = ["KernelPool"]
 
-#: How long a replacement waits before it starts (unless a caller waits for a kernel): a
-#: kernel's start holds the event loop for milliseconds (the fork, the kernel manager's
-#: setup), which would land in the middle of the taker's configuration round trip.
-_REFILL_DELAY = 0.5
-
 
 class KernelPool:
     """Keeps ``size`` idle kernels started; ``PyRepl(pool=pool)`` takes one instead of starting.
@@ -67,7 +62,6 @@ class KernelPool:
         self._ready: list[KernelSession] = []
         self._starting = 0
         self._changed = anyio.Event()
-        self._hurry = anyio.Event()
         self._tg: TaskGroup | None = None
         self._failure: BaseException | None = None
 
@@ -123,31 +117,24 @@ class KernelPool:
         """
         if self._tg is None:
             raise KernelError("the kernel pool is not open: use `async with KernelPool()`")
-        if not self._ready and self._starting:
-            self._hurry.set()  # delayed replacements start now
         while not self._ready and self._starting and self._failure is None:
             await self._wait_change()
         if self._ready:
             session = self._ready.pop(0)
-            self._spawn(_REFILL_DELAY)
+            self._spawn()
             if not session.closed and await session.is_alive():
                 return session
             await session.destroy()
         return await KernelSession.start(self._options)
 
-    def _spawn(self, delay: float = 0.0) -> None:
+    def _spawn(self) -> None:
         if self._tg is None or len(self._ready) + self._starting >= self.size:
             return
         self._starting += 1
-        self._tg.start_soon(self._start_one, delay)
+        self._tg.start_soon(self._start_one)
 
-    async def _start_one(self, delay: float) -> None:
+    async def _start_one(self) -> None:
         try:
-            if delay:
-                with anyio.move_on_after(delay):
-                    await self._hurry.wait()
-                if self._hurry.is_set():
-                    self._hurry = anyio.Event()
             session = await KernelSession.start(self._options)
         except KernelError as exc:
             # Remember the failure so that acquire() stops waiting; PyRepl will start directly

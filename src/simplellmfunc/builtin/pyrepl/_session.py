@@ -163,10 +163,14 @@ class KernelSession:
         try:
             log = await anyio.to_thread.run_sync(_open_log, private_dir)
             try:
-                await km.start_kernel(
-                    cwd=_workspace(options, private_dir), env=env,
-                    extra_arguments=list(_KERNEL_ARGS), stdout=log, stderr=log,
-                )  # fmt: skip
+                # Shielded: cancelled midway, the manager may not know the process it
+                # launched yet, and nothing could stop it (launching is quick; waiting for
+                # the kernel to answer, below, stays cancellable).
+                with anyio.CancelScope(shield=True):
+                    await km.start_kernel(
+                        cwd=_workspace(options, private_dir), env=env,
+                        extra_arguments=list(_KERNEL_ARGS), stdout=log, stderr=log,
+                    )  # fmt: skip
             finally:
                 log.close()
             client = km.client()
@@ -179,11 +183,14 @@ class KernelSession:
             session.fd_capture = bool(info.get("fd_capture"))
             return session
         except BaseException as exc:
-            tail = await _log_tail(private_dir)
-            if session is not None:
-                await session.destroy()
-            else:
-                await _destroy_unstarted(km, private_dir)
+            # Shielded: a start cancelled midway (a pool closing during a refill) must still
+            # stop the kernel it launched.
+            with anyio.CancelScope(shield=True):
+                tail = await _log_tail(private_dir)
+                if session is not None:
+                    await session.destroy()
+                else:
+                    await _destroy_unstarted(km, private_dir)
             if isinstance(exc, TimeoutError):
                 why = f"it did not answer within {options.startup_timeout:g} s"
                 raise KernelError(f"the Python kernel failed to start: {why}{tail}") from exc
