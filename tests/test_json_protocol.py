@@ -12,7 +12,12 @@ import pytest
 from pydantic import BaseModel
 
 from simplellmfunc import EngineOptions, OpenAICompatible, llm_chat, llm_function, tool
-from simplellmfunc.events import EventYield, LLMChunkArriveEvent, ReactEndEvent
+from simplellmfunc.events import (
+    EventYield,
+    LLMCallEndEvent,
+    LLMChunkArriveEvent,
+    ReactEndEvent,
+)
 from simplellmfunc.providers import Capabilities
 from simplellmfunc.testing import MockLLMServer, Reply
 from simplellmfunc.types import history_from_dicts
@@ -177,4 +182,7 @@ async def test_streamed_events_carry_the_answer_not_the_json_steps(
     assert [(c.text, c.accumulated_text) for c in chunks] == [("Snow in Oslo.", "Snow in Oslo.")]
     kinds = [e.kind for e in events]
     assert kinds.index("tool_call_end") < kinds.index("llm_chunk_arrive")
+    ends = [e for e in events if isinstance(e, LLMCallEndEvent)]
+    assert [e.reply_text for e in ends] == ["", "Snow in Oslo."]  # what a front end shows
+    assert json.loads(ends[0].response_text)["action"] == "get_weather"  # the raw reply stays
     assert CITIES == ["Oslo"]

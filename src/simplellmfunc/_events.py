@@ -114,8 +114,8 @@ class LLMCallStartEvent(EventStamp):
 class LLMChunkArriveEvent(EventStamp):
     """A streamed piece of the reply arrived (``text`` for text, ``reasoning`` for reasoning);
     ``chunk_index`` counts the pieces of one LLM call from 0. Under the JSON tool protocol a
-    step's JSON is not prose and is not reported: the answer arrives as one piece once it is
-    read from its step (the raw reply is ``LLMCallEndEvent.response_text``)."""
+    step's JSON is not prose and is not reported: a streamed run gets the answer as one piece
+    once the step is read (the raw reply is ``LLMCallEndEvent.response_text``)."""
 
     text: str = ""
     reasoning: str = ""
@@ -136,7 +136,12 @@ class LLMChunkArriveEvent(EventStamp):
 
 @dataclass(frozen=True, slots=True)
 class LLMCallEndEvent(EventStamp):
-    """An LLM call finished; ``usage`` is this call's usage."""
+    """An LLM call finished; ``usage`` is this call's usage.
+
+    ``response_text`` is the reply as the model wrote it; ``reply_text`` is what it says to
+    the reader (what a front end shows when nothing was streamed): the same text, except under
+    the JSON tool protocol, where it is the step's answer ("" for a tool call).
+    """
 
     iteration: int
     response_text: str
@@ -146,6 +151,7 @@ class LLMCallEndEvent(EventStamp):
     duration_s: float
     provider: str = ""
     model: str = ""
+    reply_text: str = ""
     kind: Literal["llm_call_end"] = "llm_call_end"
 
     @property

@@ -226,8 +226,8 @@ class TurnView:
             return block
         if isinstance(event, LLMCallEndEvent):
             block = self.reply()
-            if not block.text and event.response_text:
-                block.text = event.response_text
+            if not block.text and event.reply_text:
+                block.text = event.reply_text
             block.done = True
             return block
         if isinstance(event, LLMCallErrorEvent) and not event.retryable:

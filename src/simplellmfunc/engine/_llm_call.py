@@ -28,6 +28,7 @@ from ..providers import (
 )
 from ._emit import Emitter
 from ._invocation import Invocation, RunContext
+from ._json_protocol import parse_step
 from ._steps import run_in_slot
 
 __all__ = ["LLMOutcome", "RawItem", "TextChunk", "call_llm"]
@@ -95,6 +96,11 @@ async def call_llm(run: RunContext, request: LLMRequest) -> LLMOutcome:
                 remove()
     if response is None:
         return LLMOutcome(None, "".join(partial))
+    reply_text = response.text
+    if invocation.json_protocol:  # the step's JSON is protocol: the reader sees its answer
+        reply_text = parse_step(response.text).answer or ""
+        if invocation.stream and reply_text:
+            await report_answer(emitter, reply_text)
     if emitter.wants_events:
         await emitter.event(
             LLMCallEndEvent(
@@ -106,6 +112,7 @@ async def call_llm(run: RunContext, request: LLMRequest) -> LLMOutcome:
                 time.perf_counter() - started,
                 response.provider,
                 response.model or invocation.llm.model_name,
+                reply_text,
             )
         )
     return LLMOutcome(response)
@@ -164,7 +171,7 @@ async def _chunk(
 ) -> None:
     """Report a text delta: as an event, or as a text item. Under the JSON tool protocol
     (``protocol``) the reply is a JSON step, not prose: nothing is reported here, and the
-    answer goes out as one piece once it is read from the step (:func:`report_answer`)."""
+    answer goes out as one piece once the step is read (:func:`report_answer`)."""
     if protocol:
         return
     if emitter.wants_events:

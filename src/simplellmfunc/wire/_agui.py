@@ -255,12 +255,10 @@ class AGUIAdapter:
     def _reply_end(self, event: LLMCallEndEvent, origin: EventOrigin) -> list[core.BaseEvent]:
         reply = self._reply(origin)
         out: list[core.BaseEvent] = []
-        if reply.text is None and event.response_text:  # not streamed: the whole text at once
+        if reply.text is None and event.reply_text:  # not streamed: the whole text at once
             message_id = self._new_message(reply, origin)
             out.append(core.TextMessageStartEvent(message_id=message_id, role="assistant"))
-            out.append(
-                core.TextMessageContentEvent(message_id=message_id, delta=event.response_text)
-            )
+            out.append(core.TextMessageContentEvent(message_id=message_id, delta=event.reply_text))
             out.append(core.TextMessageEndEvent(message_id=message_id))
         return out + self._close_reply(origin)
 

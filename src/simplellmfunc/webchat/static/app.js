@@ -204,7 +204,7 @@ class Turn {
         if (event.text) { this.streamed.add(origin.agent_call_id); this.reply(origin).append(event.text); }
         break;
       case "llm_call_end":
-        if (!this.streamed.has(origin.agent_call_id) && event.response_text) this.reply(origin).append(event.response_text);
+        if (!this.streamed.has(origin.agent_call_id) && event.reply_text) this.reply(origin).append(event.reply_text);
         break;
       case "tool_call_arguments_delta":
         this.replies.delete(origin.agent_call_id);
