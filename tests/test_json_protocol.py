@@ -186,3 +186,26 @@ async def test_streamed_events_carry_the_answer_not_the_json_steps(
     assert [e.reply_text for e in ends] == ["", "Snow in Oslo."]  # what a front end shows
     assert json.loads(ends[0].response_text)["action"] == "get_weather"  # the raw reply stays
     assert CITIES == ["Oslo"]
+
+
+async def test_a_capped_runs_answer_is_streamed_once(
+    mock_server: MockLLMServer, llm: OpenAICompatible
+) -> None:
+    """The last reply of a capped run is the answer even when it is not a valid step."""
+    mock_server.script(
+        Reply.text(json.dumps({"action": "get_weather", "action_input": {"city": "Oslo"}})),
+        Reply.text("Snow in Oslo."),
+    )
+    options = EngineOptions(tool_protocol="json", max_tool_calls=1)
+
+    @llm_chat(llm, toolkit=[get_weather], stream=True, enable_event=True, options=options)
+    async def agent(message: str, history: list[dict[str, Any]]) -> None:
+        """You answer weather questions."""
+
+    with anyio.fail_after(GUARD):
+        events = [i.event async for i in agent("Weather in Oslo?", history=[])
+                  if isinstance(i, EventYield)]  # fmt: skip
+    chunks = [e.text for e in events if isinstance(e, LLMChunkArriveEvent)]
+    assert chunks == ["Snow in Oslo."]
+    end = next(e for e in events if isinstance(e, ReactEndEvent))
+    assert end.final_response == "Snow in Oslo."

@@ -54,6 +54,7 @@ class LLMOutcome:
 
     response: LLMResponse | None
     partial_text: str = ""
+    reported_answer: str = ""  # under the JSON tool protocol: the answer already reported
 
 
 def _use_stream(invocation: Invocation, request: LLMRequest) -> bool:
@@ -96,11 +97,12 @@ async def call_llm(run: RunContext, request: LLMRequest) -> LLMOutcome:
                 remove()
     if response is None:
         return LLMOutcome(None, "".join(partial))
-    reply_text = response.text
+    reply_text, reported = response.text, ""
     if invocation.json_protocol:  # the step's JSON is protocol: the reader sees its answer
         reply_text = parse_step(response.text).answer or ""
         if invocation.stream and reply_text:
             await report_answer(emitter, reply_text)
+            reported = reply_text
     if emitter.wants_events:
         await emitter.event(
             LLMCallEndEvent(
@@ -115,7 +117,7 @@ async def call_llm(run: RunContext, request: LLMRequest) -> LLMOutcome:
                 reply_text,
             )
         )
-    return LLMOutcome(response)
+    return LLMOutcome(response, reported_answer=reported)
 
 
 def _in_slot(

@@ -42,7 +42,7 @@ from ._compile import FINAL_ANSWER_INSTRUCTION, compile_request
 from ._emit import Emitter
 from ._invocation import Invocation, RunContext
 from ._json_protocol import repeat_result
-from ._llm_call import TextChunk, call_llm
+from ._llm_call import TextChunk, call_llm, report_answer
 from ._plan import plan_reply
 from ._runaway import (
     LOOP_STOP_REASON,
@@ -138,6 +138,9 @@ async def think(run: RunContext) -> tuple[ToolCall, ...] | None:
         return ()
     state.final_text = plan.answer
     state.terminated_by = plan.terminated_by
+    if invocation.json_protocol and invocation.stream and plan.answer != outcome.reported_answer:
+        # An answer not read from a valid step (a capped run's last reply, say): not yet shown.
+        await report_answer(emitter, plan.answer)
     repair = _repair(invocation, state)
     if repair is not None:
         state.transcript.apply(repair)
