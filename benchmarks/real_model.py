@@ -33,6 +33,15 @@ TARGET = 1.02
 
 
 async def _raw(client: httpx.AsyncClient, url: str, model: str) -> tuple[float, float, str]:
+    """One streamed call by hand; sent once more if llama-server closed the reused keep-alive
+    connection before answering (our provider retries that case too)."""
+    try:
+        return await _raw_once(client, url, model)
+    except httpx.RemoteProtocolError:
+        return await _raw_once(client, url, model)
+
+
+async def _raw_once(client: httpx.AsyncClient, url: str, model: str) -> tuple[float, float, str]:
     body = {
         "model": model,
         "messages": [{"role": "system", "content": SYSTEM}, {"role": "user", "content": PROMPT}],
