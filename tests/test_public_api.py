@@ -130,6 +130,7 @@ EXPECTED_TOOLS = {
     "ParsedDocstring",
     "RenderedResult",
     "SandboxedTool",
+    "TaskTool",
     "Tool",
     "ToolContext",
     "ToolEventEmitter",

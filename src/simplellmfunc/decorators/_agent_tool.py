@@ -11,7 +11,7 @@ stream, usage into the caller's total, the caller's abort stopping it.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -27,7 +27,7 @@ from ..engine import (
     new_call_id,
 )
 from ..exceptions import UserError
-from ..tools import Tool, ToolContext
+from ..tools import TaskTool, Tool, ToolContext
 
 __all__ = ["AgentTool", "agent_description", "agent_name", "agent_run", "run_under"]
 
@@ -99,7 +99,7 @@ async def agent_run(
     return Run(invocation, transcript, under.derive(origin), abort, pause=pause)
 
 
-class AgentTool(Tool):
+class AgentTool(TaskTool):
     """An ``@llm_chat`` agent as a tool of another agent: ``agent.as_tool(name, description)``.
 
     The model sends a ``task``; the agent answers it in a fresh conversation and its final
@@ -132,34 +132,14 @@ class AgentTool(Tool):
         text = description or agent_description(agent) or f"Ask the agent {agent_name(agent)!r}."
         super().__init__(name or agent_name(agent), text, timeout=timeout)
 
-    @property
-    def parameters(self) -> dict[str, Any]:
-        """One required string: the task."""
-        return {
-            "type": "object",
-            "properties": {
-                "task": {"type": "string", "description": "The task for the agent, in full."}
-            },
-            "required": ["task"],
-        }
-
-    async def invoke(self, arguments: Mapping[str, Any], context: ToolContext | None = None) -> str:
+    async def answer(self, task: str, context: ToolContext | None) -> str:
         """Run the agent on ``task`` and return its final text.
 
         Raises:
-            UserError: If ``task`` is missing.
             ProviderError: When the agent's model fails.
         """
-        task = arguments.get("task")
-        if not isinstance(task, str):
-            raise UserError(f"tool {self.name}: 'task' must be a string")
-        parent = current_run()
-        result = await run_under(self.agent, parent, task, name=self.name)
+        result = await run_under(self.agent, current_run(), task, name=self.name)
         return result.text
-
-    async def run(self, task: str) -> str:
-        """Run the agent on ``task`` (the tool's one parameter)."""
-        return await self.invoke({"task": task})
 
 
 async def run_under(

@@ -12,6 +12,7 @@ from ._render import (
 )
 from ._sandboxed import SandboxedTool, sandboxed
 from ._schema import ArgumentsError
+from ._task import TaskTool
 from ._tool import FunctionTool, Tool, ToolContext, ToolProvider, check_tool_name
 
 __all__ = [
@@ -20,6 +21,7 @@ __all__ = [
     "ParsedDocstring",
     "RenderedResult",
     "SandboxedTool",
+    "TaskTool",
     "Tool",
     "ToolContext",
     "ToolEventEmitter",

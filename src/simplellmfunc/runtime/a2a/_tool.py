@@ -38,7 +38,7 @@ from a2a.utils.errors import A2AError as SDKError
 from anyio.lowlevel import RunVar
 
 from ...exceptions import A2AConnectionError, A2AError, UserError
-from ...tools import Tool, ToolContext
+from ...tools import TaskTool, ToolContext
 
 __all__ = ["A2AAgentTool", "a2a_tool"]
 
@@ -59,7 +59,7 @@ class _Session:
     client: Any = None  # the SDK's client, over ``http``
 
 
-class A2AAgentTool(Tool):
+class A2AAgentTool(TaskTool):
     """A remote A2A agent as a tool of a local one.
 
     The tool keeps its HTTP connections between calls: close it when done (``await
@@ -96,28 +96,13 @@ class A2AAgentTool(Tool):
             name, description or f"Ask the remote agent at {self.url}.", timeout=timeout
         )
 
-    @property
-    def parameters(self) -> dict[str, Any]:
-        """One required string: the task."""
-        return {
-            "type": "object",
-            "properties": {
-                "task": {"type": "string", "description": "The task for the agent, in full."}
-            },
-            "required": ["task"],
-        }
-
-    async def invoke(self, arguments: Mapping[str, Any], context: ToolContext | None = None) -> str:
+    async def answer(self, task: str, context: ToolContext | None) -> str:
         """Send ``task`` to the remote agent and return its answer.
 
         Raises:
-            UserError: If ``task`` is missing.
             A2AConnectionError: If the remote agent cannot be reached.
             A2AError: If it answers with an error or its task does not complete.
         """
-        task = arguments.get("task")
-        if not isinstance(task, str):
-            raise UserError(f"tool {self.name}: 'task' must be a string")
         call = _Call(self, context)
         try:
             with self._errors():
@@ -126,10 +111,6 @@ class A2AAgentTool(Tool):
             if exc.state is None:  # not the remote's answer: its card or address may be stale
                 await self._forget()
             raise
-
-    async def run(self, task: str) -> str:
-        """Send ``task`` to the remote agent (the tool's one parameter)."""
-        return await self.invoke({"task": task})
 
     def _session(self) -> _Session:
         try:
