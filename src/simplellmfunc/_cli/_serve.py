@@ -25,8 +25,12 @@ def handle_serve(args: argparse.Namespace) -> int:
         settings = ServeSettings.resolve(
             config, host=args.host, port=args.port, no_auth=args.no_auth, web=args.web
         )
-        anyio.run(serve_config, config, settings)
+        anyio.run(serve_config, config, settings, _say)
     except SimpleLLMFuncError as exc:
         return report_error(exc)
     print("stopped", file=sys.stderr)
     return EXIT_OK
+
+
+def _say(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)

@@ -9,9 +9,9 @@ history, A2A tasks end ``canceled``), then open requests get a few seconds to fi
 
 from __future__ import annotations
 
+import logging
 import os
-import sys
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -23,6 +23,8 @@ from ._app import create_app
 from ._uvicorn import serve_app
 
 __all__ = ["ServeSettings", "is_loopback", "serve_config"]
+
+logger = logging.getLogger("simplellmfunc.serve")
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,8 +68,11 @@ class ServeSettings:
         return cls(host, port, token, web)
 
 
-async def serve_config(config: AgentConfig, settings: ServeSettings) -> None:
-    """Open the agent, serve it until SIGINT / SIGTERM, then close everything.
+async def serve_config(
+    config: AgentConfig, settings: ServeSettings, say: Callable[[str], None] = logger.info
+) -> None:
+    """Open the agent, serve it until SIGINT / SIGTERM, then close everything; ``say`` gets
+    the lines that tell where it listens (the command prints them).
 
     A ``react`` agent with a ``toolkit.pyrepl`` (and no handoffs) gets a kernel per session
     (``<working_directory>/<session id>/work``) instead of one shared by every caller.
@@ -93,10 +98,10 @@ async def serve_config(config: AgentConfig, settings: ServeSettings) -> None:
 
         def announce(url: str) -> None:
             auth = "bearer token" if settings.token else "no auth"
-            print(f"serving {served.name} at {url} ({auth})", file=sys.stderr, flush=True)
+            say(f"serving {served.name} at {url} ({auth})")
             if settings.web:  # the token's variable, never its value
                 page = f"{url}/" + (f"?token=${section.token_env}" if settings.token else "")
-                print(f"web chat page: {page}", file=sys.stderr, flush=True)
+                say(f"web chat page: {page}")
 
         await serve_app(
             make_app,
