@@ -79,12 +79,13 @@ def build() -> Path:
 
 @asynccontextmanager
 async def llama_server(
-    startup_timeout: float = 120.0, extra_args: Sequence[str] = ()
+    startup_timeout: float = 120.0, extra_args: Sequence[str] = (), threads: int = 2
 ) -> AsyncIterator[str]:
     """Start ``llama-server`` with SmolLM2, yield its base URL (``http://127.0.0.1:PORT``), stop it.
 
     ``extra_args`` go on its command line, e.g. ``("--embedding", "--pooling", "mean")`` to
-    serve ``/v1/embeddings`` instead of chat.
+    serve ``/v1/embeddings`` instead of chat; ``threads`` is its ``--threads``. The server
+    inherits this process's CPU affinity (a benchmark pins it by setting its own first).
 
     Raises:
         RuntimeError: If the binary is missing or the server exits during start-up.
@@ -106,7 +107,7 @@ async def llama_server(
         "4096",
         "--jinja",  # tool calling needs the model's chat template
         "--threads",
-        "2",
+        str(threads),
         *extra_args,
     ]
     library_path = os.pathsep.join(filter(None, [str(CACHE), os.environ.get("LD_LIBRARY_PATH")]))

@@ -48,7 +48,7 @@ async def test_no_more_than_max_connections_requests_reach_the_server(
         assert slots is not None
         assert slots.statistics().tasks_waiting == 4  # waiting here, not in httpx's pool
     assert texts == ["ok"] * 6
-    assert slots.borrowed_tokens == 0
+    assert slots.value == 2  # every slot given back
 
 
 async def test_waiting_for_a_connection_ends_at_the_deadline(mock_server: MockLLMServer) -> None:
@@ -85,4 +85,4 @@ async def test_every_ending_gives_the_slot_back(mock_server: MockLLMServer) -> N
         response = await llm.complete(LLMRequest(REQUEST.messages, timeout=5))
         assert response.text == "last"
         assert llm._http._slots is not None
-        assert llm._http._slots.borrowed_tokens == 0
+        assert llm._http._slots.value == 1

@@ -34,6 +34,15 @@ __all__ = [
 Content: TypeAlias = str | tuple[ContentPart, ...]
 
 
+#: The ``extra`` of a message that has none: one shared read-only mapping, not a dict per
+#: message (a long-lived transcript holds thousands of messages).
+_NO_EXTRA: Mapping[str, Any] = MappingProxyType({})
+
+
+def _no_extra() -> Mapping[str, Any]:
+    return _NO_EXTRA
+
+
 @dataclass(frozen=True, slots=True)
 class ToolCall:
     """A function call requested by the model. ``arguments`` is the raw JSON text."""
@@ -56,7 +65,7 @@ class SystemMessage:
     """The system prompt."""
 
     content: str
-    extra: Mapping[str, Any] = field(default_factory=dict, hash=False)
+    extra: Mapping[str, Any] = field(default_factory=_no_extra, hash=False)
     role: Literal["system"] = "system"
 
 
@@ -65,7 +74,7 @@ class UserMessage:
     """A user turn: text, or a tuple of content parts (text and images)."""
 
     content: Content
-    extra: Mapping[str, Any] = field(default_factory=dict, hash=False)
+    extra: Mapping[str, Any] = field(default_factory=_no_extra, hash=False)
     role: Literal["user"] = "user"
 
     @property
@@ -81,7 +90,7 @@ class AssistantMessage:
     content: str | None = None
     tool_calls: tuple[ToolCall, ...] = ()
     reasoning_details: tuple[Mapping[str, Any], ...] = ()
-    extra: Mapping[str, Any] = field(default_factory=dict, hash=False)
+    extra: Mapping[str, Any] = field(default_factory=_no_extra, hash=False)
     role: Literal["assistant"] = "assistant"
 
 
@@ -91,7 +100,7 @@ class ToolMessage:
 
     tool_call_id: str
     content: Content
-    extra: Mapping[str, Any] = field(default_factory=dict, hash=False)
+    extra: Mapping[str, Any] = field(default_factory=_no_extra, hash=False)
     role: Literal["tool"] = "tool"
 
     @property
@@ -188,7 +197,8 @@ def message_from_dict(data: Mapping[str, Any]) -> Message:
     role = data.get("role")
     if role not in _KNOWN:
         raise InvalidHistoryError(f"unknown role {role!r}")
-    extra = MappingProxyType({k: v for k, v in data.items() if k not in _KNOWN[role]})
+    rest = {k: v for k, v in data.items() if k not in _KNOWN[role]}
+    extra = MappingProxyType(rest) if rest else _NO_EXTRA
     try:
         content = data.get("content")
         if role == "system":

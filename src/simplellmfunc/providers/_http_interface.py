@@ -195,7 +195,9 @@ class HTTPInterface(LLMInterface):
             EmptyReplyError: When the replies stay empty, or the finish reason says why.
         """
         deadline = self._http.deadline(request.timeout)
-        body = self._wire_body(request, False)
+
+        def body() -> dict[str, Any]:  # built once a connection slot is free
+            return self._wire_body(request, False)
 
         def parse(data: dict[str, Any], headers: httpx.Headers) -> LLMResponse:
             return check_reply(self._parse_reply(data, self._request_id(headers)))
