@@ -263,9 +263,7 @@ class HTTPTransport:
             hold = Hold(await self._acquire(deadline, attempt))
             try:
                 await self._take_slot(hold, deadline, attempt)
-                outcome = await self._attempt(
-                    path, content.encoded(), hold.key, deadline, attempt
-                )
+                outcome = await self._attempt(path, content.encoded(), hold.key, deadline, attempt)
             except BaseException:
                 self._release(hold)
                 raise
@@ -287,9 +285,7 @@ class HTTPTransport:
         """
         slots = self._slots
         if slots is None:
-            slots = self._slots = anyio.Semaphore(
-                self.settings.max_connections, fast_acquire=True
-            )
+            slots = self._slots = anyio.Semaphore(self.settings.max_connections, fast_acquire=True)
         try:
             slots.acquire_nowait()  # the common case: no scope to pay for
         except anyio.WouldBlock:
