@@ -110,6 +110,9 @@ class HTTPTransport:
         self.rate_limit = rate_limit
         self._auth = auth
         self._headers = {"content-type": "application/json", **(headers or {})}
+        # Parsed once, not per request: the URL of each path, the headers of each key.
+        self._urls: dict[str, httpx.URL] = {}
+        self._request_headers: dict[str | None, httpx.Headers] = {}
         self._own_client = client is None
         # Created on first use, inside the event loop (anyio picks its backend then).
         self._slots: anyio.Semaphore | None = None
@@ -337,9 +340,8 @@ class HTTPTransport:
         """
         if self._client.is_closed:
             raise UserError(f"{self.provider}: the interface is closed (aclose() was called)")
-        headers = self._headers if key is None else {**self._headers, **self._auth(key)}
         request = self._client.build_request(
-            "POST", self.base_url + path, content=content, headers=headers
+            "POST", self._url(path), content=content, headers=self._headers_for(key)
         )
         response: httpx.Response | None = None
         try:
@@ -359,6 +361,19 @@ class HTTPTransport:
         if response.is_success:
             return response
         return await self._failure(response, key, attempt, deadline)
+
+    def _url(self, path: str) -> httpx.URL:
+        url = self._urls.get(path)
+        if url is None:
+            url = self._urls[path] = httpx.URL(self.base_url + path)
+        return url
+
+    def _headers_for(self, key: str | None) -> httpx.Headers:
+        headers = self._request_headers.get(key)
+        if headers is None:
+            extra = self._auth(key) if key is not None else {}
+            headers = self._request_headers[key] = httpx.Headers({**self._headers, **extra})
+        return headers
 
     async def _failure(
         self, response: httpx.Response, key: str | None, attempt: int, deadline: float

@@ -122,7 +122,8 @@ class HTTPInterface(LLMInterface):
         )
 
     def _auth_headers(self, key: str) -> Mapping[str, str]:
-        """The headers that carry ``key`` (bearer token by default)."""
+        """The headers that carry ``key`` (bearer token by default). Called once per key: the
+        transport keeps the headers for the key's later requests."""
         return {"authorization": f"Bearer {key}"}
 
     def _fixed_headers(self) -> Mapping[str, str]:
