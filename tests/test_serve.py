@@ -328,6 +328,33 @@ async def test_session_header_refusals_and_a_disconnected_stream(
     assert len(mock_server.requests) == 1
 
 
+async def test_web_chat_turns_count_toward_max_turns(mock_server: MockLLMServer) -> None:
+    """A turn from the web page holds one of ``max_turns`` while it runs, as API turns do: a
+    second turn (page or API) is refused meanwhile, and the slot comes back when it ends."""
+    wait, started, release = waiting_tool()
+    mock_server.script(Reply.tool_calls(ToolCallSpec("wait", {}, id="w1")), Reply.text("Done."))
+    async with OpenAICompatible(KEY, "mock-model", mock_server.url) as llm:
+        served = ServedAgent(chat_agent(llm, toolkit=[wait]), max_turns=1)
+        async with (
+            running(lambda url: create_app(served, url, token=None, a2a=False, web=True)) as url,
+            httpx.AsyncClient(base_url=url, timeout=GUARD) as http,
+        ):
+            with anyio.fail_after(GUARD):
+                async with http.stream("POST", "/api/chat/s1", json={"message": "wait"}) as first:
+                    await started.wait()
+                    assert served.running == 1
+                    second = await http.post("/api/chat/s2", json={"message": "hello"})
+                    with pytest.raises(CapacityError) as api:
+                        await served.session_turn("s3", "hello")
+                    release.set()
+                    frames = [line async for line in first.aiter_lines() if line]
+            assert served.running == 0
+    assert first.status_code == 200
+    assert second.status_code == 429
+    assert api.value.limit == "turns"
+    assert '"response":"Done."' in frames[-1]
+
+
 async def test_a_chain_config_agent_is_served(mock_server: MockLLMServer, tmp_path: Path) -> None:
     """ConfiguredAgent.chat runs a chain's stages; the served answer is the last stage's."""
     mock_server.script(Reply.text("draft"), Reply.text("polished draft"))

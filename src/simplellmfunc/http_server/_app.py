@@ -63,7 +63,12 @@ def create_app(
     page: dict[str, Any] = {}
     if web:
         app.router.routes.extend(
-            web_chat_routes(served.sessions, title=served.name, admit=served.admit)
+            web_chat_routes(
+                served.sessions,
+                title=served.name,
+                admit=served.admit,
+                turns=served.session_chat,
+            )
         )
         page = {"public_prefixes": (STATIC_PREFIX,), "query_paths": PAGE_PATHS}
     if token is not None:

@@ -28,6 +28,8 @@ __all__ = ["PAGE_PATHS", "STATIC_PREFIX", "web_chat_app", "web_chat_routes"]
 _STATIC = Path(__file__).parent / "static"
 Handler = Callable[[Request], Awaitable[Response]]
 Admit = Callable[[str], None]
+#: Runs one turn of a session on a message: ``(session_id, message) -> items``.
+Turns = Callable[[str, str], AsyncIterator[Any]]
 
 #: The page's address: the one path that may carry the token as ``?token=``.
 PAGE_PATHS = frozenset({"/"})
@@ -120,6 +122,7 @@ def web_chat_routes(
     max_message_chars: int = 20_000,
     policy: WirePolicy | None = None,
     admit: Admit | None = None,
+    turns: Turns | None = None,
 ) -> list[BaseRoute]:
     """The page (``/``), its files (``/static/``) and its API (``/api/...``) as routes, to
     mount in an app of one's own; that app's auth guards them (see :class:`BearerAuth`:
@@ -133,6 +136,8 @@ def web_chat_routes(
         policy: The size policy of the events sent to the page (images are sent whole).
         admit: Called with the session id before a turn starts; what it raises refuses the
             turn (``CapacityError``: 429, or 503 while closing; ``SessionError``: by reason).
+        turns: Runs a turn (default: the store's ``chat``); a server that counts its turns
+            (``ServedAgent.session_chat``) passes its own.
     """
     wire_policy = policy or WirePolicy()
     page_html = (_STATIC / "index.html").read_text(encoding="utf-8")
@@ -177,7 +182,7 @@ def web_chat_routes(
             )
         if admit is not None:
             admit(session.id)
-        turn = store_of(request).chat(session.id, message)
+        turn = (turns or store_of(request).chat)(session.id, message)
         headers = {"cache-control": "no-store", "x-accel-buffering": "no"}
         return StreamingResponse(
             turn_frames(turn, wire_policy), media_type="text/event-stream", headers=headers

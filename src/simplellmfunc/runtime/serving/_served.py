@@ -173,6 +173,26 @@ class ServedAgent:
         finally:
             self._running -= 1
 
+    async def session_chat(self, session_id: str, text: str) -> AsyncIterator[Any]:
+        """One turn of session ``session_id`` as the session store yields it (the run's events,
+        then a ``ResponseYield`` with the history), counted toward ``max_turns`` while it runs:
+        what the web chat page streams. Call :meth:`admit` first to refuse before a response
+        commits to HTTP 200; the check here closes the gap between the two.
+
+        Raises:
+            CapacityError: As :meth:`session_turn` (on the first iteration).
+            SessionError: For an invalid id, or a session already running a turn.
+        """
+        self._admit()
+        self._running += 1
+        try:
+            await self._open_session(session_id)
+            async with aclosing(self.sessions.chat(session_id, text)) as items:
+                async for item in items:
+                    yield item
+        finally:
+            self._running -= 1
+
     async def run_turn(
         self,
         text: str,
