@@ -178,6 +178,16 @@ async def test_a_handoff_cycle_is_bounded(
         "refunds",
     ]
     assert result.result == "Done."
+    # limits.max_handoffs of the entry agent sets the bound.
+    server.requests.clear()
+    write(
+        desk,
+        "model: openai:mock-model\nsystem: You route.\nhandoffs: [billing.yml]\n"
+        "limits: {max_handoffs: 1}\n",
+    )
+    result = await run_config(desk, "loop", environ=env)
+    assert [r.agent for r in result.trace if r.kind == "end"] == ["desk", "billing"]
+    assert offered(server.requests[-1]) == []
 
 
 def fan_out_files(folder: Path, extra: str = "") -> Path:

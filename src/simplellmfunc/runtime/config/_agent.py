@@ -210,7 +210,7 @@ class ConfiguredAgent:
         """The chat of the handoff graph this agent enters: every agent reachable through
         ``handoffs:`` (each config file opened once, known by its name). An agent hands off to
         its own ``handoffs:``; one without any hands back to the agents that hand off to it.
-        Loops in the graph are bounded by ``Handoff.max_handoffs``.
+        Loops in the graph are bounded by ``limits.max_handoffs`` (this agent's).
 
         Raises:
             ConfigError: For a bad target config, or two files of one agent name.
@@ -238,7 +238,7 @@ class ConfiguredAgent:
             agent: [t for s, t in edges if s == agent] or [s for s, t in edges if t == agent]
             for agent in agents
         }
-        return handoff_chat(self.config.name, agents, routes)
+        return handoff_chat(self.config.name, agents, routes, self.config.limits.max_handoffs)
 
     async def aclose(self) -> None:
         """Close everything the agent opened (in reverse order)."""

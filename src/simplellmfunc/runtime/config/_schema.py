@@ -342,12 +342,15 @@ class LimitsConfig(_Section):
         max_tool_concurrency: Most tools of one batch running at once.
         loop_window: Tool batches in a row that repeat (or alternate) before the model is
             warned and then stopped (``0``: off).
+        max_handoffs: Most transfers in one run of a ``handoffs:`` graph (the entry agent's
+            value counts); the agent in charge after the last one gets no transfer tools.
     """
 
     max_steps: Annotated[int, Field(ge=1)] = 10
     tool_timeout: Positive | None = 30.0
     max_tool_concurrency: Annotated[int, Field(ge=1)] | None = None
     loop_window: Annotated[int, Field(ge=0)] = 3
+    max_handoffs: Annotated[int, Field(ge=0)] = 5
 
 
 class TerminationConfig(_Section):

@@ -56,12 +56,17 @@ def parallel_chat(config: AgentConfig, members: Mapping[str, ChatFunction]) -> C
 
 
 def handoff_chat(
-    entry: str, agents: Mapping[str, ChatFunction], routes: Mapping[str, list[str]]
+    entry: str,
+    agents: Mapping[str, ChatFunction],
+    routes: Mapping[str, list[str]],
+    max_handoffs: int = 5,
 ) -> ChatFunction:
     """The chat function of a handoff graph: ``entry`` gets the first message, ``routes``
-    says who may hand off to whom (by name, among ``agents``)."""
+    says who may hand off to whom (by name, among ``agents``), at most ``max_handoffs`` times
+    in one run."""
     graph: dict[Any, list[Any]] = {s: [agents[t] for t in ts] for s, ts in routes.items()}
-    return _as_chat(Handoff(agents[entry], graph, names=dict(agents)))
+    handoff = Handoff(agents[entry], graph, names=dict(agents), max_handoffs=max_handoffs)
+    return _as_chat(handoff)
 
 
 def _as_chat(team: Team[Any]) -> ChatFunction:
