@@ -10,7 +10,10 @@ Sequential scenarios (client CPU per call; wall time per call):
 
 - ``typed``: one ``@llm_function`` call returning a pydantic model;
 - ``react``: one 3-step ReAct ``@llm_chat`` turn (two tool rounds, then the answer);
-- ``stream``: one streamed ``@llm_chat`` turn (210 characters in 16 SSE chunks).
+- ``stream``: one streamed ``@llm_chat`` turn (210 characters in 16 SSE chunks), sent as fast
+  as the server can: the client is the bottleneck, so this is the per-chunk CPU cost;
+- ``paced``: the same turn with 1 ms between chunks (a model streaming 1,000 chunks/s, faster
+  than any hosted one): what a streamed turn costs when the model, not the client, sets the pace.
 
 Concurrency sweep: N concurrent 3-step sessions in one process (N = 1 ... 5,000): sessions/s,
 p99 session latency, RSS per live session, errors. Two floors: ``floor`` is plain httpx with the
@@ -68,8 +71,8 @@ FLOOR_CONNECTIONS, FLOOR_KEEPALIVE = 1000, 100  # the floor of the issue
 SWEEP = (1, 100, 500, 1000, 5000)
 PLAIN_FLOOR_MAX = 1000
 LIMITED = ("floor-limited", "engine")
-SCENARIOS = ("typed", "react", "stream")
-STEPS = {"typed": 1, "react": 3, "stream": 1}
+SCENARIOS = ("typed", "react", "stream", "paced")
+PACE = 0.001  # seconds between chunks in the paced scenario
 #: Targets of issue 19 (ratios to the floor).
 TARGETS: dict[str, tuple[str, float]] = {
     "cpu.typed": ("<=", 1.10),
@@ -143,6 +146,9 @@ class Floor:
 
         return turn
 
+    def paced(self) -> Call:
+        return self.stream()
+
     async def aclose(self) -> None:
         await self.client.aclose()
 
@@ -190,6 +196,9 @@ class Engine:
             return "".join([text async for text, _ in agent(USER, history=[])])
 
         return turn
+
+    def paced(self) -> Call:
+        return self.stream()
 
     async def aclose(self) -> None:
         await self.llm.aclose()
@@ -459,6 +468,7 @@ def main() -> None:
         "typed": ("--reply-text", PERSON),
         "react": ("--react-steps", "3", "--tool-name", "noop"),
         "stream": ("--reply-text", REPLY, "--chunks", str(CHUNKS)),
+        "paced": ("--reply-text", REPLY, "--chunks", str(CHUNKS), "--chunk-delay", str(PACE)),
     }
     if args.profile:
         _pin(os.getpid(), CLIENT_CORE)
