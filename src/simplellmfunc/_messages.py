@@ -34,15 +34,6 @@ __all__ = [
 Content: TypeAlias = str | tuple[ContentPart, ...]
 
 
-#: The ``extra`` of a message that has none: one shared read-only mapping, not a dict per
-#: message (a long-lived transcript holds thousands of messages).
-_NO_EXTRA: Mapping[str, Any] = MappingProxyType({})
-
-
-def _no_extra() -> Mapping[str, Any]:
-    return _NO_EXTRA
-
-
 @dataclass(frozen=True, slots=True)
 class ToolCall:
     """A function call requested by the model. ``arguments`` is the raw JSON text."""
@@ -65,7 +56,7 @@ class SystemMessage:
     """The system prompt."""
 
     content: str
-    extra: Mapping[str, Any] = field(default_factory=_no_extra, hash=False)
+    extra: Mapping[str, Any] = field(default_factory=dict, hash=False)
     role: Literal["system"] = "system"
 
 
@@ -74,7 +65,7 @@ class UserMessage:
     """A user turn: text, or a tuple of content parts (text and images)."""
 
     content: Content
-    extra: Mapping[str, Any] = field(default_factory=_no_extra, hash=False)
+    extra: Mapping[str, Any] = field(default_factory=dict, hash=False)
     role: Literal["user"] = "user"
 
     @property
@@ -90,7 +81,7 @@ class AssistantMessage:
     content: str | None = None
     tool_calls: tuple[ToolCall, ...] = ()
     reasoning_details: tuple[Mapping[str, Any], ...] = ()
-    extra: Mapping[str, Any] = field(default_factory=_no_extra, hash=False)
+    extra: Mapping[str, Any] = field(default_factory=dict, hash=False)
     role: Literal["assistant"] = "assistant"
 
 
@@ -100,7 +91,7 @@ class ToolMessage:
 
     tool_call_id: str
     content: Content
-    extra: Mapping[str, Any] = field(default_factory=_no_extra, hash=False)
+    extra: Mapping[str, Any] = field(default_factory=dict, hash=False)
     role: Literal["tool"] = "tool"
 
     @property
@@ -198,7 +189,9 @@ def message_from_dict(data: Mapping[str, Any]) -> Message:
     if role not in _KNOWN:
         raise InvalidHistoryError(f"unknown role {role!r}")
     rest = {k: v for k, v in data.items() if k not in _KNOWN[role]}
-    extra = MappingProxyType(rest) if rest else _NO_EXTRA
+    # No extras (the common case): a plain empty dict, as a message built directly has, which
+    # pickles (durable runs record messages) and costs one object, not two.
+    extra: Mapping[str, Any] = MappingProxyType(rest) if rest else rest
     try:
         content = data.get("content")
         if role == "system":
