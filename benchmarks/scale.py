@@ -18,7 +18,7 @@ Sequential scenarios (client CPU per call; wall time per call):
 Concurrency sweep: N concurrent 3-step sessions in one process (N = 1 ... 5,000): sessions/s,
 p99 session latency, RSS per live session, errors. Two floors: ``floor`` is plain httpx with the
 pool the issue names (1,000 connections, 100 kept alive); ``floor-limited`` is the same client
-behind an ``anyio.CapacityLimiter`` of the pool size (what our transport does). Ratios are taken to
+behind an ``anyio.Semaphore`` of the pool size (what our transport does). Ratios are taken to
 the better floor at each N.
 
 Usage::
@@ -105,7 +105,7 @@ class Floor:
             ),
             timeout=httpx.Timeout(120, pool=600),
         )
-        self.limiter = anyio.CapacityLimiter(FLOOR_CONNECTIONS) if limited else None
+        self.limiter = anyio.Semaphore(FLOOR_CONNECTIONS, fast_acquire=True) if limited else None
 
     async def post(self, body: dict[str, Any]) -> dict[str, Any]:
         if self.limiter is None:
