@@ -231,15 +231,17 @@ def _position(signature: inspect.Signature, name: str) -> int:
 
 
 def _output(item: Any, view: _HistoryView, *, enable_event: bool, stream: bool) -> Any:
-    """What the decorated function yields for one item of the run."""
-    if isinstance(item, RunResult):
+    """What the decorated function yields for one item of the run (a text delta first: the
+    item a streamed reply yields most)."""
+    kind = type(item)
+    if kind is TextChunk:
+        return (item.text, view.dicts())
+    if kind is RunResult:
         final = history_to_dicts(item.messages)
         if enable_event:
             return ResponseYield(item.text, final)
         return (item.text if not stream else "", final)
-    if isinstance(item, TextChunk):
-        return (item.text, view.dicts())
-    if isinstance(item, RawItem):
+    if kind is RawItem:
         return (item.item, view.dicts())
     return item
 
