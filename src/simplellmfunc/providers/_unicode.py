@@ -20,7 +20,8 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any, Final
+from collections.abc import Callable
+from typing import Any, Final, cast
 
 __all__ = ["loads_reply", "replace_surrogates"]
 
@@ -30,7 +31,7 @@ _SURROGATE: Final = re.compile("[\ud800-\udfff]")
 _SURROGATE_ESCAPE: Final = re.compile(r"\\u[dD][89a-fA-F]")
 # The C scanner that JSONDecoder.raw_decode wraps (one Python frame less per stream chunk); it
 # raises StopIteration where raw_decode raises "Expecting value".
-_SCAN: Final = json.JSONDecoder().scan_once
+_SCAN: Final[Callable[[str, int], tuple[Any, int]]] = cast(Any, json.JSONDecoder()).scan_once
 
 
 def replace_surrogates(text: str) -> str:
