@@ -83,8 +83,9 @@ class SSEDecoder:
         self._last_id: str | None = None
         self._reconnection_time: int | None = None
         # Between events, nothing pending (no partial line or character, no open block, no
-        # lone CR, the BOM check done): what feed_data needs to take a chunk on its own.
-        self._clean = False
+        # lone CR): what feed_data needs to take a chunk on its own. A stream's first chunk
+        # qualifies too: one starting with "data:" has no BOM.
+        self._clean = True
 
     @property
     def last_event_id(self) -> str | None:
@@ -100,8 +101,7 @@ class SSEDecoder:
         """Decode ``chunk`` and return the events it completes (often none)."""
         events = self._feed_text(self._decoder.decode(chunk))
         self._clean = (
-            self._started
-            and not self._pending
+            not self._pending
             and not self._data
             and not self._skip_lf
             and not self._event
@@ -113,7 +113,7 @@ class SSEDecoder:
     def feed_data(self, chunk: bytes) -> list[str] | None:
         """The fast path of :meth:`feed` for a chunk of whole ``data:``-only events.
 
-        Most servers write each event in one piece, ``data: {...}\n\n``, and the network
+        Most servers write each event in one piece, ``data: {...}\\n\\n``, and the network
         delivers it whole. When the decoder is between events and ``chunk`` is one or more
         such events (one ``data`` line each, LF line ends, no other field, no comment), this
         returns their data without building :class:`ServerSentEvent` objects; the events
@@ -121,7 +121,10 @@ class SSEDecoder:
         ``None`` and changes nothing: call :meth:`feed` with the same chunk.
 
         Example:
-            >>> SSEDecoder().feed_data(b"data: x\n\n") is None  # the stream's start: feed
+            >>> decoder = SSEDecoder()
+            >>> decoder.feed_data(b"data: a\\n\\ndata:b\\n\\n")
+            ['a', 'b']
+            >>> decoder.feed_data(b"event: x\\ndata: c\\n\\n") is None  # use feed
             True
         """
         if not self._clean or chunk[-2:] != b"\n\n" or chunk[:5] != b"data:" or b"\r" in chunk:
@@ -131,6 +134,7 @@ class SSEDecoder:
             if "\n" in block or block[:5] != "data:":
                 return None  # several lines, another field, a comment or an empty block
             data.append(block[6:] if block[5:6] == " " else block[5:])
+        self._started = True  # the chunk started with "data:": no BOM to look for any more
         return data
 
     def flush(self) -> list[ServerSentEvent]:
@@ -148,7 +152,7 @@ class SSEDecoder:
         self._pending.clear()
         self._skip_lf = False
         self._started = False
-        self._clean = False
+        self._clean = True
         self._reset_block()
         return []
 
