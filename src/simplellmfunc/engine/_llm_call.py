@@ -8,6 +8,7 @@ from contextlib import aclosing
 from dataclasses import dataclass
 
 import anyio
+import anyio.lowlevel
 
 from .._events import (
     LLMCallEndEvent,
@@ -205,6 +206,7 @@ async def _stream(
     # JSON tool protocol (the reply is a JSON step) no text delta is reported (see _chunk).
     protocol = invocation.json_protocol
     texts = emitter.wants_text and not raw and not events and not protocol
+    first = texts or (events and not protocol)
     async with aclosing(invocation.llm.stream(request)) as stream:
         async for event in stream:
             if raw:
@@ -222,6 +224,12 @@ async def _stream(
                             )
                         )
                     index += 1
+                if first:
+                    # Time to first token: when more of the reply is already buffered (one
+                    # network read, or HTTP chunks parsed from one buffer), the consumer gets
+                    # the first text now, not after the whole batch. Once per call.
+                    first = False
+                    await anyio.lowlevel.checkpoint()
             elif isinstance(event, ReasoningDelta):
                 if events:
                     await emitter.event(
