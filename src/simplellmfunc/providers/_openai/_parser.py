@@ -107,14 +107,14 @@ class ChatStreamParser:
             raise self._fail(f"malformed stream chunk: {data[:120]!r}") from None
         if type(chunk) is not dict:  # json gives plain dicts: no isinstance needed
             raise self._fail(f"stream chunk is not an object: {data[:120]!r}")
-        get = chunk.get
-        if get("error"):
-            raise self._fail(f"error in stream: {str(chunk['error'])[:300]}")
-        if (usage := get("usage")) and type(usage) is dict:
+        # Keys that most chunks lack are tested with ``in`` (no method call).
+        if "error" in chunk and (error := chunk["error"]):
+            raise self._fail(f"error in stream: {str(error)[:300]}")
+        if "usage" in chunk and (usage := chunk["usage"]) and type(usage) is dict:
             self.usage = Usage.from_openai(usage)
         if not self.model:
-            self.model = str(get("model") or "")
-        if not (choices := get("choices")):
+            self.model = str(chunk.get("model") or "")
+        if not (choices := chunk.get("choices")):
             return
         if type(choices) is not list:
             raise self._fail(f"stream chunk's choices are not a list: {data[:120]!r}")
@@ -126,14 +126,15 @@ class ChatStreamParser:
             if not choice.get("finish_reason"):
                 raise self._fail("chunk without a delta")
             delta = {}
-        reasoning = delta.get("reasoning_content") or delta.get("reasoning")
-        if reasoning and type(reasoning) is str:
-            self.reasoning.append(reasoning)
-            out.append(ReasoningDelta(reasoning))
+        if "reasoning_content" in delta or "reasoning" in delta:
+            reasoning = delta.get("reasoning_content") or delta.get("reasoning")
+            if reasoning and type(reasoning) is str:
+                self.reasoning.append(reasoning)
+                out.append(ReasoningDelta(reasoning))
         if (text := delta.get("content")) and type(text) is str:
             self.text.append(text)
             out.append(TextDelta(text))
-        if raw_calls := delta.get("tool_calls"):
+        if "tool_calls" in delta and (raw_calls := delta["tool_calls"]):
             tools = self.tools = self.tools or ToolCallAssembler()
             for raw_call in raw_calls:
                 if (normalized := tools.add(raw_call)) is not None:
