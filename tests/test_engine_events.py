@@ -498,3 +498,29 @@ async def test_pump_sending_stays_a_cancellation_point() -> None:
             received = [item async for item in items]
     assert received == ["first", Finished("end")]
     assert reached == []
+
+
+async def test_pump_unwrapped_yields_the_value_last_and_reraises_failures() -> None:
+    async def body(send: Any) -> str:
+        await send("a")
+        await send("b")
+        return "end"
+
+    async def failing(send: Any) -> str:
+        await send("a")
+        raise ValueError("boom")
+
+    with anyio.fail_after(GUARD):
+        async with aclosing(event_pump(body, unwrap=True)) as items:
+            received = [item async for item in items]
+        assert received == ["a", "b", "end"]
+        got: list[Any] = []
+
+        async def consume() -> None:
+            async with aclosing(event_pump(failing, unwrap=True)) as items:
+                async for item in items:
+                    got.append(item)
+
+        with pytest.raises(ValueError, match="boom"):
+            await consume()
+    assert got == ["a"]

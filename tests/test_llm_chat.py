@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import copy
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator
 from contextlib import aclosing
 from typing import Any
 
@@ -12,8 +12,15 @@ import pytest
 
 from simplellmfunc import OpenAICompatible, llm_chat, tool
 from simplellmfunc.exceptions import DecoratorError, InvalidHistoryError
-from simplellmfunc.hooks import ReactEndEvent, ResponseYield
-from simplellmfunc.providers import Capabilities, FinishEvent, LLMResponse, TextDelta
+from simplellmfunc.hooks import EventYield, LLMChunkArriveEvent, ReactEndEvent, ResponseYield
+from simplellmfunc.providers import (
+    Capabilities,
+    FinishEvent,
+    LLMRequest,
+    LLMResponse,
+    StreamEvent,
+    TextDelta,
+)
 from simplellmfunc.testing import MockLLMServer, Reply, ToolCallSpec
 from simplellmfunc.types import history_from_dicts
 
@@ -281,3 +288,44 @@ async def test_llama_cpp_like_server(server: MockLLMServer) -> None:
     assert bodies[1]["messages"][-1]["content"] == (
         "sunny in Oslo\n\n[Step budget] 1 tool round left; then you must give your final answer."
     )
+
+
+class _CountingLLM(OpenAICompatible):
+    """The real provider, counting the text deltas it has handed out so far."""
+
+    produced = 0
+
+    async def stream(self, request: LLMRequest) -> AsyncGenerator[StreamEvent, None]:
+        async for event in super().stream(request):
+            if isinstance(event, TextDelta):
+                self.produced += 1
+            yield event
+
+
+@pytest.mark.parametrize("enable_event", [False, True])
+async def test_first_text_reaches_the_consumer_before_the_rest_of_a_buffered_reply(
+    server: MockLLMServer, enable_event: bool
+) -> None:
+    # The mock server writes the whole reply at once: every chunk is buffered when the first
+    # is read. The consumer still gets the first text before the run reads the second.
+    server.script(Reply.text("one two three four five six seven eight", chunks=8))
+    async with _CountingLLM("sk-test-123456789", "mock-model", server.url) as llm:
+
+        @llm_chat(llm, stream=True, enable_event=enable_event)
+        async def agent(message: str, history: list[dict[str, Any]]) -> None:
+            """You count."""
+
+        produced_when_seen: list[int] = []
+        with anyio.fail_after(GUARD):
+            async with aclosing(agent("count", history=[])) as items:
+                async for item in items:
+                    if isinstance(item, EventYield):
+                        text = (
+                            item.event.text if isinstance(item.event, LLMChunkArriveEvent) else ""
+                        )
+                    else:
+                        text = item[0] if isinstance(item, tuple) else ""
+                    if text:
+                        produced_when_seen.append(llm.produced)
+    assert len(produced_when_seen) == 8
+    assert produced_when_seen[0] == 1

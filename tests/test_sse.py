@@ -344,3 +344,156 @@ def test_arbitrary_bytes_never_crash_and_chunking_does_not_matter(
     stream: bytes, data: st.DataObject
 ) -> None:
     assert decode(*data.draw(_split(stream))) == decode(stream)
+
+
+# --- the fast path (feed_data): the same events as feed, or None and no change --------------
+
+
+def decode_fast(*chunks: bytes) -> tuple[list[ServerSentEvent], int]:
+    """``decode`` with :meth:`SSEDecoder.feed_data` tried first on every chunk; also returns
+    how many chunks the fast path took."""
+    decoder = SSEDecoder()
+    events: list[ServerSentEvent] = []
+    fast = 0
+    for chunk in chunks:
+        data = decoder.feed_data(chunk)
+        if data is None:
+            events.extend(decoder.feed(chunk))
+        else:
+            fast += 1
+            events.extend(ServerSentEvent(data=d, id=decoder.last_event_id) for d in data)
+    events.extend(decoder.flush())
+    return events, fast
+
+
+def test_fast_path_takes_whole_data_events() -> None:
+    chunks = (b'data: {"a": 1}\n\n', b"data:{}\n\ndata: [DONE]\n\n")
+    assert decode_fast(*chunks) == (
+        [
+            ServerSentEvent(data='{"a": 1}'),
+            ServerSentEvent(data="{}"),
+            *[ServerSentEvent(data="[DONE]")],
+        ],
+        2,
+    )
+
+
+def test_fast_path_empty_data_is_an_empty_event() -> None:
+    assert decode_fast(b"data:\n\ndata: \n\n") == (
+        [ServerSentEvent(data=""), ServerSentEvent(data="")],
+        1,
+    )
+
+
+@pytest.mark.parametrize(
+    "chunk",
+    [
+        b"data: a\r\n\r\n",  # CRLF
+        b"data: a\r\rdata: b\r\r",  # CR
+        b": comment\ndata: a\n\n",  # a comment first
+        b"data: a\n\n: ping\n\n",  # a comment block after an event
+        b"data: a\ndata: b\n\n",  # multi-line data
+        b"event: e\ndata: a\n\n",  # another field
+        b"data: a\nid: 7\n\n",
+        b"data: a\n\n\n\n",  # an empty block
+        b"data: a\n\n\ndata: b\n\n",
+        b"data: a\n",  # not a whole event
+        b"data: a",
+        b"\xef\xbb\xbfdata: a\n\n",  # a BOM at the start of the stream
+        b"",
+    ],
+)
+def test_fast_path_declines_other_shapes_and_changes_nothing(chunk: bytes) -> None:
+    decoder = SSEDecoder()
+    assert decoder.feed_data(chunk) is None
+    after = b"data: z\n\n"
+    events = decoder.feed(chunk) + decoder.feed(after) + decoder.flush()
+    assert events == decode(chunk, after)
+
+
+def test_fast_path_waits_for_a_split_event() -> None:
+    # The first chunk leaves a partial line: its rest must not be read as a new event.
+    assert decode_fast(b'data: {"a', b'": 1}\n\n', b"data: b\n\n") == (
+        [ServerSentEvent(data='{"a": 1}'), ServerSentEvent(data="b")],
+        1,
+    )
+    # A split inside the blank line: "data: a\n" then "\ndata: b\n\n".
+    assert decode_fast(b"data: a\n", b"\ndata: b\n\n", b"data: c\n\n") == (
+        [ServerSentEvent(data="a"), ServerSentEvent(data="b"), ServerSentEvent(data="c")],
+        1,
+    )
+
+
+def test_fast_path_after_a_cr_at_a_chunk_end() -> None:
+    # "data: a\r\r" ends with CR: a leading LF of the next chunk belongs to it.
+    assert decode_fast(b"data: a\r\r", b"\ndata: b\n\n", b"data: c\n\n") == (
+        decode(b"data: a\r\r", b"\ndata: b\n\n", b"data: c\n\n"),
+        1,
+    )
+
+
+def test_fast_path_after_a_character_cut_at_a_chunk_end() -> None:
+    # The decoder holds the first byte of a 3-byte character after a blank line: the next
+    # line starts with it (a field named "\ufffddata", ignored), not with "data:".
+    chunks = (b"data: a\n\n\xe2", b"data: b\n\n", b"data: c\n\n")
+    assert decode_fast(*chunks) == (decode(*chunks), 1)
+    assert decode(*chunks) == [ServerSentEvent(data="a"), ServerSentEvent(data="c")]
+
+
+def test_fast_path_keeps_the_last_event_id() -> None:
+    chunks = (b"id: 7\ndata: a\n\n", b"data: b\n\n")
+    assert decode_fast(*chunks) == (
+        [ServerSentEvent(data="a", id="7"), ServerSentEvent(data="b", id="7")],
+        1,
+    )
+
+
+def test_fast_path_invalid_utf8_becomes_replacement_character() -> None:
+    chunks = (b"data: a\xff\n\n", b"data: \xe2\x82\n\n")
+    assert decode_fast(*chunks) == (decode(*chunks), 2)
+    assert decode(*chunks) == [ServerSentEvent(data="a\ufffd"), ServerSentEvent(data="\ufffd")]
+
+
+def test_fast_path_after_flush_is_a_new_stream() -> None:
+    decoder = SSEDecoder()
+    assert decoder.feed(b"data: a\n\ndata: unfinished") == [ServerSentEvent(data="a")]
+    assert decoder.feed_data(b"data: b\n\n") is None  # a line is pending
+    decoder.flush()
+    assert decoder.feed_data(b"data: b\n\n") == ["b"]
+    decoder.flush()  # a BOM is looked for again after a flush
+    assert decoder.feed_data(b"\xef\xbb\xbfdata: c\n\n") is None
+    assert decoder.feed(b"\xef\xbb\xbfdata: c\n\n") == [ServerSentEvent(data="c")]
+
+
+@st.composite
+def _data_streams(draw: st.DrawFn) -> bytes:
+    """Mostly what the fast path takes (data-only events, LF), with the odd other line."""
+    lines = draw(
+        st.lists(
+            st.sampled_from(["data: x", "data:y", "data:", "data: [DONE]", ": ping", "id: 1", ""])
+            | _line_text.map(lambda s: "data: " + s),
+            max_size=12,
+        )
+    )
+    eol = draw(st.sampled_from(["\n", "\n", "\r\n"]))
+    return "".join(line + eol + (eol if draw(st.booleans()) else "") for line in lines).encode()
+
+
+@settings(max_examples=300, deadline=None)
+@given(data=st.data())
+def test_fast_path_gives_the_events_of_the_general_path(data: st.DataObject) -> None:
+    stream = data.draw(_data_streams() | _streams().map(lambda s: s[0]))
+    # Chunks cut anywhere, or at event boundaries (where the fast path applies).
+    if data.draw(st.booleans()):
+        chunks = data.draw(_split(stream))
+    else:
+        pieces = stream.split(b"\n\n")
+        chunks = [p + b"\n\n" for p in pieces[:-1]] + ([pieces[-1]] if pieces[-1] else [])
+    assert decode_fast(*chunks)[0] == decode(*chunks) == decode(stream)
+
+
+@settings(max_examples=100, deadline=None)
+@given(stream=st.binary(max_size=200), data=st.data())
+def test_fast_path_on_arbitrary_bytes(stream: bytes, data: st.DataObject) -> None:
+    chunks = data.draw(_split(b"data: a\n\n" + stream))
+    assert decode_fast(*chunks)[0] == decode(*chunks)

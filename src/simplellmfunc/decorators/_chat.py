@@ -189,7 +189,10 @@ def llm_chat(
             view = _HistoryView(run.state.transcript)
             async with aclosing(run.__aiter__()) as items:
                 async for item in items:
-                    yield _output(item, view, enable_event=enable_event, stream=stream)
+                    if type(item) is TextChunk:  # a streamed delta: the hot item, inline
+                        yield (item.text, view.dicts())
+                    else:
+                        yield _output(item, view, enable_event=enable_event, stream=stream)
 
         async def resume(history: list[dict[str, Any]], **kwargs: Any) -> AsyncIterator[Any]:
             """Continue a paused run (``terminated_by="paused"``) from its history: no new user
@@ -231,15 +234,17 @@ def _position(signature: inspect.Signature, name: str) -> int:
 
 
 def _output(item: Any, view: _HistoryView, *, enable_event: bool, stream: bool) -> Any:
-    """What the decorated function yields for one item of the run."""
-    if isinstance(item, RunResult):
+    """What the decorated function yields for one item of the run (a text delta first: the
+    item a streamed reply yields most)."""
+    kind = type(item)
+    if kind is TextChunk:
+        return (item.text, view.dicts())
+    if kind is RunResult:
         final = history_to_dicts(item.messages)
         if enable_event:
             return ResponseYield(item.text, final)
         return (item.text if not stream else "", final)
-    if isinstance(item, TextChunk):
-        return (item.text, view.dicts())
-    if isinstance(item, RawItem):
+    if kind is RawItem:
         return (item.item, view.dicts())
     return item
 

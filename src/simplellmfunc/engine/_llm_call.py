@@ -8,6 +8,7 @@ from contextlib import aclosing
 from dataclasses import dataclass
 
 import anyio
+import anyio.lowlevel
 
 from .._events import (
     LLMCallEndEvent,
@@ -195,21 +196,42 @@ async def report_answer(emitter: Emitter, answer: str) -> None:
 async def _stream(
     invocation: Invocation, request: LLMRequest, emitter: Emitter, partial: list[str]
 ) -> LLMResponse:
+    """The streamed call: every delta passes through this loop, so what does not change during
+    a call (what the consumer asked for, the tool protocol) is read once, before it."""
     calls: dict[int, tuple[str, str]] = {}
     accumulated = ""
     index = 0
-    async with aclosing(invocation.llm.stream(request)) as events:
-        async for event in events:
-            if emitter.wants_raw:
+    raw, events = emitter.wants_raw, emitter.wants_events
+    # Text deltas as items (plain stream mode), unless the consumer takes raw ones; under the
+    # JSON tool protocol (the reply is a JSON step) no text delta is reported (see _chunk).
+    protocol = invocation.json_protocol
+    texts = emitter.wants_text and not raw and not events and not protocol
+    first = texts or (events and not protocol)
+    async with aclosing(invocation.llm.stream(request)) as stream:
+        async for event in stream:
+            if raw:
                 await emitter.raw(RawItem(event))
             if isinstance(event, TextDelta):
                 partial.append(event.text)
-                if emitter.wants_events or (emitter.wants_text and not emitter.wants_raw):
-                    accumulated += event.text
-                    await _chunk(emitter, event.text, accumulated, invocation.json_protocol, index)
+                if texts:
+                    await emitter.raw(TextChunk(event.text))
+                elif events:
+                    if not protocol:
+                        accumulated += event.text
+                        await emitter.event(
+                            LLMChunkArriveEvent(
+                                text=event.text, accumulated_text=accumulated, chunk_index=index
+                            )
+                        )
                     index += 1
+                if first:
+                    # Time to first token: when more of the reply is already buffered (one
+                    # network read, or HTTP chunks parsed from one buffer), the consumer gets
+                    # the first text now, not after the whole batch. Once per call.
+                    first = False
+                    await anyio.lowlevel.checkpoint()
             elif isinstance(event, ReasoningDelta):
-                if emitter.wants_events:
+                if events:
                     await emitter.event(
                         LLMChunkArriveEvent(reasoning=event.text, chunk_index=index)
                     )

@@ -14,9 +14,9 @@ from dataclasses import dataclass
 from typing import Any
 
 import anyio
-from anyio.lowlevel import checkpoint_if_cancelled
 from anyio.streams.memory import MemoryObjectSendStream
 
+from .._aio import backend_checkpoint_if_cancelled
 from ..exceptions import RunError
 
 __all__ = ["Finished", "Send", "being_cancelled", "event_pump"]
@@ -57,9 +57,11 @@ def _sender(stream: MemoryObjectSendStream[Any]) -> Send:
     cancellation (so sending stays a cancellation point); only a full buffer waits. Concurrent
     emitters still arrive in ``seq`` order: numbering and buffering happen with no await in
     between, and once one sender waits, the next ones queue behind it (first in, first out)
-    instead of slipping into the room the consumer frees.
+    instead of slipping into the room the consumer frees. The loop's cancellation check is
+    looked up once (the sender is made in the run's task), not once per item.
     """
     waiting = 0
+    checkpoint_if_cancelled = backend_checkpoint_if_cancelled()
 
     async def send(item: Any) -> None:
         nonlocal waiting
@@ -96,10 +98,12 @@ async def _run(body: Callable[[Send], Awaitable[Any]], send: MemoryObjectSendStr
 
 
 async def event_pump(
-    body: Callable[[Send], Awaitable[Any]], buffer: int = 256
+    body: Callable[[Send], Awaitable[Any]], buffer: int = 256, *, unwrap: bool = False
 ) -> AsyncGenerator[Any, None]:
     """Run ``body(send)`` and yield everything it sends, then a :class:`Finished` item.
 
+    With ``unwrap``, the last item is the return value itself instead of a :class:`Finished`
+    (for a consumer that yields it on: one generator layer less per item).
     Leaving the iteration early cancels the run (use ``contextlib.aclosing`` when breaking
     out, so that happens at once and in the consuming task).
 
@@ -128,11 +132,15 @@ async def event_pump(
                                 break
                         except anyio.EndOfStream:
                             break
-                        if isinstance(item, _Failed):
+                        kind = type(item)
+                        if kind is _Failed:
                             failure = item.error
                             break
-                        finished = isinstance(item, Finished)
-                        yield item
+                        if kind is Finished:
+                            finished = True
+                            yield item.value if unwrap else item
+                        else:
+                            yield item
             finally:
                 group.cancel_scope.cancel()
     except BaseExceptionGroup as group_error:

@@ -41,7 +41,7 @@ from ._emit import Emitter, current_tool_call_id
 from ._invocation import Invocation, RunContext, RunHook
 from ._llm_call import RawItem, TextChunk
 from ._phases import act, think
-from ._pump import Finished, Send, event_pump
+from ._pump import Send, event_pump
 from ._state import RunResult, RunState
 from ._steps import current_step_runner
 
@@ -154,6 +154,10 @@ class Run:
     def __aiter__(self) -> AsyncGenerator[RunItem, None]:
         if not self._own_emitter:
             raise UserError("a run given an emitter is driven with run_to_end, not iterated")
+        if self._live():
+            # The pump itself, no generator around it (a layer less per streamed item): the
+            # consumer closing it early cancels the run, in the consumer's task.
+            return event_pump(self._pumped, unwrap=True)
         return self._items()
 
     async def result(self) -> RunResult:
@@ -172,15 +176,6 @@ class Run:
         return events or (invocation.stream and text) or _needs_task_group(invocation)
 
     async def _items(self) -> AsyncGenerator[RunItem, None]:
-        if self._live():
-            # aclose in a finally: a consumer leaving early closes the pump here, in this task.
-            pump = event_pump(self._pumped)
-            try:
-                async for item in pump:
-                    yield item.value if isinstance(item, Finished) else item
-            finally:
-                await pump.aclose()
-            return
         # Plain mode only yields between phases: the run is driven here, in this task.
         buffer: list[Any] = []
 

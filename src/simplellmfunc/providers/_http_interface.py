@@ -12,6 +12,7 @@ from typing import Any, ClassVar, Self
 import anyio.to_thread
 import httpx
 
+from .._aio import backend_clock
 from .._usage import Usage
 from ..exceptions import EmptyReplyError, ProviderError
 from ._base import (
@@ -242,10 +243,10 @@ class HTTPInterface(LLMInterface):
                     else:
                         parser = self._stream_parser(request_id)
                         chunks, limit = body_chunks(response), read_timeout(response)
-                        target = self._http.target
+                        target, clock = self._http.target, backend_clock()
                         try:
                             while events := await next_events(
-                                chunks, parser, deadline, limit, target
+                                chunks, parser, deadline, limit, target, clock
                             ):
                                 yielded = True
                                 for event in events:

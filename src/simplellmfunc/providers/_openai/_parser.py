@@ -6,8 +6,6 @@ last one when asked for); ``data: [DONE]`` ends the stream.
 
 from __future__ import annotations
 
-from typing import Any
-
 from ..._messages import AssistantMessage
 from ..._usage import Usage
 from ...exceptions import StreamError
@@ -24,8 +22,9 @@ __all__ = ["ChatStreamParser"]
 class ChatStreamParser:
     """Turns the SSE events of a streamed completion into stream events and the final reply.
 
-    Every chunk passes through here, so it does no more than it must: one ``json.loads`` per
-    event, and a tool-call assembler only once a tool call shows up.
+    Every chunk passes through here, so it does no more than it must: the SSE decoder's fast
+    path for whole ``data:`` events, one JSON decode per event, the delta read inline, and a
+    tool-call assembler only once a tool call shows up.
 
     Args:
         provider: Label for errors.
@@ -63,7 +62,15 @@ class ChatStreamParser:
         Raises:
             StreamError: As :meth:`feed`.
         """
-        return self.feed(self.decoder.feed(chunk))
+        data = self.decoder.feed_data(chunk)  # the common shape: whole data-only events
+        if data is None:
+            return self.feed(self.decoder.feed(chunk))
+        out: list[StreamEvent] = []
+        for item in data:
+            if self.done:
+                break
+            self._take("message", item, out)
+        return out
 
     def feed(self, events: list[ServerSentEvent]) -> list[StreamEvent]:
         """The stream events carried by ``events`` (SSE events of one network chunk).
@@ -78,53 +85,56 @@ class ChatStreamParser:
         for sse in events:
             if self.done:
                 break
-            data = sse.data
-            if data == "[DONE]":
-                self.done = True
-            elif (data and not data.isspace()) or sse.event == "error":
-                self._handle(sse.event, data, out)
+            self._take(sse.event, sse.data, out)
         return out
 
     def _fail(self, message: str) -> StreamError:
         return stream_error(self.provider, message, self.request_id)
 
-    def _decode(self, event: str, data: str) -> dict[str, Any]:
+    def _take(self, event: str, data: str, out: list[StreamEvent]) -> None:
+        """One SSE event: ``[DONE]``, nothing (empty data), or a chunk; every chunk passes
+        here, so the decoding and the reading of the delta are inline."""
+        if data == "[DONE]":
+            self.done = True
+            return
         if event == "error":
             raise self._fail(f"error event in stream: {data[:300]}")
+        if not data or data.isspace():
+            return
         try:
             chunk = loads_reply(data)
         except ValueError:
             raise self._fail(f"malformed stream chunk: {data[:120]!r}") from None
-        if not isinstance(chunk, dict):
+        if type(chunk) is not dict:  # json gives plain dicts: no isinstance needed
             raise self._fail(f"stream chunk is not an object: {data[:120]!r}")
-        if chunk.get("error"):
-            raise self._fail(f"error in stream: {str(chunk['error'])[:300]}")
-        return chunk
-
-    def _handle(self, event: str, data: str, out: list[StreamEvent]) -> None:
-        chunk = self._decode(event, data)
-        if (usage := chunk.get("usage")) and isinstance(usage, dict):
+        # Keys that most chunks lack are tested with ``in`` (no method call).
+        if "error" in chunk and (error := chunk["error"]):
+            raise self._fail(f"error in stream: {str(error)[:300]}")
+        if "usage" in chunk and (usage := chunk["usage"]) and type(usage) is dict:
             self.usage = Usage.from_openai(usage)
         if not self.model:
             self.model = str(chunk.get("model") or "")
-        choices = chunk.get("choices")
-        if not choices:
+        if not (choices := chunk.get("choices")):
             return
+        if type(choices) is not list:
+            raise self._fail(f"stream chunk's choices are not a list: {data[:120]!r}")
         choice = choices[0]
-        delta = choice.get("delta") if isinstance(choice, dict) else None
-        if not isinstance(delta, dict):
-            if not (isinstance(choice, dict) and choice.get("finish_reason")):
+        if type(choice) is not dict:
+            raise self._fail("chunk without a delta")
+        delta = choice.get("delta")
+        if type(delta) is not dict:
+            if not choice.get("finish_reason"):
                 raise self._fail("chunk without a delta")
             delta = {}
-        reasoning = delta.get("reasoning_content") or delta.get("reasoning")
-        if reasoning and isinstance(reasoning, str):
-            self.reasoning.append(reasoning)
-            out.append(ReasoningDelta(reasoning))
-        text = delta.get("content")
-        if text and isinstance(text, str):
+        if "reasoning_content" in delta or "reasoning" in delta:
+            reasoning = delta.get("reasoning_content") or delta.get("reasoning")
+            if reasoning and type(reasoning) is str:
+                self.reasoning.append(reasoning)
+                out.append(ReasoningDelta(reasoning))
+        if (text := delta.get("content")) and type(text) is str:
             self.text.append(text)
             out.append(TextDelta(text))
-        if raw_calls := delta.get("tool_calls"):
+        if "tool_calls" in delta and (raw_calls := delta["tool_calls"]):
             tools = self.tools = self.tools or ToolCallAssembler()
             for raw_call in raw_calls:
                 if (normalized := tools.add(raw_call)) is not None:
