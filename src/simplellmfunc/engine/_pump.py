@@ -14,9 +14,9 @@ from dataclasses import dataclass
 from typing import Any
 
 import anyio
+from anyio.lowlevel import checkpoint_if_cancelled
 from anyio.streams.memory import MemoryObjectSendStream
 
-from .._aio import backend_checkpoint_if_cancelled
 from ..exceptions import RunError
 
 __all__ = ["Finished", "Send", "being_cancelled", "event_pump"]
@@ -57,11 +57,9 @@ def _sender(stream: MemoryObjectSendStream[Any]) -> Send:
     cancellation (so sending stays a cancellation point); only a full buffer waits. Concurrent
     emitters still arrive in ``seq`` order: numbering and buffering happen with no await in
     between, and once one sender waits, the next ones queue behind it (first in, first out)
-    instead of slipping into the room the consumer frees. The loop's cancellation check is
-    looked up once (the sender is made in the run's task), not once per item.
+    instead of slipping into the room the consumer frees.
     """
     waiting = 0
-    checkpoint_if_cancelled = backend_checkpoint_if_cancelled()
 
     async def send(item: Any) -> None:
         nonlocal waiting

@@ -12,7 +12,6 @@ from typing import Any, ClassVar, Self
 import anyio.to_thread
 import httpx
 
-from .._aio import backend_clock
 from .._usage import Usage
 from ..exceptions import EmptyReplyError, ProviderError
 from ._base import (
@@ -243,10 +242,10 @@ class HTTPInterface(LLMInterface):
                     else:
                         parser = self._stream_parser(request_id)
                         chunks, limit = body_chunks(response), read_timeout(response)
-                        target, clock = self._http.target, backend_clock()
+                        target = self._http.target
                         try:
                             while events := await next_events(
-                                chunks, parser, deadline, limit, target, clock
+                                chunks, parser, deadline, limit, target
                             ):
                                 yielded = True
                                 for event in events:

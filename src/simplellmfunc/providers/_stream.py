@@ -9,7 +9,7 @@ failures into :class:`~simplellmfunc.exceptions.ProviderError` subclasses.
 
 from __future__ import annotations
 
-from collections.abc import AsyncGenerator, AsyncIterator, Callable
+from collections.abc import AsyncGenerator, AsyncIterator
 from typing import Final, Protocol, cast
 
 import anyio
@@ -88,13 +88,11 @@ async def next_events(
     deadline: float,
     limit: float | None,
     target: str,
-    clock: Callable[[], float] = anyio.current_time,
 ) -> list[StreamEvent] | None:
     """Read chunks until one carries events; ``None`` once the stream is over.
 
     ``limit`` is httpx's per-read timeout (see :func:`~._http.read_timeout`); ``target`` the
-    server's ``scheme://host:port``, which errors name; ``clock`` is ``anyio.current_time``,
-    best resolved once per stream (:func:`~simplellmfunc._aio.backend_clock`). After the
+    server's ``scheme://host:port``, which errors name. After the
     terminal event the rest of the body (normally only the chunked encoding's end) is read, so
     the connection goes back to the pool.
 
@@ -104,7 +102,7 @@ async def next_events(
     """
     while not parser.done:
         try:
-            if limit is not None and deadline - clock() > limit:
+            if limit is not None and deadline - anyio.current_time() > limit:
                 chunk = await anext(body, None)  # next_chunk's fast path, inlined: hot loop
             else:
                 chunk = await next_chunk(body, deadline, None)
