@@ -27,6 +27,7 @@ from __future__ import annotations
 import asyncio
 import json
 import math
+import os
 import resource
 import selectors
 import signal
@@ -58,6 +59,7 @@ __all__ = [
     "peak_rss_mb",
     "percentile",
     "person_model",
+    "pin",
     "print_table",
     "rss_sampler",
     "run_worker",
@@ -155,6 +157,15 @@ def _read_ready(process: subprocess.Popen[str]) -> str:
             if line.startswith("READY "):
                 return line.split(" ", 1)[1].strip()
     raise RuntimeError(f"mock server did not print READY within {READY_TIMEOUT:g} s")
+
+
+def pin(pid: int, core: int) -> bool:
+    """Pin process ``pid`` (``0``: this one) to one core, when the machine has it; whether it
+    did. Benchmarks put the server and the clients on different cores."""
+    if not hasattr(os, "sched_setaffinity") or core >= (os.cpu_count() or 1):
+        return False
+    os.sched_setaffinity(pid, {core})
+    return True
 
 
 def cpu_seconds() -> float:

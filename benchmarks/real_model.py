@@ -20,7 +20,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import os
 import statistics
 import sys
 import time
@@ -28,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+from _common import pin
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "scripts"))
@@ -93,21 +93,13 @@ def _ours(llm: Any) -> Any:
 SERVER_CORE, CLIENT_CORE = 1, 0
 
 
-def _pin(core: int) -> bool:
-    """Pin this process to ``core`` (when the machine has it); whether it did."""
-    if not hasattr(os, "sched_setaffinity") or core >= (os.cpu_count() or 1):
-        return False
-    os.sched_setaffinity(0, {core})
-    return True
-
-
 async def _run(calls: int) -> dict[str, Any]:
     from llama_server import llama_server, server_llm
 
-    pinned = _pin(SERVER_CORE)  # the server starts with this affinity
+    pinned = pin(0, SERVER_CORE)  # the server starts with this affinity
     async with llama_server(threads=1 if pinned else 2) as base:
         if pinned:
-            _pin(CLIENT_CORE)
+            pin(0, CLIENT_CORE)
         url = f"{base}/v1"
         llm = server_llm(base)
         llm.default_params.update(PARAMS)

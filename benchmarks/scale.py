@@ -61,6 +61,7 @@ from _common import (
     floor_post,
     floor_react,
     percentile,
+    pin,
     rss_sampler,
 )
 
@@ -330,16 +331,10 @@ def _print_by_package(stats: pstats.Stats, calls: int) -> None:
 # -- the parent -------------------------------------------------------------------------------
 
 
-def _pin(pid: int, core: int) -> None:
-    """Pin a process to one core (when the machine has it)."""
-    if hasattr(os, "sched_setaffinity") and core < (os.cpu_count() or 1):
-        os.sched_setaffinity(pid, {core})
-
-
 def _measure(kind: str, impl: str, url: str, runs: int) -> dict[str, float]:
     command = [sys.executable, __file__, "--child", kind, impl, url, "--runs", str(runs)]
     child = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    _pin(child.pid, CLIENT_CORE)
+    pin(child.pid, CLIENT_CORE)
     out, err = child.communicate(timeout=900)
     if child.returncode:
         raise RuntimeError(f"{kind} {impl} failed: {err[-2000:]}")
@@ -370,7 +365,7 @@ def _rounds(
 @contextmanager
 def _server(*flags: str) -> Iterator[str]:
     with MockServerProcess(list(flags)) as server:
-        _pin(server.pid, SERVER_CORE)
+        pin(server.pid, SERVER_CORE)
         yield server.url
 
 
@@ -475,7 +470,7 @@ def main() -> None:
         "paced": ("--reply-text", REPLY, "--chunks", str(CHUNKS), "--chunk-delay", str(PACE)),
     }
     if args.profile:
-        _pin(os.getpid(), CLIENT_CORE)
+        pin(os.getpid(), CLIENT_CORE)
         kind = "react" if args.profile.startswith("sweep:") else args.profile
         with _server(*flags[kind]) as url:
             _profile(args.profile, args.profile_impl, url, runs)

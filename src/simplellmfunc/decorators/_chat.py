@@ -189,10 +189,7 @@ def llm_chat(
             view = _HistoryView(run.state.transcript)
             async with aclosing(run.__aiter__()) as items:
                 async for item in items:
-                    if type(item) is TextChunk:  # a streamed delta: the hot item, inline
-                        yield (item.text, view.dicts())
-                    else:
-                        yield _output(item, view, enable_event=enable_event, stream=stream)
+                    yield _output(item, view, enable_event=enable_event, stream=stream)
 
         async def resume(history: list[dict[str, Any]], **kwargs: Any) -> AsyncIterator[Any]:
             """Continue a paused run (``terminated_by="paused"``) from its history: no new user

@@ -291,16 +291,14 @@ class HTTPTransport:
             slots = self._slots = anyio.Semaphore(self.settings.max_connections, fast_acquire=True)
         try:
             slots.acquire_nowait()  # the common case: no scope to pay for
+            hold.slots = slots
+            return
         except anyio.WouldBlock:
-            wait = True
-        else:
-            wait = False
-        if wait:
-            with anyio.CancelScope(deadline=deadline) as scope:
-                await slots.acquire()
-            if scope.cancelled_caught:
-                waiting = f"waiting for a connection to {self.target}"
-                raise self._timeout(attempt, waiting) from None
+            pass  # wait below, once the exception is gone
+        with anyio.CancelScope(deadline=deadline) as scope:
+            await slots.acquire()
+        if scope.cancelled_caught:
+            raise self._timeout(attempt, f"waiting for a connection to {self.target}") from None
         hold.slots = slots
 
     async def _acquire(self, deadline: float, attempt: int) -> str | None:

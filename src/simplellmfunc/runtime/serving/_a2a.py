@@ -20,6 +20,7 @@ keeps a valid history and the task ends ``canceled``.
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 import anyio
@@ -57,6 +58,8 @@ from ..config import TurnResult
 from ._served import ServedAgent
 
 __all__ = ["a2a_app", "a2a_routes", "agent_card"]
+
+logger = logging.getLogger("simplellmfunc.serving")
 
 ANSWER_ARTIFACT = "answer"
 _CANCEL_WAIT_SECONDS = 30.0
@@ -129,7 +132,8 @@ class _Executor(AgentExecutor):
             result = await self._served.session_turn(
                 context_id, context.get_user_input(), on_event=mapper.event
             )
-        except Exception as exc:
+        except Exception as exc:  # boundary: the A2A client learns of it as a failed task
+            logger.warning("an A2A turn failed", exc_info=True)
             text = f"{type(exc).__name__}: {exc}"
             await updater.failed(updater.new_agent_message([new_text_part(text)]))
             return

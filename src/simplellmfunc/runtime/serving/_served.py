@@ -11,7 +11,7 @@ the end, and a graceful shutdown that refuses new turns and aborts the running o
 from __future__ import annotations
 
 import os
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from contextlib import AsyncExitStack, aclosing, asynccontextmanager
 from pathlib import Path
 from types import TracebackType
@@ -186,8 +186,7 @@ class ServedAgent:
         self._admit()
         self._running += 1
         try:
-            await self._open_session(session_id)
-            async with aclosing(self.sessions.chat(session_id, text)) as items:
+            async with aclosing(self._items(session_id, text)) as items:
                 async for item in items:
                     yield item
         finally:
@@ -250,12 +249,18 @@ class ServedAgent:
                 raise CapacityError(str(exc), limit="sessions") from None
             raise
 
-    async def _run(self, session_id: str, text: str, on_event: OnEvent) -> TurnResult:
+    async def _items(self, session_id: str, text: str) -> AsyncGenerator[Any, None]:
+        """The items of one turn of the session (opened on first use)."""
         await self._open_session(session_id)
+        async with aclosing(self.sessions.chat(session_id, text)) as items:
+            async for item in items:
+                yield item
+
+    async def _run(self, session_id: str, text: str, on_event: OnEvent) -> TurnResult:
         answer: Any = ""
         history: list[dict[str, Any]] | None = None
         ended = "answer"
-        async with aclosing(self.sessions.chat(session_id, text)) as items:
+        async with aclosing(self._items(session_id, text)) as items:
             async for item in items:
                 if isinstance(item, EventYield):
                     if isinstance(item.event, ReactEndEvent):
