@@ -7,6 +7,7 @@ requests) or over the loopback ``MockLLMServer`` (the wire).
 
 from __future__ import annotations
 
+import itertools
 from typing import Any
 
 import anyio
@@ -20,6 +21,8 @@ from simplellmfunc.exceptions import (
     ChannelError,
     ChannelTimeoutError,
     ProviderError,
+    SharedMemoryTypeError,
+    TeamMemberError,
     UserError,
 )
 from simplellmfunc.providers import LLMRequest
@@ -295,6 +298,67 @@ async def test_group_chat_llm_selector() -> None:
     assert selector.usage.calls == 2
 
 
+async def test_group_chat_member_failure_is_typed_and_keeps_the_chat() -> None:
+    writer = chat_agent(ScriptedLLM(["idea 1"]), "writer")
+    critic = chat_agent(ScriptedLLM([KeyError("choices")]), "critic")  # a bug in its model
+    with pytest.raises(TeamMemberError, match="agent 'critic' failed: KeyError") as caught:
+        await GroupChat([writer, critic]).run("write a slogan")
+    error = caught.value
+    assert error.agent == "critic"
+    assert isinstance(error.__cause__, KeyError)
+    assert error.history == [
+        {"role": "user", "content": "write a slogan"},
+        {"role": "assistant", "name": "writer", "content": "idea 1"},
+    ]
+    assert error.usage.calls == 1  # the writer's call; the critic's failed before any usage
+    fixed = [chat_agent(ScriptedLLM(["ok"]), n) for n in ("writer", "critic")]
+    again = GroupChat(fixed, max_rounds=1)
+    resumed = await again.run("go on", history=error.history)  # the chat so far is usable
+    assert [m.speaker for m in resumed.messages] == ["user", "writer", "user", "writer"]
+
+
+async def test_group_chat_random_speaker_and_the_seeds_stop_words() -> None:
+    llm = ScriptedLLM(["one", "two", "three DONE"])
+    a, b, c = (chat_agent(llm, n) for n in "abc")
+    result = await GroupChat([a, b, c], speaker="random").run("go")
+    speakers = [m.speaker for m in result.messages[1:]]
+    assert all(x != y for x, y in itertools.pairwise(speakers))  # no one twice in a row
+    assert (result.rounds, result.terminated_by) == (3, "keyword")  # "DONE" is a stop word
+    with pytest.raises(UserError, match="speaker must be one of"):
+        GroupChat([a, b], speaker="shuffle")  # type: ignore[arg-type]
+
+
+async def test_handoff_member_failure_is_typed_and_keeps_the_conversation() -> None:
+    llm = ScriptedLLM([call("transfer_to_billing", reason="a refund"), RuntimeError("boom")])
+    triage = chat_agent(llm, "triage", "You route requests.")
+    billing = chat_agent(llm, "billing", "You handle billing.")
+    with pytest.raises(TeamMemberError, match="agent 'billing' failed: RuntimeError") as caught:
+        await Handoff(triage, {triage: [billing]}).run("refund please")
+    error = caught.value
+    assert error.agent == "billing"
+    assert error.usage.calls == 1  # triage's transfer call
+    assert_valid(error.history)
+    assert error.history[1] == {"role": "user", "content": "refund please"}
+    assert any(m.get("tool_calls") for m in error.history)  # the transfer is kept
+
+
+async def test_parallel_counts_the_calls_of_a_member_that_failed() -> None:
+    async def lookup(key: str) -> str:
+        """Look a key up.
+
+        Args:
+            key: The key.
+        """
+        return "v"
+
+    flaky = ScriptedLLM([call("lookup", key="k"), ProviderError("model down")])
+    member = chat_agent(flaky, "flaky", toolkit=[lookup])
+    result = await Parallel([member]).run("task")
+    (outcome,) = result.outcomes
+    assert outcome.error == "ProviderError: model down"
+    assert outcome.usage.calls == 1  # billed before the failure; was 0
+
+
 # -- parallel ---------------------------------------------------------------------------------
 
 
@@ -393,8 +457,12 @@ async def test_agents_talk_through_a_channel_and_share_memory() -> None:
     assert await memory.snapshot() == {"draft": "v1"}
     assert await memory.namespace("other").keys() == []
     frozen = SharedMemory(memory.store, namespace="team", append_only=True)
+    await frozen.set("draft", "v2")  # the seed's append-only: same type may be rewritten
+    with pytest.raises(SharedMemoryTypeError, match="holds a string, not a object"):
+        await frozen.set("draft", {"v": 3})
     with pytest.raises(UserError, match="append-only"):
-        await frozen.set("draft", "v2")
+        await frozen.delete("draft")
+    assert await memory.get("draft") == "v2"
 
 
 # -- at the wire ------------------------------------------------------------------------------

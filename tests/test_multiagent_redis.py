@@ -11,6 +11,7 @@ import sys
 import uuid
 
 import anyio
+import anyio.lowlevel
 import pytest
 
 from mcp_servers.support import CHECKOUT_ENV
@@ -73,3 +74,56 @@ async def test_shared_memory_and_channels_between_two_processes(redis_url: str) 
         with pytest.raises(ChannelTimeoutError, match="no room"):
             await bounded.send("b", timeout=0.1)
         await bounded.clear()
+
+
+@pytest.mark.parametrize("backend", ["memory", "redis"])
+async def test_append_only_keeps_one_type_under_concurrent_writers(
+    backend: str,
+    redis_url: str,  # noqa: F811
+) -> None:
+    """Six writers on two clients race to write one key with two types: one type wins.
+
+    The seed's append-only rule: a key keeps the type of its first value (same-type rewrites
+    are fine, a change of type is refused), and no key is deleted.
+    """
+    from simplellmfunc.exceptions import SharedMemoryTypeError
+    from simplellmfunc.runtime.stores import InMemoryStore
+
+    prefix = f"t{uuid.uuid4().hex[:12]}"
+    if backend == "redis":
+        stores = [RedisStore(redis_url, prefix=prefix), RedisStore(redis_url, prefix=prefix)]
+    else:
+        shared = InMemoryStore()
+        stores = [shared, shared]
+    outcomes: dict[int, str] = {}
+    memories: list[SharedMemory] = []
+
+    async def write(n: int) -> None:
+        value: object = f"text {n}" if n % 2 else {"n": n}
+        await anyio.lowlevel.checkpoint()
+        try:
+            await memories[n % 2].set("result", value)
+        except SharedMemoryTypeError:
+            outcomes[n] = "refused"
+        else:
+            outcomes[n] = "string" if n % 2 else "object"
+
+    try:
+        for trial in range(5):  # a fresh namespace, so a fresh race, each trial
+            memories[:] = [
+                SharedMemory(s, namespace=f"team{trial}", append_only=True) for s in stores
+            ]
+            outcomes.clear()
+            async with anyio.create_task_group() as group:
+                for n in range(6):
+                    group.start_soon(write, n)
+            kinds = {kind for kind in outcomes.values() if kind != "refused"}
+            assert len(kinds) == 1, outcomes
+            final = await memories[1].get("result")
+            assert isinstance(final, str if kinds == {"string"} else dict)
+            refused = [n for n, kind in outcomes.items() if kind == "refused"]
+            assert len(refused) == 3  # every writer of the other type
+    finally:
+        if backend == "redis":
+            for store in stores:
+                await store.aclose()

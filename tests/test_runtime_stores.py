@@ -159,6 +159,41 @@ async def test_set_get_delete_round_trip(make_store: MakeStore) -> None:
     assert await store.get(A, "never-written") is None
 
 
+async def test_add_writes_only_where_nothing_lives(make_store: MakeStore, clock: FakeClock) -> None:
+    store = await make_store()
+    assert await store.add(A, "k", {"v": 1}, ttl=5) is None
+    there = await store.add(A, "k", "other")
+    assert there is not None
+    assert there.value == {"v": 1}
+    item = await store.get(A, "k")
+    assert item is not None
+    assert item.value == {"v": 1}
+    clock.advance(6)  # an expired item is no item: add writes again
+    assert await store.add(A, "k", "fresh") is None
+    fresh = await store.get(A, "k")
+    assert fresh is not None
+    assert fresh.value == "fresh"
+
+
+async def test_concurrent_adds_have_one_winner(make_store: MakeStore) -> None:
+    first = await make_store()
+    # Two clients of one backend (two in-memory stores share nothing: there, one store).
+    stores = [first, first if isinstance(first, InMemoryStore) else await make_store()]
+    winners: list[int] = []
+
+    async def claim(n: int) -> None:
+        if await stores[n % 2].add(A, "lock", n) is None:
+            winners.append(n)
+
+    async with anyio.create_task_group() as group:
+        for n in range(6):
+            group.start_soon(claim, n)
+    assert len(winners) == 1
+    item = await stores[0].get(A, "lock")
+    assert item is not None
+    assert item.value == winners[0]
+
+
 async def test_bad_values_and_keys_are_refused(make_store: MakeStore) -> None:
     store = await make_store()
     with pytest.raises(UserError, match="JSON"):

@@ -10,8 +10,8 @@ Every error the library raises derives from :class:`SimpleLLMFuncError`::
     │   ├── ToolDefinitionError    a tool that cannot be exposed to a model
     │   ├── SkillError             a skill folder (SKILL.md) or skill definition that is invalid
     │   ├── DecoratorError         @llm_function / @llm_chat used on the wrong thing
-    │   └── UnsupportedError       a SimpleLLMFunc name with no counterpart (names the replacement)
-    │   ├── DecoratorError         @llm_function / @llm_chat used on the wrong thing
+    │   ├── UnsupportedError       a SimpleLLMFunc name with no counterpart (names the replacement)
+    │   ├── SharedMemoryTypeError  a change of type of a key of an append-only SharedMemory
     │   ├── InputRefusedError      an answer to input() came too late, twice, or for no request
     │   └── SessionError           an unknown, busy or closed session, or too many sessions
     ├── RunError                   a run failed for a reason outside the caller's code
@@ -34,6 +34,8 @@ Every error the library raises derives from :class:`SimpleLLMFuncError`::
     │   ├── A2AError               a remote A2A agent failed or answered with an error (has ``url``)
     │   │   └── A2AConnectionError     the remote A2A agent could not be reached
     │   ├── CapacityError          a served agent refused a turn: too many sessions or turns
+    │   ├── TeamMemberError        an agent of a team failed (has ``agent``, the ``history`` so
+    │   │                          far and the ``usage`` of every call made)
     │   ├── ChannelError           a multi-agent channel failed
     │   │   ├── ChannelClosedError     sent to or received from a closed (and drained) channel
     │   │   └── ChannelTimeoutError    no message (or no room) within the timeout
@@ -51,6 +53,10 @@ Catch ``UserError`` to report misuse, ``RunError`` to handle failed runs and ``P
 """
 
 from __future__ import annotations
+
+from typing import Any
+
+from ._usage import Usage
 
 __all__ = [
     "A2AConnectionError",
@@ -82,10 +88,12 @@ __all__ = [
     "RunError",
     "SandboxViolation",
     "SessionError",
+    "SharedMemoryTypeError",
     "SimpleLLMFuncError",
     "SkillError",
     "StepInterruptedError",
     "StreamError",
+    "TeamMemberError",
     "ToolDefinitionError",
     "ToolExecutionError",
     "ToolRetry",
@@ -140,6 +148,10 @@ class DecoratorError(UserError, TypeError):
 class UnsupportedError(UserError, NotImplementedError):
     """A SimpleLLMFunc name or feature with no counterpart here; the message names what to use
     instead."""
+
+
+class SharedMemoryTypeError(UserError, TypeError):
+    """A write would change the JSON type of a key of an append-only ``SharedMemory``."""
 
 
 class InputRefusedError(UserError):
@@ -333,6 +345,26 @@ class CapacityError(RunError):
     def __init__(self, message: str, *, limit: str) -> None:
         super().__init__(message)
         self.limit = limit
+
+
+class TeamMemberError(RunError):
+    """An agent of a multi-agent team (``GroupChat``, ``Handoff``) failed: the conversation so
+    far is kept. The original exception is the ``__cause__``.
+
+    Attributes:
+        agent: The name of the agent that failed.
+        history: The conversation up to the failure, as chat dicts valid for a next
+            ``run(history=...)`` (what the team's result ``history`` would have been).
+        usage: Tokens of every call of the run, the failed agent's calls included.
+    """
+
+    def __init__(
+        self, message: str, *, agent: str, history: list[dict[str, Any]], usage: Usage
+    ) -> None:
+        super().__init__(message)
+        self.agent = agent
+        self.history = history
+        self.usage = usage
 
 
 class ChannelError(RunError):

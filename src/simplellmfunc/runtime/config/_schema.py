@@ -458,14 +458,15 @@ class GroupConfig(_Section):
     """How a ``group`` agent's members talk (see ``multiagent.GroupChat``).
 
     Attributes:
-        speaker: ``round_robin``, or ``llm`` (this config's model picks the next speaker).
+        speaker: ``round_robin``, ``random``, or ``llm`` (this config's model picks the next
+            speaker).
         max_rounds: Most member messages.
         stop_keywords: A message containing one ends the chat.
     """
 
-    speaker: Literal["round_robin", "llm"] = "round_robin"
+    speaker: Literal["round_robin", "random", "llm"] = "round_robin"
     max_rounds: Annotated[int, Field(ge=1)] = 10
-    stop_keywords: list[Annotated[str, Field(min_length=1)]] = ["TERMINATE"]
+    stop_keywords: list[Annotated[str, Field(min_length=1)]] = ["CONSENSUS", "DONE", "TERMINATE"]
 
 
 class ParallelConfig(_Section):

@@ -38,7 +38,7 @@ def group_chat(
 ) -> ChatFunction:
     """The chat function of a ``group`` agent over its opened ``members``."""
     settings = config.group
-    speaker: Any = LLMSelector(llm) if settings.speaker == "llm" else "round_robin"
+    speaker: Any = LLMSelector(llm) if settings.speaker == "llm" else settings.speaker
     team = GroupChat(
         dict(members),
         speaker=speaker,

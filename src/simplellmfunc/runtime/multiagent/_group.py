@@ -11,6 +11,7 @@ ends after ``max_rounds`` messages, on a keyword, or when a predicate says so.
 from __future__ import annotations
 
 import inspect
+import random
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -20,9 +21,9 @@ from ..._messages import SystemMessage, UserMessage
 from ..._usage import Usage
 from ...decorators import agent_description
 from ...engine import Emitter
-from ...exceptions import UserError
+from ...exceptions import TeamMemberError, UserError
 from ...providers import LLMInterface, LLMRequest
-from ._team import Agent, Member, Team, members, play_turn
+from ._team import Agent, Member, Team, member_failed, members, play_turn
 
 __all__ = [
     "GroupChat",
@@ -136,6 +137,12 @@ class LLMSelector:
         return _round_robin(state)
 
 
+def _random(state: GroupChatState) -> str:
+    """Anyone but the last speaker, at random (the only agent when there is one)."""
+    others = [name for name in state.agents if name != state.last_speaker] or list(state.agents)
+    return random.choice(others)  # a turn order, not a secret
+
+
 def _round_robin(state: GroupChatState) -> str:
     agents, last = state.agents, state.last_speaker
     if last not in agents:
@@ -143,34 +150,53 @@ def _round_robin(state: GroupChatState) -> str:
     return agents[(agents.index(last) + 1) % len(agents)]
 
 
+_BUILT_IN: dict[str, SpeakerSelector] = {"round_robin": _round_robin, "random": _random}
+
+
+def _selector(speaker: str | SpeakerSelector) -> SpeakerSelector:
+    if isinstance(speaker, str):
+        if speaker not in _BUILT_IN:
+            raise UserError(
+                f"speaker must be one of {sorted(_BUILT_IN)} or a function, got {speaker!r}"
+            )
+        return _BUILT_IN[speaker]
+    if not callable(speaker):
+        raise UserError(
+            f"speaker must be one of {sorted(_BUILT_IN)} or a function, got {speaker!r}"
+        )
+    return speaker
+
+
 class GroupChat(Team[GroupChatResult]):
     """Agents taking turns in one conversation.
 
     Args:
         agents: ``@llm_chat`` agents (named after their functions) or ``{name: agent}``.
-        speaker: ``"round_robin"``, a :data:`SpeakerSelector` function, or an
-            :class:`LLMSelector`.
+        speaker: ``"round_robin"``, ``"random"`` (anyone but the last speaker), a
+            :data:`SpeakerSelector` function, or an :class:`LLMSelector`.
         max_rounds: Most agent messages.
-        stop_keywords: A message containing one of these ends the chat (``()``: none).
+        stop_keywords: A message containing one of these (case-sensitive) ends the chat
+            (``()``: none); the seed's CONSENSUS, DONE and TERMINATE by default.
         until: A predicate of the chat: true ends it.
 
     Raises:
-        UserError: For no agents, clashing names, or a bad ``max_rounds``.
+        UserError: For no agents, clashing names, an unknown ``speaker`` name or a bad
+            ``max_rounds``.
     """
 
     def __init__(
         self,
         agents: Sequence[Agent] | dict[str, Agent],
         *,
-        speaker: Literal["round_robin"] | SpeakerSelector = "round_robin",
+        speaker: Literal["round_robin", "random"] | SpeakerSelector = "round_robin",
         max_rounds: int = 10,
-        stop_keywords: Sequence[str] = ("TERMINATE",),
+        stop_keywords: Sequence[str] = ("CONSENSUS", "DONE", "TERMINATE"),
         until: Callable[[GroupChatState], bool] | None = None,
     ) -> None:
         if max_rounds < 1:
             raise UserError("max_rounds must be at least 1")
         self._members = {m.name: m for m in members(agents)}
-        self._select: SpeakerSelector = _round_robin if speaker == "round_robin" else speaker
+        self._select = _selector(speaker)
         if isinstance(speaker, LLMSelector):  # undescribed agents: their docstrings' first lines
             for member in self._members.values():
                 speaker.descriptions.setdefault(member.name, agent_description(member.agent))
@@ -196,7 +222,11 @@ class GroupChat(Team[GroupChatResult]):
             state = GroupChatState(tuple(chat), self.agents, index)
             member = await self._next(state)
             history, prompt = _view(chat, member.name)
-            result = await play_turn(member, root, abort, prompt, history=history)
+            try:
+                result = await play_turn(member, root, abort, prompt, history=history)
+            except TeamMemberError as exc:
+                chat_so_far = [_as_dict(m) for m in chat]
+                raise member_failed(exc, chat_so_far, usage) from exc.__cause__
             usage = usage + result.usage
             chat.append(GroupMessage(member.name, result.text))
             if result.aborted:

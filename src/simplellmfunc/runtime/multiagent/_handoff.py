@@ -22,9 +22,9 @@ from ..._mutations import UserMessageMutation
 from ..._usage import Usage
 from ...decorators import agent_description, agent_name
 from ...engine import Emitter, RunResult, current_run
-from ...exceptions import UserError
+from ...exceptions import TeamMemberError, UserError
 from ...tools import Tool, ToolContext
-from ._team import Agent, Member, Team, members, play_turn
+from ._team import Agent, Member, Team, member_failed, members, play_turn
 
 __all__ = ["Handoff", "HandoffResult", "InputFilter", "drop_tool_turns"]
 
@@ -189,32 +189,36 @@ class Handoff(Team[HandoffResult]):
         current = self._members[self._in_charge(history)]
         path, usage, reason = [current.name], Usage(), ""
         result: RunResult | None = None
-        for hop in range(self.max_handoffs + 1):
-            request = _Request()
-            tools = self._tools.get(current.name, ()) if hop < self.max_handoffs else ()
-            if hop == 0:
-                result = await play_turn(
-                    current, root, abort, message, history=history, tools=tools, pause=request
-                )
-            else:
-                note = f"[handoff] {path[-2]} handed the conversation to you ({current.name})"
-                note += f": {reason}" if reason else "."
-                result = await play_turn(
-                    current,
-                    root,
-                    abort,
-                    history=self.input_filter(history) if self.input_filter else history,
-                    resume=True,
-                    tools=tools,
-                    pause=request,
-                    prelude=(UserMessageMutation({"role": "user", "content": note}),),
-                )
-            usage = usage + result.usage
-            history = history_to_dicts(result.messages)
-            if request.target is None or result.terminated_by != "paused":
-                break
-            current, reason = self._members[request.target], request.reason
-            path.append(current.name)
+        try:
+            for hop in range(self.max_handoffs + 1):
+                request = _Request()
+                tools = self._tools.get(current.name, ()) if hop < self.max_handoffs else ()
+                if hop == 0:
+                    result = await play_turn(
+                        current, root, abort, message, history=history, tools=tools, pause=request
+                    )
+                else:
+                    note = f"[handoff] {path[-2]} handed the conversation to you ({current.name})"
+                    note += f": {reason}" if reason else "."
+                    result = await play_turn(
+                        current,
+                        root,
+                        abort,
+                        history=self.input_filter(history) if self.input_filter else history,
+                        resume=True,
+                        tools=tools,
+                        pause=request,
+                        prelude=(UserMessageMutation({"role": "user", "content": note}),),
+                    )
+                usage = usage + result.usage
+                history = history_to_dicts(result.messages)
+                if request.target is None or result.terminated_by != "paused":
+                    break
+                current, reason = self._members[request.target], request.reason
+                path.append(current.name)
+        except TeamMemberError as exc:
+            so_far = history if len(path) > 1 else [*history, {"role": "user", "content": message}]
+            raise member_failed(exc, so_far, usage) from exc.__cause__
         assert result is not None  # the loop runs at least once
         _sign(history, current.name)
         return HandoffResult(

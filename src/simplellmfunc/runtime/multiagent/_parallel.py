@@ -16,7 +16,7 @@ import anyio
 from ..._abort import AbortSignal
 from ..._usage import Usage
 from ...engine import Emitter
-from ...exceptions import UserError
+from ...exceptions import TeamMemberError, UserError
 from ._team import Agent, Member, Team, members, play_turn
 
 __all__ = ["AgentOutcome", "Parallel", "ParallelResult"]
@@ -150,10 +150,10 @@ async def _outcome(
     with anyio.move_on_after(timeout) as scope:
         try:
             result = await play_turn(member, root, abort, text, history=history)
-        except Exception as exc:  # boundary: one agent's failure is its outcome, not ours
-            return AgentOutcome(
-                member.name, text, "", f"{type(exc).__name__}: {exc}", "error", Usage()
-            )
+        except TeamMemberError as exc:  # one agent's failure is its outcome, with its billed calls
+            cause = exc.__cause__ or exc
+            error = f"{type(cause).__name__}: {cause}"
+            return AgentOutcome(member.name, text, "", error, "error", exc.usage)
         return AgentOutcome(
             member.name, text, result.text, None, result.terminated_by, result.usage
         )

@@ -2,7 +2,11 @@
 
 It sits on any :class:`~simplellmfunc.runtime.stores.Store`: an :class:`InMemoryStore` (this
 process) by default, a :class:`RedisStore` to share it between processes, with the same
-interface. Namespaces keep teams or topics apart; ``append_only`` forbids overwriting a key.
+interface. Namespaces keep teams or topics apart. ``append_only`` is the seed's preservation
+rule (Σ' ⊇ Σ): no key is ever deleted, and a key keeps the JSON type of its first value. The type
+is registered with :meth:`Store.add` (one atomic set-if-absent, also across processes on Redis),
+so of concurrent writers of one key with different types exactly one wins and the others get
+:class:`~simplellmfunc.exceptions.SharedMemoryTypeError`.
 :meth:`SharedMemory.tools` gives agents ``shared_read`` / ``shared_write`` / ``shared_keys``.
 """
 
@@ -10,13 +14,29 @@ from __future__ import annotations
 
 from typing import Any
 
-from ...exceptions import UserError
+from ...exceptions import SharedMemoryTypeError, UserError
 from ...tools import Tool
 from ..stores import InMemoryStore, Namespace, Store
 
 __all__ = ["SharedMemory"]
 
 _AGENT = "shared-memory"
+_TYPES = "shared-memory-types"  # the first JSON type of each key of an append-only memory
+
+
+def json_kind(value: Any) -> str:
+    """The JSON type of ``value``: null, boolean, number, string, array or object."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, int | float):
+        return "number"
+    if isinstance(value, str):
+        return "string"
+    if isinstance(value, list | tuple):
+        return "array"
+    return "object"
 
 
 class SharedMemory:
@@ -25,7 +45,8 @@ class SharedMemory:
     Args:
         store: Where the values live (default: a new in-process store).
         namespace: The namespace of this view (``[A-Za-z0-9_.-]``).
-        append_only: Refuse to overwrite or delete a key once written.
+        append_only: Keep every key (no delete) with the JSON type of its first value: an
+            overwrite with a value of the same type is allowed, a change of type is refused.
     """
 
     def __init__(
@@ -35,6 +56,7 @@ class SharedMemory:
         self.namespace_name = namespace
         self.append_only = append_only
         self._ns = Namespace(_AGENT, namespace)
+        self._types = Namespace(_TYPES, namespace)
 
     def namespace(self, name: str) -> SharedMemory:
         """A view of namespace ``name`` on the same store."""
@@ -49,10 +71,22 @@ class SharedMemory:
         """Write ``value`` (a JSON value) under ``key``.
 
         Raises:
-            UserError: If the memory is append-only and ``key`` is written already.
+            SharedMemoryTypeError: If the memory is append-only and ``key`` holds a value of
+                another JSON type (also when another writer registered it a moment before).
+            UserError: For an invalid key or a value JSON cannot carry.
         """
-        if self.append_only and await self.store.get(self._ns, key) is not None:
-            raise UserError(f"shared memory {self.namespace_name!r} is append-only: {key!r} exists")
+        if self.append_only:
+            kind = json_kind(value)
+            # A key written before the memory became append-only keeps the type it has.
+            there = await self.store.get(self._ns, key)
+            claim = kind if there is None else json_kind(there.value)
+            first = await self.store.add(self._types, key, claim, ttl=None)
+            registered = claim if first is None else first.value
+            if registered != kind:
+                raise SharedMemoryTypeError(
+                    f"shared memory {self.namespace_name!r} is append-only: {key!r} holds a "
+                    f"{registered}, not a {kind}"
+                )
         await self.store.set(self._ns, key, value)
 
     async def delete(self, key: str) -> bool:

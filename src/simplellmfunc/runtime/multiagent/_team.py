@@ -16,12 +16,13 @@ from typing import Any, Generic, TypeVar
 from ..._abort import AbortSignal, PauseSignal
 from ..._events import EventOrigin, EventYield
 from ..._mutations import ContextMutation
+from ..._usage import Usage
 from ...decorators import agent_name, agent_run
 from ...engine import Emitter, Finished, RunResult, event_pump, new_call_id
-from ...exceptions import UserError
+from ...exceptions import TeamMemberError, UserError
 from ...tools import Tool
 
-__all__ = ["Agent", "Member", "Team", "members", "play_turn"]
+__all__ = ["Agent", "Member", "Team", "member_failed", "members", "play_turn"]
 
 Agent = Callable[..., Any]
 """An ``@llm_chat`` agent (any function it decorated)."""
@@ -127,7 +128,10 @@ async def play_turn(
     mutations are applied to its transcript first.
 
     Raises:
-        ProviderError: When the agent's model fails.
+        TeamMemberError: When the turn fails for any reason but misuse (its model, a bug in its
+            code): the original exception is its cause, ``usage`` the turn's calls so far and
+            ``history`` empty (the team fills in the conversation, see :func:`member_failed`).
+        UserError: For a misused agent.
     """
     run = await agent_run(
         member.agent,
@@ -141,5 +145,23 @@ async def play_turn(
         pause=pause,
     )
     run.state.transcript.apply_all(prelude)
-    await run.run_to_end()
+    try:
+        await run.run_to_end()
+    except UserError:
+        raise
+    except Exception as exc:  # boundary: a member's failure, typed, with its billed calls
+        message = f"agent {member.name!r} failed: {type(exc).__name__}: {exc}"
+        raise TeamMemberError(
+            message, agent=member.name, history=[], usage=run.state.usage
+        ) from exc
     return run.state.result()
+
+
+def member_failed(
+    error: TeamMemberError, history: list[dict[str, Any]], usage: Usage
+) -> TeamMemberError:
+    """``error`` (from :func:`play_turn`) with the team's conversation so far and the usage of
+    the team's earlier calls added to the failed turn's."""
+    return TeamMemberError(
+        str(error), agent=error.agent, history=history, usage=usage + error.usage
+    )

@@ -165,6 +165,31 @@ class Store(ABC):
         now = self.clock()
         await self._set(ns, Record(key, _encode(value), now, None if life is None else now + life))
 
+    async def add(
+        self, ns: Namespace, key: str, value: Any, *, ttl: TTLArg = UNSET
+    ) -> StoreItem | None:
+        """Write ``value`` under ``key`` only if ``ns`` has no live item there, atomically.
+
+        The check and the write are one step on every store (one Lua script on Redis, one
+        transaction on SQLite), so of several concurrent writers, in this process or others,
+        exactly one writes.
+
+        Returns:
+            ``None`` when this call wrote the item; else the item already there (left as is).
+
+        Raises:
+            UserError: For an invalid key or a value JSON cannot carry.
+            ConfigError: For a non-positive ``ttl``.
+            RunError: If the backend fails.
+        """
+        check_key(key)
+        life = self.ttl if ttl is UNSET else ttl
+        _check_limits(None, life)
+        now = self.clock()
+        record = Record(key, _encode(value), now, None if life is None else now + life)
+        existing = await self._add(ns, record)
+        return None if existing is None else _item(existing)
+
     async def delete(self, ns: Namespace, key: str) -> bool:
         """Remove ``key`` from ``ns``; return whether a live item was there.
 
@@ -239,6 +264,9 @@ class Store(ABC):
     async def _set(self, ns: Namespace, record: Record) -> None: ...
 
     @abstractmethod
+    async def _add(self, ns: Namespace, record: Record) -> Record | None: ...
+
+    @abstractmethod
     async def _delete(self, ns: Namespace, key: str, now: float) -> bool: ...
 
     @abstractmethod
@@ -267,6 +295,10 @@ class ScopedStore:
     async def set(self, key: str, value: Any, *, ttl: TTLArg = UNSET) -> None:
         """See :meth:`Store.set`."""
         await self.store.set(self.namespace, key, value, ttl=ttl)
+
+    async def add(self, key: str, value: Any, *, ttl: TTLArg = UNSET) -> StoreItem | None:
+        """See :meth:`Store.add`."""
+        return await self.store.add(self.namespace, key, value, ttl=ttl)
 
     async def delete(self, key: str) -> bool:
         """See :meth:`Store.delete`."""

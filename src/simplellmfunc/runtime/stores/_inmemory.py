@@ -46,6 +46,13 @@ class InMemoryStore(Store):
         while self.max_items is not None and len(space) > self.max_items:
             space.popitem(last=False)
 
+    async def _add(self, ns: Namespace, record: Record) -> Record | None:
+        # No await between the check and the write: atomic on the event loop.
+        existing = await self._get(ns, record.key, record.written)
+        if existing is None:
+            await self._set(ns, record)
+        return existing
+
     async def _delete(self, ns: Namespace, key: str, now: float) -> bool:
         entry = self._spaces.get(ns, OrderedDict()).pop(key, None)
         return entry is not None and not expired(entry[1], now)

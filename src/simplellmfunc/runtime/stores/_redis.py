@@ -61,31 +61,41 @@ redis.call('ZADD', KEYS[1], redis.call('INCR', KEYS[4]), ARGV[2])
 return p
 """
 )
-_SET = (  # ARGV: prefix, key, envelope, ttl_ms (0: none), now, expires ('' : none), max (0: none)
+_PUT = """
+local function put()
+  purge(ARGV[1], ARGV[5])
+  local s = redis.call('INCR', KEYS[4])
+  if tonumber(ARGV[4]) > 0 then
+    redis.call('SET', ARGV[1] .. ARGV[2], ARGV[3], 'PX', ARGV[4])
+  else
+    redis.call('SET', ARGV[1] .. ARGV[2], ARGV[3])
+  end
+  redis.call('ZADD', KEYS[1], s, ARGV[2])
+  redis.call('ZADD', KEYS[2], s, ARGV[2])
+  if ARGV[6] ~= '' then redis.call('ZADD', KEYS[3], ARGV[6], ARGV[2])
+  else redis.call('ZREM', KEYS[3], ARGV[2]) end
+  local max = tonumber(ARGV[7])
+  if max > 0 then
+    for _, k in ipairs(redis.call('ZRANGE', KEYS[1], 0, -1)) do
+      if redis.call('EXISTS', ARGV[1] .. k) == 0 then drop(ARGV[1], k) end
+    end
+    local over = redis.call('ZCARD', KEYS[1]) - max
+    if over > 0 then
+      for _, k in ipairs(redis.call('ZRANGE', KEYS[1], 0, over - 1)) do drop(ARGV[1], k) end
+    end
+  end
+end
+"""
+# ARGV of set / add: prefix, key, envelope, ttl_ms (0: none), now, expires ('': none), max (0: none)
+_SET = _DROP + _PUT + "put() return 1"
+_ADD = (  # returns the live envelope already there (nothing written), or false (written)
     _DROP
+    + _PUT
     + """
-purge(ARGV[1], ARGV[5])
-local s = redis.call('INCR', KEYS[4])
-if tonumber(ARGV[4]) > 0 then
-  redis.call('SET', ARGV[1] .. ARGV[2], ARGV[3], 'PX', ARGV[4])
-else
-  redis.call('SET', ARGV[1] .. ARGV[2], ARGV[3])
-end
-redis.call('ZADD', KEYS[1], s, ARGV[2])
-redis.call('ZADD', KEYS[2], s, ARGV[2])
-if ARGV[6] ~= '' then redis.call('ZADD', KEYS[3], ARGV[6], ARGV[2])
-else redis.call('ZREM', KEYS[3], ARGV[2]) end
-local max = tonumber(ARGV[7])
-if max > 0 then
-  for _, k in ipairs(redis.call('ZRANGE', KEYS[1], 0, -1)) do
-    if redis.call('EXISTS', ARGV[1] .. k) == 0 then drop(ARGV[1], k) end
-  end
-  local over = redis.call('ZCARD', KEYS[1]) - max
-  if over > 0 then
-    for _, k in ipairs(redis.call('ZRANGE', KEYS[1], 0, over - 1)) do drop(ARGV[1], k) end
-  end
-end
-return 1
+local p = live(ARGV[1], ARGV[2], ARGV[5])
+if p then return p end
+put()
+return false
 """
 )
 _DELETE = (  # ARGV: prefix, key, now
@@ -230,13 +240,11 @@ class RedisStore(Store):
         envelope = await self._run("get", ns, key, repr(now))
         return None if envelope is None else _record(key, envelope)
 
-    async def _set(self, ns: Namespace, record: Record) -> None:
+    def _put_args(self, record: Record) -> tuple[Any, ...]:
         expires = record.expires
         ttl_ms = 0 if expires is None else max(1, math.ceil((expires - record.written) * 1000))
         header = json.dumps([record.written, expires])
-        await self._run(
-            "set",
-            ns,
+        return (
             record.key,
             f"{header}\n{record.payload}",
             ttl_ms,
@@ -244,6 +252,13 @@ class RedisStore(Store):
             "" if expires is None else repr(expires),
             self.max_items or 0,
         )
+
+    async def _set(self, ns: Namespace, record: Record) -> None:
+        await self._run("set", ns, *self._put_args(record))
+
+    async def _add(self, ns: Namespace, record: Record) -> Record | None:
+        envelope = await self._run("add", ns, *self._put_args(record))
+        return None if envelope is None else _record(record.key, envelope)
 
     async def _delete(self, ns: Namespace, key: str, now: float) -> bool:
         return bool(await self._run("delete", ns, key, repr(now)))
@@ -262,7 +277,14 @@ class RedisStore(Store):
         )
 
 
-_SOURCES = {"get": _GET, "set": _SET, "delete": _DELETE, "items": _ITEMS, "clear": _CLEAR}
+_SOURCES = {
+    "get": _GET,
+    "set": _SET,
+    "add": _ADD,
+    "delete": _DELETE,
+    "items": _ITEMS,
+    "clear": _CLEAR,
+}
 
 
 def _record(key: str, envelope: str) -> Record:

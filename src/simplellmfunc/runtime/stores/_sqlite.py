@@ -106,17 +106,31 @@ class SQLiteStore(Store):
         # Losing a "used" mark to a power cut is harmless: no fsync for a read.
         return await self.database.awrite(work, durable=False)
 
-    async def _set(self, ns: Namespace, record: Record) -> None:
-        def work(conn: sqlite3.Connection) -> None:
-            conn.execute("DELETE FROM store_items WHERE expires <= ?", (record.written,))
-            seq = _next_seq(conn, ns)
-            row = (ns.agent, ns.session, record.key, record.payload, record.written, record.expires)
-            conn.execute(_UPSERT, (*row, seq, seq))
-            if self.max_items is not None:
-                names = (ns.agent, ns.session)
-                conn.execute(_EVICT, (*names, *names, *names, self.max_items))
+    def _put(self, conn: sqlite3.Connection, ns: Namespace, record: Record) -> None:
+        conn.execute("DELETE FROM store_items WHERE expires <= ?", (record.written,))
+        seq = _next_seq(conn, ns)
+        row = (ns.agent, ns.session, record.key, record.payload, record.written, record.expires)
+        conn.execute(_UPSERT, (*row, seq, seq))
+        if self.max_items is not None:
+            names = (ns.agent, ns.session)
+            conn.execute(_EVICT, (*names, *names, *names, self.max_items))
 
-        await self.database.awrite(work)
+    async def _set(self, ns: Namespace, record: Record) -> None:
+        await self.database.awrite(lambda conn: self._put(conn, ns, record))
+
+    async def _add(self, ns: Namespace, record: Record) -> Record | None:
+        def work(conn: sqlite3.Connection) -> Record | None:
+            row = conn.execute(
+                f"SELECT value, written, expires FROM store_items WHERE {_LIVE} AND key = ?",
+                (ns.agent, ns.session, record.written, record.key),
+            ).fetchone()
+            if row is not None:
+                return Record(record.key, row[0], row[1], row[2])
+            self._put(conn, ns, record)
+            return None
+
+        # One BEGIN IMMEDIATE transaction: the check and the write, also across processes.
+        return await self.database.awrite(work)
 
     async def _delete(self, ns: Namespace, key: str, now: float) -> bool:
         def work(conn: sqlite3.Connection) -> bool:
