@@ -159,11 +159,7 @@ class Store(ABC):
             ConfigError: For a non-positive ``ttl``.
             RunError: If the backend fails.
         """
-        check_key(key)
-        life = self.ttl if ttl is UNSET else ttl
-        _check_limits(None, life)
-        now = self.clock()
-        await self._set(ns, Record(key, _encode(value), now, None if life is None else now + life))
+        await self._set(ns, self._new_record(key, value, ttl))
 
     async def add(
         self, ns: Namespace, key: str, value: Any, *, ttl: TTLArg = UNSET
@@ -182,13 +178,16 @@ class Store(ABC):
             ConfigError: For a non-positive ``ttl``.
             RunError: If the backend fails.
         """
+        existing = await self._add(ns, self._new_record(key, value, ttl))
+        return None if existing is None else _item(existing)
+
+    def _new_record(self, key: str, value: Any, ttl: TTLArg) -> Record:
+        """The record a write of ``value`` under ``key`` makes now (key, value, ttl checked)."""
         check_key(key)
         life = self.ttl if ttl is UNSET else ttl
         _check_limits(None, life)
         now = self.clock()
-        record = Record(key, _encode(value), now, None if life is None else now + life)
-        existing = await self._add(ns, record)
-        return None if existing is None else _item(existing)
+        return Record(key, _encode(value), now, None if life is None else now + life)
 
     async def delete(self, ns: Namespace, key: str) -> bool:
         """Remove ``key`` from ``ns``; return whether a live item was there.
