@@ -3,6 +3,7 @@ load skills on demand, against the mock LLM server at the wire."""
 
 from __future__ import annotations
 
+import inspect
 import json
 import sys
 from collections.abc import AsyncIterator
@@ -196,6 +197,55 @@ async def test_skill_bundles_the_function_its_tools_and_instructions() -> None:
     assert "convert" not in registry
     with pytest.raises(SkillError, match="invalid skill name"):
         skill("Bad Name", "x")(forecast.tools[0])
+
+
+async def test_a_python_skill_is_callable_typed_bindable_and_counted() -> None:
+    # The seed's own example (§18.5) runs as written, the skill called like its function.
+    @skill("summarize", "Summarize text", tags=["writing"], examples=["summarize('a long text')"])
+    def summarize(x: str, limit: int = 50) -> str:
+        return f"Summary: {x[:limit]}..."
+
+    assert summarize("abcdef", limit=3) == "Summary: abc..."
+    assert summarize.signature is not None
+    assert summarize.signature.input_type is str
+    assert summarize.signature.output_type is str
+    assert summarize.signature.parameters == (("x", str), ("limit", int))
+    assert summarize.examples == ("summarize('a long text')",)
+    short = summarize.bind(limit=2)
+    assert short("abcdef") == "Summary: ab..."
+    assert [p.name for p in inspect.signature(short.function).parameters.values()] == ["x"]
+    assert list(short.tools[0].parameters["properties"]) == ["x"]  # the model sees x only
+    assert await short.tools[0].invoke({"x": "wxyz"}) == "Summary: wx..."
+    with pytest.raises(SkillError, match="no parameter nope"):
+        summarize.bind(nope=1)
+
+    @skill("fetch-page", "Fetch a page")
+    async def fetch_page(url: str) -> str:
+        if not url:
+            raise ValueError("no url")
+        return f"<html>{url}</html>"
+
+    assert await fetch_page("x") == "<html>x</html>"
+    with pytest.raises(ValueError, match="no url"):
+        await fetch_page("")
+    assert (fetch_page.stats.calls, fetch_page.stats.failures) == (2, 1)
+    assert summarize.stats.calls == 1
+    assert summarize.stats.mean_seconds >= 0
+    assert short.stats.calls == 1  # a bound skill counts its own calls
+    registry = SkillRegistry()
+    assert registry.register_pack([summarize, fetch_page]) == [summarize, fetch_page]
+    route = registry.build_route()
+    assert route["summarize"]("abc", limit=1) == "Summary: a..."
+    calls = registry.stats()["calls"]
+    assert calls["summarize"]["calls"] == 2
+    assert calls["fetch-page"]["calls"] == 2
+    assert summarize.to_dict()["stats"]["calls"] == 2
+    with pytest.raises(SkillError, match="two skills are named 'summarize'"):
+        registry.register_pack({"again": short})  # all or none
+    other = SkillRegistry()
+    with pytest.raises(SkillError):
+        other.register_pack([short, summarize])  # clash inside the pack: nothing registered
+    assert len(other) == 0
 
 
 def test_search_ranks_names_tags_and_descriptions_and_filters_by_tags(skills_dir: Path) -> None:

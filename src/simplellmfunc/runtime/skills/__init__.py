@@ -2,7 +2,9 @@
 
 * :class:`Skill`: one skill; from an Agent Skills folder (``SKILL.md`` with ``name`` and
   ``description`` front matter, a Markdown body, files beside it: :func:`read_skill_folder`) or
-  from Python (:func:`skill`, which bundles tools and instructions).
+  from Python (:func:`skill`, which bundles tools and instructions; a Python skill is callable
+  like its function, has a :class:`SkillSignature`, ``examples``, ``bind(**kwargs)`` and
+  :class:`SkillStats`).
 * :class:`SkillRegistry`: skills by name, found in folders (:meth:`SkillRegistry.add_dir`),
   searched by words and tags, chosen for a task by a model (:meth:`SkillRegistry.discover`).
 * :class:`Skills`: a registry as a toolkit item; the model sees names and descriptions only and
@@ -13,7 +15,7 @@
 from ._agent import DEFAULT_SKILL_AGENT_PROMPT, skill_agent
 from ._folder import SKILL_FILE, find_skill_folders, read_skill_folder
 from ._registry import SkillRegistry
-from ._skill import Skill, skill
+from ._skill import Skill, SkillSignature, SkillStats, skill
 from ._toolkit import LOAD_SKILL, DiscoverMode, Skills, loaded_skills
 
 __all__ = [
@@ -23,6 +25,8 @@ __all__ = [
     "DiscoverMode",
     "Skill",
     "SkillRegistry",
+    "SkillSignature",
+    "SkillStats",
     "Skills",
     "find_skill_folders",
     "loaded_skills",

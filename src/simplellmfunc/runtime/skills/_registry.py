@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 from ..._usage import Usage
@@ -64,6 +64,24 @@ class SkillRegistry:
         self._skills[item.name] = item
         return item
 
+    def register_pack(self, pack: Iterable[Skill] | Mapping[str, Skill]) -> list[Skill]:
+        """Register every skill of ``pack`` (an iterable of skills or a ``{name: skill}``
+        mapping), all or none: a clash anywhere registers nothing.
+
+        Raises:
+            SkillError: For a name (or tool name) that clashes, within the pack or here.
+        """
+        items = list(pack.values() if isinstance(pack, Mapping) else pack)
+        trial = SkillRegistry(self)  # check the whole pack before touching this registry
+        for item in items:
+            trial.register(item)
+        return [self.register(item) for item in items]
+
+    def build_route(self) -> dict[str, Skill]:
+        """``{name: skill}`` for every skill: a dispatch table (the seed's ``Route``), whose
+        values a router calls (Python skills) or loads into an agent (folder skills)."""
+        return {item.name: item for item in self}
+
     def add_dir(self, root: str | os.PathLike[str]) -> list[Skill]:
         """Register every skill folder under ``root`` (``root`` itself if it holds SKILL.md).
 
@@ -83,9 +101,12 @@ class SkillRegistry:
         *,
         tools: Iterable[Tool | Callable[..., Any]] = (),
         instructions: str | None = None,
+        examples: Iterable[Any] = (),
     ) -> Callable[[Callable[..., Any]], Skill]:
         """:func:`skill`, registering the skill here."""
-        make = skill(name, description, tags, tools=tools, instructions=instructions)
+        make = skill(
+            name, description, tags, tools=tools, instructions=instructions, examples=examples
+        )
         return lambda func: self.register(make(func))
 
     def get(self, name: str) -> Skill:
@@ -142,7 +163,8 @@ class SkillRegistry:
         return choose_skills(response, candidates, limit), response.usage
 
     def stats(self) -> dict[str, Any]:
-        """Counts: skills, folder skills, Python skills, tools, and skills per tag."""
+        """Counts: skills, folder skills, Python skills, tools, skills per tag, and each
+        skill's call stats (``calls``, ``mean_seconds`` ...) under ``calls``."""
         tags: dict[str, int] = {}
         for item in self:
             for tag in item.tags:
@@ -153,4 +175,5 @@ class SkillRegistry:
             "python_skills": sum(1 for s in self if s.folder is None),
             "tools": sum(len(s.tools) for s in self),
             "tags": dict(sorted(tags.items())),
+            "calls": {s.name: s.stats.to_dict() for s in self if s.function is not None},
         }
