@@ -416,6 +416,8 @@ async def test_redis_store_is_shared_between_clients(redis_url: str, clock: Fake
 async def test_open_store_refuses_what_it_cannot_use(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="unknown store"):
         await open_store("postgres")  # type: ignore[arg-type]
+    async with await open_store("local") as local:  # the seed's name for the in-memory store
+        assert isinstance(local, InMemoryStore)
     with pytest.raises(ConfigError, match="path"):
         await open_store("sqlite")
     with pytest.raises(ConfigError, match="url"):

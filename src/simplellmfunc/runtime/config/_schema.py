@@ -306,7 +306,8 @@ class MemoryConfig(_Section):
     """Agent memory: a store, its namespace, and what is saved.
 
     Attributes:
-        store: ``none`` (no memory), ``memory`` (this process), ``sqlite`` (a file; needs
+        store: ``none`` (no memory), ``memory`` (this process; ``local``, the seed's name,
+            is the same), ``sqlite`` (a file; needs
             ``path``) or ``redis`` (several processes; needs ``url``).
         path: The SQLite file.
         url: The Redis URL.
@@ -320,7 +321,7 @@ class MemoryConfig(_Section):
         save_turns: Also save answered turns (what the user said, what the agent answered).
     """
 
-    store: Literal["none", "memory", "sqlite", "redis"] = "none"
+    store: Literal["none", "memory", "local", "sqlite", "redis"] = "none"
     path: str | None = None
     url: str | None = None
     prefix: str = "simplellmfunc"

@@ -20,7 +20,8 @@ __all__ = ["StoreKind", "open_store"]
 
 _CLOSE_SECONDS = 5.0  # bound on closing a store that failed its check
 
-StoreKind: TypeAlias = Literal["memory", "sqlite", "redis"]
+StoreKind: TypeAlias = Literal["memory", "local", "sqlite", "redis"]
+"""``local`` is the seed's name (§8.1 ``LocalMemory``) for ``memory``: this process's memory."""
 
 
 async def open_store(
@@ -36,7 +37,8 @@ async def open_store(
     """Open a store and check it can be used; the caller closes it (``aclose``).
 
     Args:
-        kind: ``"memory"``, ``"sqlite"`` (needs ``path``) or ``"redis"`` (needs ``url``).
+        kind: ``"memory"`` (or the seed's ``"local"``), ``"sqlite"`` (needs ``path``) or
+            ``"redis"`` (needs ``url``).
         path: The SQLite file (or a shared database).
         url: The Redis URL.
         prefix: The Redis key prefix.
@@ -50,7 +52,7 @@ async def open_store(
             no fallback to another kind of store.
     """
     store: Store
-    if kind == "memory":
+    if kind in ("memory", "local"):
         store = InMemoryStore(max_items=max_items, ttl=ttl, clock=clock)
     elif kind == "sqlite":
         if path is None:
@@ -61,7 +63,7 @@ async def open_store(
             raise ConfigError("a redis store needs a url")
         store = RedisStore(url, prefix=prefix, max_items=max_items, ttl=ttl, clock=clock)
     else:
-        raise ConfigError(f"unknown store {kind!r}: use 'memory', 'sqlite' or 'redis'")
+        raise ConfigError(f"unknown store {kind!r}: use 'memory' ('local'), 'sqlite' or 'redis'")
     try:
         await store.ping()
     except BaseException:
