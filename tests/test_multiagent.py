@@ -433,6 +433,19 @@ async def test_channel_send_receive_timeouts_and_close() -> None:
         assert [v async for v in channel] == [3]
         with pytest.raises(ChannelClosedError):
             await channel.receive()
+        # The seed's channel history: direction, message, time; failed operations not recorded.
+        assert [(r.direction, r.message) for r in channel.history] == [
+            ("send", 1),
+            ("receive", 1),
+            ("send", 3),
+            ("receive", 3),
+        ]
+        times = [r.time for r in channel.history]
+        assert times == sorted(times)
+    small = Channel(int, capacity=5, history_size=2)
+    for n in range(4):
+        await small.send(n)
+    assert [r.message for r in small.history] == [2, 3]  # bounded: the oldest go first
 
 
 async def test_agents_talk_through_a_channel_and_share_memory() -> None:

@@ -275,6 +275,7 @@ RUNTIME_PACKAGES = {
     "multiagent": {
         "AgentOutcome",
         "Channel",
+        "ChannelRecord",
         "GroupChat",
         "GroupChatResult",
         "GroupChatState",
@@ -328,6 +329,7 @@ RUNTIME_ONLY_IN_SUBPACKAGE = {
     "DiscoverMode",
     "SkillSignature",
     "SkillStats",
+    "ChannelRecord",
     "find_skill_folders",
     "loaded_skills",
     "read_skill_folder",

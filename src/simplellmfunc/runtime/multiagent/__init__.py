@@ -17,7 +17,7 @@ agent's name (``origin.agent``) and depth (``origin.fork_depth``).
   processes).
 """
 
-from ._channel import Channel, RedisChannel
+from ._channel import Channel, ChannelRecord, RedisChannel
 from ._group import (
     GroupChat,
     GroupChatResult,
@@ -34,6 +34,7 @@ from ._team import Team
 __all__ = [
     "AgentOutcome",
     "Channel",
+    "ChannelRecord",
     "GroupChat",
     "GroupChatResult",
     "GroupChatState",

@@ -4,13 +4,18 @@
 a send waits for its receiver); :class:`RedisChannel` is the same interface across processes,
 on a :class:`~simplellmfunc.runtime.stores.RedisStore`'s server (a Redis list: ``RPUSH`` to
 send, ``BLPOP`` to receive, a close marker that every receiver sees once the list is drained).
-Values are checked against the channel's type (pydantic), and travel as JSON over Redis.
+Values are checked against the channel's type (pydantic), and travel as JSON over Redis. Each
+handle keeps a bounded history of what went through it (:attr:`Channel.history`: direction,
+value, time), as the seed's channels do; a Redis channel's history is this process's handle's.
 """
 
 from __future__ import annotations
 
+import time
+from collections import deque
 from collections.abc import AsyncIterator
-from typing import Any, Generic, TypeVar
+from dataclasses import dataclass
+from typing import Any, Generic, Literal, TypeVar
 
 import anyio
 import anyio.lowlevel
@@ -19,13 +24,28 @@ from pydantic import TypeAdapter, ValidationError
 from ...exceptions import ChannelClosedError, ChannelError, ChannelTimeoutError, UserError
 from ..stores import RedisStore
 
-__all__ = ["Channel", "RedisChannel"]
+__all__ = ["Channel", "ChannelRecord", "RedisChannel"]
 
 T = TypeVar("T")
 
 _CLOSED = "\x00closed"  # the close marker on a Redis list (never valid JSON)
 _POLL_SECONDS = 0.02  # how often a bounded Redis channel looks for room
 _BLOCK_SECONDS = 1.0  # one BLPOP round, well under the client's socket timeout
+
+
+@dataclass(frozen=True, slots=True)
+class ChannelRecord:
+    """One value that went through a channel handle.
+
+    Attributes:
+        direction: ``"send"`` or ``"receive"``.
+        message: The value.
+        time: When, in seconds since the epoch.
+    """
+
+    direction: Literal["send", "receive"]
+    message: Any
+    time: float
 
 
 class Channel(Generic[T]):
@@ -35,15 +55,31 @@ class Channel(Generic[T]):
         item_type: The type of the values (checked on send); ``Any`` by default.
         capacity: Values buffered before a send waits (``0``: every send waits for a receive).
         name: A label for errors.
+        history_size: How many records :attr:`history` keeps (the oldest go first; ``0``: none).
     """
 
-    def __init__(self, item_type: Any = Any, *, capacity: int = 0, name: str = "channel") -> None:
+    def __init__(
+        self,
+        item_type: Any = Any,
+        *,
+        capacity: int = 0,
+        name: str = "channel",
+        history_size: int = 1000,
+    ) -> None:
         if capacity < 0:
             raise UserError("a channel's capacity must be 0 or more")
+        if history_size < 0:
+            raise UserError("a channel's history_size must be 0 or more")
         self.name = name
         self.capacity = capacity
         self._type: TypeAdapter[T] = TypeAdapter(item_type)
         self._in, self._out = anyio.create_memory_object_stream[T](capacity)
+        self._history: deque[ChannelRecord] = deque(maxlen=history_size)
+
+    @property
+    def history(self) -> tuple[ChannelRecord, ...]:
+        """What this handle sent and received, oldest first (at most ``history_size``)."""
+        return tuple(self._history)
 
     async def send(self, value: T, *, timeout: float | None = None) -> None:
         """Send ``value``, waiting at most ``timeout`` seconds for room.
@@ -59,6 +95,7 @@ class Channel(Generic[T]):
                 await self._put(checked)
         except TimeoutError:
             raise ChannelTimeoutError(f"{self.name}: no room within {timeout:g} s") from None
+        self._history.append(ChannelRecord("send", checked, time.time()))
 
     async def receive(self, *, timeout: float | None = None) -> T:
         """The next value, waiting at most ``timeout`` seconds.
@@ -69,11 +106,13 @@ class Channel(Generic[T]):
         """
         try:
             with anyio.fail_after(timeout):
-                return await self._get()
+                value = await self._get()
         except TimeoutError:
             raise ChannelTimeoutError(
                 f"{self.name}: nothing received within {timeout:g} s"
             ) from None
+        self._history.append(ChannelRecord("receive", value, time.time()))
+        return value
 
     async def close(self) -> None:
         """Close the channel: sends fail from now on; receivers get what was sent, then
@@ -125,12 +164,19 @@ class RedisChannel(Channel[T]):
         name: The channel's name.
         item_type: The type of the values (JSON on the wire, checked both ways).
         capacity: Values queued before a send waits (``0``: unbounded on Redis).
+        history_size: How many records this handle's :attr:`history` keeps.
     """
 
     def __init__(
-        self, store: RedisStore, name: str, item_type: Any = Any, *, capacity: int = 0
+        self,
+        store: RedisStore,
+        name: str,
+        item_type: Any = Any,
+        *,
+        capacity: int = 0,
+        history_size: int = 1000,
     ) -> None:
-        super().__init__(item_type, capacity=capacity, name=name)
+        super().__init__(item_type, capacity=capacity, name=name, history_size=history_size)
         self._in.close()
         self._out.close()
         self._redis = store.client
