@@ -376,6 +376,18 @@ async def test_parallel_reports_a_failure_and_the_others_answer() -> None:
     assert result.failed == (bad_o, slow_o)
 
 
+async def test_parallel_or_parallel_flattens() -> None:
+    a, b, c = (chat_agent(ScriptedLLM([f"from {n}"]), n) for n in "abc")
+    team = Parallel([a], timeout=5) | Parallel([b], timeout=9) | c
+    assert [o.agent for o in (await team.run("go")).outcomes] == ["a", "b", "c"]
+    assert (team.timeout, team.limit) == (None, None)  # c alone has no timeout
+    assert (Parallel([a], timeout=5) | Parallel([b], timeout=9)).timeout == 9
+    with pytest.raises(UserError, match="'a' is in both"):
+        Parallel([a]) | Parallel([a])
+    with pytest.raises(UserError, match="per-agent inputs"):
+        Parallel([a], inputs=["x"]) | b
+
+
 async def test_parallel_inputs_limit_and_abort() -> None:
     running, peak = 0, 0
 

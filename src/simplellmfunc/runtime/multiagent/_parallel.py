@@ -104,6 +104,30 @@ class Parallel(Team[ParallelResult]):
         self.limit = limit
         self.timeout = timeout
 
+    def __or__(self, other: Parallel | Agent) -> Parallel:
+        """``a | b``: one flat :class:`Parallel` of both sides' agents (the seed's ``AsyncPar``
+        flattening); ``other`` may be a single agent. A limit is the sum of both (``None`` if
+        either has none), a timeout the longer of the two.
+
+        Raises:
+            UserError: If either side has per-agent ``inputs``, or two agents share a name.
+        """
+        right = other if isinstance(other, Parallel) else Parallel([other])
+        if self.inputs is not None or right.inputs is not None:
+            raise UserError("Parallel with per-agent inputs cannot be combined with |")
+        both = {m.name: m.agent for m in self._members}
+        for member in right._members:
+            if member.name in both:
+                raise UserError(f"agent names must be unique in a team: {member.name!r} is in both")
+            both[member.name] = member.agent
+        limit = None if self.limit is None or right.limit is None else self.limit + right.limit
+        timeout = (
+            None
+            if self.timeout is None or right.timeout is None
+            else max(self.timeout, right.timeout)
+        )
+        return Parallel(both, limit=limit, timeout=timeout)
+
     async def run(
         self,
         message: str = "",
