@@ -67,6 +67,32 @@ async def test_a_crash_fails_only_the_calls_in_flight_and_the_next_call_restarts
         assert (await toolset.call_tool("add", {"a": 2, "b": 2})).text == "4"
 
 
+async def test_call_retries_send_a_call_cut_by_a_crash_again(tmp_path: Path) -> None:
+    # Without retries (the default) a crash fails the call in flight, as the test above shows:
+    # it may have had effects. With call_retries it is sent again on a fresh session.
+    args = [str(DEMO), "--marker-dir", str(tmp_path)]
+    async with MCPToolset.stdio(sys.executable, args, name="demo", call_retries=1) as toolset:
+        assert (await toolset.call_tool("crash_once", {"tag": "b"})).text == "survived"
+        assert (tmp_path / "crashed-b").exists()  # the first call did reach the server
+    with pytest.raises(UserError, match="call_retries must be 0 or more"):
+        MCPToolset.stdio(sys.executable, args, call_retries=-1)
+
+
+async def test_mcp_tools_and_mcp_tool_helpers(tmp_path: Path) -> None:
+    from simplellmfunc.mcp import mcp_tool, mcp_tools
+
+    port = free_port()
+    url = f"http://127.0.0.1:{port}/mcp"
+    async with serving(demo_http(port, tmp_path), port):
+        async with mcp_tools(url) as tools:
+            assert {"add", "pid", "slow"} <= {t.name for t in tools}
+        async with mcp_tool(url, "add") as add:
+            assert (await add(a=40, b=2)).text == "42"
+        with pytest.raises(MCPError, match=r"has no tool 'nope' \(tools: .*add"):
+            async with mcp_tool(url, "nope"):
+                pass
+
+
 async def test_descendants_die_with_their_server() -> None:
     async with demo() as toolset:
         grandchild = int((await toolset.call_tool("spawn")).text)

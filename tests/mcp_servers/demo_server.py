@@ -132,6 +132,18 @@ def crash() -> str:
     os._exit(3)
 
 
+@server.tool()
+def crash_once(tag: str) -> str:
+    """Exit the server process on the first call with `tag` (a marker file remembers it), answer
+    'survived' on the next (tests call retries; needs --marker-dir)."""
+    assert _MARKERS is not None, "crash_once needs --marker-dir"
+    marker = _MARKERS / f"crashed-{tag}"
+    if not marker.exists():
+        marker.write_text("1")
+        os._exit(3)
+    return "survived"
+
+
 @server.tool(structured_output=False)
 def mixed() -> list[Any]:
     """Return text and an image in one result."""

@@ -6,6 +6,7 @@ Serving our own tools over MCP is :mod:`simplellmfunc.mcp_server` (the app layer
 from .._lazy import lazy_exports
 from ._client import MCPServerGroup, MCPToolset
 from ._config import DEFAULT_ENV_ALLOWLIST, HttpSpec, StdioSpec, load_config
+from ._helpers import mcp_tool, mcp_tools
 from ._names import model_name
 from ._results import MCPResult
 from ._tool import MCPTool
@@ -20,6 +21,8 @@ __all__ = [
     "StdioSpec",
     "build_server",
     "load_config",
+    "mcp_tool",
+    "mcp_tools",
     "model_name",
     "serve_mcp",
 ]

@@ -16,6 +16,7 @@ import httpx2
 import mcp.types as types
 
 from .._abort import AbortSignal
+from ..exceptions import UserError
 from ..tools import Tool, ToolContext, ToolEventEmitter
 from ._config import HttpSpec, ServerSpec, load_config, stdio_spec
 from ._extras import extra_tools
@@ -49,6 +50,10 @@ class MCPToolset(ServerLink):
         timeout: Per-call timeout in seconds (``None``: no limit besides the run's).
         connect_timeout: Seconds to start the server and finish the handshake.
         max_reconnects: Attempts to reopen a lost session before a call fails.
+        call_retries: Times a tool call that failed on a disconnect or a timeout is sent again
+            (after 0.5, 1, 2 ... s). Off by default: the server may have acted on the first
+            one, so turn it on for tools that are safe to repeat. A call the server certainly
+            never saw is always sent once more.
         resource_tools: Also offer ``read_resource`` and ``get_prompt`` as tools.
         mode: ``"auto"`` (newest protocol the server speaks) or ``"legacy"`` (initialize
             handshake only).
@@ -63,6 +68,7 @@ class MCPToolset(ServerLink):
         timeout: float | None = 60.0,
         connect_timeout: float = 30.0,
         max_reconnects: int = 3,
+        call_retries: int = 0,
         resource_tools: bool = False,
         mode: str = "auto",
     ) -> None:
@@ -73,8 +79,11 @@ class MCPToolset(ServerLink):
             max_reconnects=max_reconnects,
             mode=mode,
         )
+        if call_retries < 0:
+            raise UserError(f"call_retries must be 0 or more, got {call_retries}")
         self.prefix = prefix
         self.timeout = timeout
+        self.call_retries = call_retries
         self.resource_tools = resource_tools
         self._list_lock = anyio.Lock()
         self._tools: tuple[Tool, ...] | None = None
@@ -199,6 +208,7 @@ class MCPToolset(ServerLink):
                 server_name, arguments, timeout, progress_callback=progress
             ),
             abort_signal,
+            retries=self.call_retries,
         )
         return tool_result(result)
 

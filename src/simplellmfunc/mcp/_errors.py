@@ -31,6 +31,7 @@ class Failure:
     error: MCPError
     lost: bool  # the session is gone: the next request opens a new one
     unsent: bool  # the server certainly did not act on the request: it may be sent again
+    transient: bool = False  # a disconnect or timeout: trying again later may succeed
 
 
 def translate(exc: Exception, what: str, label: str, session_rejected: bool = False) -> Failure:
@@ -48,16 +49,17 @@ def translate(exc: Exception, what: str, label: str, session_rejected: bool = Fa
         # SDK's exact wording tells a local disconnect or timeout from an error the server sent.
         if exc.code == types.CONNECTION_CLOSED and text == "Connection closed":
             message = f"MCP server {label} disconnected during {what}"
-            return Failure(MCPError(message), lost=True, unsent=False)
+            return Failure(MCPError(message), lost=True, unsent=False, transient=True)
         if exc.code == types.REQUEST_TIMEOUT and _SDK_TIMEOUT.match(text):
-            return Failure(MCPError(f"{what} on MCP server {label} timed out"), False, False)
+            message = f"{what} on MCP server {label} timed out"
+            return Failure(MCPError(message), lost=False, unsent=False, transient=True)
         return Failure(MCPError(f"{what} failed on MCP server {label}: {text}"), False, False)
     if isinstance(exc, ValidationError):
         message = f"MCP server {label} sent a malformed result for {what}: {_first_error(exc)}"
         return Failure(MCPError(message), lost=False, unsent=False)
     if isinstance(exc, httpx2.HTTPError | OSError | anyio.BrokenResourceError):
         message = f"cannot reach MCP server {label} for {what}: {describe(exc)}"
-        return Failure(MCPError(message), lost=True, unsent=False)
+        return Failure(MCPError(message), lost=True, unsent=False, transient=True)
     # RuntimeError: an SDK-side check (output schema, an input request we cannot answer).
     return Failure(MCPError(f"{what} failed on MCP server {label}: {describe(exc)}"), False, False)
 

@@ -27,6 +27,7 @@ logger = logging.getLogger("simplellmfunc.mcp")
 
 T = TypeVar("T")
 
+_RETRY_BACKOFF = 0.5  # seconds before the first retry of a failed call; doubled each time
 _CLOSE_TIMEOUT = 8.0  # the stdio shutdown sequence needs up to ~6 s for a stubborn server
 _CLIENT_INFO = types.Implementation(name="simplellmfunc", version="0.1.0")
 _SDK_FAILURES = (SDKError, ValidationError, RuntimeError, httpx2.HTTPError, OSError)
@@ -180,14 +181,20 @@ class ServerLink:
         what: str,
         send: Callable[[Client], Awaitable[T]],
         abort: AbortSignal | None = None,
+        retries: int = 0,
     ) -> T:
         """Send one request on the live session, reconnecting first if it was lost.
+
+        A request the server certainly did not act on is sent once more; with ``retries``, one
+        that failed on a disconnect or a timeout (the server may have acted on it) is sent up
+        to that many times more, after 0.5, 1, 2 ... seconds.
 
         Raises:
             MCPError: Saying what failed, on which server, and why.
             AbortedError: When ``abort`` fires first; the server is told to cancel.
         """
-        for attempt in range(2):
+        resent, retried = False, 0
+        while True:
             conn = await self._live()
             try:
                 return await _abortable(send(conn.client), abort)
@@ -195,10 +202,15 @@ class ServerLink:
                 failure = translate(exc, what, self.name, conn.watch.rejected)
                 if failure.lost:
                     conn.close()
-                if failure.unsent and attempt == 0:
+                if failure.unsent and not resent:
+                    resent = True
+                    continue
+                if failure.transient and retried < retries:
+                    retried += 1
+                    logger.info("MCP server %s: %s; retry %d", self.name, failure.error, retried)
+                    await anyio.sleep(_RETRY_BACKOFF * 2 ** (retried - 1))
                     continue
                 raise failure.error from exc
-        raise AssertionError("unreachable")
 
     @property
     def server_info(self) -> types.Implementation | None:
