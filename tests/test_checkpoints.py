@@ -317,3 +317,28 @@ async def test_checkpoint_every_n_steps_and_resume_the_run(
     assert first_resumed[-1] == {"role": "tool", "tool_call_id": "a2", "content": "6"}
     with pytest.raises(ConfigError):
         CheckpointHook(manager, every=0)
+
+
+async def test_shared_memory_state_and_the_seeds_save_context(tmp_path: Path) -> None:
+    from simplellmfunc.runtime.checkpoints import load_context, save_context
+    from simplellmfunc.runtime.multiagent import SharedMemory
+
+    team = SharedMemory(namespace="main")
+    await team.set("counter", 42)
+    await team.set("trend", "up")
+    path = tmp_path / "checkpoint.json"
+    history = [{"role": "user", "content": "analyse"}, {"role": "assistant", "content": "done"}]
+    written = await save_context(
+        path, last_input="analyse", history=history, shared_memories={"main": team}
+    )
+    assert json.loads(path.read_text())["shared_memories"] == {
+        "main": {"counter": 42, "trend": "up"}
+    }
+    loaded = await load_context(path)
+    assert loaded == written
+    assert (loaded.last_input, list(loaded.history)) == ("analyse", history)
+    fresh = SharedMemory(namespace="main")
+    assert await loaded.restore_shared_memory(fresh) == 2
+    assert await fresh.snapshot() == {"counter": 42, "trend": "up"}
+    with pytest.raises(ConfigError, match="no shared memory 'other' \\(it has: main\\)"):
+        await loaded.restore_shared_memory(fresh, "other")

@@ -1,12 +1,14 @@
 """Checkpoint: a versioned JSON snapshot of an agent's state.
 
 A checkpoint holds the conversation history (chat dicts), the agent's memory items, the state
-of a SelfReference per key (history, experiences, summaries), the trace records, the last input
-and counters (steps, calls, tokens, time). File layout (one JSON object)::
+of a SelfReference per key (history, experiences, summaries), the trace records, the state of
+named shared memories (a team's ``SharedMemory``, seed §20.2), the last input and counters
+(steps, calls, tokens, time). File layout (one JSON object)::
 
     {"version": "1.0.0", "timestamp": 1711454400.0, "description": "...", "last_input": "...",
      "history": [...], "memory": [...], "self_reference": {"key": {...}}, "trace": [...],
-     "counters": {"steps": 5, ...}, "metadata": {...}}
+     "shared_memories": {"main": {"counter": 42}}, "counters": {"steps": 5, ...},
+     "metadata": {...}}
 
 Version rules on load: another major version is refused (:class:`ConfigError`), another minor
 version is loaded with a warning (``UserWarning``), another patch version silently. Values that
@@ -20,7 +22,7 @@ import time
 import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import anyio.to_thread
 from pydantic import TypeAdapter, ValidationError
@@ -34,9 +36,27 @@ from ..trace import TraceRecord, TraceRecorder
 if TYPE_CHECKING:
     from ...builtin import SelfReference
 
-__all__ = ["CHECKPOINT_VERSION", "Checkpoint", "check_version", "serialize_value"]
+__all__ = [
+    "CHECKPOINT_VERSION",
+    "Checkpoint",
+    "SharedState",
+    "check_version",
+    "serialize_value",
+]
 
 CHECKPOINT_VERSION = "1.0.0"
+
+
+class SharedState(Protocol):
+    """What a checkpoint needs of a shared memory (``multiagent.SharedMemory`` is one)."""
+
+    async def snapshot(self) -> dict[str, Any]:
+        """Every key and value."""
+        ...
+
+    async def set(self, key: str, value: Any) -> None:
+        """Write one value."""
+        ...
 
 
 def serialize_value(value: Any) -> Any:
@@ -91,6 +111,7 @@ class _Data:
     memory: list[dict[str, Any]]
     self_reference: dict[str, dict[str, Any]]
     trace: list[dict[str, Any]]
+    shared_memories: dict[str, dict[str, Any]]
     counters: dict[str, float]
     metadata: dict[str, Any]
 
@@ -107,6 +128,7 @@ class Checkpoint:
         memory: Memory items (``StoreItem.to_dict()``), newest first.
         self_reference: Per SelfReference key: ``history``, ``experiences``, ``summaries``.
         trace: Trace records as dicts.
+        shared_memories: Per name: the keys and values of a shared memory.
         last_input: The last user input.
         counters: Numbers worth keeping (steps, calls, tokens, time, or the caller's own).
         description: A label.
@@ -119,6 +141,7 @@ class Checkpoint:
     memory: tuple[Mapping[str, Any], ...] = ()
     self_reference: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     trace: tuple[Mapping[str, Any], ...] = ()
+    shared_memories: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     last_input: str = ""
     counters: Mapping[str, float] = field(default_factory=dict)
     description: str = ""
@@ -134,12 +157,14 @@ class Checkpoint:
         memory: ScopedStore | None = None,
         self_reference: SelfReference | None = None,
         recorder: TraceRecorder | None = None,
+        shared_memories: Mapping[str, SharedState] | None = None,
         last_input: str | None = None,
         counters: Mapping[str, float] | None = None,
         description: str = "",
         metadata: Mapping[str, Any] | None = None,
     ) -> Checkpoint:
-        """Take a checkpoint of the given pieces (each is optional).
+        """Take a checkpoint of the given pieces (each is optional); ``shared_memories`` are
+        a team's shared memories by name (``{"main": SharedMemory(...)}``).
 
         ``last_input`` defaults to the recorder's; the recorder's totals are the default
         counters (``counters`` adds to or overrides them).
@@ -150,6 +175,7 @@ class Checkpoint:
         """
         history_from_dicts(history)  # refuse what could not be resumed later
         items = await memory.items() if memory is not None else []
+        shared = {name: await m.snapshot() for name, m in (shared_memories or {}).items()}
         selfref = {}
         if self_reference is not None:
             selfref = await anyio.to_thread.run_sync(_self_reference_state, self_reference)
@@ -168,6 +194,7 @@ class Checkpoint:
             memory=tuple(serialize_value([i.to_dict() for i in items])),
             self_reference=serialize_value(selfref),
             trace=tuple(recorder.to_dicts()) if recorder is not None else (),
+            shared_memories=serialize_value(shared),
             last_input=last_input if last_input is not None else _last_input(recorder),
             counters={**totals, **(counters or {})},
             description=description,
@@ -188,6 +215,7 @@ class Checkpoint:
             "memory": [dict(i) for i in self.memory],
             "self_reference": {k: dict(v) for k, v in self.self_reference.items()},
             "trace": [dict(r) for r in self.trace],
+            "shared_memories": {k: dict(v) for k, v in self.shared_memories.items()},
             "counters": dict(self.counters),
             "metadata": dict(self.metadata),
         }
@@ -218,6 +246,7 @@ class Checkpoint:
             memory=tuple(parsed.memory),
             self_reference=parsed.self_reference,
             trace=tuple(parsed.trace),
+            shared_memories=parsed.shared_memories,
             last_input=parsed.last_input,
             counters=parsed.counters,
             description=parsed.description,
@@ -277,6 +306,21 @@ class Checkpoint:
             await memory.set(str(item["key"]), item.get("value"), ttl=ttl)
             restored += 1
         return restored
+
+    async def restore_shared_memory(self, target: SharedState, name: str = "main") -> int:
+        """Write the shared memory saved as ``name`` back into ``target``; return how many keys.
+
+        Raises:
+            ConfigError: If the checkpoint holds no shared memory of that name.
+            RunError: If the store fails.
+        """
+        if name not in self.shared_memories:
+            known = ", ".join(sorted(self.shared_memories)) or "none"
+            raise ConfigError(f"the checkpoint has no shared memory {name!r} (it has: {known})")
+        state = self.shared_memories[name]
+        for key, value in state.items():
+            await target.set(key, value)
+        return len(state)
 
     async def restore_self_reference(self, target: SelfReference) -> None:
         """Bind each stored key's history and experiences into ``target``.

@@ -22,6 +22,7 @@ import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import anyio.to_thread
 
@@ -29,7 +30,14 @@ from ..._persist import create_file_exclusive, write_file_atomic
 from ...exceptions import ConfigError, RunError
 from ._checkpoint import Checkpoint
 
-__all__ = ["CheckpointInfo", "CheckpointManager", "load_checkpoint", "save_checkpoint"]
+__all__ = [
+    "CheckpointInfo",
+    "CheckpointManager",
+    "load_checkpoint",
+    "load_context",
+    "save_checkpoint",
+    "save_context",
+]
 
 _LAST = ".cp_last"
 
@@ -253,3 +261,26 @@ async def load_checkpoint(path: str | Path) -> Checkpoint:
         ConfigError: If it cannot be read, is malformed or of another major version.
     """
     return await anyio.to_thread.run_sync(_read, Path(path))
+
+
+async def save_context(
+    path: str | Path, *, last_input: str | None = None, **pieces: Any
+) -> Checkpoint:
+    """The seed's ``save_context(ctx, path, last_input=...)`` (§20.5): capture a checkpoint of
+    ``pieces`` (the keyword arguments of :meth:`Checkpoint.capture`: ``history``, ``memory``,
+    ``self_reference``, ``recorder``, ``shared_memories`` ...) and write it to ``path``.
+
+    Returns:
+        The checkpoint written.
+
+    Raises:
+        InvalidHistoryError: If ``history`` is not a valid history.
+        RunError: If a store fails or the file cannot be written.
+    """
+    checkpoint = await Checkpoint.capture(last_input=last_input, **pieces)
+    await save_checkpoint(checkpoint, path)
+    return checkpoint
+
+
+load_context = load_checkpoint
+"""The seed's ``load_context(path)`` (§20.5): :func:`load_checkpoint`."""
