@@ -104,7 +104,24 @@ async def test_records_stats_and_timeline_of_a_tool_run(
     assert not tools["broken"].success
     assert tools["broken"].error is not None
     assert "no station in Rome" in tools["broken"].error
+    # The seed's ReAct view of each step (§9.1): thought, action, action_input, observation.
+    assert (first.thought, first.action, first.action_input) == (
+        "Let me check.",
+        "weather",
+        {"city": "Oslo"},
+    )
+    assert (first.observation, first.terminated) == (None, False)
+    weather_step = tools["weather"]
+    assert (weather_step.action, weather_step.action_input) == ("weather", {"city": "Oslo"})
+    assert weather_step.observation == "sunny in Oslo"
+    answer_step = records[3]
+    assert (answer_step.thought, answer_step.action, answer_step.terminated) == (
+        "Sunny in Oslo; no data for Rome.",
+        None,
+        True,
+    )
     end = records[-1]
+    assert end.terminated
     assert (end.terminated_by, end.name, end.success) == ("answer", "answer", True)
     assert end.output == "Sunny in Oslo; no data for Rome."
     assert end.total_tokens == 42

@@ -42,6 +42,7 @@ class _Open:
     name: str
     input: str
     error: str | None = None
+    arguments: dict[str, Any] | None = None
 
 
 @dataclass(slots=True)
@@ -61,6 +62,21 @@ def _describe_messages(messages: Sequence[Mapping[str, Any]]) -> str:
     content = last.get("content")
     text = content if isinstance(content, str) else json.dumps(content, ensure_ascii=False)
     return f"[{len(messages)} messages] {last.get('role', '?')}: {text or ''}"
+
+
+def _first_action(calls: Sequence[Mapping[str, Any]]) -> tuple[str | None, dict[str, Any] | None]:
+    """The name and parsed arguments of the first tool call (``None`` s without one)."""
+    if not calls:
+        return None, None
+    function = calls[0].get("function") or {}
+    raw = function.get("arguments")
+    try:
+        arguments = json.loads(raw) if isinstance(raw, str) and raw else {}
+    except ValueError:
+        arguments = {"_raw": raw}
+    if not isinstance(arguments, dict):
+        arguments = {"_value": arguments}
+    return str(function.get("name", "?")), arguments
 
 
 def _describe_reply(text: str, calls: Sequence[Mapping[str, Any]]) -> str:
@@ -113,8 +129,11 @@ class EventPairing:
                     function = raw.get("function") or {}
                     call.arguments[str(raw.get("id"))] = str(function.get("arguments", ""))
             case ToolCallStartEvent():
-                arguments = json.dumps(dict(event.arguments), ensure_ascii=False, default=str)
-                call.tools[event.tool_call_id] = _Open(now, mono, event.tool_name, arguments)
+                arguments = json.loads(json.dumps(dict(event.arguments), default=str))
+                text = json.dumps(arguments, ensure_ascii=False)
+                call.tools[event.tool_call_id] = _Open(
+                    now, mono, event.tool_name, text, arguments=arguments
+                )
             case ToolCallErrorEvent():
                 pending = call.tools.setdefault(
                     event.tool_call_id,
@@ -146,6 +165,7 @@ class EventPairing:
         self, event: LLMCallEndEvent, origin: EventOrigin, pending: _Open | None
     ) -> TraceRecord:
         usage = event.usage
+        action, action_input = _first_action(event.tool_calls)
         return TraceRecord(
             **self._base(origin),
             kind="llm",
@@ -161,6 +181,10 @@ class EventPairing:
             model=event.model,
             provider=event.provider,
             iteration=event.iteration,
+            thought=trim(event.response_text, self.max_chars) if event.response_text else None,
+            action=action,
+            action_input=action_input,
+            terminated=not event.tool_calls,
         )
 
     def _llm_error(
@@ -197,6 +221,9 @@ class EventPairing:
             tool_call_id=event.tool_call_id,
             success=event.success,
             error=error,
+            action=event.tool_name,
+            action_input=pending.arguments if pending else None,
+            observation=trim(event.result, self.max_chars),
         )
 
     def _cancelled(
@@ -237,4 +264,5 @@ class EventPairing:
             success=event.error is None,
             error=event.error,
             terminated_by=event.terminated_by,
+            terminated=True,
         )

@@ -62,6 +62,11 @@ class TraceRecord:
         session_id: The session label of that call.
         fork_id: Set for steps of forked sub-agents.
         agent: The agent of a multi-agent run the step belongs to (``None`` otherwise).
+        thought: The ReAct view (seed §9.1) of an LLM step: the reply's text.
+        action: The tool an LLM step calls (its first call), or a tool step's tool.
+        action_input: That call's arguments.
+        observation: A tool step's result, as the model sees it (trimmed).
+        terminated: Whether the step ended the run (end steps, and the LLM step that answered).
     """
 
     step: int
@@ -86,6 +91,11 @@ class TraceRecord:
     session_id: str = ""
     fork_id: str | None = None
     agent: str | None = None
+    thought: str | None = None
+    action: str | None = None
+    action_input: dict[str, Any] | None = None
+    observation: str | None = None
+    terminated: bool = False
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict."""
