@@ -328,6 +328,36 @@ async def test_group_chat_random_speaker_and_the_seeds_stop_words() -> None:
         GroupChat([a, b], speaker="shuffle")  # type: ignore[arg-type]
 
 
+async def test_handoff_graph_changes_at_run_time_with_fuzzy_names_and_a_fallback() -> None:
+    llm = ScriptedLLM(
+        [call("transfer_to_refunds", reason="money back"), "Refunded.", "Still refunds?", "Hi."]
+    )
+    triage = chat_agent(llm, "triage", "You route requests.")
+    helpdesk = chat_agent(llm, "helpdesk", "You help with anything.")
+    team = Handoff(triage, {"Triage": []}, fallback=helpdesk)  # "Triage": matched ignoring case
+    assert team.agents == ("triage", "helpdesk")
+    refunds = chat_agent(llm, "refunds", "You handle refunds.")
+    assert team.register(refunds, reachable_from=["triage"]) == "refunds"
+    first = await team.run("my money back please")
+    assert (first.agent, first.path, first.text) == ("refunds", ("triage", "refunds"), "Refunded.")
+    assert team.resolve("Refunds") == "refunds"
+    assert team.resolve("refnds") == "refunds"  # closest spelling
+    assert team.resolve("billing") is None
+    second = await team.run("and now?", history=first.history)  # the agent in charge goes on
+    assert (second.agent, second.text) == ("refunds", "Still refunds?")
+    team.unregister("refunds")
+    assert "refunds" not in team.agents
+    assert llm.requests[0].tools[0].name == "transfer_to_refunds"
+    third = await team.run("hello?", history=second.history)  # "refunds" is gone: the fallback
+    assert (third.agent, third.text) == ("helpdesk", "Hi.")
+    with pytest.raises(UserError, match="entry or fallback"):
+        team.unregister("triage")
+    with pytest.raises(UserError, match="already has an agent named 'helpdesk'"):
+        team.register(helpdesk)
+    with pytest.raises(UserError, match="no agent 'nobody'"):
+        team.register(refunds, reachable_from=["nobody"])
+
+
 async def test_handoff_member_failure_is_typed_and_keeps_the_conversation() -> None:
     llm = ScriptedLLM([call("transfer_to_billing", reason="a refund"), RuntimeError("boom")])
     triage = chat_agent(llm, "triage", "You route requests.")

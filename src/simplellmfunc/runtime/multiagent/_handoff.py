@@ -12,6 +12,8 @@ that answered last goes on.
 
 from __future__ import annotations
 
+import difflib
+import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -132,6 +134,13 @@ class Handoff(Team[HandoffResult]):
         input_filter: What of the history a target sees (default: everything;
             :func:`drop_tool_turns` keeps only the text).
         names: Names for agents whose function names clash or say little.
+        fallback: The agent that goes on when a history names an agent that is not (or no
+            longer) in the graph and no name is close enough (default: the entry agent).
+
+    The graph can change between runs (the seed's dynamic routing table, §17.4):
+    :meth:`register` adds an agent and its routes, :meth:`unregister` removes one. Agent names
+    given as text (routes, :meth:`resolve`, the name on a history's last answer) match exactly,
+    then ignoring case and punctuation, then by closest spelling.
 
     Raises:
         UserError: For an unknown route name, clashing names or a negative bound.
@@ -145,6 +154,7 @@ class Handoff(Team[HandoffResult]):
         max_handoffs: int = 5,
         input_filter: InputFilter | None = None,
         names: Mapping[str, Agent] | None = None,
+        fallback: Agent | None = None,
     ) -> None:
         if max_handoffs < 0:
             raise UserError("max_handoffs must be 0 or more")
@@ -154,6 +164,8 @@ class Handoff(Team[HandoffResult]):
             return named.get(id(agent)) or agent_name(agent)
 
         agents: dict[str, Agent] = {name_of(entry): entry}
+        if fallback is not None:
+            agents.setdefault(name_of(fallback), fallback)
         for source, targets in routes.items():
             if not isinstance(source, str):
                 agents.setdefault(name_of(source), source)
@@ -162,17 +174,93 @@ class Handoff(Team[HandoffResult]):
         self._members = {m.name: m for m in members(agents)}
         self._routes: dict[str, tuple[str, ...]] = {}
         for source, targets in routes.items():
-            key = source if isinstance(source, str) else name_of(source)
-            if key not in self._members:
-                raise UserError(f"handoff route from unknown agent {key!r}")
+            key = self.resolve(source) if isinstance(source, str) else name_of(source)
+            if key is None:
+                raise UserError(f"handoff route from unknown agent {source!r}")
             self._routes[key] = tuple(name_of(t) for t in targets)
+        self._tools: dict[str, tuple[_TransferTool, ...]] = {}
+        self._build_tools()
+        self.entry = name_of(entry)
+        self.fallback = name_of(fallback) if fallback is not None else self.entry
+        self.max_handoffs = max_handoffs
+        self.input_filter = input_filter
+
+    def resolve(self, name: str) -> str | None:
+        """The graph's agent called ``name``: exactly, else ignoring case and punctuation, else
+        the closest spelling (``difflib``, ratio 0.75 or more); ``None`` when none is close."""
+        if name in self._members:
+            return name
+        wanted = _simple(name)
+        for known in self._members:
+            if _simple(known) == wanted:
+                return known
+        close = difflib.get_close_matches(name, list(self._members), n=1, cutoff=0.75)
+        return close[0] if close else None
+
+    def register(
+        self,
+        agent: Agent,
+        *,
+        name: str | None = None,
+        reachable_from: Sequence[str] = (),
+        hands_to: Sequence[str] = (),
+    ) -> str:
+        """Add ``agent`` to the graph (for the next runs); return its name.
+
+        Args:
+            agent: An ``@llm_chat`` agent.
+            name: Its name (default: its function's).
+            reachable_from: Agents that may hand off to it.
+            hands_to: Agents it may hand off to.
+
+        Raises:
+            UserError: For a name already in the graph or an unknown agent name.
+        """
+        (member,) = members({name: agent} if name else [agent])
+        if member.name in self._members:
+            raise UserError(f"the handoff graph already has an agent named {member.name!r}")
+        sources, targets = self._known(reachable_from), self._known(hands_to)
+        self._members[member.name] = member
+        for source in sources:
+            self._routes[source] = (*self._routes.get(source, ()), member.name)
+        if targets:
+            self._routes[member.name] = tuple(targets)
+        self._build_tools()
+        return member.name
+
+    def unregister(self, name: str) -> None:
+        """Remove the agent ``name`` and every route to or from it (for the next runs). A
+        history that names it goes on with :attr:`fallback`.
+
+        Raises:
+            UserError: For an unknown name, the entry agent or the fallback.
+        """
+        known = self.resolve(name)
+        if known is None:
+            raise UserError(f"no agent {name!r} in the handoff graph ({', '.join(self.agents)})")
+        if known in (self.entry, self.fallback):
+            raise UserError(f"{known!r} is the entry or fallback agent: it cannot be removed")
+        del self._members[known]
+        self._routes.pop(known, None)
+        self._routes = {s: tuple(t for t in ts if t != known) for s, ts in self._routes.items()}
+        self._build_tools()
+
+    def _known(self, names: Sequence[str]) -> list[str]:
+        found = []
+        for name in names:
+            known = self.resolve(name)
+            if known is None:
+                raise UserError(
+                    f"no agent {name!r} in the handoff graph ({', '.join(self.agents)})"
+                )
+            found.append(known)
+        return found
+
+    def _build_tools(self) -> None:
         self._tools = {
             source: tuple(_TransferTool(source, self._members[t]) for t in targets)
             for source, targets in self._routes.items()
         }
-        self.entry = name_of(entry)
-        self.max_handoffs = max_handoffs
-        self.input_filter = input_filter
 
     @property
     def agents(self) -> tuple[str, ...]:
@@ -227,12 +315,19 @@ class Handoff(Team[HandoffResult]):
 
     def _in_charge(self, history: list[dict[str, Any]]) -> str:
         """Who goes on after ``history``: the agent whose name its last answer carries (see
-        :attr:`HandoffResult.history`), else the entry agent."""
+        :attr:`HandoffResult.history`; matched as :meth:`resolve` does, the fallback when no
+        agent is close), else the entry agent."""
         for message in reversed(history):
             if message.get("role") == "assistant" and message.get("content"):
                 name = message.get("name")
-                return name if isinstance(name, str) and name in self._members else self.entry
+                if not isinstance(name, str):
+                    return self.entry
+                return self.resolve(name) or self.fallback
         return self.entry
+
+
+def _simple(name: str) -> str:
+    return re.sub(r"[^0-9a-z]", "", name.casefold())
 
 
 def _sign(history: list[dict[str, Any]], agent: str) -> None:
