@@ -367,9 +367,10 @@ class SessionStore:
             "_session_id": session.id,
         }
         if session.repl is not None:
-            extra["_toolkit"] = session.repl.toolset
+            extra["_toolkit"] = [*session.repl.toolset, *kwargs.get("_toolkit", ())]
         if self._self_reference is not None:
-            extra["_hooks"] = [self._self_reference.run_hook(session.self_reference_key)]
+            own = self._self_reference.run_hook(session.self_reference_key)
+            extra["_hooks"] = [own, *kwargs.get("_hooks", ())]  # the turn's own hooks too
         return {**kwargs, **extra}
 
     # -- helpers ------------------------------------------------------------------------------
