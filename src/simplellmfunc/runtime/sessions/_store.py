@@ -240,7 +240,8 @@ class SessionStore:
                 await session.repl.close()
             if self._own_root and self._root is not None:
                 folder = self._root / session_id
-                await anyio.to_thread.run_sync(shutil.rmtree, folder, True)
+                if folder.exists():  # a session without a kernel made none: no thread hop
+                    await anyio.to_thread.run_sync(shutil.rmtree, folder, True)
         return True
 
     async def history(self, session_id: str) -> list[dict[str, Any]]:
