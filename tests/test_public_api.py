@@ -168,6 +168,7 @@ EXPECTED_ENGINE = {
     "in_tool_call",
     "running_steps",
     "BatchResult",
+    "DeferredTool",
     "Emitter",
     "EngineOptions",
     "Finished",
@@ -186,15 +187,19 @@ EXPECTED_ENGINE = {
     "TextAction",
     "TextChunk",
     "ToolProtocol",
+    "answer_deferred",
+    "apply_window",
     "compile_request",
     "current_run",
     "event_pump",
     "new_call_id",
     "parse_reply",
+    "pending_calls",
     "render_catalogue",
     "run_react",
     "run_tool_batch",
     "split_options",
+    "split_turns",
     "system_context",
 }
 
@@ -358,6 +363,10 @@ def test_a2a_serving_and_http_server_surfaces() -> None:
     # Not re-exported flat from simplellmfunc.runtime: they need the optional a2a-sdk.
     assert set(simplellmfunc.runtime.a2a.__all__) == {"A2AAgentTool", "a2a_tool"}
     assert set(simplellmfunc.runtime.serving.__all__) == {
+        "AnswerShape",
+        "ClientHook",
+        "ClientTurn",
+        "answer_problem",
         "OnEvent",
         "ServedAgent",
         "a2a_app",

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import functools
 import inspect
-from collections.abc import AsyncIterator, Callable, Iterable, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
 from contextlib import aclosing
 from typing import Any, Literal
 
@@ -28,6 +28,7 @@ from ..engine import (
     TerminationPolicy,
     TextChunk,
     ToolProtocol,
+    answer_deferred,
     split_options,
 )
 from ..exceptions import DecoratorError
@@ -191,11 +192,24 @@ def llm_chat(
                 async for item in items:
                     yield _output(item, view, enable_event=enable_event, stream=stream)
 
-        async def resume(history: list[dict[str, Any]], **kwargs: Any) -> AsyncIterator[Any]:
-            """Continue a paused run (``terminated_by="paused"``) from its history: no new user
-            message; takes ``_template_params``, ``_abort_signal`` and ``_pause_signal``."""
+        async def resume(
+            history: list[dict[str, Any]],
+            results: Mapping[str, Any] | None = None,
+            **kwargs: Any,
+        ) -> AsyncIterator[Any]:
+            """Continue a paused run (``terminated_by="paused"``) from its history, or a
+            deferred one (``terminated_by="deferred"``) with ``results``, the app's result of
+            each pending call by call id: no new user message; takes ``_template_params``,
+            ``_abort_signal`` and ``_pause_signal``.
+
+            Raises:
+                InvalidHistoryError: If ``results`` leave a pending call unanswered or answer
+                    a call that is not pending.
+            """
             if not history:
                 raise DecoratorError("resume() needs the history of a paused run")
+            if results is not None:
+                history = answer_deferred(history, results)
             async for item in iterate(await prepare((), kwargs, history)):
                 yield item
 

@@ -6,6 +6,7 @@ Build an :class:`Invocation` (model, tools, prompt, :class:`EngineOptions`, hook
 """
 
 from ._compile import FINAL_ANSWER_INSTRUCTION, compile_request, system_context
+from ._deferred import DeferredTool, answer_deferred, pending_calls
 from ._emit import Emitter, current_tool_call_id, in_tool_call
 from ._invocation import Invocation, RunContext, RunHook, RunView, current_run
 from ._llm_call import RawItem, TextChunk
@@ -25,7 +26,7 @@ from ._steps import (
 )
 from ._termination import DEFAULT_SIGNALS, TerminationPolicy
 from ._text_protocol import TextAction, parse_reply, render_catalogue
-from ._window import HistoryWindow
+from ._window import HistoryWindow, apply_window, split_turns
 
 __all__ = [
     "DEFAULT_SIGNALS",
@@ -33,6 +34,7 @@ __all__ = [
     "STEP_REPLAYED",
     "SUMMARY_INSTRUCTION",
     "BatchResult",
+    "DeferredTool",
     "Emitter",
     "EngineOptions",
     "Finished",
@@ -54,6 +56,8 @@ __all__ = [
     "TextAction",
     "TextChunk",
     "ToolProtocol",
+    "answer_deferred",
+    "apply_window",
     "compile_request",
     "current_run",
     "current_step_runner",
@@ -62,10 +66,12 @@ __all__ = [
     "in_tool_call",
     "new_call_id",
     "parse_reply",
+    "pending_calls",
     "render_catalogue",
     "run_react",
     "run_tool_batch",
     "running_steps",
     "split_options",
+    "split_turns",
     "system_context",
 ]

@@ -37,10 +37,11 @@ from .._events import EventOrigin, EventYield, ReactEndEvent, ReactStartEvent
 from .._messages import ToolCall
 from .._transcript import Transcript
 from ..exceptions import ProviderError, UserError
+from ._deferred import act_or_defer
 from ._emit import Emitter, current_tool_call_id
 from ._invocation import Invocation, RunContext, RunHook
 from ._llm_call import RawItem, TextChunk
-from ._phases import act, think
+from ._phases import think
 from ._pump import Send, event_pump
 from ._state import RunResult, RunState
 from ._steps import current_step_runner
@@ -249,7 +250,7 @@ class Run:
         try:
             if self._calls:
                 calls, self._calls = self._calls, ()
-                over = await act(context, calls)
+                over = await act_or_defer(context, calls)
             else:
                 next_calls = await think(context)
                 over = next_calls is None

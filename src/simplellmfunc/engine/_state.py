@@ -6,7 +6,7 @@ import time
 from dataclasses import dataclass, field
 
 from .._events import TerminatedBy
-from .._messages import Message
+from .._messages import Message, ToolCall
 from .._transcript import Transcript
 from .._usage import Usage
 from ..providers import LLMResponse
@@ -27,6 +27,8 @@ class RunResult:
     tool_calls: int
     abort_reason: str = ""
     response: LLMResponse | None = None
+    pending: tuple[ToolCall, ...] = ()
+    """``terminated_by="deferred"``: the calls of deferred tools the app must answer."""
 
     @property
     def aborted(self) -> bool:
@@ -56,6 +58,7 @@ class RunState:
         loop_warned: The model was told its batches repeat (the next repetition ends the run).
         answer_from: JSON protocol, after a repeated call: the next LLM call must give the
             final answer, and is sent the transcript up to this index (before the repetition).
+        pending: The deferred calls the run ended on (``terminated_by="deferred"``).
     """
 
     transcript: Transcript
@@ -74,6 +77,7 @@ class RunState:
     batches: list[Signature] = field(default_factory=list)
     loop_warned: bool = False
     answer_from: int | None = None
+    pending: tuple[ToolCall, ...] = ()
 
     def result(self) -> RunResult:
         """The result of the run (call once it has ended)."""
@@ -86,4 +90,5 @@ class RunState:
             self.tool_calls,
             self.abort_reason,
             self.last_response,
+            self.pending,
         )

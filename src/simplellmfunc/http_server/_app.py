@@ -6,7 +6,8 @@ Routes:
 * ``GET /.well-known/agent-card.json``: the A2A agent card (no auth: it is how clients find
   out how to call, and it says bearer tokens are needed);
 * ``POST /a2a``: the A2A JSON-RPC endpoint (send, stream, get, cancel);
-* ``POST /v1/chat/completions``, ``GET /v1/models``: the OpenAI-compatible endpoint.
+* ``POST /v1/chat/completions``, ``POST /v1/responses``, ``GET /v1/models``,
+  ``GET /v1/models/{id}``: the OpenAI-compatible endpoints (``._openai``, ``._responses``).
 
 With ``web=True`` the app also serves the web chat page (``/``, ``/static/``, ``/api/...`` of
 :func:`~simplellmfunc.webchat.web_chat_routes`) on the same sessions: a browser tab is a session
@@ -31,7 +32,9 @@ from starlette.routing import BaseRoute, Route
 
 from ..runtime.serving import ServedAgent, a2a_routes
 from ..webchat import PAGE_PATHS, STATIC_PREFIX, BearerAuth, web_chat_routes
-from ._openai import chat_completions, error_response, models
+from ._errors import error_response
+from ._openai import PendingTurns, chat_completions, models
+from ._responses import ResponseLog, create_response
 
 __all__ = ["PUBLIC_PATHS", "agent_routes", "create_app"]
 
@@ -77,7 +80,8 @@ def create_app(
 
 
 def _refuse(status: int, message: str) -> Response:
-    return error_response(status, message, "authentication_error")
+    code = "invalid_api_key" if status == 401 else None
+    return error_response(status, message, "authentication_error", code)
 
 
 def agent_routes(served: ServedAgent) -> list[BaseRoute]:
@@ -93,14 +97,26 @@ def agent_routes(served: ServedAgent) -> list[BaseRoute]:
             }
         )
 
+    pending = PendingTurns()
+
     async def completions(request: Request) -> Response:
-        return await chat_completions(served, request)
+        return await chat_completions(served, request, pending)
 
     async def list_models(request: Request) -> Response:
         return await models(served)
 
+    async def get_model(request: Request) -> Response:
+        return await models(served, request.path_params["model"])
+
+    log = ResponseLog()
+
+    async def responses(request: Request) -> Response:
+        return await create_response(served, log, request)
+
     return [
         Route("/health", health, methods=["GET"]),
         Route("/v1/chat/completions", completions, methods=["POST"]),
+        Route("/v1/responses", responses, methods=["POST"]),
         Route("/v1/models", list_models, methods=["GET"]),
+        Route("/v1/models/{model:path}", get_model, methods=["GET"]),
     ]

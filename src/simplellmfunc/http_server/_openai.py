@@ -1,20 +1,34 @@
-"""The OpenAI-compatible ``POST /v1/chat/completions`` of a served agent (streaming included).
+"""The OpenAI-compatible ``POST /v1/chat/completions`` of a served agent (streaming included),
+and ``GET /v1/models`` / ``GET /v1/models/{id}``.
 
-The request's last user message is the turn's input and the messages before it its history
-(the endpoint is stateless, like the API it imitates: the client sends the conversation); the
-agent answers with its own system prompt and tools. With an ``X-Session-Id`` header the server
-keeps the conversation instead (a session of the agent's ``SessionStore``: its history, its
-kernel): only the last user message is used, and the earlier ones are ignored. Streamed
-replies carry the reply's text deltas as ``chat.completion.chunk`` s, a last chunk with
-``finish_reason`` and usage, then ``data: [DONE]``. A client that disconnects aborts the turn
-(a session keeps a valid history).
+The request's messages are the turn's conversation (the endpoint is stateless, like the API it
+imitates: the client sends the conversation); the agent answers with its own system prompt and
+tools, plus the client's own ``tools``: those are client-side (deferred) tools. When the agent
+calls one, the turn stops there: the response carries the ``tool_calls`` with
+``finish_reason: "tool_calls"``, and the client's next request, carrying the ``role: "tool"``
+results, continues the run (from the turn's whole history, its own tool calls included, which
+the server keeps for the last 1000 such turns: :class:`PendingTurns`). ``response_format``
+shapes and checks the final answer (so ``client.chat.completions.parse()`` works). What
+cannot be honoured is refused in OpenAI's error shape (see :mod:`._chat_request`), never
+silently ignored.
+
+With an ``X-Session-Id`` header the server keeps the conversation instead (a session of the
+agent's ``SessionStore``: its history, its kernel): only the last user message is used.
+
+Streamed replies carry the reply's text deltas as ``chat.completion.chunk`` s, the client tool
+calls (if any), a chunk with ``finish_reason``, with ``stream_options.include_usage`` a last
+chunk with ``choices: []`` and the usage, then ``data: [DONE]``. A client that disconnects
+aborts the turn (a session keeps a valid history). When the agent's history window leaves part
+of the client's conversation out of the model's view, the response says how many messages
+(``X-History-Dropped`` header and ``history_dropped`` field; the last chunk when streaming).
 """
 
 from __future__ import annotations
 
 import os
 import time
-from collections.abc import AsyncIterator
+from collections import OrderedDict
+from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
 import anyio
@@ -22,67 +36,90 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 
 from .._events import EventYield, LLMCallEndEvent, LLMChunkArriveEvent
-from .._messages import dict_content_text
-from ..exceptions import CapacityError, SessionError, SimpleLLMFuncError
+from ..engine import pending_calls
+from ..exceptions import SessionError, SimpleLLMFuncError
 from ..runtime.config import TurnResult
-from ..runtime.serving import OnEvent, ServedAgent
+from ..runtime.serving import ClientHook, ServedAgent
 from ..runtime.sessions import check_session_id
 from ..wire import encode_sse
+from ._chat_request import ChatRequest, parse_chat_request, shape_error, split_turn
+from ._errors import ApiError, error_response, failure
 
-__all__ = ["SESSION_HEADER", "chat_completions", "error_response", "models"]
+__all__ = [
+    "DROPPED_HEADER",
+    "SESSION_HEADER",
+    "PendingTurns",
+    "Usage",
+    "chat_completions",
+    "error_response",
+    "model_object",
+    "models",
+    "read_json",
+    "tool_calls",
+]
 
 #: The request header naming a server-side session (its response echoes it).
 SESSION_HEADER = "X-Session-Id"
+#: The response header saying how many of the client's messages the model did not see.
+DROPPED_HEADER = "X-History-Dropped"
 
-_FINISH = {"max_steps": "length", "error": "stop"}
-
-
-def error_response(status: int, message: str, kind: str = "invalid_request_error") -> Response:
-    """An error in the OpenAI shape."""
-    return JSONResponse({"error": {"message": message, "type": kind}}, status_code=status)
+_FINISH = {"max_steps": "length", "error": "stop", "deferred": "tool_calls"}
 
 
-def _capacity_status(error: CapacityError) -> int:
-    return 503 if error.limit == "closing" else 429
+def model_object(served: ServedAgent) -> dict[str, Any]:
+    """The served agent as an OpenAI model object."""
+    return {"id": served.name, "object": "model", "created": 0, "owned_by": "simplellmfunc"}
 
 
-async def models(served: ServedAgent) -> Response:
-    """``GET /v1/models``: the one model, named after the agent."""
-    model = {"id": served.name, "object": "model", "created": 0, "owned_by": "simplellmfunc"}
-    return JSONResponse({"object": "list", "data": [model]})
+async def models(served: ServedAgent, model_id: str | None = None) -> Response:
+    """``GET /v1/models`` (the one model, named after the agent) or ``GET /v1/models/{id}``."""
+    if model_id is None:
+        return JSONResponse({"object": "list", "data": [model_object(served)]})
+    if model_id != served.name:
+        message = f"The model {model_id!r} does not exist; this server serves {served.name!r}"
+        return error_response(404, message, code="model_not_found", param="model")
+    return JSONResponse(model_object(served))
 
 
-def _split(body: Any) -> tuple[str, list[dict[str, Any]]]:
-    """The last user message's text and the history before it.
+async def read_json(request: Request) -> Any:
+    """The request's JSON body.
 
     Raises:
-        ValueError: If the body has no ``messages`` ending with a user message.
+        ApiError: For a body that is not JSON.
     """
-    messages = body.get("messages") if isinstance(body, dict) else None
-    if not isinstance(messages, list) or not messages or not isinstance(messages[-1], dict):
-        raise ValueError("'messages' must be a non-empty list of messages")
-    last = messages[-1]
-    if last.get("role") != "user":
-        raise ValueError("the last message must be the user's")
-    history = [dict(m) for m in messages[:-1] if isinstance(m, dict)]
-    return dict_content_text(last.get("content")), history
+    try:
+        return await request.json()
+    except (ValueError, RecursionError):
+        raise ApiError(400, "the body is not valid JSON", code="invalid_json") from None
 
 
-class _Completion:
-    """The chunks and the final object of one completion."""
+class Usage:
+    """The token counts of one turn, summed from its model calls' end events."""
 
-    def __init__(self, model: str) -> None:
-        self.id = f"chatcmpl-{os.urandom(8).hex()}"
-        self.created = int(time.time())
-        self.model = model
-        self.streamed = False
+    __slots__ = ("completion_tokens", "prompt_tokens")
+
+    def __init__(self) -> None:
         self.prompt_tokens = 0
         self.completion_tokens = 0
 
     def count(self, item: EventYield) -> None:
+        """Add the usage of a model call that ended."""
         if isinstance(item.event, LLMCallEndEvent):
             self.prompt_tokens += item.event.usage.prompt_tokens
             self.completion_tokens += item.event.usage.completion_tokens
+
+
+class _Completion(Usage):
+    """The chunks and the final object of one completion."""
+
+    __slots__ = ("created", "id", "model", "streamed")
+
+    def __init__(self, model: str) -> None:
+        super().__init__()
+        self.id = f"chatcmpl-{os.urandom(8).hex()}"
+        self.created = int(time.time())
+        self.model = model
+        self.streamed = False
 
     def usage(self) -> dict[str, int]:
         total = self.prompt_tokens + self.completion_tokens
@@ -92,114 +129,219 @@ class _Completion:
             "total_tokens": total,
         }
 
-    def chunk(self, delta: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
-        chunk: dict[str, Any] = {
+    def chunk(
+        self, delta: dict[str, Any] | None, finish: str | None = None, **extra: Any
+    ) -> dict[str, Any]:
+        choices = [] if delta is None else [{"index": 0, "delta": delta, "finish_reason": finish}]
+        return {
             "id": self.id,
             "object": "chat.completion.chunk",
             "created": self.created,
             "model": self.model,
-            "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
+            "choices": choices,
+            **extra,
         }
-        if finish is not None:
-            chunk["usage"] = self.usage()
-        return chunk
 
-    def whole(self, result: TurnResult) -> dict[str, Any]:
-        message = {"role": "assistant", "content": result.text}
-        finish = _FINISH.get(result.terminated_by, "stop")
+    def whole(self, result: TurnResult, calls: list[dict[str, Any]]) -> dict[str, Any]:
+        message: dict[str, Any] = {"role": "assistant", "content": result.text or None}
+        if calls:
+            message["tool_calls"] = calls
+        elif message["content"] is None:
+            message["content"] = ""
         return {
             "id": self.id,
             "object": "chat.completion",
             "created": self.created,
             "model": self.model,
-            "choices": [{"index": 0, "message": message, "finish_reason": finish}],
+            "choices": [{"index": 0, "message": message, "finish_reason": _finish(result)}],
             "usage": self.usage(),
         }
 
 
+def _finish(result: TurnResult) -> str:
+    return _FINISH.get(result.terminated_by, "stop")
+
+
+def tool_calls(result: TurnResult) -> list[dict[str, Any]]:
+    """The client tool calls a deferred turn ended on, as OpenAI ``tool_calls`` entries."""
+    if result.terminated_by != "deferred":
+        return []
+    return [call.to_dict() for call in pending_calls(result.history)]
+
+
+class PendingTurns:
+    """The histories of the last ``size`` turns that ended on client tool calls, by their call
+    ids: a turn's own tool calls and results are not in what the client sees (its response
+    carries the client's calls only), so the request that brings the client's results is
+    continued from the whole history when its conversation is the one the turn had."""
+
+    def __init__(self, size: int = 1000) -> None:
+        self.size = size
+        self._items: OrderedDict[tuple[str, ...], tuple[list[Any], list[Any]]] = OrderedDict()
+
+    def put(self, request: ChatRequest, result: TurnResult) -> None:
+        """Keep a deferred turn's history (and the conversation it was asked with)."""
+        ids = tuple(c.id for c in pending_calls(result.history))
+        if ids:
+            self._items[ids] = (request.messages, result.history)
+            while len(self._items) > self.size:
+                self._items.popitem(last=False)
+
+    def continued(self, messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """``messages`` (ending with the client's tool results) with the turn's own history
+        in place of what the client saw of it, if this server kept it."""
+        results = 0
+        while results < len(messages) and messages[-1 - results].get("role") == "tool":
+            results += 1
+        at = len(messages) - results - 1  # the assistant message with the client's calls
+        calls = messages[at].get("tool_calls") or [] if at >= 0 else []
+        ids = tuple(str(c.get("id")) for c in calls if isinstance(c, dict))
+        kept = self._items.get(ids)
+        if kept is None or messages[: len(kept[0])] != kept[0] or at != len(kept[0]):
+            return messages
+        self._items.move_to_end(ids)
+        return [*kept[1], *messages[at + 1 :]]
+
+
 class _Turn:
-    """What one request asks: the text, and either a session id or the client's history."""
+    """One request's turn: the session's, or the client's conversation's."""
 
-    def __init__(self, text: str, history: list[dict[str, Any]], session_id: str | None) -> None:
-        self.text = text
-        self.history = history
+    def __init__(self, request: ChatRequest, session_id: str | None) -> None:
+        self.request = request
         self.session_id = session_id
+        self.hook = ClientHook(request.client)
 
-    async def run(self, served: ServedAgent, on_event: OnEvent) -> TurnResult:
+    async def run(self, served: ServedAgent, on_event: Any, pending: PendingTurns) -> TurnResult:
+        request = self.request
         if self.session_id is not None:
-            return await served.session_turn(self.session_id, self.text, on_event=on_event)
-        return await served.run_turn(self.text, self.history, on_event=on_event)
+            assert request.text is not None  # checked in chat_completions
+            return await served.session_turn(self.session_id, request.text, on_event=on_event)
+        text, history = split_turn(request.messages)
+        if text is None:
+            history = pending.continued(history)
+        result = await served.run_turn(text, history, on_event=on_event, hooks=(self.hook,))
+        if result.terminated_by == "deferred":
+            pending.put(request, result)
+        return result
+
+    def shape_error(self, result: TurnResult) -> ApiError | None:
+        """The error of a final answer that still misses ``response_format``."""
+        return shape_error(self.request.client.shape, result, "response_format")
+
+    def dropped(self) -> int:
+        return self.hook.dropped or 0
 
 
-def _failure(exc: SimpleLLMFuncError) -> tuple[int, str, str]:
-    """The HTTP status, message and OpenAI error type of a refused or failed turn."""
-    if isinstance(exc, CapacityError):
-        return _capacity_status(exc), str(exc), "rate_limit_error"
-    if isinstance(exc, SessionError):
-        return 409, str(exc), "invalid_request_error"
-    return 502, f"{type(exc).__name__}: {exc}", "server_error"
+async def _checked(served: ServedAgent, request: Request) -> tuple[ChatRequest, str | None]:
+    """The request and its session id, refused (``ApiError``) if we cannot honour it."""
+    chat = parse_chat_request(await read_json(request), served.name)
+    session_id = request.headers.get(SESSION_HEADER)
+    if session_id is not None:
+        try:
+            check_session_id(session_id)
+        except SessionError as exc:
+            raise ApiError(400, str(exc), param=SESSION_HEADER) from None
+        if chat.text is None or chat.client.tools or chat.client.shape is not None:
+            raise ApiError(
+                400,
+                f"with {SESSION_HEADER} the last message must be plain user text, without "
+                "tools or response_format (the server keeps the conversation): send those "
+                "requests without a session",
+                param="messages",
+            )
+    if chat.client.tools and not served.client_tools:
+        raise ApiError(
+            400, "this agent does not take client tools", param="tools", code="tools_refused"
+        )
+    if chat.images and not await served.takes_images():
+        raise ApiError(
+            400,
+            "this agent's model does not take images",
+            param="messages",
+            code="image_not_supported",
+        )
+    return chat, session_id
 
 
-async def chat_completions(served: ServedAgent, request: Request) -> Response:
+async def chat_completions(
+    served: ServedAgent, request: Request, pending: PendingTurns | None = None
+) -> Response:
     """``POST /v1/chat/completions``; with an ``X-Session-Id`` header the server keeps the
     session's history (only the request's last user message is used)."""
     try:
-        body = await request.json()
-        text, history = _split(body)
-        session_id = request.headers.get(SESSION_HEADER)
-        if session_id is not None:
-            check_session_id(session_id)
-    except (ValueError, SessionError) as exc:
-        return error_response(400, str(exc))
-    turn = _Turn(text, history, session_id)
+        chat, session_id = await _checked(served, request)
+    except ApiError as exc:
+        return exc.response()
+    turn = _Turn(chat, session_id)
+    pending = pending if pending is not None else PendingTurns()
     completion = _Completion(served.name)
-    headers = {SESSION_HEADER: session_id} if session_id is not None else None
-    if body.get("stream"):
+    headers = {SESSION_HEADER: session_id} if session_id is not None else {}
+    if chat.stream:
         try:
             served.admit(session_id)  # a refusal gets its HTTP status, not an error chunk
         except SimpleLLMFuncError as exc:
-            status, message, kind = _failure(exc)
-            return error_response(status, message, kind)
+            return failure(exc).response()
         return StreamingResponse(
-            _stream(served, turn, completion), media_type="text/event-stream", headers=headers
+            _stream(served, turn, completion, pending),
+            media_type="text/event-stream",
+            headers=headers,
         )
 
     async def on_event(item: EventYield) -> None:
         completion.count(item)
 
     try:
-        result = await turn.run(served, on_event)
+        result = await turn.run(served, on_event, pending)
     except SimpleLLMFuncError as exc:
-        status, message, kind = _failure(exc)
-        return error_response(status, message, kind)
-    return JSONResponse(completion.whole(result), headers=headers)
+        return failure(exc).response()
+    problem = turn.shape_error(result)
+    if problem is not None:
+        return problem.response()
+    body = completion.whole(result, tool_calls(result))
+    if turn.dropped():
+        headers[DROPPED_HEADER] = str(turn.dropped())
+        body["history_dropped"] = turn.dropped()
+    return JSONResponse(body, headers=headers)
 
 
-async def _stream(served: ServedAgent, turn: _Turn, completion: _Completion) -> AsyncIterator[str]:
+async def _stream(
+    served: ServedAgent, turn: _Turn, completion: _Completion, pending: PendingTurns
+) -> AsyncIterator[str]:
     send, receive = anyio.create_memory_object_stream[dict[str, Any]](64)
+    # A shaped answer is checked before it is sent: its deltas are held back.
+    hold = turn.request.client.shape is not None
 
     async def on_event(item: EventYield) -> None:
         completion.count(item)
         event = item.event
-        if isinstance(event, LLMChunkArriveEvent) and event.text and not item.origin.agent:
-            delta = {"content": event.text}
-            if not completion.streamed:
-                delta["role"] = "assistant"
-            completion.streamed = True
-            await send.send(completion.chunk(delta))
+        if hold or not isinstance(event, LLMChunkArriveEvent):
+            return
+        if event.text and not item.origin.agent:
+            await send.send(completion.chunk(_delta(completion, {"content": event.text})))
 
     async def produce() -> None:
         async with send:
             try:
-                result = await turn.run(served, on_event)
+                result = await turn.run(served, on_event, pending)
             except SimpleLLMFuncError as exc:
-                _, message, kind = _failure(exc)
-                await send.send({"error": {"message": message, "type": kind}})
+                await send.send(failure(exc).body())
+                return
+            problem = turn.shape_error(result)
+            if problem is not None:
+                await send.send(problem.body())
                 return
             if not completion.streamed and result.text:
-                await send.send(completion.chunk({"role": "assistant", "content": result.text}))
-            finish = _FINISH.get(result.terminated_by, "stop")
-            await send.send(completion.chunk({}, finish))
+                await send.send(completion.chunk(_delta(completion, {"content": result.text})))
+            for chunk in _call_chunks(completion, tool_calls(result)):
+                await send.send(chunk)
+            extra: dict[str, Any] = {}
+            if turn.dropped():
+                extra["history_dropped"] = turn.dropped()
+            if not turn.request.include_usage:
+                await send.send(completion.chunk({}, _finish(result), **extra))
+                return
+            await send.send(completion.chunk({}, _finish(result)))
+            await send.send(completion.chunk(None, usage=completion.usage(), **extra))
 
     # Leaving early (the client disconnected) cancels produce(): the session store then ends
     # the turn like an abort, and the session keeps a valid history.
@@ -209,3 +351,19 @@ async def _stream(served: ServedAgent, turn: _Turn, completion: _Completion) -> 
             async for chunk in receive:
                 yield encode_sse(chunk)
         yield encode_sse("[DONE]")
+
+
+def _delta(completion: _Completion, delta: dict[str, Any]) -> dict[str, Any]:
+    if not completion.streamed:
+        delta = {"role": "assistant", **delta}
+    completion.streamed = True
+    return delta
+
+
+def _call_chunks(completion: _Completion, calls: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The client tool calls as stream deltas: one chunk per call, whole."""
+    chunks = []
+    for index, call in enumerate(calls):
+        entry = {"index": index, **call}
+        chunks.append(completion.chunk(_delta(completion, {"tool_calls": [entry]})))
+    return chunks

@@ -349,7 +349,7 @@ class ConfiguredAgent:
 
     async def chat(
         self,
-        message: str,
+        message: str | None,
         history: list[dict[str, Any]] | None = None,
         **call_options: Any,
     ) -> AsyncIterator[Any]:
@@ -360,7 +360,8 @@ class ConfiguredAgent:
         as ``simplellmfunc serve`` and :func:`simplellmfunc.webchat.web_chat_app` do).
 
         Args:
-            message: The user's message.
+            message: The user's message; ``None``: continue ``history`` as it is (it ends
+                with a user message or tool results; not for a chain agent).
             history: The conversation to continue (a chain agent ignores it).
             **call_options: Per-call options of the ``@llm_chat`` call (``_abort_signal``,
                 ``_session_id``, ``_toolkit``, ``_hooks``).
@@ -369,12 +370,18 @@ class ConfiguredAgent:
             UserError: If the agent is not open.
         """
         if self._stages:
+            if message is None:
+                raise UserError("a chain agent has no history to continue")
             async for item in self._chain_items(message, call_options.get("_abort_signal")):
                 yield item
             return
         if self._chat is None:
             raise UserError("the agent is not open; use 'async with'")
-        items = self._chat(message, history=list(history or []), **call_options)
+        if message is None:  # continue the history as it is (a client's tool results)
+            resume = self._chat.resume  # type: ignore[attr-defined]
+            items = resume(list(history or []), **call_options)
+        else:
+            items = self._chat(message, history=list(history or []), **call_options)
         async for item in self.recorder.wrap(items):
             yield item
 

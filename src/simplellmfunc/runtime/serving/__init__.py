@@ -5,6 +5,9 @@ the building blocks of ``simplellmfunc serve``.
   callers on a :class:`~simplellmfunc.runtime.sessions.SessionStore` (a history, and with
   ``pyrepl`` a kernel, per session; abort by session; idle reclaim), plus its public name, a
   limit on running turns, stateless turns and a graceful close.
+* :class:`ClientTurn` / :class:`ClientHook` / :class:`AnswerShape`: what an API client brings
+  to a turn (its own tools, run client-side as deferred tools; a tool choice; the shape of the
+  answer), as a run hook of that turn.
 * :func:`a2a_app` / :func:`a2a_routes` / :func:`agent_card`: the agent as an A2A server
   (agent card at the well-known path, message send and stream, task get and cancel; our events
   become task status and artifact updates; cancel aborts the turn, its history stays valid).
@@ -15,12 +18,23 @@ The SDK is imported on first use of a name that needs it.
 from typing import TYPE_CHECKING
 
 from ..._lazy import lazy_exports
+from ._client import AnswerShape, ClientHook, ClientTurn, answer_problem
 from ._served import OnEvent, ServedAgent
 
 if TYPE_CHECKING:
     from ._a2a import a2a_app, a2a_routes, agent_card
 
-__all__ = ["OnEvent", "ServedAgent", "a2a_app", "a2a_routes", "agent_card"]
+__all__ = [
+    "AnswerShape",
+    "ClientHook",
+    "ClientTurn",
+    "OnEvent",
+    "ServedAgent",
+    "a2a_app",
+    "a2a_routes",
+    "agent_card",
+    "answer_problem",
+]
 
 __getattr__, __dir__ = lazy_exports(
     __name__, {"a2a_app": "._a2a", "a2a_routes": "._a2a", "agent_card": "._a2a"}

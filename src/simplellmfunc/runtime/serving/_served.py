@@ -21,7 +21,7 @@ from ..._abort import AbortSignal
 from ..._events import EventOrigin, EventYield, ReactEndEvent, ResponseYield
 from ..._messages import history_to_dicts
 from ...decorators import agent_description, agent_name
-from ...engine import Run, RunResult, new_call_id
+from ...engine import Run, RunHook, RunResult, new_call_id
 from ...exceptions import CapacityError, SessionError, UserError
 from ..config import ConfiguredAgent, TurnResult
 from ..sessions import SessionStore
@@ -60,6 +60,8 @@ class ServedAgent:
         pool_size: Kernels started ahead of time for new sessions.
         store: Where session histories are kept (default: in memory).
         root: The sessions' folder (kernels' working directories; default: temporary).
+        client_tools: Let API clients bring their own tools (run client-side, see
+            :class:`ClientTurn`); ``False``: a request with tools is refused.
 
     Raises:
         UserError: If ``agent`` is neither an ``@llm_chat`` agent nor a ``ConfiguredAgent``,
@@ -79,6 +81,7 @@ class ServedAgent:
         pool_size: int = 0,
         store: Store | None = None,
         root: str | Path | None = None,
+        client_tools: bool = True,
     ) -> None:
         if isinstance(agent, ConfiguredAgent):
             default_name, default_text = agent.config.name, agent.config.description
@@ -94,6 +97,8 @@ class ServedAgent:
         self.name = name or default_name
         self.description = description or default_text or f"The agent {self.name!r}."
         self.max_turns = max_turns
+        self.client_tools = client_tools
+        self._vision: bool | None = None
         self.sessions = SessionStore(
             chat,
             pyrepl=pyrepl,
@@ -194,13 +199,23 @@ class ServedAgent:
 
     async def run_turn(
         self,
-        text: str,
+        text: str | None,
         history: Sequence[Mapping[str, Any]] = (),
         *,
         on_event: OnEvent | None = None,
+        hooks: Sequence[RunHook] = (),
     ) -> TurnResult:
         """Run one turn on ``text`` after ``history`` (the caller holds the conversation): in
         a session of its own (its own kernel too), forgotten when the turn ends.
+
+        Args:
+            text: The user's message; ``None``: continue ``history`` as it is (it ends with
+                the user's message, or with the results of the client's tool calls).
+            history: The conversation so far.
+            on_event: Gets each event of the turn.
+            hooks: Run hooks of this turn only (a :class:`ClientHook`: what the API client
+                brings, its tools among it; a turn that calls a client tool ends
+                ``terminated_by="deferred"``, its history ending with the pending calls).
 
         Raises:
             CapacityError: As :meth:`session_turn`.
@@ -211,7 +226,8 @@ class ServedAgent:
         self._running += 1
         try:
             await self._open_session(session_id, history)
-            return await self._run(session_id, text, on_event or _ignore)
+            extra = {"_hooks": list(hooks)} if hooks else None
+            return await self._run(session_id, text, on_event or _ignore, extra)
         finally:
             self._running -= 1
             await self.sessions.close(session_id, forget=True)
@@ -249,18 +265,26 @@ class ServedAgent:
                 raise CapacityError(str(exc), limit="sessions") from None
             raise
 
-    async def _items(self, session_id: str, text: str) -> AsyncGenerator[Any, None]:
+    async def _items(
+        self, session_id: str, text: str | None, extra: Mapping[str, Any] | None = None
+    ) -> AsyncGenerator[Any, None]:
         """The items of one turn of the session (opened on first use)."""
         await self._open_session(session_id)
-        async with aclosing(self.sessions.chat(session_id, text)) as items:
+        async with aclosing(self.sessions.chat(session_id, text, **(extra or {}))) as items:
             async for item in items:
                 yield item
 
-    async def _run(self, session_id: str, text: str, on_event: OnEvent) -> TurnResult:
+    async def _run(
+        self,
+        session_id: str,
+        text: str | None,
+        on_event: OnEvent,
+        extra: Mapping[str, Any] | None = None,
+    ) -> TurnResult:
         answer: Any = ""
         history: list[dict[str, Any]] | None = None
         ended = "answer"
-        async with aclosing(self._items(session_id, text)) as items:
+        async with aclosing(self._items(session_id, text, extra)) as items:
             async for item in items:
                 if isinstance(item, EventYield):
                     if isinstance(item.event, ReactEndEvent):
@@ -271,6 +295,17 @@ class ServedAgent:
         if history is None:
             history = await self.sessions.history(session_id)
         return TurnResult(str(answer), history, ended)
+
+    async def takes_images(self) -> bool:
+        """Whether the agent's model takes images (its provider's ``vision`` capability)."""
+        if self._vision is None:
+            if isinstance(self.agent, ConfiguredAgent):
+                llm = self.agent.llm
+            else:
+                invocation, _ = await self.agent.prepare_call("", history=[])
+                llm = invocation.llm
+            self._vision = bool(llm.capabilities.vision)
+        return self._vision
 
     # -- sessions ------------------------------------------------------------------------------
 
@@ -309,21 +344,26 @@ def _with_events(agent: Any) -> Callable[..., AsyncIterator[Any]]:
     call yields the run's events, then a ``ResponseYield`` with the history."""
 
     async def chat(
-        message: str,
+        message: str | None,
         history: list[dict[str, Any]] | None = None,
         _abort_signal: AbortSignal | None = None,
         _session_id: str = "",
         **call_options: Any,
     ) -> AsyncIterator[Any]:
-        invocation, transcript = await agent.prepare_call(
-            message, history=history or [], _session_id=_session_id, **call_options
-        )
+        if message is None:  # continue the history (a client's tool results, say)
+            invocation, transcript = await agent.prepare_call(
+                _resume_history=history or [], _session_id=_session_id, **call_options
+            )
+        else:
+            invocation, transcript = await agent.prepare_call(
+                message, history=history or [], _session_id=_session_id, **call_options
+            )
         origin = EventOrigin(session_id=_session_id, agent_call_id=new_call_id())
         run = Run(
             invocation,
             transcript,
             abort=_abort_signal,
-            user_input=message,
+            user_input=message or "",
             events=True,
             origin=origin,
         )

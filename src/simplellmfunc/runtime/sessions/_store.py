@@ -240,7 +240,8 @@ class SessionStore:
                 await session.repl.close()
             if self._own_root and self._root is not None:
                 folder = self._root / session_id
-                await anyio.to_thread.run_sync(shutil.rmtree, folder, True)
+                if folder.exists():  # a session without a kernel made none: no thread hop
+                    await anyio.to_thread.run_sync(shutil.rmtree, folder, True)
         return True
 
     async def history(self, session_id: str) -> list[dict[str, Any]]:
@@ -367,9 +368,10 @@ class SessionStore:
             "_session_id": session.id,
         }
         if session.repl is not None:
-            extra["_toolkit"] = session.repl.toolset
+            extra["_toolkit"] = [*session.repl.toolset, *kwargs.get("_toolkit", ())]
         if self._self_reference is not None:
-            extra["_hooks"] = [self._self_reference.run_hook(session.self_reference_key)]
+            own = self._self_reference.run_hook(session.self_reference_key)
+            extra["_hooks"] = [own, *kwargs.get("_hooks", ())]  # the turn's own hooks too
         return {**kwargs, **extra}
 
     # -- helpers ------------------------------------------------------------------------------
