@@ -12,11 +12,15 @@ A tool reads the remote's card once and keeps one HTTP client (its connections) 
 loop, for every call; a call that fails on the way (not a task the remote ended unsuccessfully)
 drops both, so the next one reads the card again. :meth:`A2AAgentTool.aclose` closes the
 client (a config agent's tools are closed with the agent).
+
+The token and headers go to the card's own origin and to ``trusted_origins`` only, no redirect
+is followed, and an endpoint a remote card names on a private or loopback address is refused
+(see :mod:`._origins`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from types import TracebackType
@@ -39,6 +43,7 @@ from anyio.lowlevel import RunVar
 
 from ...exceptions import A2AConnectionError, A2AError, UserError
 from ...tools import TaskTool, ToolContext
+from ._origins import OriginAuth, origin_of, refused_target
 
 __all__ = ["A2AAgentTool", "a2a_tool"]
 
@@ -69,9 +74,16 @@ class A2AAgentTool(TaskTool):
         url: The remote agent's base URL (its card is at ``/.well-known/agent-card.json``).
         name: The tool name.
         description: What the remote agent does, for the calling model.
-        token: A bearer token sent with every request.
+        token: A bearer token, sent to the card's origin (``url``'s) and ``trusted_origins``.
         timeout: Seconds before the call is given up (default: the run's tool timeout).
-        headers: More HTTP headers.
+        headers: More HTTP headers, sent where the token is.
+        trusted_origins: Other origins (``https://host:port``) the card may name whose calls
+            get the token and headers too (default: none).
+        card: The remote's card when you have it already (it is not read from ``url`` then;
+            ``url`` stays the card's origin for the rules above).
+
+    Raises:
+        UserError: If ``url`` or a trusted origin is not an http(s) URL.
     """
 
     def __init__(
@@ -83,6 +95,8 @@ class A2AAgentTool(TaskTool):
         token: str | None = None,
         timeout: float | None = None,
         headers: Mapping[str, str] | None = None,
+        trusted_origins: Iterable[str] = (),
+        card: AgentCard | None = None,
     ) -> None:
         if not url.startswith(("http://", "https://")):
             raise UserError(f"an A2A agent URL must start with http:// or https://: {url!r}")
@@ -90,7 +104,13 @@ class A2AAgentTool(TaskTool):
         self._headers = dict(headers or {})
         if token:
             self._headers["Authorization"] = f"Bearer {token}"
-        self._card: AgentCard | None = None  # read once, again after a failed call
+        try:
+            self._origins = frozenset(
+                [origin_of(self.url), *(origin_of(o) for o in trusted_origins)]
+            )
+        except ValueError as exc:
+            raise UserError(f"A2A tool {name!r}: {exc}") from None
+        self._card: AgentCard | None = card  # read once, again after a failed call
         self._sessions: RunVar[_Session] = RunVar(f"a2a_session_{id(self)}")
         super().__init__(
             name, description or f"Ask the remote agent at {self.url}.", timeout=timeout
@@ -125,17 +145,44 @@ class A2AAgentTool(TaskTool):
         session = self._session()
         async with session.lock:
             if session.client is None:
-                http = httpx.AsyncClient(headers=self._headers, timeout=None)
+                http = self._http(None)
                 try:
                     if self._card is None:
                         self._card = await A2ACardResolver(http, self.url).get_agent_card()
                     config = ClientConfig(httpx_client=http)
-                    session.client = ClientFactory(config).create(self._card)
+                    session.client = ClientFactory(config).create(await self._checked(self._card))
                 except BaseException:
                     await http.aclose()
                     raise
                 session.http = http
             return session.client
+
+    def _http(self, timeout: float | None) -> httpx.AsyncClient:
+        """A client that sends the credentials to the trusted origins only and follows no
+        redirect."""
+        auth = OriginAuth(self._headers, self._origins)
+        return httpx.AsyncClient(auth=auth, timeout=timeout, follow_redirects=False)
+
+    async def _checked(self, card: AgentCard) -> AgentCard:
+        """``card`` without the endpoints it may not send us to.
+
+        Raises:
+            A2AError: If it names no endpoint we may call.
+        """
+        kept = AgentCard()
+        kept.CopyFrom(card)
+        del kept.supported_interfaces[:]
+        reasons: list[str] = []
+        for interface in card.supported_interfaces:
+            reason = await refused_target(self.url, interface.url)
+            if reason is None:
+                kept.supported_interfaces.append(interface)
+            else:
+                reasons.append(reason)
+        if not kept.supported_interfaces:
+            why = "; ".join(reasons) or "it names no endpoint"
+            raise A2AError(f"the A2A agent at {self.url} cannot be called: {why}", url=self.url)
+        return kept
 
     async def _forget(self) -> None:
         """Drop the card and close this loop's clients: the next call starts afresh."""
@@ -283,26 +330,29 @@ async def a2a_tool(
     description: str | None = None,
     token: str | None = None,
     timeout: float | None = None,
+    **options: Any,
 ) -> A2AAgentTool:
     """An :class:`A2AAgentTool` named and described from the remote agent's card.
+
+    ``options``: further :class:`A2AAgentTool` arguments (``headers``, ``trusted_origins``).
 
     Raises:
         A2AConnectionError: If the remote agent cannot be reached.
         A2AError: If its card cannot be read.
     """
-    probe = A2AAgentTool(url, name=name or "a2a_agent", token=token)
-    async with httpx.AsyncClient(headers=probe._headers, timeout=30.0) as http:
+    probe = A2AAgentTool(url, name=name or "a2a_agent", token=token, **options)
+    async with probe._http(30.0) as http:
         with probe._errors():
             card: AgentCard = await A2ACardResolver(http, probe.url).get_agent_card()
-    made = A2AAgentTool(
+    return A2AAgentTool(  # its first call does not read the card again
         url,
         name=name or _tool_name(card.name),
         description=description or card.description or None,
         token=token,
         timeout=timeout,
+        card=card,
+        **options,
     )
-    made._card = card  # its first call does not read it again
-    return made
 
 
 def _tool_name(text: str) -> str:

@@ -203,6 +203,7 @@ async def build_toolkit(
                 description=a.description,
                 token=env_settings(environ).get(a.token_env) if a.token_env else None,
                 timeout=a.timeout,
+                trusted_origins=a.trusted_origins,
             )
             stack.push_async_callback(remote.aclose)  # its HTTP client
             toolkit.append(remote)

@@ -155,6 +155,8 @@ class A2AToolConfig(_Section):
     description: str | None = None
     token_env: str | None = None
     timeout: Positive | None = None
+    #: Origins besides ``url``'s that the card may name and that get the token.
+    trusted_origins: list[str] = []
 
 
 class ToolkitConfig(_Section):

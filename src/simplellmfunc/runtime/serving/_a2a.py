@@ -1,8 +1,20 @@
 """A served agent as an A2A server, on the official ``a2a-sdk``.
 
-:func:`a2a_routes` gives the Starlette routes: the agent card at the well-known path and the
-JSON-RPC endpoint (message send and stream, task get and cancel) handled by the SDK's
-``DefaultRequestHandler`` over an in-memory task store. Our executor runs each message as one
+:func:`a2a_routes` gives the Starlette routes: the agent card at both well-known paths
+(``/.well-known/agent-card.json``, and ``/.well-known/agent.json`` that older clients read) and
+the JSON-RPC endpoint (message send and stream, task get, list and cancel) handled by the SDK's
+``DefaultRequestHandler`` over an in-memory task store.
+
+Both protocol versions the SDK speaks are served on the one endpoint: the current one (1.0:
+``SendMessage`` ..., with an ``A2A-Version: 1.0`` header) and 0.3 (``message/send`` ..., the
+SDK's compatibility adapter). A request without an ``A2A-Version`` header is a 0.3 request, as
+the specification reads it. The card names the endpoint twice (a 1.0 and a 0.3 interface) and
+carries the 0.3 card's top-level fields (``url``, ``protocolVersion``, ``preferredTransport``),
+so that clients of either version can read it. Its skills are the agent's own: one per tool
+and per skill of its toolkit (read from the agent when the card is first asked for), or the
+agent itself as one ``chat`` skill when it has neither.
+
+Our executor runs each message as one
 turn of the A2A context's session (:class:`ServedAgent`) and maps the turn's events to A2A
 updates:
 
@@ -41,7 +53,12 @@ from a2a.types import (
     StringList,
     TaskState,
 )
-from a2a.utils.constants import PROTOCOL_VERSION_CURRENT, TransportProtocol
+from a2a.utils.constants import (
+    AGENT_CARD_WELL_KNOWN_PATH,
+    PROTOCOL_VERSION_0_3,
+    PROTOCOL_VERSION_CURRENT,
+    TransportProtocol,
+)
 from starlette.applications import Starlette
 from starlette.routing import BaseRoute
 
@@ -53,50 +70,52 @@ from ..._events import (
     ToolCallErrorEvent,
     ToolCallStartEvent,
 )
+from ...tools import Tool
 from ...wire import WirePolicy, to_wire
-from ..config import TurnResult
+from ..config import ConfiguredAgent, TurnResult
+from ..skills import Skills
 from ._served import ServedAgent
 
-__all__ = ["a2a_app", "a2a_routes", "agent_card"]
+__all__ = ["a2a_app", "a2a_routes", "agent_card", "agent_skills"]
 
 logger = logging.getLogger("simplellmfunc.serving")
 
 ANSWER_ARTIFACT = "answer"
+#: Where clients before 0.3 read the card (``agent-card.json`` is the current path).
+LEGACY_CARD_PATH = "/.well-known/agent.json"
 _CANCEL_WAIT_SECONDS = 30.0
 #: Status metadata: the event's ``to_wire`` form, long texts cut to 2,000 characters.
 METADATA_POLICY = WirePolicy(max_text_chars=2_000)
 
 
-def agent_card(served: ServedAgent, url: str, *, bearer: bool = False) -> AgentCard:
-    """The agent card of ``served``, reachable with JSON-RPC at ``url``.
+def agent_card(
+    served: ServedAgent,
+    url: str,
+    *,
+    bearer: bool = False,
+    skills: list[AgentSkill] | None = None,
+) -> AgentCard:
+    """The agent card of ``served``, reachable with JSON-RPC at ``url`` (1.0 and 0.3).
 
     Args:
         served: The agent.
         url: The absolute URL of the JSON-RPC endpoint.
         bearer: Say that calls need an ``Authorization: Bearer`` token.
+        skills: The card's skills (default: the agent itself as one ``chat`` skill; see
+            :func:`agent_skills` for the agent's real ones).
     """
     card = AgentCard(
         name=served.name,
         description=served.description,
         version="1.0.0",
         supported_interfaces=[
-            AgentInterface(
-                url=url,
-                protocol_binding=TransportProtocol.JSONRPC,
-                protocol_version=PROTOCOL_VERSION_CURRENT,
-            )
+            AgentInterface(url=url, protocol_binding=TransportProtocol.JSONRPC, protocol_version=v)
+            for v in (PROTOCOL_VERSION_CURRENT, PROTOCOL_VERSION_0_3)
         ],
         capabilities=AgentCapabilities(streaming=True),
         default_input_modes=["text/plain"],
         default_output_modes=["text/plain"],
-        skills=[
-            AgentSkill(
-                id=served.name,
-                name=served.name,
-                description=served.description,
-                tags=["chat"],
-            )
-        ],
+        skills=skills if skills else [_chat_skill(served)],
     )
     if bearer:
         card.security_schemes["bearer"].CopyFrom(
@@ -106,6 +125,53 @@ def agent_card(served: ServedAgent, url: str, *, bearer: bool = False) -> AgentC
             SecurityRequirement(schemes={"bearer": StringList(list=[])})
         )
     return card
+
+
+def _chat_skill(served: ServedAgent) -> AgentSkill:
+    return AgentSkill(
+        id=served.name, name=served.name, description=served.description, tags=["chat"]
+    )
+
+
+async def agent_skills(served: ServedAgent) -> list[AgentSkill]:
+    """The skills of ``served``'s card: one per skill of its toolkit's :class:`Skills`
+    (tag ``skill``) and one per other tool (tag ``tool``), in toolkit order; the agent itself
+    as one ``chat`` skill when it has none.
+
+    An ``@llm_chat`` agent's toolkit is what a call would run with (its tool providers, MCP
+    servers included, are asked); a ``ConfiguredAgent``'s is the one it opened.
+    """
+    agent = served.agent
+    if isinstance(agent, ConfiguredAgent):
+        items: list[Any] = list(agent.toolkit)
+        tools = [t for i in items if not isinstance(i, Skills) for t in await _tools_of(i)]
+    else:
+        invocation, _ = await agent.prepare_call("")
+        items = [h for h in invocation.hooks if isinstance(h, Skills)]
+        tools = list(invocation.tools)
+    found: list[AgentSkill] = []
+    plumbing: set[str] = set()
+    for skills in (i for i in items if isinstance(i, Skills)):
+        plumbing.update(t.name for t in skills.toolset)
+        found += [
+            AgentSkill(id=s.name, name=s.name, description=s.description, tags=["skill"])
+            for s in skills.registry
+        ]
+    found += [
+        AgentSkill(id=t.name, name=t.name, description=t.description or t.name, tags=["tool"])
+        for t in tools
+        if t.name not in plumbing
+    ]
+    unique = {skill.id: skill for skill in reversed(found)}  # the first of one id wins
+    return [unique[key] for key in dict.fromkeys(s.id for s in found)] or [_chat_skill(served)]
+
+
+async def _tools_of(item: Any) -> list[Tool]:
+    """The tools of one toolkit item of a config agent (a tool, or a provider's tools)."""
+    if isinstance(item, Tool):
+        return [item]
+    list_tools = getattr(item, "list_tools", None)
+    return list(await list_tools()) if list_tools is not None else []
 
 
 class _Executor(AgentExecutor):
@@ -217,8 +283,8 @@ def a2a_routes(
     rpc_path: str = "/a2a",
     bearer: bool = False,
 ) -> list[BaseRoute]:
-    """The A2A routes of ``served``: its card at ``/.well-known/agent-card.json`` and the
-    JSON-RPC endpoint at ``rpc_path``.
+    """The A2A routes of ``served``: its card at ``/.well-known/agent-card.json`` and
+    ``/.well-known/agent.json``, and the JSON-RPC endpoint (1.0 and 0.3) at ``rpc_path``.
 
     Args:
         served: The agent.
@@ -227,14 +293,44 @@ def a2a_routes(
         bearer: Advertise bearer-token auth in the card (the app enforces it).
     """
     card = agent_card(served, url.rstrip("/") + rpc_path, bearer=bearer)
+    skills = _SkillsOnce(served)
+
+    async def with_skills(served_card: AgentCard) -> AgentCard:
+        filled = AgentCard()
+        filled.CopyFrom(served_card)
+        del filled.skills[:]
+        filled.skills.extend(await skills.get())
+        return filled
+
     handler = DefaultRequestHandler(
         agent_executor=_Executor(served), task_store=InMemoryTaskStore(), agent_card=card
     )
     routes: list[BaseRoute] = [
-        *create_agent_card_routes(card),
-        *create_jsonrpc_routes(handler, rpc_url=rpc_path),
+        *create_agent_card_routes(card, with_skills, card_url=AGENT_CARD_WELL_KNOWN_PATH),
+        *create_agent_card_routes(card, with_skills, card_url=LEGACY_CARD_PATH),
+        *create_jsonrpc_routes(handler, rpc_url=rpc_path, enable_v0_3_compat=True),
     ]
     return routes
+
+
+class _SkillsOnce:
+    """The agent's skills, read at the first card request (the toolkit is open by then)."""
+
+    def __init__(self, served: ServedAgent) -> None:
+        self._served = served
+        self._lock = anyio.Lock()
+        self._skills: list[AgentSkill] | None = None
+
+    async def get(self) -> list[AgentSkill]:
+        async with self._lock:
+            if self._skills is None:
+                try:
+                    self._skills = await agent_skills(self._served)
+                except Exception:  # boundary: a toolkit that cannot be listed (an MCP server
+                    # down ...) must not take the card down: the agent is its one skill
+                    logger.warning("the agent's skills cannot be listed", exc_info=True)
+                    return [_chat_skill(self._served)]
+            return self._skills
 
 
 def a2a_app(agent: Any, url: str, *, rpc_path: str = "/a2a", **served_options: Any) -> Starlette:
