@@ -33,6 +33,14 @@ class Text:
 
     text: str
 
+    @property
+    def content(self) -> str:
+        """The text (SimpleLLMFunc's name for it)."""
+        return self.text
+
+    def __str__(self) -> str:
+        return self.text
+
     def to_part(self) -> dict[str, Any]:
         """Return the OpenAI-style content part."""
         return {"type": "text", "text": self.text}

@@ -21,6 +21,7 @@ __all__ = [
     "Message",
     "SystemMessage",
     "ToolCall",
+    "ToolCallFunction",
     "ToolMessage",
     "UserMessage",
     "dict_content_text",
@@ -35,12 +36,30 @@ Content: TypeAlias = str | tuple[ContentPart, ...]
 
 
 @dataclass(frozen=True, slots=True)
+class ToolCallFunction:
+    """The function part of a tool call: its name and raw JSON ``arguments``."""
+
+    name: str
+    arguments: str = "{}"
+
+
+@dataclass(frozen=True, slots=True)
 class ToolCall:
     """A function call requested by the model. ``arguments`` is the raw JSON text."""
 
     id: str
     name: str
     arguments: str = "{}"
+
+    @property
+    def type(self) -> Literal["function"]:
+        """Always ``"function"`` (the OpenAI ``tool_calls`` entry's ``type``)."""
+        return "function"
+
+    @property
+    def function(self) -> ToolCallFunction:
+        """The name and raw arguments, in the OpenAI shape (``call.function.name``)."""
+        return ToolCallFunction(self.name, self.arguments)
 
     def to_dict(self) -> dict[str, Any]:
         """Return the OpenAI ``tool_calls`` entry."""
