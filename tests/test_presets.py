@@ -17,8 +17,13 @@ from simplellmfunc.types import UserMessage
 
 KEY = "sk-preset-test-0123456789"
 NO_SCHEMA = Capabilities(json_schema=False)
+# llama-server: the JSON tool protocol (json_schema on, no native tools), no tool deltas.
 LLAMACPP = Capabilities(
-    streaming_with_tools=False, null_assistant_content=False, stream_usage=False, json_schema=False
+    native_tools=False,
+    parallel_tool_calls=False,
+    streaming_with_tools=False,
+    null_assistant_content=False,
+    json_schema=True,
 )
 # Written out independently of the table under test.
 EXPECTED: dict[str, tuple[str, str, Capabilities]] = {
@@ -147,18 +152,22 @@ def test_bad_specs(spec: str, message: str) -> None:
 
 
 async def test_llamacpp_preset_at_the_wire(mock_server: MockLLMServer) -> None:
-    """No key, no ``stream_options``: what a local llama.cpp server gets."""
+    """No key and a bounded reply: what a local llama.cpp server gets."""
     mock_server.script(Reply.text("hi there", chunks=2, usage=None))
     request = LLMRequest((UserMessage("hi"),))
     async with make_llm("llamacpp:local", base_url=mock_server.url) as llm:
         events = [event async for event in llm.stream(request)]
     sent = mock_server.requests[-1]
     assert "authorization" not in sent.headers
-    assert "stream_options" not in sent.json
     assert sent.json["model"] == "local"
+    assert sent.json["max_tokens"] == 512
     final: Any = events[-1]
     assert final.response.text == "hi there"
     assert final.response.provider == "llamacpp"
+    mock_server.script(Reply.text("again"))
+    async with make_llm("llamacpp:local", base_url=mock_server.url, max_tokens=64) as llm:
+        await llm.complete(request)
+    assert mock_server.requests[-1].json["max_tokens"] == 64  # an override wins
 
 
 @pytest.mark.skipif(

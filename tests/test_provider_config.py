@@ -238,6 +238,16 @@ def test_from_env_for_a_local_server_needs_no_key_and_takes_capabilities() -> No
     assert caps.streaming  # fields left out keep their defaults
 
 
+async def test_from_env_bounds_replies_with_max_tokens(mock_server: MockLLMServer) -> None:
+    mock_server.script(Reply.text("hello"))
+    environ = {"OPENAI_MODEL": "m", "OPENAI_BASE_URL": mock_server.url, "OPENAI_MAX_TOKENS": "96"}
+    async with OpenAICompatible.from_env(environ) as llm:
+        await llm.complete(LLMRequest((UserMessage("hi"),)))
+    assert mock_server.requests[0].json["max_tokens"] == 96
+    with pytest.raises(ConfigError, match="OPENAI_MAX_TOKENS must be a positive integer"):
+        OpenAICompatible.from_env({**environ, "OPENAI_MAX_TOKENS": "lots"})
+
+
 @pytest.mark.parametrize(
     ("value", "message"),
     [

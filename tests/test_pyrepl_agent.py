@@ -12,7 +12,7 @@ from PIL import Image
 
 from process_support import host_process
 from simplellmfunc import OpenAICompatible, llm_chat
-from simplellmfunc._events import CustomEvent
+from simplellmfunc._events import CustomEvent, ToolCallEndEvent, ToolCallErrorEvent
 from simplellmfunc.builtin import PyRepl
 from simplellmfunc.hooks import is_event_yield
 from simplellmfunc.testing import MockLLMServer, Reply, ToolCallSpec
@@ -52,6 +52,35 @@ async def test_agent_turn_carries_state_between_tool_calls(tmp_path: Path) -> No
     assert "mean 5.0" in tool_messages[1]["content"]
     assert "succeeded" in tool_messages[1]["content"]
     assert outputs[-1].response == "The mean is 5."
+
+
+async def test_a_cell_that_raised_is_a_failed_tool_call(tmp_path: Path) -> None:
+    """Events say ``success=False`` with the error; the model reads the same summary."""
+    async with PyRepl(tmp_path, log_dir=tmp_path / "logs") as repl, MockLLMServer() as server:
+        llm = OpenAICompatible("sk-test-123456789", "mock", server.url)
+
+        @llm_chat(llm, toolkit=repl.toolset, enable_event=True)
+        async def analyst(message: str, history: Any = None) -> None:
+            """You run Python."""
+
+        server.script(
+            Reply.tool_calls(ToolCallSpec("execute_code", {"code": "len(5)"})),
+            Reply.text("len needs a sequence."),
+        )
+        outputs = [item async for item in analyst("len of 5?")]
+        await llm.aclose()
+        requests = [r.json for r in server.requests]
+    events = [o.event for o in outputs if is_event_yield(o)]
+    (end,) = [e for e in events if isinstance(e, ToolCallEndEvent)]
+    (error,) = [e for e in events if isinstance(e, ToolCallErrorEvent)]
+    assert end.success is False
+    assert "Execution failed" in end.result
+    assert "TypeError: object of type 'int' has no len()" in end.result
+    assert error.tool_call_id == end.tool_call_id
+    assert "TypeError" in error.error_message
+    (tool_message,) = [m for m in requests[1]["messages"] if m["role"] == "tool"]
+    assert tool_message["content"] == end.result  # no "Error: ToolRetry:" in front
+    assert outputs[-1].response == "len needs a sequence."
 
 
 async def test_agent_sees_images_as_multimodal_tool_results(tmp_path: Path) -> None:

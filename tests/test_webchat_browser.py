@@ -10,6 +10,7 @@ screenshot of the page goes to ``.cache/test-artifacts/web-chat.png``
 from __future__ import annotations
 
 import os
+import re
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
@@ -173,6 +174,29 @@ def test_abort_mid_cell_keeps_the_session(context: Any, served: Served) -> None:
     second = page.locator("details.tool").nth(1)
     expect(second.locator(".tool-output")).to_have_text("42\n")
     idle(page)
+
+
+def test_a_cell_that_raised_is_a_failed_card_live_and_after_a_reload(
+    context: Any, served: Served
+) -> None:
+    page = open_tab(context, served)
+    expect(page.locator(".empty-hint")).to_contain_text("No messages yet")
+    say(page, "len")
+    expect(page.locator(".empty-hint")).to_have_count(0)
+    card = page.locator("details.tool").first
+    expect(card).to_have_class("tool failed")
+    failure = "failed: TypeError: object of type 'int' has no len()"
+    expect(card.locator(".tool-state")).to_contain_text(failure)
+    expect(card.locator(".tool-result summary")).to_have_text(
+        re.compile(r"result: Execution failed")
+    )
+    idle(page)
+    page.reload()
+    expect(page.locator("body[data-ready=true]")).to_have_count(1)
+    restored = page.locator("details.tool").first
+    expect(restored).to_have_class("tool failed")
+    expect(restored.locator(".tool-state")).to_contain_text(failure)
+    expect(page.locator(".empty-hint")).to_have_count(0)
 
 
 def test_two_tabs_are_isolated_and_a_reload_keeps_the_history(context: Any, served: Served) -> None:

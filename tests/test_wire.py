@@ -128,6 +128,37 @@ async def test_agui_stream_parses_with_the_protocol_models(mock_server: MockLLMS
     assert customs["kernel_stdout"]["tool_name"] == "run_cell"
 
 
+@tool
+async def broken(code: str) -> str:
+    """Fail like a cell that raised.
+
+    Args:
+        code: The code.
+    """
+    raise TypeError("object of type 'int' has no len()")
+
+
+async def test_agui_draws_a_failed_tool_call_as_failed(mock_server: MockLLMServer) -> None:
+    mock_server.script(
+        Reply.tool_calls(ToolCallSpec("broken", {"code": "len(5)"})), Reply.text("Sorry.")
+    )
+    async with OpenAICompatible("sk-test-123456789", "mock", mock_server.url) as llm:
+
+        @llm_chat(llm, toolkit=[broken, run_cell], stream=True, enable_event=True)
+        async def agent(message: str, history: list | None = None):
+            """Run code."""
+
+        frames = [f async for f in agui_sse_stream(agent("go", history=[], _session_id="s2"))]
+    parse = TypeAdapter(Event).validate_json
+    events = [parse(frame.removeprefix("data: ")) for frame in frames]
+    (result,) = [e for e in events if e.type == EventType.TOOL_CALL_RESULT]
+    assert result.metadata == {"success": False}
+    assert "TypeError: object of type 'int' has no len()" in result.content
+    (error,) = [e for e in events if e.type == EventType.CUSTOM and e.name == "tool_call_error"]
+    assert error.value["tool_call_id"] == result.tool_call_id
+    assert error.value["data"]["error_type"] == "TypeError"
+
+
 def test_agui_fork_origins_are_subagents_and_state() -> None:
     root = EventOrigin("s1", "root", 1)
     fork = EventOrigin("s1", "child", 1, "root", "fork_1", 1)

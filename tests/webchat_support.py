@@ -42,6 +42,7 @@ CODE = {
     "    time.sleep(0.1)",
     "x?": "print(x + 1)",
     "set x": "x = 100",
+    "len": "len(5)",
 }
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeAlias
@@ -148,6 +149,20 @@ def _fallback(event: CustomEvent) -> ToolEventRenderUpdate:
     return ToolEventRenderUpdate(append_output=f"[{event.event_name}] {data}\n")
 
 
+_RAISED = re.compile(r"^[A-Za-z_.]*(Error|Exception|Interrupt|Exit)\b")
+
+
+def error_line(error_type: str, message: str) -> str:
+    """One line for a failed tool call: the exception line of a failed PyRepl cell, else the
+    message's first line, naming the error type once (``"Error: <type>: ..."`` messages do)."""
+    lines = [line.strip() for line in message.splitlines() if line.strip()]
+    line = next((x for x in lines if _RAISED.match(x)), lines[0] if lines else "")
+    line = line.removeprefix("Error: ")
+    if error_type and error_type != "ToolRetry" and not line.startswith(error_type):
+        line = f"{error_type}: {line}"
+    return line or "failed"
+
+
 @dataclass
 class TurnView:
     """The blocks of one turn, folded from its items.
@@ -246,7 +261,7 @@ class TurnView:
         if isinstance(event, ToolCallErrorEvent):
             card = self._card(event.tool_call_id, event.tool_name)
             card.status = "cancelled" if event.error_type == "Cancelled" else "error"
-            card.output += f"{event.error_type}: {event.message}\n"
+            card.output += error_line(event.error_type, event.message) + "\n"
             return card
         if isinstance(event, ToolCallEndEvent):
             card = self._card(event.tool_call_id, event.tool_name)

@@ -157,7 +157,8 @@ class ToolCard(Collapsible):
         for view in card.forks.values():
             parts.extend(_sub_run(view, 1))
         if card.result is not None:
-            parts.append(Text("→ " + card.result[-_OUTPUT_TAIL:], style="green"))
+            style = "green" if card.status == "success" else "red"
+            parts.append(Text("→ " + card.result[-_OUTPUT_TAIL:], style=style))
         return Group(*parts)
 
     def show(self, card: ToolCard | ToolRenderSnapshot) -> None:

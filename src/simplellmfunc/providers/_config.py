@@ -131,11 +131,11 @@ def interface_from_env(
     Ollama). ``<prefix>_CAPABILITIES`` declares what the server supports, as comma-separated
     ``name=true|false`` pairs of :class:`~simplellmfunc.providers.Capabilities` fields, e.g.
     ``native_tools=false,json_schema=true`` for llama.cpp's ``llama-server`` with a model whose
-    template has no tools.
+    template has no tools. ``<prefix>_MAX_TOKENS`` bounds every reply (a positive integer).
 
     Raises:
         ConfigError: If the model is missing, the key is missing for a remote server, or the
-            capabilities do not parse.
+            capabilities or the token bound do not parse.
     """
     env = env_settings(environ)
     model = env.get(f"{prefix}_MODEL", "").strip()
@@ -148,6 +148,11 @@ def interface_from_env(
         )
     capabilities = _capabilities(env.get(f"{prefix}_CAPABILITIES", ""), f"{prefix}_CAPABILITIES")
     extra: dict[str, Any] = {"capabilities": capabilities} if capabilities is not None else {}
+    max_tokens = env.get(f"{prefix}_MAX_TOKENS", "").strip()
+    if max_tokens:
+        if not max_tokens.isdigit() or int(max_tokens) < 1:
+            raise ConfigError(f"{prefix}_MAX_TOKENS must be a positive integer, got {max_tokens!r}")
+        extra["max_tokens"] = int(max_tokens)
     return cls(keys or None, model, base_url, **extra)
 
 

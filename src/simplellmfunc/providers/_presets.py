@@ -7,7 +7,7 @@ its servers support, so the common case needs no configuration beyond the key.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, Final, Literal
 
@@ -34,6 +34,7 @@ class Preset:
         capabilities: What the servers support (``None``: the adapter's defaults).
         key_required: Whether a call without a key is refused (local servers need none).
         base_url_env: An environment variable that overrides ``base_url`` when set.
+        params: Default body parameters (e.g. ``max_tokens``); overrides win.
     """
 
     name: str
@@ -43,11 +44,14 @@ class Preset:
     capabilities: Capabilities | None = None
     key_required: bool = True
     base_url_env: str | None = None
+    params: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
 
 
 # Most OpenAI-compatible vendors accept ``response_format={"type": "json_object"}`` but not a
 # JSON schema; the engine then puts the output contract in the prompt.
 _NO_SCHEMA: Final = Capabilities(json_schema=False)
+# The reply bound of the local-server preset (also ``from_env``'s for a loopback server).
+LOCAL_MAX_TOKENS: Final = 512
 
 
 def _preset(
@@ -58,6 +62,7 @@ def _preset(
     interface: InterfaceKind = "openai",
     capabilities: Capabilities | None = None,
     key_required: bool = True,
+    params: Mapping[str, Any] | None = None,
 ) -> Preset:
     return Preset(
         name,
@@ -67,6 +72,7 @@ def _preset(
         capabilities,
         key_required,
         f"{prefix}_BASE_URL",
+        MappingProxyType(dict(params or {})),
     )
 
 
@@ -104,14 +110,20 @@ PRESETS: Final[Mapping[str, Preset]] = MappingProxyType(
                 "http://127.0.0.1:8080/v1",
                 "LLAMACPP",
                 key_required=False,
-                # llama-server: no tool-call deltas while streaming, no usage chunk, no null
-                # assistant content, and its JSON-schema support differs from OpenAI's.
+                # llama-server: no tool-call deltas while streaming, no null assistant content;
+                # it honours JSON schemas by grammar (``oneOf`` included), which the JSON tool
+                # protocol needs. Native tool calls only with ``--jinja`` and a chat template that
+                # has a tool section (the small local models' have none), so they are off: the
+                # JSON protocol works with every model. Replies are bounded: a small model may
+                # otherwise ramble until its context is full.
                 capabilities=Capabilities(
+                    native_tools=False,
+                    parallel_tool_calls=False,
                     streaming_with_tools=False,
                     null_assistant_content=False,
-                    stream_usage=False,
-                    json_schema=False,
+                    json_schema=True,
                 ),
+                params={"max_tokens": LOCAL_MAX_TOKENS},
             ),
             Preset("claude-code", "", None, "claude-cli", key_required=False),
         )
@@ -159,6 +171,8 @@ def make_llm(
     overrides.setdefault("provider_name", preset.name)
     if preset.capabilities is not None:
         overrides.setdefault("capabilities", preset.capabilities)
+    for param, value in preset.params.items():
+        overrides.setdefault(param, value)
     if preset.interface == "anthropic":
         # Imported here: presets must not pull every adapter in on import.
         from ._anthropic import AnthropicCompatible

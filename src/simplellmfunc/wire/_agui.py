@@ -139,6 +139,9 @@ class AGUIAdapter:
                         tool_call_id=event.tool_call_id,
                         content=content,
                         role="tool",
+                        # AG-UI's result has no outcome field: a failed call says so here
+                        # (its error also came as the tool_call_error custom event).
+                        metadata={"success": event.success},
                     )
                 )
                 return out

@@ -15,7 +15,7 @@ from typing import Any, Protocol
 
 from ..._abort import AbortSignal
 from ..._content import ImgPath, ImgUrl
-from ...exceptions import ContentError
+from ...exceptions import ContentError, ToolRetry
 from ...tools import Tool, ToolEventEmitter
 
 __all__ = [
@@ -142,10 +142,18 @@ class ExecuteCodeTool(ReplTool):
         )
 
     def render(self, result: Any) -> Any:
-        """The model's view: a text summary, plus the images when there are any."""
+        """The model's view: a text summary, plus the images when there are any.
+
+        Raises:
+            ToolRetry: For a cell that failed (raised, timed out): the run's events show a failed
+                call (``success=False``) with the summary, which the model reads as the result.
+        """
         if not isinstance(result, dict):
             return result
-        return render_execution(result)
+        summary = render_execution(result)
+        if result.get("success") is False:
+            raise ToolRetry(summary if isinstance(summary, str) else summary[0])
+        return summary
 
 
 class ResetReplTool(ReplTool):

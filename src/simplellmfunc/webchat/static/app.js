@@ -143,17 +143,37 @@ class ToolCard {
     field.focus();
     follow();
   }
-  fail(event) { this.failure = event.error_type + ": " + event.message; }
+  fail(event) { this.failure = errorLine(event.error_type, event.message); }
   end(event) {
     this.node.classList.remove("running");
     this.node.classList.add(event.success ? "ok" : "failed");
     const seconds = typeof event.duration_s === "number" ? " · " + event.duration_s.toFixed(2) + " s" : "";
-    this.state.textContent = (event.success ? "done" : this.failure || "failed") + seconds;
+    const failure = this.failure || errorLine("", resultText(event.result));
+    this.state.textContent = (event.success ? "done" : "failed: " + failure) + seconds;
     for (const form of this.node.querySelectorAll("form.input-request")) form.remove();
+    const text = resultText(event.result);
     const result = element("details", "tool-result");
-    result.append(element("summary", "", "result"), element("pre", "", resultText(event.result)));
+    // The summary shows the result's first line, so a closed card is not an empty one.
+    const preview = text.split("\n").find((line) => line.trim()) || "(empty)";
+    result.append(element("summary", "", "result: " + preview), element("pre", "", text));
     this.node.appendChild(result);
   }
+}
+
+function errorLine(type, message) {
+  // One line for a failed card: the exception line of a failed cell, else the first line, with
+  // the error type once (a message may start with "Error: <type>:" already).
+  const lines = (message || "").split("\n").map((line) => line.trim()).filter(Boolean);
+  const raised = lines.find((line) => /^[A-Za-z_.]*(Error|Exception|Interrupt|Exit)\b/.test(line));
+  const line = (raised || lines[0] || "").replace(/^Error: /, "");
+  const shown = type && type !== "ToolRetry" && !line.startsWith(type) ? type + ": " + line : line;
+  return shown || "failed";
+}
+
+function looksFailed(text) {
+  // A tool result restored from the history carries no flag: a failure reads "Error: ..." (a
+  // tool that raised) or "Execution failed" (a PyRepl cell), after an optional note line.
+  return /^(Note: .*\n)?(Error: |Execution failed)/.test(text || "");
 }
 
 function resultText(result) {
@@ -271,7 +291,13 @@ async function readEvents(response, onEvent) {
   }
 }
 
+function emptyHint() {
+  add(element("div", "empty-hint", "No messages yet: type one below and press Enter. " +
+    "The replies stream in here, with a card for every tool call."));
+}
+
 async function send(text) {
+  for (const hint of log.querySelectorAll(".empty-hint")) hint.remove();
   add(element("div", "msg user", text));
   follow();
   setRunning(true);
@@ -330,9 +356,10 @@ async function restore() {
       }
     } else if (message.role === "tool" && cards.has(message.tool_call_id)) {
       const card = cards.get(message.tool_call_id);
-      card.end({success: true, result: message.text});
+      card.end({success: !looksFailed(message.text), result: message.text});
     }
   }
+  if (!messages.length) emptyHint();
   follow();
   document.body.dataset.ready = "true";
 }

@@ -1,0 +1,80 @@
+"""The local model's build and launch path (``scripts/llama_server.py``, ``local_model.py``).
+
+A CPU may advertise instructions its guest cannot run (this project's machines advertise Intel
+AMX and fault on the first AMX instruction), so the build never compiles for the native CPU and
+the launch turns the repacked buffers (where AMX kernels run) off where AMX is advertised. A
+server that dies during start-up is reported with the tail of its output and one hint.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
+
+from llama_server import cmake_flags, cpu_flags, launch_args
+from local_model import HINT, ServerExitedError, free_port, serve
+
+# The flags line of this project's usual machine (a Sapphire Rapids guest), shortened.
+AMX_CPUINFO = """processor\t: 0
+vendor_id\t: GenuineIntel
+model name\t: Intel(R) Xeon(R) Platinum 8481C CPU @ 2.70GHz
+flags\t\t: fpu sse sse2 ssse3 sse4_1 sse4_2 avx f16c fma bmi1 bmi2 avx2 avx512f avx512dq \
+avx512cd avx512bw avx512vl avx512_vnni avx512_bf16 amx_bf16 amx_tile amx_int8
+"""
+OLD_X86 = frozenset({"sse", "sse2", "ssse3", "sse4_1", "sse4_2", "avx"})  # no AVX2
+ARM_FEATURES = "Features\t: fp asimd evtstrm aes pmull sha1 sha2 crc32 atomics fphp asimdhp asimddp"
+
+
+def _options(flags: list[str]) -> dict[str, str]:
+    return dict(f.removeprefix("-D").split("=", 1) for f in flags)
+
+
+def test_an_amx_cpu_gets_a_portable_build_and_no_repacked_buffers() -> None:
+    flags = cpu_flags(AMX_CPUINFO)
+    assert {"amx_tile", "avx512f", "avx2"} <= flags
+    options = _options(cmake_flags("x86_64", flags))
+    assert options["GGML_NATIVE"] == "OFF"  # -march=native would compile AMX in
+    for name in ("AMX_TILE", "AMX_INT8", "AMX_BF16", "AVX512", "AVX512_VNNI", "AVX512_BF16"):
+        assert options[f"GGML_{name}"] == "OFF", name
+    assert all(options[f"GGML_{n}"] == "ON" for n in ("AVX", "AVX2", "FMA", "F16C", "BMI2"))
+    assert launch_args(flags) == ["--no-repack"]
+
+
+def test_the_build_holds_only_what_the_server_needs() -> None:
+    options = _options(cmake_flags("x86_64", cpu_flags(AMX_CPUINFO), ccache=True))
+    for name in ("LLAMA_BUILD_TESTS", "LLAMA_BUILD_EXAMPLES", "LLAMA_BUILD_APP", "LLAMA_OPENSSL"):
+        assert options[name] == "OFF", name
+    assert options["LLAMA_USE_PREBUILT_UI"] == "OFF"  # no download at build time
+    assert options["BUILD_SHARED_LIBS"] == "OFF"  # one self-contained binary
+    assert options["GGML_CCACHE"] == "ON"
+
+
+def test_other_cpus() -> None:
+    old = _options(cmake_flags("x86_64", OLD_X86))
+    assert (old["GGML_NATIVE"], old["GGML_AVX2"], old["GGML_FMA"]) == ("OFF", "OFF", "OFF")
+    assert launch_args(OLD_X86) == []
+    arm = _options(cmake_flags("aarch64", cpu_flags(ARM_FEATURES)))
+    assert arm["GGML_NATIVE"] == "OFF"
+    assert arm["GGML_CPU_ARM_ARCH"] == "armv8.2-a+dotprod+fp16"
+    assert _options(cmake_flags("arm64", frozenset({"asimd"})))["GGML_CPU_ARM_ARCH"] == "armv8-a"
+    assert not any("AVX" in f for f in cmake_flags("aarch64", frozenset()))
+
+
+async def test_a_server_that_dies_at_start_up_shows_its_output_and_a_hint(tmp_path: Path) -> None:
+    script = "echo 'loading model'; echo 'illegal instruction in ggml' >&2; exit 4"
+    command = ["/bin/sh", "-c", script]
+    log = tmp_path / "server.log"
+    url = f"http://127.0.0.1:{free_port()}/health"
+    with pytest.raises(ServerExitedError) as caught:
+        async with serve(command, url, 30.0, log=log):
+            pytest.fail("the server never answered")
+    message = str(caught.value)
+    assert "exited (4) during start-up" in message
+    assert "illegal instruction in ggml" in message
+    assert "loading model" in message
+    assert HINT in message
+    assert caught.value.__context__ is None  # no second traceback chained to it
