@@ -63,7 +63,16 @@ class EventStamp:
 
 
 TerminatedBy: TypeAlias = Literal[
-    "answer", "terminate", "implicit", "max_steps", "loop", "paused", "aborted", "error"
+    "answer",
+    "terminate",
+    "implicit",
+    "max_steps",
+    "loop",
+    "paused",
+    "aborted",
+    "error",
+    "empty",
+    "truncated",
 ]
 
 

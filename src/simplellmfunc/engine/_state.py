@@ -54,8 +54,12 @@ class RunState:
         window_summary: The history window's LLM summary, keyed by how many messages it covers.
         batches: The signature of each tool batch so far (repetition detection).
         loop_warned: The model was told its batches repeat (the next repetition ends the run).
-        answer_from: JSON protocol, after a repeated call: the next LLM call must give the
-            final answer, and is sent the transcript up to this index (before the repetition).
+        answer_from: After a repeated call (protocols that answer repeats): the next LLM call
+            must give the final answer, and is sent the transcript up to this index (before the
+            repetition).
+        answer_retries: Empty or truncated answers asked for again so far.
+        stop_after: The reply called tools and announced its answer: once they ran, the run
+            ends with this answer (and ``terminated_by``).
     """
 
     transcript: Transcript
@@ -74,6 +78,8 @@ class RunState:
     batches: list[Signature] = field(default_factory=list)
     loop_warned: bool = False
     answer_from: int | None = None
+    answer_retries: int = 0
+    stop_after: str | None = None
 
     def result(self) -> RunResult:
         """The result of the run (call once it has ended)."""
