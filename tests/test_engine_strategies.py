@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 import simplellmfunc.engine as engine_pkg
 from simplellmfunc import OpenAICompatible, llm_chat, llm_function, tool
 from simplellmfunc.engine._json_protocol import AnswerStream, parse_step
+from simplellmfunc.engine._text_protocol import HeldCalls
 from simplellmfunc.events import EventYield, ReactEndEvent
 from simplellmfunc.exceptions import IncompleteAnswerError
 from simplellmfunc.providers import Capabilities
@@ -259,3 +260,44 @@ def test_a_cut_step_is_repaired() -> None:
     call = parse_step('{"action": "add", "action_input": {"a": 4')
     assert call.error is not None
     assert "cut off" in call.error
+
+
+async def test_text_protocol_streams_prose_and_the_answer_never_the_calls(
+    mock_server: MockLLMServer,
+) -> None:
+    mock_server.script(
+        Reply.text(
+            'Let me add.\n```json\n{"action": "add", "input": {"a": 40, "b": 2}}\n```', chunks=7
+        ),
+        Reply.text('{"action": "terminate", "answer": "42"}', chunks=5),
+    )
+    async with model(mock_server, TEXT) as llm:
+
+        @llm_chat(llm, toolkit=[add], stream=True)
+        async def agent(message: str, history: list[dict[str, Any]]) -> None:
+            """You add numbers."""
+
+        items: list[tuple[str, list[dict[str, Any]]]] = []
+        with anyio.fail_after(GUARD):
+            items = [item async for item in agent("40 + 2?", history=[])]
+    assert "".join(text for text, _ in items) == "Let me add.\n42"
+    assert items[-1][1][-1] == {"role": "assistant", "content": "42"}  # the answer, no wrapper
+
+
+@given(st.text(), st.lists(st.integers(min_value=1, max_value=7), max_size=40))
+def test_held_calls_show_the_prose_before_a_call_and_nothing_of_it(
+    prose: str, cuts: list[int]
+) -> None:
+    """However a text-protocol reply is cut into deltas, what streams is the prose before the
+    call's start (all of it when there is no call), never a piece of the call."""
+    call = '```json\n{"action": "add", "input": {"a": 1, "b": 2}}\n```'
+    for text in (prose, prose + call):
+        view, shown, at = HeldCalls(), [], 0
+        for size in [*cuts, len(text)]:
+            shown.append(view.feed(text[at : at + size]))
+            at += size
+        joined = "".join(shown)
+        assert text.startswith(joined)
+        assert "action" not in joined[len(prose) :]
+        if "```" not in prose and "{" not in prose and "<" not in prose:
+            assert joined == prose or (text == prose and prose.startswith(joined))

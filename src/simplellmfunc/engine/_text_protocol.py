@@ -36,6 +36,7 @@ from ._options import EngineOptions
 from ._protocol import (
     ReplyPlan,
     StepInfo,
+    StreamView,
     ToolCallProtocol,
     final_answer_after,
     implicit_stop,
@@ -330,6 +331,42 @@ def prose_of(text: str) -> str:
     return tidy("".join(kept))
 
 
+_CALL_STARTS = ("```json", "```tool", "```action", '{"action"', '{"tool"', '[{"action"', "<action>")
+
+
+class HeldCalls(StreamView):
+    """Shows a text-protocol reply as it streams up to where a call may begin (a fenced JSON
+    block, ``{"action"``, ``<action>``); from there on the text is held, and what of it is
+    prose or answer is shown once the reply is read (:meth:`TextProtocol.rest_of_answer`)."""
+
+    __slots__ = ("_held", "_pending")
+
+    def __init__(self) -> None:
+        self._pending = ""
+        self._held = False
+
+    def feed(self, delta: str) -> str:
+        if self._held:
+            return ""
+        text = self._pending + delta
+        starts = [at for start in _CALL_STARTS if (at := text.find(start)) >= 0]
+        if starts:
+            self._held, self._pending = True, ""
+            return text[: min(starts)]
+        keep = _partial_start(text)
+        self._pending = text[len(text) - keep :] if keep else ""
+        return text[: len(text) - keep]
+
+
+def _partial_start(text: str) -> int:
+    """The length of the longest tail of ``text`` that may grow into a call's start."""
+    for size in range(min(len(text), max(map(len, _CALL_STARTS)) - 1), 0, -1):
+        tail = text[-size:]
+        if any(start.startswith(tail) for start in _CALL_STARTS):
+            return size
+    return 0
+
+
 class TextProtocol(ToolCallProtocol):
     """Tools described in the system prompt, calls parsed from the reply's text; each step's
     prompt says where the run stands (``[Step k/N, remaining: r]``, seed 001 §3.4)."""
@@ -382,5 +419,20 @@ class TextProtocol(ToolCallProtocol):
             return ReplyPlan(feedback=feedback)
         return ReplyPlan(answer=text)
 
+    def stored(self, message: AssistantMessage, plan: ReplyPlan) -> AssistantMessage:
+        if plan.terminated_by == "terminate" and not plan.calls:
+            # The terminate action is protocol: the history keeps its answer.
+            return AssistantMessage(plan.answer, (), message.reasoning_details)
+        return message
+
+    def stream_view(self) -> StreamView:
+        return HeldCalls()
+
     def visible(self, text: str) -> str:
         return prose_of(text)
+
+    def rest_of_answer(self, answer: str, shown: str) -> str:
+        for prefix in (shown, shown.rstrip()):
+            if prefix and answer.startswith(prefix):
+                return answer[len(prefix) :]
+        return "" if answer.strip() in shown else answer
