@@ -34,7 +34,10 @@ async def run(agent: Any, message: str, history: list[dict[str, Any]] | None = N
 
 def text_llm(server: MockLLMServer) -> OpenAICompatible:
     return OpenAICompatible(
-        "sk-test-key-0000", "m", server.url, capabilities=Capabilities(native_tools=False)
+        "sk-test-key-0000",
+        "m",
+        server.url,
+        capabilities=Capabilities(native_tools=False, json_schema=False),
     )
 
 
@@ -104,7 +107,10 @@ async def test_text_protocol_format_error_goes_back_as_an_observation() -> None:
         assert "not valid JSON" in feedback["content"]
 
 
-async def test_implicit_signal_stops_text_mode_even_with_an_action() -> None:
+async def test_a_call_with_a_final_answer_runs_the_tool_then_stops() -> None:
+    """Seed 001 §3.3: the tool of a reply that also says "Final answer: ..." runs first (phase
+    4), then the stop is checked (phase 7); the answer is the announced one, never the raw
+    reply with its JSON."""
     async with MockLLMServer() as server, text_llm(server) as llm:
         server.script(
             Reply.text('Final Answer: 5050\n{"action": "get_sum", "input": {"n": 100}}'),
@@ -115,8 +121,11 @@ async def test_implicit_signal_stops_text_mode_even_with_an_action() -> None:
             """You compute sums."""
 
         end, tools = await run(agent, "go")
-        assert end.terminated_by == "implicit"
-        assert tools == []
+        assert (end.terminated_by, end.final_response) == ("implicit", "5050")
+        assert [t.result for t in tools] == ["5050"]  # the tool ran
+        assert len(server.requests) == 1  # and the run stopped after it
+        last = end.final_messages[-1]
+        assert (last["role"], last["content"]) == ("assistant", "5050")
 
 
 async def test_implicit_signals_are_off_for_native_tools_by_default() -> None:
@@ -142,8 +151,8 @@ async def test_implicit_signals_are_off_for_native_tools_by_default() -> None:
             """You compute sums."""
 
         end, tools = await run(eager, "go")
-        assert end.terminated_by == "implicit"
-        assert tools == []
+        assert (end.terminated_by, end.final_response) == ("implicit", "soon")
+        assert [t.result for t in tools] == ["10"]
 
 
 async def test_max_steps_falls_back_to_the_last_text_when_extraction_fails() -> None:

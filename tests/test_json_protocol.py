@@ -179,7 +179,9 @@ async def test_streamed_events_carry_the_answer_not_the_json_steps(
         events = [i.event async for i in agent("Weather in Oslo?", history=[])
                   if isinstance(i, EventYield)]  # fmt: skip
     chunks = [e for e in events if isinstance(e, LLMChunkArriveEvent)]
-    assert [(c.text, c.accumulated_text) for c in chunks] == [("Snow in Oslo.", "Snow in Oslo.")]
+    # The answer streams as it arrives (more than one piece), and only the answer.
+    assert len(chunks) > 1
+    assert "".join(c.text for c in chunks) == chunks[-1].accumulated_text == "Snow in Oslo."
     kinds = [e.kind for e in events]
     assert kinds.index("tool_call_end") < kinds.index("llm_chunk_arrive")
     ends = [e for e in events if isinstance(e, LLMCallEndEvent)]

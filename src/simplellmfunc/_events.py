@@ -72,6 +72,8 @@ TerminatedBy: TypeAlias = Literal[
     "aborted",
     "error",
     "deferred",
+    "empty",
+    "truncated",
 ]
 
 

@@ -24,6 +24,8 @@ Every error the library raises derives from :class:`SimpleLLMFuncError`::
     │   │   └── StreamError               a broken or malformed stream, or an error sent after 200
     │   │       └── EmptyReplyError       a 200 reply with no text, no tool calls, no reasoning
     │   ├── OutputParseError       the model's reply did not match the return type (has ``raw``)
+    │   ├── IncompleteAnswerError  the final answer stayed empty or cut off (``max_tokens``)
+    │   │                          after the retries (has ``reason``, ``text``, ``messages``)
     │   ├── ToolExecutionError     a tool failed where no model can see it (direct calls)
     │   ├── KernelError            a PyRepl kernel failed
     │   │   └── KernelDiedError
@@ -54,6 +56,7 @@ Catch ``UserError`` to report misuse, ``RunError`` to handle failed runs and ``P
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ._usage import Usage
@@ -73,6 +76,7 @@ __all__ = [
     "DecoratorError",
     "DurableError",
     "EmptyReplyError",
+    "IncompleteAnswerError",
     "InputRefusedError",
     "InvalidHistoryError",
     "KernelDiedError",
@@ -270,6 +274,30 @@ class OutputParseError(RunError):
         super().__init__(message)
         self.raw = raw
         self.errors = list(errors or [])
+
+
+class IncompleteAnswerError(RunError):
+    """A run's final answer was empty, or cut off by the output limit, and stayed so after it
+    was asked for again (``EngineOptions.answer_retries``).
+
+    Attributes:
+        reason: ``"empty"`` or ``"truncated"``.
+        text: The last answer as it came (``""`` when empty).
+        messages: The run's history as chat dicts, valid for the next call.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        reason: str,
+        text: str = "",
+        messages: Sequence[Mapping[str, Any]] = (),
+    ) -> None:
+        super().__init__(message)
+        self.reason = reason
+        self.text = text
+        self.messages = [dict(m) for m in messages]
 
 
 class ToolExecutionError(RunError):

@@ -5,13 +5,27 @@ Build an :class:`Invocation` (model, tools, prompt, :class:`EngineOptions`, hook
 (:class:`RunHook`) plug into the loop and reach the running call through :class:`RunContext`.
 """
 
-from ._compile import FINAL_ANSWER_INSTRUCTION, compile_request, system_context
+from ._compile import (
+    FINAL_ANSWER_INSTRUCTION,
+    HIDDEN_OBSERVATION,
+    compile_request,
+    system_context,
+)
 from ._deferred import DeferredTool, answer_deferred, pending_calls
 from ._emit import Emitter, current_tool_call_id, in_tool_call
-from ._invocation import Invocation, RunContext, RunHook, RunView, current_run
+from ._invocation import (
+    Invocation,
+    RunContext,
+    RunHook,
+    RunView,
+    current_run,
+    resolve_protocol,
+)
+from ._json_protocol import JSONProtocol
 from ._llm_call import RawItem, TextChunk
-from ._options import EngineOptions, ToolProtocol, split_options
+from ._options import EngineOptions, IncompleteAnswerPolicy, ToolProtocol, split_options
 from ._phases import SUMMARY_INSTRUCTION
+from ._protocol import NativeProtocol, ToolCallProtocol
 from ._pump import Finished, event_pump
 from ._run import ReactRun, Run, RunItem, new_call_id, run_react
 from ._scheduler import BatchResult, run_tool_batch
@@ -25,12 +39,13 @@ from ._steps import (
     running_steps,
 )
 from ._termination import DEFAULT_SIGNALS, TerminationPolicy
-from ._text_protocol import TextAction, parse_reply, render_catalogue
+from ._text_protocol import TextAction, TextProtocol, parse_reply, render_catalogue
 from ._window import HistoryWindow, apply_window, split_turns
 
 __all__ = [
     "DEFAULT_SIGNALS",
     "FINAL_ANSWER_INSTRUCTION",
+    "HIDDEN_OBSERVATION",
     "STEP_REPLAYED",
     "SUMMARY_INSTRUCTION",
     "BatchResult",
@@ -39,7 +54,10 @@ __all__ = [
     "EngineOptions",
     "Finished",
     "HistoryWindow",
+    "IncompleteAnswerPolicy",
     "Invocation",
+    "JSONProtocol",
+    "NativeProtocol",
     "RawItem",
     "ReactRun",
     "Run",
@@ -55,6 +73,8 @@ __all__ = [
     "TerminationPolicy",
     "TextAction",
     "TextChunk",
+    "TextProtocol",
+    "ToolCallProtocol",
     "ToolProtocol",
     "answer_deferred",
     "apply_window",
@@ -68,6 +88,7 @@ __all__ = [
     "parse_reply",
     "pending_calls",
     "render_catalogue",
+    "resolve_protocol",
     "run_react",
     "run_tool_batch",
     "running_steps",

@@ -27,14 +27,46 @@ from ..exceptions import ToolDefinitionError, UserError
 from ..providers import LLMInterface, ResponseFormat
 from ..tools import Tool
 from ._emit import Emitter
+from ._json_protocol import JSONProtocol
 from ._options import EngineOptions
+from ._protocol import NativeProtocol, ToolCallProtocol
 from ._state import RunState
 from ._steps import StepRunner
+from ._text_protocol import TextProtocol
 
 if TYPE_CHECKING:
     from anyio.abc import TaskGroup
 
-__all__ = ["Invocation", "RunContext", "RunHook", "RunView", "current_run", "running_tools"]
+__all__ = [
+    "Invocation",
+    "RunContext",
+    "RunHook",
+    "RunView",
+    "current_run",
+    "resolve_protocol",
+    "running_tools",
+]
+
+_PROTOCOLS: Mapping[str, ToolCallProtocol] = {
+    p.name: p for p in (NativeProtocol(), TextProtocol(), JSONProtocol())
+}
+
+
+def resolve_protocol(
+    options: EngineOptions, llm: LLMInterface, tools: Sequence[Tool]
+) -> ToolCallProtocol:
+    """The protocol object of a run: ``options.tool_protocol``, with ``"auto"`` meaning native
+    when the provider has native tools, else json when it has ``json_schema`` (and the run has
+    tools), else text. The JSON protocol needs tools: without any, a run is native.
+    """
+    name: str = options.tool_protocol
+    if name == "auto":
+        caps = llm.capabilities
+        schema = "json" if caps.json_schema and tools else "text"
+        name = "native" if caps.native_tools else schema
+    if name == "json" and not tools:
+        name = "native"
+    return _PROTOCOLS[name]
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,6 +129,8 @@ class Invocation:
             ``None`` when it is usable, else the message that asks the model to redo it.
         max_repairs: How many times a rejected answer is sent back within the run.
         func_name: The decorated function's name (stamped on every event).
+        protocol: How tools are called in this run (resolved from the options, the provider's
+            capabilities and the tools; see :func:`resolve_protocol`).
     """
 
     llm: LLMInterface
@@ -116,20 +150,12 @@ class Invocation:
     func_name: str = ""
     answer_check: Callable[[str], str | None] | None = None
     max_repairs: int = 0
+    protocol: ToolCallProtocol = field(init=False, compare=False, repr=False)
 
-    @property
-    def text_protocol(self) -> bool:
-        """Whether tool calls go through the text protocol instead of native tools
-        (``"auto"``: when the provider has no native function calling)."""
-        protocol = self.options.tool_protocol
-        if protocol == "auto":
-            return not self.llm.capabilities.native_tools
-        return protocol == "text"
-
-    @property
-    def json_protocol(self) -> bool:
-        """Whether each step is forced by a JSON schema to be one call or the answer."""
-        return self.options.tool_protocol == "json" and bool(self.tools)
+    def __post_init__(self) -> None:
+        # Resolved once per invocation (``replace`` re-runs this: added tools count).
+        protocol = resolve_protocol(self.options, self.llm, self.tools)
+        object.__setattr__(self, "protocol", protocol)
 
     def tool_named(self, name: str) -> Tool | None:
         """The tool called ``name``, if any."""

@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from collections.abc import Awaitable
 from contextlib import aclosing
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import anyio
 import anyio.lowlevel
@@ -29,7 +29,7 @@ from ..providers import (
 )
 from ._emit import Emitter
 from ._invocation import Invocation, RunContext
-from ._json_protocol import parse_step
+from ._protocol import StreamView
 from ._steps import run_in_slot
 
 __all__ = ["LLMOutcome", "RawItem", "TextChunk", "call_llm"]
@@ -51,11 +51,15 @@ class RawItem:
 
 @dataclass(frozen=True, slots=True)
 class LLMOutcome:
-    """The reply, or what arrived before an abort (``response`` is then ``None``)."""
+    """The reply, or what arrived before an abort (``response`` is then ``None``).
+
+    ``shown``: what a reader was shown of the reply, when the run's protocol filters what it
+    shows (``None``: the reply's text went out as it came).
+    """
 
     response: LLMResponse | None
     partial_text: str = ""
-    reported_answer: str = ""  # under the JSON tool protocol: the answer already reported
+    shown: str | None = None
 
 
 def _use_stream(invocation: Invocation, request: LLMRequest) -> bool:
@@ -86,24 +90,29 @@ async def call_llm(run: RunContext, request: LLMRequest) -> LLMOutcome:
         )
     started = time.perf_counter()
     partial: list[str] = []
+    view = invocation.protocol.stream_view()
+    reader = _Reader(partial, view)
     response: LLMResponse | None = None
     if abort is None:  # nothing can interrupt the call: no cancel scope needed
-        response = await _in_slot(run, request, iteration, partial, streaming)
+        response = await _in_slot(run, request, iteration, reader, streaming)
     else:
         with anyio.CancelScope() as scope:
             remove = abort.add_callback(lambda _reason: scope.cancel())
             try:
-                response = await _in_slot(run, request, iteration, partial, streaming)
+                response = await _in_slot(run, request, iteration, reader, streaming)
             finally:
                 remove()
     if response is None:
         return LLMOutcome(None, "".join(partial))
-    reply_text, reported = response.text, ""
-    if invocation.json_protocol:  # the step's JSON is protocol: the reader sees its answer
-        reply_text = parse_step(response.text).answer or ""
-        if invocation.stream and reply_text:
-            await report_answer(emitter, reply_text)
-            reported = reply_text
+    protocol = invocation.protocol
+    reply_text = protocol.visible(response.text)  # the reader never sees protocol text
+    shown: str | None = None
+    if view is not None:
+        shown = "".join(reader.shown)
+        rest = protocol.rest_of_answer(reply_text, shown) if invocation.stream else ""
+        if rest:
+            shown += rest
+            await report_answer(emitter, rest, shown)
     if emitter.wants_events:
         await emitter.event(
             LLMCallEndEvent(
@@ -118,11 +127,21 @@ async def call_llm(run: RunContext, request: LLMRequest) -> LLMOutcome:
                 reply_text,
             )
         )
-    return LLMOutcome(response, reported_answer=reported)
+    return LLMOutcome(response, shown=shown)
+
+
+@dataclass(slots=True)
+class _Reader:
+    """What one call collects as it arrives: the reply text (``partial``, kept for an abort)
+    and, when the protocol filters what is shown (``view``), the pieces shown."""
+
+    partial: list[str]
+    view: StreamView | None
+    shown: list[str] = field(default_factory=list)
 
 
 def _in_slot(
-    run: RunContext, request: LLMRequest, iteration: int, partial: list[str], streaming: bool
+    run: RunContext, request: LLMRequest, iteration: int, reader: _Reader, streaming: bool
 ) -> Awaitable[LLMResponse]:
     """The provider call, as a durable step when the run has a step runner.
 
@@ -131,11 +150,11 @@ def _in_slot(
     """
     invocation, emitter = run.invocation, run.emitter
     if run.steps is None:
-        return _request(invocation, request, iteration, emitter, partial, streaming)
+        return _request(invocation, request, iteration, emitter, reader, streaming)
     slot = run.steps.slot("llm", invocation.llm.model_name)
 
     async def request_once() -> LLMResponse:
-        return await _request(invocation, request, iteration, emitter, partial, streaming)
+        return await _request(invocation, request, iteration, emitter, reader, streaming)
 
     return run_in_slot(slot, emitter, "llm", invocation.llm.model_name, request_once)
 
@@ -145,7 +164,7 @@ async def _request(
     request: LLMRequest,
     iteration: int,
     emitter: Emitter,
-    partial: list[str],
+    reader: _Reader,
     streaming: bool,
 ) -> LLMResponse:
     """The provider call itself; a failure is reported as an event and re-raised.
@@ -155,12 +174,17 @@ async def _request(
     """
     try:
         if streaming:
-            return await _stream(invocation, request, emitter, partial)
+            return await _stream(invocation, request, emitter, reader)
         response = await invocation.llm.complete(request)
         if emitter.wants_raw:
             await emitter.raw(RawItem(response))
         elif invocation.stream and response.text:
-            await _chunk(emitter, response.text, response.text, invocation.json_protocol)
+            text = response.text
+            if reader.view is not None:
+                text = reader.view.feed(text)
+                reader.shown.append(text)
+            if text:
+                await _chunk(emitter, text)
         return response
     except ProviderError as exc:
         await emitter.event(
@@ -169,60 +193,59 @@ async def _request(
         raise
 
 
-async def _chunk(
-    emitter: Emitter, text: str, accumulated: str, protocol: bool, index: int = 0
-) -> None:
-    """Report a text delta: as an event, or as a text item. Under the JSON tool protocol
-    (``protocol``) the reply is a JSON step, not prose: nothing is reported here, and the
-    answer goes out as one piece once the step is read (:func:`report_answer`)."""
-    if protocol:
-        return
+async def _chunk(emitter: Emitter, text: str) -> None:
+    """Report the shown text of a reply that came in one piece: as an event, or a text item."""
     if emitter.wants_events:
-        await emitter.event(
-            LLMChunkArriveEvent(text=text, accumulated_text=accumulated, chunk_index=index)
-        )
+        await emitter.event(LLMChunkArriveEvent(text=text, accumulated_text=text))
     elif emitter.wants_text:
         await emitter.raw(TextChunk(text))
 
 
-async def report_answer(emitter: Emitter, answer: str) -> None:
-    """The answer read from a JSON-protocol step, reported as the reply's one text piece."""
+async def report_answer(emitter: Emitter, text: str, accumulated: str) -> None:
+    """Answer text known only once the reply was read (the protocol did not show it while it
+    arrived), reported as one more text piece."""
     if emitter.wants_events:
-        await emitter.event(LLMChunkArriveEvent(text=answer, accumulated_text=answer))
+        await emitter.event(LLMChunkArriveEvent(text=text, accumulated_text=accumulated))
     elif emitter.wants_text:
-        await emitter.raw(TextChunk(answer))
+        await emitter.raw(TextChunk(text))
 
 
 async def _stream(
-    invocation: Invocation, request: LLMRequest, emitter: Emitter, partial: list[str]
+    invocation: Invocation, request: LLMRequest, emitter: Emitter, reader: _Reader
 ) -> LLMResponse:
     """The streamed call: every delta passes through this loop, so what does not change during
-    a call (what the consumer asked for, the tool protocol) is read once, before it."""
+    a call (what the consumer asked for, the protocol's view of the text) is read once."""
     calls: dict[int, tuple[str, str]] = {}
     accumulated = ""
     index = 0
     raw, events = emitter.wants_raw, emitter.wants_events
-    # Text deltas as items (plain stream mode), unless the consumer takes raw ones; under the
-    # JSON tool protocol (the reply is a JSON step) no text delta is reported (see _chunk).
-    protocol = invocation.json_protocol
-    texts = emitter.wants_text and not raw and not events and not protocol
-    first = texts or (events and not protocol)
+    # Text deltas as items (plain stream mode), unless the consumer takes raw ones; a protocol
+    # with a view (the JSON protocol) shows only what the view passes on.
+    partial, view, shown = reader.partial, reader.view, reader.shown
+    texts = emitter.wants_text and not raw and not events
+    first = texts or events
     async with aclosing(invocation.llm.stream(request)) as stream:
         async for event in stream:
             if raw:
                 await emitter.raw(RawItem(event))
             if isinstance(event, TextDelta):
                 partial.append(event.text)
+                text = event.text
+                if view is not None:
+                    text = view.feed(text)
+                    if not text:
+                        index += events
+                        continue
+                    shown.append(text)
                 if texts:
-                    await emitter.raw(TextChunk(event.text))
+                    await emitter.raw(TextChunk(text))
                 elif events:
-                    if not protocol:
-                        accumulated += event.text
-                        await emitter.event(
-                            LLMChunkArriveEvent(
-                                text=event.text, accumulated_text=accumulated, chunk_index=index
-                            )
+                    accumulated += text
+                    await emitter.event(
+                        LLMChunkArriveEvent(
+                            text=text, accumulated_text=accumulated, chunk_index=index
                         )
+                    )
                     index += 1
                 if first:
                     # Time to first token: when more of the reply is already buffered (one

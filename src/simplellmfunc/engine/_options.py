@@ -18,9 +18,10 @@ from ..exceptions import DecoratorError
 from ._termination import TerminationPolicy
 from ._window import HistoryWindow
 
-__all__ = ["EngineOptions", "ToolProtocol", "split_options"]
+__all__ = ["EngineOptions", "IncompleteAnswerPolicy", "ToolProtocol", "split_options"]
 
 ToolProtocol = Literal["auto", "native", "text", "json"]
+IncompleteAnswerPolicy = Literal["raise", "flag"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,7 +37,8 @@ class EngineOptions:
         tool_protocol: ``"native"`` function calling, ``"text"`` (tools described in the prompt,
             calls parsed from the reply), ``"json"`` (every step forced by a JSON schema to be
             one call or the answer: for small local models on servers with schema-constrained
-            decoding) or ``"auto"`` (text when the provider has no native tools).
+            decoding) or ``"auto"``: native when the provider has native tools, else json when
+            it has ``json_schema``, else text.
         keyword_heuristic: With the text protocol, also read "use the X tool" prose as a call
             (off by default: it guesses).
         termination: Implicit termination signals and when they apply.
@@ -48,6 +50,14 @@ class EngineOptions:
         request_timeout: Seconds one LLM request may take (``None``: the provider's own
             setting). The decorators also take it as ``timeout=`` (SimpleLLMFunc's name); it
             is never sent in the request body.
+        observation_enabled: Show the model its tools' results (seed 001 §3.2). ``False``: the
+            model is told each tool ran but not what it returned; the history keeps the results.
+        answer_retries: How many times an empty or truncated (``max_tokens``) final answer is
+            asked for again, with a note saying what was wrong.
+        incomplete_answer: What an answer still empty or truncated after the retries becomes:
+            ``"raise"`` an :class:`~simplellmfunc.exceptions.IncompleteAnswerError` (it carries
+            the text and the valid history), or ``"flag"`` it: the run ends with
+            ``terminated_by="empty"`` / ``"truncated"`` and that text.
     """
 
     max_tool_calls: int | None = None
@@ -60,6 +70,9 @@ class EngineOptions:
     history_window: HistoryWindow | None = None
     loop_window: int = 3
     request_timeout: float | None = None
+    observation_enabled: bool = True
+    answer_retries: int = 1
+    incomplete_answer: IncompleteAnswerPolicy = "raise"
 
     def __post_init__(self) -> None:
         if self.tool_protocol not in ("auto", "native", "text", "json"):
@@ -67,7 +80,17 @@ class EngineOptions:
                 "tool_protocol must be 'auto', 'native', 'text' or 'json', "
                 f"got {self.tool_protocol!r}"
             )
-        for name in ("max_tool_calls", "max_tool_concurrency", "tool_result_budget", "loop_window"):
+        if self.incomplete_answer not in ("raise", "flag"):
+            raise DecoratorError(
+                f"incomplete_answer must be 'raise' or 'flag', got {self.incomplete_answer!r}"
+            )
+        for name in (
+            "max_tool_calls",
+            "max_tool_concurrency",
+            "tool_result_budget",
+            "loop_window",
+            "answer_retries",
+        ):
             value = getattr(self, name)
             if value is not None and (not isinstance(value, int) or value < 0):
                 raise DecoratorError(f"{name} must be a non-negative int, got {value!r}")

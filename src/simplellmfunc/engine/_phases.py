@@ -36,14 +36,13 @@ from .._mutations import (
     ToolResultMutation,
     UserMessageMutation,
 )
-from ..exceptions import ProviderError
+from ..exceptions import IncompleteAnswerError, ProviderError
 from ..providers import LLMRequest, count_message_tokens
 from ._compile import FINAL_ANSWER_INSTRUCTION, compile_request
 from ._emit import Emitter
 from ._invocation import Invocation, RunContext
-from ._json_protocol import repeat_result
 from ._llm_call import TextChunk, call_llm, report_answer
-from ._plan import plan_reply
+from ._protocol import StepInfo
 from ._runaway import (
     LOOP_STOP_REASON,
     append_note,
@@ -56,7 +55,12 @@ from ._scheduler import run_tool_batch
 from ._state import RunState
 from ._window import apply_window, truncation_summary
 
-__all__ = ["SUMMARY_INSTRUCTION", "act", "think"]
+__all__ = ["EMPTY_NOTE", "SUMMARY_INSTRUCTION", "TRUNCATED_NOTE", "act", "think"]
+
+EMPTY_NOTE = "Your reply had no answer. Give your final answer now, in plain words."
+TRUNCATED_NOTE = (
+    "Your reply was cut off by the output limit. Give your complete final answer again, shorter."
+)
 
 SUMMARY_INSTRUCTION = (
     "Summarize the conversation below for the assistant who continues it: the user's goals, "
@@ -99,11 +103,12 @@ async def think(run: RunContext) -> tuple[ToolCall, ...] | None:
         final_answer=final,
         window=window,
         instruction=FINAL_ANSWER_INSTRUCTION if capped else "",
+        step=StepInfo(state.tool_iterations + 1, cap),
     )
     try:
         outcome = await call_llm(run, request)
     except ProviderError:
-        fallback = _last_assistant_text(state) if final else None
+        fallback = _last_assistant_text(run) if final else None
         if fallback is None:
             raise
         # Seed 001 §5.3: the extraction call failed, so the last assistant text is the answer.
@@ -119,17 +124,25 @@ async def think(run: RunContext) -> tuple[ToolCall, ...] | None:
     response = outcome.response
     state.last_response = response
     state.usage = state.usage + response.usage
-    message = response.message
+    protocol = invocation.protocol
     reason: TerminatedBy | None = "max_steps" if capped else "answer" if final else None
-    plan = plan_reply(invocation, message, state.iteration, final=reason)
+    plan = protocol.plan(
+        response.message,
+        tools=[t.name for t in invocation.tools],
+        options=invocation.options,
+        iteration=state.iteration,
+        final=reason,
+    )
     calls = _unique_ids(state, plan.calls)
-    if invocation.json_protocol and plan.feedback is None:
-        # The step's JSON is protocol, not prose: the history keeps the call or the answer.
-        message = AssistantMessage("" if calls else plan.answer, (), message.reasoning_details)
+    message = protocol.stored(response.message, plan)
     state.transcript.apply(_assistant_mutation(message, calls))
     if calls and message.content and _wants_reply_text(invocation, emitter):
-        await emitter.raw(TextChunk(message.content))
+        prose = protocol.visible(message.content)
+        if prose:
+            await emitter.raw(TextChunk(prose))
     if calls:
+        if plan.stop_after:
+            state.stop_after, state.terminated_by = plan.answer, plan.terminated_by
         return calls
     if plan.feedback is not None:  # a malformed text-protocol call: it costs a step
         state.tool_iterations += 1
@@ -138,14 +151,18 @@ async def think(run: RunContext) -> tuple[ToolCall, ...] | None:
         return ()
     state.final_text = plan.answer
     state.terminated_by = plan.terminated_by
-    if invocation.json_protocol and invocation.stream and plan.answer != outcome.reported_answer:
-        # An answer not read from a valid step (a capped run's last reply, say): not yet shown.
-        await report_answer(emitter, plan.answer)
-    repair = _repair(invocation, state)
-    if repair is not None:
-        state.transcript.apply(repair)
+    if invocation.stream and outcome.shown is not None:
+        # An answer not read from the reply as it streamed (a repaired step, say): not yet shown.
+        rest = protocol.rest_of_answer(plan.answer, outcome.shown)
+        if rest:
+            await report_answer(emitter, rest, outcome.shown + rest)
+    retry = _incomplete(run, response.finish_reason)
+    if retry is None:
+        retry = _repair(invocation, state)
+    if retry is not None:
+        state.transcript.apply(retry)
     await _iteration_end(emitter, state, 0)
-    return None if repair is None else ()
+    return None if retry is None else ()
 
 
 async def act(run: RunContext, calls: tuple[ToolCall, ...]) -> bool:
@@ -153,7 +170,8 @@ async def act(run: RunContext, calls: tuple[ToolCall, ...]) -> bool:
     stopped in a loop)."""
     state, emitter, options = run.state, run.emitter, run.invocation.options
     calls_signature = signature(calls)
-    if run.invocation.json_protocol and state.batches and state.batches[-1] == calls_signature:
+    repeats = state.batches and state.batches[-1] == calls_signature
+    if repeats and run.invocation.protocol.answers_repeats and state.stop_after is None:
         return await _repeated(run, calls)
     state.batches.append(calls_signature)
     period = loop_period(state.batches, options.loop_window)
@@ -185,16 +203,22 @@ async def act(run: RunContext, calls: tuple[ToolCall, ...]) -> bool:
     if not done:
         for hook in run.invocation.hooks:
             state.transcript.apply_all(list(await hook.after_tool_batch(run.view())))
+        if state.stop_after is not None:  # the reply announced its answer with these calls
+            state.final_text, done = state.stop_after, True
+            # The history ends on the answer, as every finished run's does.
+            state.transcript.apply(AssistantMessageMutation(content=state.final_text))
     await _iteration_end(emitter, state, len(calls))
     return done
 
 
 async def _repeated(run: RunContext, calls: tuple[ToolCall, ...]) -> bool:
-    """JSON protocol: a batch that repeats the previous one is answered, not run, and the next
-    step must be the final answer (small models repeat a call after seeing its result)."""
+    """A batch that repeats the previous one is answered, not run, and the next step must be
+    the final answer (protocols that answer repeats: small models repeat a call after seeing
+    its result)."""
     state = run.state
     state.answer_from = len(state.transcript.messages) - 1  # before the repeating message
-    state.transcript.apply_all([ToolResultMutation(c.id, repeat_result(c.name)) for c in calls])
+    repeat = run.invocation.protocol.repeat_result
+    state.transcript.apply_all([ToolResultMutation(c.id, repeat(c.name)) for c in calls])
     await _iteration_end(run.emitter, state, 0)
     return False
 
@@ -206,7 +230,7 @@ async def _stop_loop(run: RunContext, calls: tuple[ToolCall, ...]) -> bool:
         [ToolCancelledMutation(c.id, c.name, LOOP_STOP_REASON) for c in calls]
     )
     state.terminated_by = "loop"
-    state.final_text = _last_assistant_text(state) or ""
+    state.final_text = _last_assistant_text(run) or ""
     await _iteration_end(run.emitter, state, 0)
     return True
 
@@ -236,11 +260,46 @@ def _repair(invocation: Invocation, state: RunState) -> ContextMutation | None:
     return UserMessageMutation({"role": "user", "content": problem})
 
 
-def _last_assistant_text(state: RunState) -> str | None:
-    for message in reversed(state.transcript.messages):
+def _last_assistant_text(run: RunContext) -> str | None:
+    """The prose of the last assistant message that has any (never protocol text)."""
+    visible = run.invocation.protocol.visible
+    for message in reversed(run.state.transcript.messages):
         if isinstance(message, AssistantMessage) and message.content:
-            return message.content
+            prose = visible(message.content)
+            if prose:
+                return prose
     return None
+
+
+def _incomplete(run: RunContext, finish_reason: str | None) -> ContextMutation | None:
+    """An empty or truncated final answer: the note asking for it again while retries remain;
+    then the typed outcome (``IncompleteAnswerError``, or the run flagged).
+
+    Raises:
+        IncompleteAnswerError: When retries are spent and the policy is ``"raise"``.
+    """
+    state, options = run.state, run.invocation.options
+    if finish_reason == "length":
+        reason: TerminatedBy = "truncated"
+    elif not state.final_text.strip():
+        reason = "empty"
+    else:
+        return None
+    if state.answer_retries < options.answer_retries:
+        state.answer_retries += 1
+        note = TRUNCATED_NOTE if reason == "truncated" else EMPTY_NOTE
+        return UserMessageMutation({"role": "user", "content": note})
+    if options.incomplete_answer == "flag":
+        state.terminated_by = reason
+        return None
+    what = "cut off by the output limit (max_tokens)" if reason == "truncated" else "empty"
+    raise IncompleteAnswerError(
+        f"the final answer was {what} after {state.answer_retries} retr"
+        f"{'y' if state.answer_retries == 1 else 'ies'}",
+        reason=reason,
+        text=state.final_text,
+        messages=state.transcript.to_dicts(),
+    )
 
 
 def _unique_ids(state: RunState, calls: tuple[ToolCall, ...]) -> tuple[ToolCall, ...]:

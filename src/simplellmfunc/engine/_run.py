@@ -36,7 +36,7 @@ from .._abort import AbortSignal, PauseSignal
 from .._events import EventOrigin, EventYield, ReactEndEvent, ReactStartEvent
 from .._messages import ToolCall
 from .._transcript import Transcript
-from ..exceptions import ProviderError, UserError
+from ..exceptions import IncompleteAnswerError, ProviderError, UserError
 from ._deferred import act_or_defer
 from ._emit import Emitter, current_tool_call_id
 from ._invocation import Invocation, RunContext, RunHook
@@ -243,6 +243,8 @@ class Run:
 
         Raises:
             ProviderError: When an LLM call fails after retries (the run ends with an event).
+            IncompleteAnswerError: When the final answer stays empty or truncated (policy
+                ``"raise"``; the run ends with an event).
         """
         if self._done:
             return False
@@ -255,7 +257,7 @@ class Run:
                 next_calls = await think(context)
                 over = next_calls is None
                 self._calls = next_calls or ()
-        except ProviderError as exc:
+        except (ProviderError, IncompleteAnswerError) as exc:
             context.state.terminated_by = "error"
             self._done = True
             await _end(context, error=str(exc))

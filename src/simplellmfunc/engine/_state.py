@@ -59,6 +59,12 @@ class RunState:
         answer_from: JSON protocol, after a repeated call: the next LLM call must give the
             final answer, and is sent the transcript up to this index (before the repetition).
         pending: The deferred calls the run ended on (``terminated_by="deferred"``).
+        answer_from: After a repeated call (protocols that answer repeats): the next LLM call
+            must give the final answer, and is sent the transcript up to this index (before the
+            repetition).
+        answer_retries: Empty or truncated answers asked for again so far.
+        stop_after: The reply called tools and announced its answer: once they ran, the run
+            ends with this answer (and ``terminated_by``).
     """
 
     transcript: Transcript
@@ -78,6 +84,8 @@ class RunState:
     loop_warned: bool = False
     answer_from: int | None = None
     pending: tuple[ToolCall, ...] = ()
+    answer_retries: int = 0
+    stop_after: str | None = None
 
     def result(self) -> RunResult:
         """The result of the run (call once it has ended)."""

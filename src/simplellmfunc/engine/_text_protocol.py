@@ -10,10 +10,14 @@ priority order (seed 001 §4.2):
 5. no action: the reply is the final answer.
 
 A call is ``{"action": "<tool>", "input": {...}}`` (``tool``/``name`` and ``arguments``/``args``/
-``parameters`` are accepted as synonyms). ``{"action": "terminate", "input": {"answer": ...}}``
-ends the run explicitly. In the history, parsed calls are stored exactly like native tool calls,
-so events and histories do not depend on the protocol; :func:`to_text_transcript` renders them
-back as text for the provider.
+``parameters`` are accepted as synonyms). ``{"action": "terminate", "answer": ...}`` (the form
+seed 001 §3.4 tells the model to write; ``"input": {"answer": ...}`` works too) ends the run
+explicitly. A reply that calls tools and also announces its final answer ("Final answer: …")
+has its tools run first, then ends (seed 001 §3.3, phase 7). In the history, parsed calls are
+stored exactly like native tool calls, so events and histories do not depend on the protocol;
+:func:`to_text_transcript` renders them back as text for the provider.
+
+:class:`TextProtocol` is the strategy object (``._protocol``) the loop uses for this protocol.
 """
 
 from __future__ import annotations
@@ -24,13 +28,27 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from .._messages import AssistantMessage, Message, ToolMessage, UserMessage
+from .._events import TerminatedBy
+from .._messages import AssistantMessage, Message, ToolCall, ToolMessage, UserMessage
+from .._mutations import UserMessageMutation
 from ..providers import ToolSpec
+from ._options import EngineOptions
+from ._protocol import (
+    ReplyPlan,
+    StepInfo,
+    StreamView,
+    ToolCallProtocol,
+    final_answer_after,
+    implicit_stop,
+    scan_json,
+    tidy,
+)
 
 __all__ = [
     "TERMINATE",
     "ParsedReply",
     "TextAction",
+    "TextProtocol",
     "parse_reply",
     "render_catalogue",
     "to_text_transcript",
@@ -94,7 +112,7 @@ def render_catalogue(tools: Sequence[ToolSpec]) -> str:
         "To call several tools at once, put a JSON array of such objects in the block. "
         "You will receive each result as an observation. When you have the final answer, "
         "reply with the answer and no JSON block, or call "
-        '{"action": "terminate", "input": {"answer": "<final answer>"}}.'
+        '{"action": "terminate", "answer": "<final answer>"}.'
     )
     return "\n".join(lines)
 
@@ -133,6 +151,11 @@ def _fenced(text: str) -> Iterator[str]:
 
 def _inline(text: str) -> Iterator[str]:
     """Balanced ``{...}`` / ``[...]`` spans, skipping braces inside JSON strings."""
+    for begin, end in _inline_spans(text):
+        yield text[begin:end]
+
+
+def _inline_spans(text: str) -> Iterator[tuple[int, int]]:
     start = 0
     while True:
         begin = _next_open(text, start)
@@ -142,7 +165,7 @@ def _inline(text: str) -> Iterator[str]:
         if end < 0:
             start = begin + 1
             continue
-        yield text[begin : end + 1]
+        yield begin, end + 1
         start = end + 1
 
 
@@ -152,27 +175,9 @@ def _next_open(text: str, start: int) -> int:
 
 
 def _balanced_end(text: str, begin: int) -> int:
-    depth = 0
-    in_string = False
-    escaped = False
-    for index in range(begin, len(text)):
-        char = text[index]
-        if in_string:
-            if escaped:
-                escaped = False
-            elif char == "\\":
-                escaped = True
-            elif char == '"':
-                in_string = False
-        elif char == '"':
-            in_string = True
-        elif char in "{[":
-            depth += 1
-        elif char in "}]":
-            depth -= 1
-            if depth == 0:
-                return index
-    return -1
+    """The index of the bracket closing the one at ``begin`` (``-1``: it is not closed)."""
+    end = scan_json(text, begin).end
+    return end - 1 if end >= 0 else -1
 
 
 def _from_json(candidate: str, source: str) -> ParsedReply | None:
@@ -188,9 +193,12 @@ def _from_json(candidate: str, source: str) -> ParsedReply | None:
         name = _name_of(item) or ""
         arguments = _input_of(item)
         if name == TERMINATE:
-            answer = (
-                arguments.get("answer", arguments) if isinstance(arguments, dict) else arguments
-            )
+            if "answer" in item:  # the seed's form: {"action": "terminate", "answer": ...}
+                answer = item["answer"]
+            elif isinstance(arguments, dict):
+                answer = arguments.get("answer", arguments)
+            else:
+                answer = arguments
             text = answer if isinstance(answer, str) else json.dumps(answer, ensure_ascii=False)
             return ParsedReply(tuple(actions), text, None, source)
         if isinstance(arguments, dict):
@@ -298,3 +306,133 @@ def _loads_or_raw(raw: str) -> Any:
         return json.loads(raw)
     except ValueError:
         return raw
+
+
+def prose_of(text: str) -> str:
+    """``text`` without the blocks that parse as calls (fenced, inline JSON, XML tags): what a
+    reader is shown of a text-protocol reply."""
+    cuts: list[tuple[int, int]] = []
+    for match in _FENCE.finditer(text):
+        if _from_json(match.group(1).strip(), "json_block") is not None:
+            cuts.append(match.span())
+    for begin, end in _inline_spans(text):
+        inside = any(a <= begin < b for a, b in cuts)
+        if not inside and _from_json(text[begin:end], "inline_json") is not None:
+            cuts.append((begin, end))
+    cuts.extend(match.span() for match in _XML.finditer(text))
+    if not cuts:
+        return text
+    kept, at = [], 0
+    for begin, end in sorted(cuts):
+        if begin >= at:
+            kept.append(text[at:begin])
+            at = end
+    kept.append(text[at:])
+    return tidy("".join(kept))
+
+
+_CALL_STARTS = ("```json", "```tool", "```action", '{"action"', '{"tool"', '[{"action"', "<action>")
+
+
+class HeldCalls(StreamView):
+    """Shows a text-protocol reply as it streams up to where a call may begin (a fenced JSON
+    block, ``{"action"``, ``<action>``); from there on the text is held, and what of it is
+    prose or answer is shown once the reply is read (:meth:`TextProtocol.rest_of_answer`)."""
+
+    __slots__ = ("_held", "_pending")
+
+    def __init__(self) -> None:
+        self._pending = ""
+        self._held = False
+
+    def feed(self, delta: str) -> str:
+        if self._held:
+            return ""
+        text = self._pending + delta
+        starts = [at for start in _CALL_STARTS if (at := text.find(start)) >= 0]
+        if starts:
+            self._held, self._pending = True, ""
+            return text[: min(starts)]
+        keep = _partial_start(text)
+        self._pending = text[len(text) - keep :] if keep else ""
+        return text[: len(text) - keep]
+
+
+def _partial_start(text: str) -> int:
+    """The length of the longest tail of ``text`` that may grow into a call's start."""
+    for size in range(min(len(text), max(map(len, _CALL_STARTS)) - 1), 0, -1):
+        tail = text[-size:]
+        if any(start.startswith(tail) for start in _CALL_STARTS):
+            return size
+    return 0
+
+
+class TextProtocol(ToolCallProtocol):
+    """Tools described in the system prompt, calls parsed from the reply's text; each step's
+    prompt says where the run stands (``[Step k/N, remaining: r]``, seed 001 §3.4)."""
+
+    name = "text"
+    implicit_signals = True
+
+    def catalogue(self, tools: Sequence[ToolSpec], step: StepInfo | None) -> str:
+        if not tools:
+            return ""
+        section = render_catalogue(tools)
+        return section if step is None else f"{section}\n\n{step.render()}"
+
+    def to_wire(self, messages: Sequence[Message]) -> Sequence[Message]:
+        return to_text_transcript(messages)
+
+    def plan(
+        self,
+        message: AssistantMessage,
+        *,
+        tools: Sequence[str],
+        options: EngineOptions,
+        iteration: int,
+        final: TerminatedBy | None,
+    ) -> ReplyPlan:
+        text = message.content or ""
+        parsed = parse_reply(text, tools, keyword_heuristic=options.keyword_heuristic)
+        if final is not None:
+            answer = parsed.terminate_answer
+            answer = prose_of(text) if answer is None else answer
+            return ReplyPlan(answer=answer, terminated_by=final)
+        implicit = implicit_stop(options, text, self.implicit_signals)
+        if parsed.actions:
+            calls = tuple(
+                ToolCall(f"call_{iteration}_{n}", action.tool, action.arguments())
+                for n, action in enumerate(parsed.actions)
+            )
+            if parsed.terminate_answer is not None:
+                return ReplyPlan(calls, parsed.terminate_answer, "terminate", stop_after=True)
+            if implicit:
+                answer = final_answer_after(prose_of(text), options.termination.signals)
+                return ReplyPlan(calls, answer, "implicit", stop_after=True)
+            return ReplyPlan(calls=calls)
+        if parsed.terminate_answer is not None:
+            return ReplyPlan(answer=parsed.terminate_answer, terminated_by="terminate")
+        if implicit:
+            return ReplyPlan(answer=text, terminated_by="implicit")
+        if parsed.format_error is not None:
+            feedback = UserMessageMutation({"role": "user", "content": parsed.format_error})
+            return ReplyPlan(feedback=feedback)
+        return ReplyPlan(answer=text)
+
+    def stored(self, message: AssistantMessage, plan: ReplyPlan) -> AssistantMessage:
+        if plan.terminated_by == "terminate" and not plan.calls:
+            # The terminate action is protocol: the history keeps its answer.
+            return AssistantMessage(plan.answer, (), message.reasoning_details)
+        return message
+
+    def stream_view(self) -> StreamView:
+        return HeldCalls()
+
+    def visible(self, text: str) -> str:
+        return prose_of(text)
+
+    def rest_of_answer(self, answer: str, shown: str) -> str:
+        for prefix in (shown, shown.rstrip()):
+            if prefix and answer.startswith(prefix):
+                return answer[len(prefix) :]
+        return "" if answer.strip() in shown else answer

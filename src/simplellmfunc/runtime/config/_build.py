@@ -342,6 +342,7 @@ def build_options(config: AgentConfig, *, tools: bool) -> EngineOptions:
         termination=build_termination(config.termination),
         history_window=build_window(config.history),
         loop_window=limits.loop_window,
+        observation_enabled=limits.observation_enabled,
     )
 
 

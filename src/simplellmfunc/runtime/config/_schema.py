@@ -347,6 +347,9 @@ class LimitsConfig(_Section):
             warned and then stopped (``0``: off).
         max_handoffs: Most transfers in one run of a ``handoffs:`` graph (the entry agent's
             value counts); the agent in charge after the last one gets no transfer tools.
+        observation_enabled: Show the model its tools' results (seed 001 §3.2 / §10's
+            ``react.observation_enabled``); ``false``: it is told each tool ran, not what it
+            returned.
     """
 
     max_steps: Annotated[int, Field(ge=1)] = 10
@@ -354,6 +357,7 @@ class LimitsConfig(_Section):
     max_tool_concurrency: Annotated[int, Field(ge=1)] | None = None
     loop_window: Annotated[int, Field(ge=0)] = 3
     max_handoffs: Annotated[int, Field(ge=0)] = 5
+    observation_enabled: bool = True
 
 
 class TerminationConfig(_Section):
