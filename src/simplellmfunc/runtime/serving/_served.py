@@ -18,10 +18,10 @@ from types import TracebackType
 from typing import Any
 
 from ..._abort import AbortSignal
-from ..._events import EventOrigin, EventYield, ReactEndEvent, ResponseYield
+from ..._events import EventYield, ReactEndEvent, ResponseYield
 from ..._messages import history_to_dicts
-from ...decorators import agent_description, agent_name
-from ...engine import Run, RunResult, new_call_id
+from ...decorators import ChatAgent
+from ...engine import RunResult
 from ...exceptions import CapacityError, SessionError, UserError
 from ..config import ConfiguredAgent, TurnResult
 from ..sessions import SessionStore
@@ -68,7 +68,7 @@ class ServedAgent:
 
     def __init__(
         self,
-        agent: Any,
+        agent: ChatAgent | ConfiguredAgent,
         *,
         name: str | None = None,
         description: str | None = None,
@@ -83,8 +83,8 @@ class ServedAgent:
         if isinstance(agent, ConfiguredAgent):
             default_name, default_text = agent.config.name, agent.config.description
             chat: Callable[..., Any] = agent.chat
-        elif hasattr(agent, "prepare_call"):
-            default_name, default_text = agent_name(agent), agent_description(agent)
+        elif isinstance(agent, ChatAgent):
+            default_name, default_text = agent.name, agent.description
             chat = _with_events(agent)
         else:
             raise UserError(f"{agent!r} is neither an @llm_chat agent nor a ConfiguredAgent")
@@ -304,7 +304,7 @@ def _namespace_name(name: str) -> str:
     return cleaned[:128] or "agent"
 
 
-def _with_events(agent: Any) -> Callable[..., AsyncIterator[Any]]:
+def _with_events(agent: ChatAgent) -> Callable[..., AsyncIterator[Any]]:
     """``agent`` (an ``@llm_chat`` function, with events or not) as a session agent: each
     call yields the run's events, then a ``ResponseYield`` with the history."""
 
@@ -315,17 +315,12 @@ def _with_events(agent: Any) -> Callable[..., AsyncIterator[Any]]:
         _session_id: str = "",
         **call_options: Any,
     ) -> AsyncIterator[Any]:
-        invocation, transcript = await agent.prepare_call(
-            message, history=history or [], _session_id=_session_id, **call_options
-        )
-        origin = EventOrigin(session_id=_session_id, agent_call_id=new_call_id())
-        run = Run(
-            invocation,
-            transcript,
-            abort=_abort_signal,
-            user_input=message,
-            events=True,
-            origin=origin,
+        run = await agent.run(
+            message,
+            history=history or [],
+            _abort_signal=_abort_signal,
+            _session_id=_session_id,
+            **call_options,
         )
         result: RunResult | None = None
         async with aclosing(run.__aiter__()) as items:
