@@ -146,6 +146,24 @@ EXPECTED_TOOLS = {
 }
 
 
+def test_decorators_surface() -> None:
+    """The decorators give values of public classes: an agent is a ChatAgent, a typed call an
+    LLMFunction (nothing recognises them by their attributes)."""
+    decorators = simplellmfunc.decorators
+    assert set(decorators.__all__) == {
+        "AgentTool",
+        "ChatAgent",
+        "LLMFunction",
+        "agent_run",
+        "llm_chat",
+        "llm_function",
+    }
+    for name in ("resume", "run", "as_tool", "prepare", "options", "name", "description"):
+        assert hasattr(decorators.ChatAgent, name), name
+    for name in ("run", "stream", "options"):
+        assert hasattr(decorators.LLMFunction, name), name
+
+
 def test_sandbox_and_tools_surface() -> None:
     assert set(simplellmfunc.sandbox.__all__) == EXPECTED_SANDBOX
     assert set(simplellmfunc.tools.__all__) == EXPECTED_TOOLS

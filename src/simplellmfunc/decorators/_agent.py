@@ -15,6 +15,7 @@ from __future__ import annotations
 import copy
 import functools
 import inspect
+import types
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import aclosing
 from dataclasses import dataclass, replace
@@ -39,7 +40,7 @@ from ..engine import (
 from ..exceptions import DecoratorError, UserError
 from ..providers import LLMInterface
 from ..tools import TaskTool, Tool, ToolContext, ToolProvider
-from ._common import CallOptions, binder, split_call_kwargs
+from ._common import CallOptions, binder, split_call_kwargs, unbound
 from ._history import HistoryView, chat_output, initial_messages
 from ._prompt import HISTORY_NAMES, docstring_of, fill_template, render_arguments
 
@@ -70,7 +71,7 @@ class ChatAgent:
     the run's typed events and its :class:`~simplellmfunc.engine.RunResult`; :meth:`as_tool`
     makes the agent a tool of another agent. The agent keeps the decorated function's name,
     docstring and signature (``functools.update_wrapper``); decorating a method works: the
-    instance is the call's first argument, as it was the function's.
+    instance is bound to the first parameter (and is not sent to the model).
 
     Raises:
         DecoratorError: (at decoration) If the function is not ``async def`` or has no
@@ -91,6 +92,8 @@ class ChatAgent:
         "_settings",
         "_signature",
     )
+
+    __wrapped__: Callable[..., Any]  # set by functools.update_wrapper
 
     def __init__(self, func: Callable[..., Any], settings: ChatSettings) -> None:
         if not inspect.iscoroutinefunction(func) and not inspect.isasyncgenfunction(func):
@@ -194,6 +197,7 @@ class ChatAgent:
             return self
         bound = copy.copy(self)
         bound._bound = (*self._bound, instance)
+        bound.__wrapped__ = types.MethodType(self.__wrapped__, instance)  # signature: no self
         return bound
 
     def __repr__(self) -> str:
@@ -253,7 +257,7 @@ class ChatAgent:
                 and len(args) <= self._history_position
             ):
                 kwargs[self._history_name] = []
-            arguments = self._bind(args, kwargs)
+            arguments = unbound(self._bind(args, kwargs), self._bound)
             history = arguments.pop(self._history_name, None)
             user = await render_arguments(self._signature, arguments, bare_single_text=True)
         settings = self._settings

@@ -21,6 +21,7 @@ __all__ = [
     "split_call_kwargs",
     "static_tools",
     "toolkit_hooks",
+    "unbound",
 ]
 
 ToolkitItem = Any
@@ -75,6 +76,15 @@ def binder(
         return arguments
 
     return bind
+
+
+def unbound(arguments: dict[str, Any], bound: tuple[Any, ...]) -> dict[str, Any]:
+    """``arguments`` without the first ``len(bound)`` ones: the instance a decorated method is
+    bound to (``self``) is not part of the prompt."""
+    if bound:
+        for name in list(arguments)[: len(bound)]:
+            del arguments[name]
+    return arguments
 
 
 def check_async(func: Callable[..., Any], decorator: str) -> None:

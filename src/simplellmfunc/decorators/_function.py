@@ -6,6 +6,7 @@ from __future__ import annotations
 import copy
 import functools
 import inspect
+import types
 import typing
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from contextlib import aclosing
@@ -19,7 +20,7 @@ from ..engine import EngineOptions, Invocation, Run, RunResult, ToolProtocol, sp
 from ..exceptions import AbortedError, OutputParseError
 from ..providers import LLMInterface
 from ..tools import Tool, ToolProvider
-from ._common import binder, check_async, split_call_kwargs, static_tools
+from ._common import binder, check_async, split_call_kwargs, static_tools, unbound
 from ._output import OutputSpec, PartialParser
 from ._prompt import docstring_of, fill_template, render_arguments
 
@@ -118,7 +119,7 @@ class LLMFunction(Generic[P, R]):
     validated partial values while the reply streams, then the final one; :meth:`run` is the
     engine's :class:`~simplellmfunc.engine.Run` of a call (its events and result). The object
     keeps the decorated function's name, docstring and signature; decorating a method works
-    (the instance is the call's first argument, as it was the function's).
+    (the instance is bound to the first parameter and is not sent to the model).
 
     Raises:
         DecoratorError: (at decoration) If the function is not ``async def``.
@@ -138,6 +139,8 @@ class LLMFunction(Generic[P, R]):
         "_settings",
         "_signature",
     )
+
+    __wrapped__: Callable[..., Any]  # set by functools.update_wrapper
 
     def __init__(self, func: Callable[P, Awaitable[R]], settings: _FunctionSettings) -> None:
         check_async(func, "llm_function")
@@ -214,6 +217,7 @@ class LLMFunction(Generic[P, R]):
             return self
         bound = copy.copy(self)
         bound._bound = (*self._bound, instance)
+        bound.__wrapped__ = types.MethodType(self.__wrapped__, instance)  # signature: no self
         return bound
 
     def __repr__(self) -> str:
@@ -240,7 +244,7 @@ class LLMFunction(Generic[P, R]):
     ) -> tuple[Run, _AnswerParser | None]:
         settings, output = self._settings, self._output
         call = split_call_kwargs(kwargs, pausable=False)
-        arguments = self._bind((*self._bound, *args), kwargs)
+        arguments = unbound(self._bind((*self._bound, *args), kwargs), self._bound)
         description = fill_template(self._doc, call.template_params)
         system = fill_template(
             settings.system_template,
