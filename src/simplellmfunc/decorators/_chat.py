@@ -16,7 +16,7 @@ from ..engine import (
 )
 from ..providers import LLMInterface
 from ._agent import ChatAgent, ChatSettings
-from ._common import self_reference_hook, static_tools
+from ._common import MemoryBackend, ToolkitItem, self_reference_hook, static_tools
 
 __all__ = ["llm_chat"]
 
@@ -26,12 +26,12 @@ ReturnMode = Literal["text", "raw"]
 
 def llm_chat(
     llm_interface: LLMInterface,
-    toolkit: Iterable[Any] | None = None,
+    toolkit: Iterable[ToolkitItem] | None = None,
     max_tool_calls: int | None = None,
     stream: bool = False,
     return_mode: ReturnMode = "text",
     enable_event: bool = False,
-    self_reference: Any = None,
+    self_reference: MemoryBackend | None = None,
     self_reference_key: str | None = None,
     *,
     options: EngineOptions | None = None,

@@ -20,7 +20,7 @@ from ..engine import EngineOptions, Invocation, Run, RunResult, ToolProtocol, sp
 from ..exceptions import AbortedError, OutputParseError
 from ..providers import LLMInterface
 from ..tools import Tool, ToolProvider
-from ._common import binder, check_async, split_call_kwargs, static_tools, unbound
+from ._common import ToolkitItem, binder, check_async, split_call_kwargs, static_tools, unbound
 from ._output import OutputSpec, PartialParser
 from ._prompt import docstring_of, fill_template, render_arguments
 
@@ -34,7 +34,7 @@ _SYSTEM_TEMPLATE_DEFAULT = "{function_description}"
 
 def llm_function(
     llm_interface: LLMInterface,
-    toolkit: Iterable[Any] | None = None,
+    toolkit: Iterable[ToolkitItem] | None = None,
     max_tool_calls: int | None = None,
     system_prompt_template: str | None = None,
     user_prompt_template: str | None = None,
