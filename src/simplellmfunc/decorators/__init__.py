@@ -6,8 +6,11 @@ of another agent, :func:`agent_run` a sub-run streaming into a caller's events (
 multi-agent runtime builds on).
 """
 
+from .._lazy import publish
 from ._agent import AgentTool, ChatAgent, agent_run
 from ._chat import llm_chat
 from ._function import LLMFunction, llm_function
 
 __all__ = ["AgentTool", "ChatAgent", "LLMFunction", "agent_run", "llm_chat", "llm_function"]
+
+publish(__name__, __all__)

@@ -5,6 +5,7 @@ Build an :class:`Invocation` (model, tools, prompt, :class:`EngineOptions`, hook
 (:class:`RunHook`) plug into the loop and reach the running call through :class:`RunContext`.
 """
 
+from .._lazy import publish
 from ._compile import FINAL_ANSWER_INSTRUCTION, compile_request, system_context
 from ._emit import Emitter, current_tool_call_id, in_tool_call
 from ._invocation import Invocation, RunContext, RunHook, RunView, current_run
@@ -12,7 +13,7 @@ from ._llm_call import RawItem, TextChunk
 from ._options import EngineOptions, ToolProtocol, split_options
 from ._phases import SUMMARY_INSTRUCTION
 from ._pump import Finished, event_pump
-from ._run import ReactRun, Run, RunItem, new_call_id, run_react
+from ._run import Run, RunItem, new_call_id
 from ._scheduler import BatchResult, run_tool_batch
 from ._state import RunResult, RunState
 from ._steps import (
@@ -39,7 +40,6 @@ __all__ = [
     "HistoryWindow",
     "Invocation",
     "RawItem",
-    "ReactRun",
     "Run",
     "RunContext",
     "RunHook",
@@ -63,9 +63,10 @@ __all__ = [
     "new_call_id",
     "parse_reply",
     "render_catalogue",
-    "run_react",
     "run_tool_batch",
     "running_steps",
     "split_options",
     "system_context",
 ]
+
+publish(__name__, __all__)

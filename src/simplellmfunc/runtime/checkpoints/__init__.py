@@ -6,6 +6,7 @@ files in a directory; :class:`CheckpointHook` saves one every few iterations of 
 written through :mod:`simplellmfunc._persist`.
 """
 
+from ..._lazy import publish
 from ._checkpoint import Checkpoint, serialize_value
 from ._hook import CheckpointHook
 from ._manager import CheckpointInfo, CheckpointManager, load_checkpoint, save_checkpoint
@@ -19,3 +20,5 @@ __all__ = [
     "save_checkpoint",
     "serialize_value",
 ]
+
+publish(__name__, __all__)

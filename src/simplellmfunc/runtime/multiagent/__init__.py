@@ -17,6 +17,7 @@ agent's name (``origin.agent``) and depth (``origin.fork_depth``).
   processes).
 """
 
+from ..._lazy import publish
 from ._channel import Channel, RedisChannel
 from ._group import (
     GroupChat,
@@ -50,3 +51,5 @@ __all__ = [
     "Team",
     "drop_tool_turns",
 ]
+
+publish(__name__, __all__)

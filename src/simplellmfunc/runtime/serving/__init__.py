@@ -14,7 +14,7 @@ The SDK is imported on first use of a name that needs it.
 
 from typing import TYPE_CHECKING
 
-from ..._lazy import lazy_exports
+from ..._lazy import lazy_exports, publish
 from ._served import OnEvent, ServedAgent
 
 if TYPE_CHECKING:
@@ -25,3 +25,5 @@ __all__ = ["OnEvent", "ServedAgent", "a2a_app", "a2a_routes", "agent_card"]
 __getattr__, __dir__ = lazy_exports(
     __name__, {"a2a_app": "._a2a", "a2a_routes": "._a2a", "agent_card": "._a2a"}
 )
+
+publish(__name__, __all__)
