@@ -16,7 +16,7 @@ import pytest
 from simplellmfunc import OpenAICompatible, SelfReference, llm_chat, tool
 from simplellmfunc._events import EventOrigin
 from simplellmfunc._transcript import Transcript
-from simplellmfunc.engine import Emitter, Invocation, run_react
+from simplellmfunc.engine import Emitter, Invocation, Run
 from simplellmfunc.exceptions import ConfigError
 from simplellmfunc.runtime import (
     Checkpoint,
@@ -292,7 +292,7 @@ async def test_checkpoint_every_n_steps_and_resume_the_run(
     )
     emitter = Emitter(None, EventOrigin(agent_call_id="run1"), wants_events=False)
     with anyio.fail_after(GUARD):
-        result = await run_react(invocation, transcript, emitter)
+        result = await Run(invocation, transcript, emitter).result()
     assert result.text == "The sum is 10."
     assert [i.number for i in hook.saved] == [1]  # after iteration 2 only
     checkpoint = await manager.latest()
@@ -311,7 +311,7 @@ async def test_checkpoint_every_n_steps_and_resume_the_run(
     resumed = Invocation(llm, system_prompt="Add.", tools=(add,))
     emitter = Emitter(None, EventOrigin(agent_call_id="run2"), wants_events=False)
     with anyio.fail_after(GUARD):
-        again = await run_react(resumed, Transcript(list(checkpoint.messages())), emitter)
+        again = await Run(resumed, Transcript(list(checkpoint.messages())), emitter).result()
     assert again.text == "The sum is 10."
     first_resumed = mock_server.requests[4].json["messages"]
     assert first_resumed[-1] == {"role": "tool", "tool_call_id": "a2", "content": "6"}

@@ -14,11 +14,10 @@ from simplellmfunc.engine import (
     Emitter,
     Finished,
     Invocation,
-    ReactRun,
+    Run,
     RunHook,
     RunView,
     event_pump,
-    run_react,
 )
 from simplellmfunc.exceptions import ProviderError, StreamError
 from simplellmfunc.hooks import (
@@ -349,7 +348,7 @@ async def test_hooks_contribute_mutations_before_calls_and_after_batches(
 
     emitter = Emitter(send, EventOrigin(agent_call_id="run1"), wants_events=True)
     with anyio.fail_after(GUARD):
-        result = await run_react(invocation, transcript, emitter, user_input="1+2?")
+        result = await Run(invocation, transcript, emitter, user_input="1+2?").result()
     assert (result.text, result.terminated_by, result.iterations) == ("3", "answer", 2)
     assert (hook.before, hook.after, hook.ended) == ([1, 2], [1], [2])
     first = server.requests[0].json["messages"]
@@ -398,7 +397,7 @@ async def test_run_steps_and_on_end_when_left_early(
     transcript = Transcript([UserMessage("1+2?")])
     emitter = Emitter(None, EventOrigin(), wants_events=False)
     with anyio.fail_after(GUARD):
-        async with ReactRun(invocation, transcript, emitter) as run:
+        async with Run(invocation, transcript, emitter) as run:
             assert await run.step()  # the LLM phase: a tool call
             assert transcript.pending_tool_calls
             assert await run.step()  # the tool phase
@@ -424,7 +423,7 @@ async def test_on_end_runs_when_the_run_is_cancelled(
     emitter = Emitter(None, EventOrigin(), wants_events=False)
     with anyio.fail_after(GUARD):
         async with anyio.create_task_group() as group:
-            group.start_soon(run_react, invocation, Transcript([UserMessage("hi")]), emitter)
+            group.start_soon(Run(invocation, Transcript([UserMessage("hi")]), emitter).result)
             await arrived.wait()
             group.cancel_scope.cancel()
     assert hook.ended == [1]

@@ -68,36 +68,36 @@ EXPECTED_TOP = {
 }
 
 
-@pytest.mark.parametrize(
-    "module",
-    [
-        simplellmfunc,
-        simplellmfunc.decorators,
-        simplellmfunc.engine,
-        simplellmfunc.events,
-        simplellmfunc.hooks,
-        simplellmfunc.providers,
-        simplellmfunc.runtime,
-        simplellmfunc.runtime.checkpoints,
-        simplellmfunc.runtime.commands,
-        simplellmfunc.runtime.config,
-        simplellmfunc.runtime.memory,
-        simplellmfunc.runtime.retrieval,
-        simplellmfunc.runtime.skills,
-        simplellmfunc.runtime.multiagent,
-        simplellmfunc.runtime.a2a,
-        simplellmfunc.runtime.serving,
-        simplellmfunc.http_server,
-        simplellmfunc.runtime.sessions,
-        simplellmfunc.runtime.stores,
-        simplellmfunc.runtime.trace,
-        simplellmfunc.sandbox,
-        simplellmfunc.tools,
-        simplellmfunc.types,
-        simplellmfunc.webchat,
-        simplellmfunc.wire,
-    ],
-)
+PUBLIC_PACKAGES = [
+    simplellmfunc,
+    simplellmfunc.decorators,
+    simplellmfunc.engine,
+    simplellmfunc.events,
+    simplellmfunc.hooks,
+    simplellmfunc.providers,
+    simplellmfunc.runtime,
+    simplellmfunc.runtime.checkpoints,
+    simplellmfunc.runtime.commands,
+    simplellmfunc.runtime.config,
+    simplellmfunc.runtime.memory,
+    simplellmfunc.runtime.retrieval,
+    simplellmfunc.runtime.skills,
+    simplellmfunc.runtime.multiagent,
+    simplellmfunc.runtime.a2a,
+    simplellmfunc.runtime.serving,
+    simplellmfunc.http_server,
+    simplellmfunc.runtime.sessions,
+    simplellmfunc.runtime.stores,
+    simplellmfunc.runtime.trace,
+    simplellmfunc.sandbox,
+    simplellmfunc.tools,
+    simplellmfunc.types,
+    simplellmfunc.webchat,
+    simplellmfunc.wire,
+]
+
+
+@pytest.mark.parametrize("module", PUBLIC_PACKAGES)
 def test_all_is_sorted_and_resolvable(module: object) -> None:
     names = list(module.__all__)  # type: ignore[attr-defined]
     # isort-style order, as ruff's RUF022 keeps it: CONSTANTS, then Classes, then functions.
@@ -110,6 +110,42 @@ def test_all_is_sorted_and_resolvable(module: object) -> None:
 
 def test_top_level_surface() -> None:
     assert set(simplellmfunc.__all__) == EXPECTED_TOP
+    # the namespace holds the public names (and dunders, and the private _lazy module) only
+    names = {
+        n
+        for n, v in vars(simplellmfunc).items()
+        if not n.startswith("_") and not isinstance(v, type(simplellmfunc))  # not submodules
+    }
+    assert names <= EXPECTED_TOP
+    for name in ("TYPE_CHECKING", "lazy_exports", "publish"):
+        assert name not in vars(simplellmfunc), name
+
+
+# ChatApp's annotations name what its module imports only for type checkers.
+PRIVATE_PATH_KEPT = {"ChatApp"}
+
+
+def test_exports_carry_their_public_path() -> None:
+    """Reprs, tracebacks, docs and pickles show ``simplellmfunc.engine.Run``, not the private
+    module it is defined in (as httpx does); annotations still resolve."""
+    import inspect
+    import pickle
+    import typing
+
+    for package in PUBLIC_PACKAGES:
+        for name in package.__all__:
+            value = getattr(package, name)
+            if not (isinstance(value, type) or inspect.isfunction(value)):
+                continue
+            if name in PRIVATE_PATH_KEPT:
+                continue
+            parts = value.__module__.split(".")
+            assert not any(p.startswith("_") for p in parts), f"{package.__name__}.{name}"
+            typing.get_type_hints(value)  # resolves where __module__ now points
+    assert repr(simplellmfunc.engine.Run).endswith("'simplellmfunc.engine.Run'>")
+    assert simplellmfunc.types.Text.__module__ == "simplellmfunc.types"
+    options = simplellmfunc.engine.EngineOptions(tool_timeout=3)
+    assert pickle.loads(pickle.dumps(options)) == options
 
 
 EXPECTED_SANDBOX = {
@@ -146,6 +182,24 @@ EXPECTED_TOOLS = {
 }
 
 
+def test_decorators_surface() -> None:
+    """The decorators give values of public classes: an agent is a ChatAgent, a typed call an
+    LLMFunction (nothing recognises them by their attributes)."""
+    decorators = simplellmfunc.decorators
+    assert set(decorators.__all__) == {
+        "AgentTool",
+        "ChatAgent",
+        "LLMFunction",
+        "agent_run",
+        "llm_chat",
+        "llm_function",
+    }
+    for name in ("resume", "run", "as_tool", "prepare", "options", "name", "description"):
+        assert hasattr(decorators.ChatAgent, name), name
+    for name in ("run", "stream", "options"):
+        assert hasattr(decorators.LLMFunction, name), name
+
+
 def test_sandbox_and_tools_surface() -> None:
     assert set(simplellmfunc.sandbox.__all__) == EXPECTED_SANDBOX
     assert set(simplellmfunc.tools.__all__) == EXPECTED_TOOLS
@@ -179,7 +233,6 @@ EXPECTED_ENGINE = {
     "JSONProtocol",
     "NativeProtocol",
     "RawItem",
-    "ReactRun",
     "Run",
     "RunContext",
     "RunHook",
@@ -203,7 +256,6 @@ EXPECTED_ENGINE = {
     "pending_calls",
     "render_catalogue",
     "resolve_protocol",
-    "run_react",
     "run_tool_batch",
     "split_options",
     "split_turns",
@@ -215,7 +267,9 @@ def test_engine_surface() -> None:
     """The one run API both decorators, the builtins and the runtime build on."""
     assert set(simplellmfunc.engine.__all__) == EXPECTED_ENGINE
     assert simplellmfunc.EngineOptions is simplellmfunc.engine.EngineOptions
-    assert simplellmfunc.engine.ReactRun is simplellmfunc.engine.Run  # the earlier name
+    # the pre-release names are gone
+    assert not hasattr(simplellmfunc.engine, "ReactRun")
+    assert not hasattr(simplellmfunc.engine, "run_react")
 
 
 RUNTIME_PACKAGES = {
@@ -432,12 +486,9 @@ def test_optional_runtime_surface(name: str) -> None:
     assert name not in simplellmfunc.runtime.__all__
 
 
-def test_runtime_run_result_is_a_deprecated_alias() -> None:
-    from simplellmfunc.runtime import ConfigRunResult
-
-    with pytest.warns(DeprecationWarning, match="ConfigRunResult"):
-        from simplellmfunc.runtime import RunResult
-    assert RunResult is ConfigRunResult
+def test_pre_release_aliases_are_gone() -> None:
+    with pytest.raises(ImportError):
+        from simplellmfunc.runtime import RunResult  # noqa: F401 - the pre-release alias
     assert "RunResult" not in simplellmfunc.runtime.__all__
 
 

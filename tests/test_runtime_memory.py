@@ -1,7 +1,7 @@
 """Agent memory in real runs: MemoryHook injection and auto-save, against the mock LLM server.
 
 ``@llm_chat`` has no parameter for extra run hooks yet, so these runs drive the engine
-(``run_react``) directly with the same Invocation a decorator would build.
+(``Run``) directly with the same Invocation a decorator would build.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import pytest
 from simplellmfunc import OpenAICompatible, tool
 from simplellmfunc._events import EventOrigin
 from simplellmfunc._transcript import Transcript
-from simplellmfunc.engine import Emitter, Invocation, RunResult, run_react
+from simplellmfunc.engine import Emitter, Invocation, Run, RunResult
 from simplellmfunc.runtime import (
     InMemoryStore,
     KeyValueExtraction,
@@ -58,7 +58,7 @@ async def run(
     transcript = Transcript(list(history_from_dicts(history)))
     emitter = Emitter(None, EventOrigin(agent_call_id=call_id), wants_events=False)
     with anyio.fail_after(GUARD):
-        return await run_react(invocation, transcript, emitter)
+        return await Run(invocation, transcript, emitter).result()
 
 
 def system_of(request: Any) -> str:

@@ -9,7 +9,7 @@ is cheap and has no side effects.
 
 from typing import TYPE_CHECKING
 
-from ._lazy import lazy_exports
+from ._lazy import lazy_exports, publish
 
 if TYPE_CHECKING:
     from ._abort import AbortSignal, PauseSignal
@@ -76,8 +76,8 @@ __getattr__, __dir__ = lazy_exports(
         "FallbackLLM": ".providers",
         "FileToolset": ".builtin",
         "HistoryWindow": ".engine",
-        "ImgPath": "._content",
-        "ImgUrl": "._content",
+        "ImgPath": ".types",
+        "ImgUrl": ".types",
         "LLMInterface": ".providers",
         "MCPToolset": ".mcp",
         "OpenAICompatible": ".providers",
@@ -86,7 +86,7 @@ __getattr__, __dir__ = lazy_exports(
         "PyRepl": ".builtin",
         "SelfReference": ".builtin",
         "TerminationPolicy": ".engine",
-        "Text": "._content",
+        "Text": ".types",
         "TokenBucket": ".providers",
         "Tool": ".tools",
         "ToolEventEmitter": ".tools",
@@ -99,3 +99,6 @@ __getattr__, __dir__ = lazy_exports(
         "tui": ".utils.tui",
     },
 )
+
+publish(__name__, __all__)
+del TYPE_CHECKING, lazy_exports, publish  # the namespace holds the public names only

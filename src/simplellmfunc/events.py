@@ -32,6 +32,7 @@ from ._events import (
     is_event_yield,
     is_response_yield,
 )
+from ._lazy import publish
 
 __all__ = [
     "CustomEvent",
@@ -84,3 +85,6 @@ async def filter_events(
     async for item in stream:
         if isinstance(item, EventYield) and isinstance(item.event, kinds):
             yield item
+
+
+publish(__name__, __all__, claims=("simplellmfunc._events",))

@@ -1,6 +1,7 @@
 """Content parts, messages and context mutations: the types user code handles."""
 
 from ._content import ContentPart, ImgPath, ImgUrl, Text
+from ._lazy import publish
 from ._messages import (
     AssistantMessage,
     Message,
@@ -61,3 +62,15 @@ __all__ = [
     "message_to_dict",
     "validate_history",
 ]
+
+publish(
+    __name__,
+    __all__,
+    claims=(
+        "simplellmfunc._content",
+        "simplellmfunc._messages",
+        "simplellmfunc._mutations",
+        "simplellmfunc._transcript",
+        "simplellmfunc._usage",
+    ),
+)

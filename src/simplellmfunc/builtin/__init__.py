@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from .._lazy import lazy_exports
+from .._lazy import lazy_exports, publish
 
 if TYPE_CHECKING:
     from .files import FileToolset
@@ -33,3 +33,5 @@ __getattr__, __dir__ = lazy_exports(
         "SelfReference": ".selfref",
     },
 )
+
+publish(__name__, __all__)

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from .._lazy import publish
 from ._app import ChatApp
 from ._view import (
     ReplyBlock,
@@ -40,3 +41,6 @@ def chat_app(agent: Callable[..., Any], **options: Any) -> ChatApp:
     ``pyrepl=``, ``hooks=``, ``prices=``, ``title=`` ...).
     """
     return ChatApp(agent, **options)
+
+
+publish(__name__, __all__)

@@ -1,61 +1,37 @@
-"""``@llm_chat``: an ``async def`` becomes a streaming, tool-using agent with history."""
+"""``@llm_chat``: an ``async def`` becomes a :class:`ChatAgent`, a streaming, tool-using agent
+with history."""
 
 from __future__ import annotations
 
-import functools
-import inspect
-from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
-from contextlib import aclosing
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any, Literal
 
-from .._events import ResponseYield
-from .._messages import (
-    Message,
-    SystemMessage,
-    UserMessage,
-    history_from_dicts,
-    history_to_dicts,
-)
-from .._transcript import Transcript
 from ..engine import (
     EngineOptions,
     HistoryWindow,
-    Invocation,
-    RawItem,
-    Run,
     RunHook,
-    RunResult,
     TerminationPolicy,
-    TextChunk,
     ToolProtocol,
-    answer_deferred,
     split_options,
 )
-from ..exceptions import DecoratorError
 from ..providers import LLMInterface
-from ._agent_tool import AgentTool
-from ._common import (
-    CallOptions,
-    binder,
-    self_reference_hook,
-    split_call_kwargs,
-    static_tools,
-)
-from ._prompt import HISTORY_NAMES, docstring_of, fill_template, render_arguments
+from ._agent import ChatAgent, ChatSettings
+from ._common import MemoryBackend, ToolkitItem, self_reference_hook, static_tools
 
 __all__ = ["llm_chat"]
+
 
 ReturnMode = Literal["text", "raw"]
 
 
 def llm_chat(
     llm_interface: LLMInterface,
-    toolkit: Iterable[Any] | None = None,
+    toolkit: Iterable[ToolkitItem] | None = None,
     max_tool_calls: int | None = None,
     stream: bool = False,
     return_mode: ReturnMode = "text",
     enable_event: bool = False,
-    self_reference: Any = None,
+    self_reference: MemoryBackend | None = None,
     self_reference_key: str | None = None,
     *,
     options: EngineOptions | None = None,
@@ -64,8 +40,8 @@ def llm_chat(
     history_window: HistoryWindow | None = None,
     hooks: Sequence[RunHook] = (),
     **llm_kwargs: Any,
-) -> Callable[[Callable[..., Any]], Callable[..., AsyncIterator[Any]]]:
-    """Turn an ``async def`` into a chat agent that yields ``(text, updated_history)``.
+) -> Callable[[Callable[..., Any]], ChatAgent]:
+    """Turn an ``async def`` into a :class:`ChatAgent` that yields ``(text, updated_history)``.
 
     The docstring is the system prompt (with ``_template_params``). The decorated function takes
     ``history`` (or ``chat_history``), a list of chat dicts, plus any other parameters, which
@@ -118,173 +94,20 @@ def llm_chat(
         termination=termination,
         history_window=history_window,
     )
-    raw = return_mode == "raw"
+    memory = self_reference_hook(self_reference, self_reference_key, tools)
+    settings = ChatSettings(
+        llm=llm_interface,
+        tools=tuple(tools),
+        providers=tuple(providers),
+        options=engine_options,
+        params=params,
+        stream=stream,
+        raw=return_mode == "raw",
+        enable_event=enable_event,
+        hooks=((memory,) if memory is not None else ()) + tuple(hooks),
+    )
 
-    def decorate(func: Callable[..., Any]) -> Callable[..., AsyncIterator[Any]]:
-        if not inspect.iscoroutinefunction(func) and not inspect.isasyncgenfunction(func):
-            raise DecoratorError(f"@llm_chat needs an 'async def' function, got {func!r}")
-        signature = inspect.signature(func)
-        bind = binder(signature)
-        history_name = next((n for n in HISTORY_NAMES if n in signature.parameters), None)
-        if history_name is None:
-            raise DecoratorError("@llm_chat functions need a 'history' or 'chat_history' parameter")
-        doc = docstring_of(func)
-        memory = self_reference_hook(self_reference, self_reference_key, tools)
-        run_hooks = ((memory,) if memory is not None else ()) + tuple(hooks)
-
-        async def build(
-            args: tuple[Any, ...], kwargs: dict[str, Any], resumed: Any = None
-        ) -> tuple[Invocation, Transcript, CallOptions, Message | None]:
-            call = split_call_kwargs(kwargs)
-            system = fill_template(doc, call.template_params)
-            if resumed is None:
-                arguments = bind(args, kwargs)
-                history = arguments.pop(history_name, None)
-                user: Message | None = await render_arguments(
-                    signature, arguments, bare_single_text=True
-                )
-            elif kwargs:
-                raise DecoratorError(f"resume() takes no arguments besides the history: {kwargs}")
-            else:
-                history, user = resumed, None
-            invocation = Invocation(
-                llm=llm_interface,
-                system_prompt=system,
-                tools=await call.resolve_tools(tools, providers),
-                session_id=call.session_id,
-                stream=stream,
-                options=engine_options,
-                params=params,
-                hooks=run_hooks + call.run_hooks(providers),
-                func_name=func.__name__,
-            )
-            transcript = Transcript(_initial_messages(system, history, user))
-            return invocation, transcript, call, user
-
-        async def prepare(
-            args: tuple[Any, ...], kwargs: dict[str, Any], resumed: Any = None
-        ) -> Run:
-            invocation, transcript, call, user = await build(args, kwargs, resumed)
-            return Run(
-                invocation,
-                transcript,
-                abort=call.abort,
-                pause=call.pause,
-                user_input=user.text if isinstance(user, UserMessage) else "",
-                events=enable_event,
-                text=not enable_event,
-                raw=raw and not enable_event,
-            )
-
-        async def iterate(run: Run) -> AsyncIterator[Any]:
-            view = _HistoryView(run.state.transcript)
-            # aclosing: a consumer leaving early closes the run here, in this task.
-            async with aclosing(run.__aiter__()) as items:
-                async for item in items:
-                    yield _output(item, view, enable_event=enable_event, stream=stream)
-
-        @functools.wraps(func)
-        async def wrapper(*args: Any, **kwargs: Any) -> AsyncIterator[Any]:
-            # iterate()'s body inline: one async generator less per streamed item.
-            run = await prepare(args, kwargs)
-            view = _HistoryView(run.state.transcript)
-            async with aclosing(run.__aiter__()) as items:
-                async for item in items:
-                    yield _output(item, view, enable_event=enable_event, stream=stream)
-
-        async def resume(
-            history: list[dict[str, Any]],
-            results: Mapping[str, Any] | None = None,
-            **kwargs: Any,
-        ) -> AsyncIterator[Any]:
-            """Continue a paused run (``terminated_by="paused"``) from its history, or a
-            deferred one (``terminated_by="deferred"``) with ``results``, the app's result of
-            each pending call by call id: no new user message; takes ``_template_params``,
-            ``_abort_signal`` and ``_pause_signal``.
-
-            Raises:
-                InvalidHistoryError: If ``results`` leave a pending call unanswered or answer
-                    a call that is not pending.
-            """
-            if not history:
-                raise DecoratorError("resume() needs the history of a paused run")
-            if results is not None:
-                history = answer_deferred(history, results)
-            async for item in iterate(await prepare((), kwargs, history)):
-                yield item
-
-        async def prepare_call(
-            *args: Any, _resume_history: list[dict[str, Any]] | None = None, **kwargs: Any
-        ) -> tuple[Invocation, Transcript]:
-            """The invocation and transcript a call with these arguments would run (the
-            multi-agent runtime runs them under another run). A missing history is an empty
-            one; ``_resume_history`` continues a history without a new user message, as
-            :func:`resume` does."""
-            if _resume_history is not None:
-                invocation, transcript, _, _ = await build((), kwargs, _resume_history)
-                return invocation, transcript
-            if history_name not in kwargs and len(args) <= _position(signature, history_name):
-                kwargs[history_name] = []
-            invocation, transcript, _, _ = await build(args, kwargs)
-            return invocation, transcript
-
-        def as_tool(name: str | None = None, description: str | None = None) -> AgentTool:
-            """This agent as a tool of another agent (see :class:`AgentTool`)."""
-            return AgentTool(wrapper, name=name, description=description)
-
-        wrapper.resume = resume  # type: ignore[attr-defined]
-        wrapper.prepare_call = prepare_call  # type: ignore[attr-defined]
-        wrapper.as_tool = as_tool  # type: ignore[attr-defined]
-        return wrapper
+    def decorate(func: Callable[..., Any]) -> ChatAgent:
+        return ChatAgent(func, settings)
 
     return decorate
-
-
-def _position(signature: inspect.Signature, name: str) -> int:
-    return list(signature.parameters).index(name)
-
-
-def _output(item: Any, view: _HistoryView, *, enable_event: bool, stream: bool) -> Any:
-    """What the decorated function yields for one item of the run (a text delta first: the
-    item a streamed reply yields most)."""
-    kind = type(item)
-    if kind is TextChunk:
-        return (item.text, view.dicts())
-    if kind is RunResult:
-        final = history_to_dicts(item.messages)
-        if enable_event:
-            return ResponseYield(item.text, final)
-        return (item.text if not stream else "", final)
-    if kind is RawItem:
-        return (item.item, view.dicts())
-    return item
-
-
-def _initial_messages(system: str, history: Any, user: Message | None) -> list[Message]:
-    if history is not None and not isinstance(history, list | tuple):
-        raise DecoratorError("history must be a list of chat message dicts")
-    previous = history_from_dicts(history)
-    rest = [m for m in previous if not isinstance(m, SystemMessage)]
-    if system:
-        head: list[Message] = [SystemMessage(system)]
-    else:  # no docstring: the history's own system prompt, if any, stays
-        head = [m for m in previous[:1] if isinstance(m, SystemMessage)]
-    return [*head, *rest] if user is None else [*head, *rest, user]
-
-
-class _HistoryView:
-    """Chat dicts of the live transcript, rebuilt only when the transcript changed."""
-
-    __slots__ = ("_cache", "_key", "_transcript")
-
-    def __init__(self, transcript: Transcript) -> None:
-        self._transcript = transcript
-        self._key: object = None
-        self._cache: list[dict[str, Any]] = []
-
-    def dicts(self) -> list[dict[str, Any]]:
-        messages = self._transcript.messages
-        if messages is not self._key:
-            self._key = messages
-            self._cache = history_to_dicts(messages)
-        return list(self._cache)

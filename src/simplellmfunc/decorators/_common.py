@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import inspect
-from collections.abc import Callable, Iterable, Mapping
-from typing import Any
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any, Protocol, runtime_checkable
 
 from .._abort import AbortSignal, PauseSignal
 from .._compat import TOOLKIT_OVERRIDE_PARAM
@@ -14,6 +14,8 @@ from ..tools import FunctionTool, Tool, ToolProvider
 
 __all__ = [
     "CallOptions",
+    "MemoryBackend",
+    "ToolkitItem",
     "binder",
     "check_async",
     "resolve_tools",
@@ -21,9 +23,23 @@ __all__ = [
     "split_call_kwargs",
     "static_tools",
     "toolkit_hooks",
+    "unbound",
 ]
 
-ToolkitItem = Any
+ToolkitItem = Tool | ToolProvider | Callable[..., Any] | Sequence["ToolkitItem"]
+"""What a ``toolkit`` holds: tools, tool providers (MCP servers, skills), plain functions
+(wrapped with ``@tool``) and lists of them."""
+
+
+@runtime_checkable
+class MemoryBackend(Protocol):
+    """What ``self_reference=`` takes: a SelfReference, or anything that makes the run hook
+    binding a turn to a memory key."""
+
+    def run_hook(self, key: str) -> RunHook:
+        """The run hook of memory ``key``."""
+        ...
+
 
 _PLAIN_KINDS = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
 
@@ -75,6 +91,15 @@ def binder(
         return arguments
 
     return bind
+
+
+def unbound(arguments: dict[str, Any], bound: tuple[Any, ...]) -> dict[str, Any]:
+    """``arguments`` without the first ``len(bound)`` ones: the instance a decorated method is
+    bound to (``self``) is not part of the prompt."""
+    if bound:
+        for name in list(arguments)[: len(bound)]:
+            del arguments[name]
+    return arguments
 
 
 def check_async(func: Callable[..., Any], decorator: str) -> None:
@@ -254,7 +279,7 @@ def split_call_kwargs(kwargs: dict[str, Any], *, pausable: bool = True) -> CallO
 
 
 def self_reference_hook(
-    self_reference: Any, key: str | None, tools: Iterable[Tool] = ()
+    self_reference: MemoryBackend | None, key: str | None, tools: Iterable[Tool] = ()
 ) -> RunHook | None:
     """The run hook of a SelfReference memory (``self_reference.run_hook(key)``).
 
@@ -267,16 +292,13 @@ def self_reference_hook(
     """
     if self_reference is None and key is None:
         return None
-    if self_reference is None:
-        self_reference = _toolkit_self_reference(tools)
-    factory = getattr(self_reference, "run_hook", None)
-    if factory is None:
+    backend = _toolkit_self_reference(tools) if self_reference is None else self_reference
+    if not isinstance(backend, MemoryBackend):
         raise DecoratorError("self_reference must be a SelfReference")
-    hook: RunHook = factory(key or "agent_main")
-    return hook
+    return backend.run_hook(key or "agent_main")
 
 
-def _toolkit_self_reference(tools: Iterable[Tool]) -> Any:
+def _toolkit_self_reference(tools: Iterable[Tool]) -> object:
     """The ``selfref`` backend of the first PyRepl whose tool is in ``tools``, else a new
     in-memory SelfReference."""
     from ..builtin import SelfReference

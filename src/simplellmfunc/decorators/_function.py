@@ -1,32 +1,40 @@
-"""``@llm_function``: a typed, docstring-only ``async def`` becomes a typed LLM call."""
+"""``@llm_function``: a typed, docstring-only ``async def`` becomes an :class:`LLMFunction`, a
+typed LLM call."""
 
 from __future__ import annotations
 
+import copy
 import functools
 import inspect
+import types
 import typing
-from collections.abc import AsyncIterator, Callable, Iterable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from contextlib import aclosing
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Generic, ParamSpec, TypeVar
 
-from .._events import ResponseYield
+from .._events import EventYield, LLMChunkArriveEvent, ResponseYield
 from .._messages import SystemMessage, history_to_dicts
 from .._transcript import Transcript
 from ..engine import EngineOptions, Invocation, Run, RunResult, ToolProtocol, split_options
 from ..exceptions import AbortedError, OutputParseError
 from ..providers import LLMInterface
-from ._common import binder, check_async, split_call_kwargs, static_tools
-from ._output import OutputSpec
+from ..tools import Tool, ToolProvider
+from ._common import ToolkitItem, binder, check_async, split_call_kwargs, static_tools, unbound
+from ._output import OutputSpec, PartialParser
 from ._prompt import docstring_of, fill_template, render_arguments
 
-__all__ = ["llm_function"]
+__all__ = ["LLMFunction", "llm_function"]
+
+P = ParamSpec("P")
+R = TypeVar("R")
 
 _SYSTEM_TEMPLATE_DEFAULT = "{function_description}"
 
 
 def llm_function(
     llm_interface: LLMInterface,
-    toolkit: Iterable[Any] | None = None,
+    toolkit: Iterable[ToolkitItem] | None = None,
     max_tool_calls: int | None = None,
     system_prompt_template: str | None = None,
     user_prompt_template: str | None = None,
@@ -36,8 +44,8 @@ def llm_function(
     options: EngineOptions | None = None,
     tool_protocol: ToolProtocol | None = None,
     **llm_kwargs: Any,
-) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
-    """Turn a typed, docstring-only ``async def`` into an LLM call.
+) -> Callable[[Callable[P, Awaitable[R]]], LLMFunction[P, R]]:
+    """Turn a typed, docstring-only ``async def`` into an :class:`LLMFunction`.
 
     The docstring is the prompt (``{name}`` placeholders filled from ``_template_params``), the
     arguments form the user message, and the return annotation is the output contract: the
@@ -70,72 +78,200 @@ def llm_function(
     engine_options, params = split_options(
         options, llm_kwargs, max_tool_calls=max_tool_calls, tool_protocol=tool_protocol
     )
+    settings = _FunctionSettings(
+        llm=llm_interface,
+        tools=tuple(tools),
+        providers=tuple(providers),
+        options=engine_options,
+        params=params,
+        system_template=system_prompt_template or _SYSTEM_TEMPLATE_DEFAULT,
+        user_template=user_prompt_template,
+        enable_event=enable_event,
+        retries=retries,
+    )
 
-    def decorate(func: Callable[..., Any]) -> Callable[..., Any]:
-        check_async(func, "llm_function")
-        signature = inspect.signature(func)
-        bind = binder(signature)
-        hints = typing.get_type_hints(func)
-        output = OutputSpec.for_annotation(hints.get("return", inspect.Signature.empty))
-        native = llm_interface.capabilities.json_schema
-        doc = docstring_of(func)
-
-        async def prepare(
-            args: tuple[Any, ...], kwargs: dict[str, Any], events: bool
-        ) -> tuple[Run, _AnswerParser | None]:
-            call = split_call_kwargs(kwargs, pausable=False)
-            arguments = bind(args, kwargs)
-            description = fill_template(doc, call.template_params)
-            system = fill_template(
-                system_prompt_template or _SYSTEM_TEMPLATE_DEFAULT,
-                {**call.template_params, "function_description": description},
-            )
-            user = await render_arguments(signature, arguments, bare_single_text=False)
-            if user_prompt_template is not None:
-                user = type(user)(fill_template(user_prompt_template, {"parameters": user.text}))
-            parser = _AnswerParser(output) if output.kind == "json" else None
-            invocation = Invocation(
-                llm=llm_interface,
-                system_prompt=system,
-                tools=await call.resolve_tools(tools, providers),
-                session_id=call.session_id,
-                options=engine_options,
-                response_format=output.response_format() if native else None,
-                output_contract="" if native else output.contract(),
-                params=params,
-                answer_check=parser.check if parser is not None else None,
-                max_repairs=retries,
-                func_name=func.__name__,
-                hooks=call.run_hooks(providers),
-            )
-            transcript = Transcript([SystemMessage(system), user])
-            run = Run(invocation, transcript, abort=call.abort, user_input=user.text, events=events)
-            return run, parser
-
-        if enable_event:
-
-            @functools.wraps(func)
-            async def event_wrapper(*args: Any, **kwargs: Any) -> AsyncIterator[Any]:
-                run, parser = await prepare(args, kwargs, True)
-                # aclosing: a consumer leaving early closes the run here, in this task.
-                async with aclosing(run.__aiter__()) as items:
-                    async for item in items:
-                        if isinstance(item, RunResult):
-                            value = _value(item, parser, output)
-                            yield ResponseYield(value, history_to_dicts(item.messages))
-                        else:
-                            yield item
-
-            return event_wrapper
-
-        @functools.wraps(func)
-        async def wrapper(*args: Any, **kwargs: Any) -> Any:
-            run, parser = await prepare(args, kwargs, False)
-            return _value(await run.result(), parser, output)
-
-        return wrapper
+    def decorate(func: Callable[P, Awaitable[R]]) -> LLMFunction[P, R]:
+        return LLMFunction(func, settings)
 
     return decorate
+
+
+@dataclass(frozen=True, slots=True)
+class _FunctionSettings:
+    """What ``@llm_function(...)`` was given, shared by the functions it decorates."""
+
+    llm: LLMInterface
+    tools: tuple[Tool, ...]
+    providers: tuple[ToolProvider, ...]
+    options: EngineOptions
+    params: dict[str, Any]
+    system_template: str
+    user_template: str | None
+    enable_event: bool
+    retries: int
+
+
+class LLMFunction(Generic[P, R]):
+    """An ``@llm_function``: a typed LLM call.
+
+    ``await f(...)`` is the parsed return value (with ``enable_event=True``, ``f(...)`` is an
+    async iterator of ``EventYield`` and one final ``ResponseYield``); :meth:`stream` yields
+    validated partial values while the reply streams, then the final one; :meth:`run` is the
+    engine's :class:`~simplellmfunc.engine.Run` of a call (its events and result). The object
+    keeps the decorated function's name, docstring and signature; decorating a method works
+    (the instance is bound to the first parameter and is not sent to the model).
+
+    Raises:
+        DecoratorError: (at decoration) If the function is not ``async def``.
+    """
+
+    # The function's own state is in slots: ``functools.update_wrapper`` copies a wrapped
+    # object's ``__dict__``, so a ``@tool`` over it must not take these with it.
+    __slots__ = (
+        "__dict__",
+        "__weakref__",
+        "_bind",
+        "_bound",
+        "_doc",
+        "_func",
+        "_native",
+        "_output",
+        "_settings",
+        "_signature",
+    )
+
+    __wrapped__: Callable[..., Any]  # set by functools.update_wrapper
+
+    def __init__(self, func: Callable[P, Awaitable[R]], settings: _FunctionSettings) -> None:
+        check_async(func, "llm_function")
+        functools.update_wrapper(self, func)
+        self._func = func
+        self._settings = settings
+        self._signature = inspect.signature(func)
+        self._bind = binder(self._signature)
+        hints = typing.get_type_hints(func)
+        self._output = OutputSpec.for_annotation(hints.get("return", inspect.Signature.empty))
+        self._native = settings.llm.capabilities.json_schema
+        self._doc = docstring_of(func)
+        self._bound: tuple[Any, ...] = ()
+
+    @property
+    def options(self) -> EngineOptions:
+        """The function's engine options."""
+        return self._settings.options
+
+    @property
+    def llm(self) -> LLMInterface:
+        """The model the function calls."""
+        return self._settings.llm
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        """Call the model: a coroutine of the parsed value, or with ``enable_event=True`` an
+        async iterator of events and one final ``ResponseYield``.
+
+        Raises:
+            OutputParseError: If the reply does not parse after the retries.
+            AbortedError: If the call was aborted.
+        """
+        if self._settings.enable_event:
+            return self._events(args, kwargs)
+        return self._value(args, kwargs)
+
+    async def run(self, *args: Any, **kwargs: Any) -> Run:
+        """The run of a call with these arguments, not started: iterate it for its
+        ``EventYield`` items and the :class:`~simplellmfunc.engine.RunResult` last (the
+        reply's text; the parsed value is what :meth:`__call__` returns)."""
+        run, _ = await self._prepare(args, kwargs, events=True)
+        return run
+
+    async def stream(self, *args: Any, **kwargs: Any) -> AsyncIterator[R]:
+        """Call the model with the reply streamed: yields the value parsed so far each time
+        it grows (pydantic's partial validation: a list without its unfinished last item, a
+        model once its required fields are there, a string cut short), then the final,
+        fully validated value, last.
+
+        Raises:
+            OutputParseError: If the final reply does not parse after the retries.
+            AbortedError: If the call was aborted.
+        """
+        run, parser = await self._prepare(args, kwargs, events=True, stream=True)
+        partial = PartialParser(self._output)
+        result: RunResult | None = None
+        async with aclosing(run.__aiter__()) as items:
+            async for item in items:
+                if isinstance(item, RunResult):
+                    result = item
+                    continue
+                if (
+                    isinstance(item, EventYield)
+                    and isinstance(item.event, LLMChunkArriveEvent)
+                    and item.origin.fork_depth == 0  # the call's own reply, not a sub-agent's
+                    and partial.feed(item.event.accumulated_text)
+                ):
+                    yield partial.value
+        assert result is not None  # a run always ends with its result
+        yield _value(result, parser, self._output)
+
+    def __get__(self, instance: object, owner: type | None = None) -> LLMFunction[P, R]:
+        if instance is None:
+            return self
+        bound = copy.copy(self)
+        bound._bound = (*self._bound, instance)
+        bound.__wrapped__ = types.MethodType(self.__wrapped__, instance)  # signature: no self
+        return bound
+
+    def __repr__(self) -> str:
+        return f"<LLMFunction {self._func.__qualname__}>"
+
+    async def _value(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> R:
+        run, parser = await self._prepare(args, kwargs, events=False)
+        value: R = _value(await run.result(), parser, self._output)
+        return value
+
+    async def _events(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> AsyncIterator[Any]:
+        run, parser = await self._prepare(args, kwargs, events=True)
+        # aclosing: a consumer leaving early closes the run here, in this task.
+        async with aclosing(run.__aiter__()) as items:
+            async for item in items:
+                if isinstance(item, RunResult):
+                    value = _value(item, parser, self._output)
+                    yield ResponseYield(value, history_to_dicts(item.messages))
+                else:
+                    yield item
+
+    async def _prepare(
+        self, args: tuple[Any, ...], kwargs: dict[str, Any], *, events: bool, stream: bool = False
+    ) -> tuple[Run, _AnswerParser | None]:
+        settings, output = self._settings, self._output
+        call = split_call_kwargs(kwargs, pausable=False)
+        arguments = unbound(self._bind((*self._bound, *args), kwargs), self._bound)
+        description = fill_template(self._doc, call.template_params)
+        system = fill_template(
+            settings.system_template,
+            {**call.template_params, "function_description": description},
+        )
+        user = await render_arguments(self._signature, arguments, bare_single_text=False)
+        if settings.user_template is not None:
+            user = type(user)(fill_template(settings.user_template, {"parameters": user.text}))
+        parser = _AnswerParser(output) if output.kind == "json" else None
+        invocation = Invocation(
+            llm=settings.llm,
+            system_prompt=system,
+            tools=await call.resolve_tools(list(settings.tools), list(settings.providers)),
+            session_id=call.session_id,
+            stream=stream,
+            options=settings.options,
+            response_format=output.response_format() if self._native else None,
+            output_contract="" if self._native else output.contract(),
+            params=settings.params,
+            answer_check=parser.check if parser is not None else None,
+            max_repairs=settings.retries,
+            func_name=self._func.__name__,
+            hooks=call.run_hooks(settings.providers),
+        )
+        transcript = Transcript([SystemMessage(system), user])
+        run = Run(invocation, transcript, abort=call.abort, user_input=user.text, events=events)
+        return run, parser
 
 
 class _AnswerParser:

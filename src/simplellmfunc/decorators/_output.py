@@ -9,12 +9,14 @@ from dataclasses import dataclass
 from typing import Any, get_args, get_origin
 
 from pydantic import TypeAdapter, ValidationError
+from pydantic_core import from_json
 
 from ..providers import ResponseFormat
 
-__all__ = ["OutputSpec"]
+__all__ = ["OutputSpec", "PartialParser"]
 
 _FENCE = re.compile(r"^\s*```[a-zA-Z0-9_-]*\s*\n(.*?)\n?```\s*$", re.DOTALL)
+_OPEN_FENCE = re.compile(r"^\s*```[a-zA-Z0-9_-]*\s*\n")
 _NONE_TYPES = (None, type(None))
 
 
@@ -114,6 +116,62 @@ class OutputSpec:
         schema = self.schema or {}
         inner = schema.get("properties", {}).get("result", schema)
         return bool(inner.get("type") == "string")
+
+
+class PartialParser:
+    """The value a reply cut short validates to so far, for ``LLMFunction.stream``.
+
+    The text is read as partial JSON (``pydantic_core.from_json(..., allow_partial=
+    "trailing-strings")``: unclosed containers closed, an unfinished string kept as far as it
+    goes) and validated with ``experimental_allow_partial`` (an unfinished last list item or
+    dict entry is left out). A text that does not validate yet (a model still missing a
+    required field) yields nothing; :meth:`feed` says whether :attr:`value` changed.
+    """
+
+    __slots__ = ("_output", "_seen", "value")
+
+    def __init__(self, output: OutputSpec) -> None:
+        self._output = output
+        self._seen = False
+        self.value: Any = None
+
+    def feed(self, text: str) -> bool:
+        """Parse ``text`` (the reply so far); return whether it gave a new value."""
+        output = self._output
+        if output.kind == "none":
+            return False
+        if output.kind == "text":
+            value: Any = text
+        else:
+            value = self._json(text)
+            if value is _NOTHING:
+                return False
+        if self._seen and value == self.value:
+            return False
+        self._seen, self.value = True, value
+        return True
+
+    def _json(self, text: str) -> Any:
+        output = self._output
+        assert output.adapter is not None
+        body = _OPEN_FENCE.sub("", text, count=1).rstrip().removesuffix("```")
+        if not body.strip():
+            return _NOTHING
+        try:
+            raw = from_json(body, allow_partial="trailing-strings")
+        except ValueError:
+            return _NOTHING
+        if output.wrapped:
+            if not isinstance(raw, dict) or "result" not in raw:
+                return _NOTHING
+            raw = raw["result"]
+        try:
+            return output.adapter.validate_python(raw, experimental_allow_partial=True)
+        except ValidationError:
+            return _NOTHING
+
+
+_NOTHING = object()
 
 
 def _strip_fence(text: str) -> str:

@@ -5,6 +5,7 @@ Build an :class:`Invocation` (model, tools, prompt, :class:`EngineOptions`, hook
 (:class:`RunHook`) plug into the loop and reach the running call through :class:`RunContext`.
 """
 
+from .._lazy import publish
 from ._compile import (
     FINAL_ANSWER_INSTRUCTION,
     HIDDEN_OBSERVATION,
@@ -27,7 +28,7 @@ from ._options import EngineOptions, IncompleteAnswerPolicy, ToolProtocol, split
 from ._phases import SUMMARY_INSTRUCTION
 from ._protocol import NativeProtocol, ToolCallProtocol
 from ._pump import Finished, event_pump
-from ._run import ReactRun, Run, RunItem, new_call_id, run_react
+from ._run import Run, RunItem, new_call_id
 from ._scheduler import BatchResult, run_tool_batch
 from ._state import RunResult, RunState
 from ._steps import (
@@ -59,7 +60,6 @@ __all__ = [
     "JSONProtocol",
     "NativeProtocol",
     "RawItem",
-    "ReactRun",
     "Run",
     "RunContext",
     "RunHook",
@@ -89,10 +89,11 @@ __all__ = [
     "pending_calls",
     "render_catalogue",
     "resolve_protocol",
-    "run_react",
     "run_tool_batch",
     "running_steps",
     "split_options",
     "split_turns",
     "system_context",
 ]
+
+publish(__name__, __all__)

@@ -46,7 +46,7 @@ from ._pump import Send, event_pump
 from ._state import RunResult, RunState
 from ._steps import current_step_runner
 
-__all__ = ["ReactRun", "Run", "RunItem", "run_react"]
+__all__ = ["Run", "RunItem"]
 
 RunItem = EventYield | TextChunk | RawItem | RunResult
 """What iterating a :class:`Run` yields; the :class:`RunResult` comes last."""
@@ -279,26 +279,6 @@ class Run:
         self._done = True
         with anyio.move_on_after(_CLEANUP_SECONDS, shield=True):
             await _notify_hooks(self.context)
-
-
-ReactRun = Run
-"""The name of :class:`Run` in earlier releases."""
-
-
-async def run_react(
-    invocation: Invocation,
-    transcript: Transcript,
-    emitter: Emitter,
-    abort: AbortSignal | None = None,
-    *,
-    user_input: str = "",
-) -> RunResult:
-    """Run the loop to the end with ``emitter`` (a lower-level form of :meth:`Run.result`).
-
-    Raises:
-        ProviderError: When an LLM call fails after retries (the run ends with an event).
-    """
-    return await Run(invocation, transcript, emitter, abort, user_input=user_input).result()
 
 
 def _needs_task_group(invocation: Invocation) -> bool:

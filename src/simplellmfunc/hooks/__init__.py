@@ -8,6 +8,7 @@ are SimpleLLMFunc's module paths for the same objects.
 thing: objects that plug into the loop. This module holds no hooks of that kind.)
 """
 
+from .._lazy import publish
 from ..events import (
     CustomEvent,
     EventOrigin,
@@ -75,3 +76,5 @@ __all__ = [
     "is_response_yield",
     "responses_only",
 ]
+
+publish(__name__, __all__)

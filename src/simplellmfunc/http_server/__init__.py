@@ -8,8 +8,11 @@ too; :func:`serve_app` serves any app that way; :func:`running` serves an app un
 the current event loop while a block runs (tests, embedding).
 """
 
+from .._lazy import publish
 from ._app import create_app
 from ._main import ServeSettings, is_loopback, serve_config
 from ._uvicorn import running, serve_app
 
 __all__ = ["ServeSettings", "create_app", "is_loopback", "running", "serve_app", "serve_config"]
+
+publish(__name__, __all__)

@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from .._compat import compat_getattr
+from .._lazy import publish
 
 if TYPE_CHECKING:
     from ..providers import APIKeyPool, OpenAICompatible, OpenAIResponsesCompatible, TokenBucket
@@ -35,3 +36,5 @@ __getattr__ = compat_getattr(
         "rate_limit_manager": "rate limits are per interface: TokenBucket",
     },
 )
+
+publish(__name__, __all__)

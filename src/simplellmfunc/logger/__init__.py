@@ -8,6 +8,7 @@ import logging
 from typing import Any
 
 from .._compat import compat_getattr
+from .._lazy import publish
 
 __all__ = [
     "app_log",
@@ -64,3 +65,5 @@ __getattr__ = compat_getattr(
         "logger_config": "configure the standard logging module",
     },
 )
+
+publish(__name__, __all__)

@@ -3,7 +3,7 @@
 Serving our own tools over MCP is :mod:`simplellmfunc.mcp_server` (the app layer).
 """
 
-from .._lazy import lazy_exports
+from .._lazy import lazy_exports, publish
 from ._client import MCPServerGroup, MCPToolset
 from ._config import DEFAULT_ENV_ALLOWLIST, HttpSpec, StdioSpec, load_config
 from ._helpers import mcp_tool, mcp_tools
@@ -34,3 +34,5 @@ __getattr__, __dir__ = lazy_exports(
     __name__,
     {"build_server": "simplellmfunc.mcp_server", "serve_mcp": "simplellmfunc.mcp_server"},
 )
+
+publish(__name__, __all__)

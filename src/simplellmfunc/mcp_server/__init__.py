@@ -6,6 +6,9 @@ client (:class:`~simplellmfunc.mcp.MCPToolset`) is a tool source and lives in
 :mod:`simplellmfunc.mcp`, which never imports this package.
 """
 
+from .._lazy import publish
 from ._server import build_server, serve_mcp
 
 __all__ = ["build_server", "serve_mcp"]
+
+publish(__name__, __all__)

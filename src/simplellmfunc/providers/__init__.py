@@ -5,7 +5,7 @@ Exports load on first access (see ``simplellmfunc._lazy``).
 
 from typing import TYPE_CHECKING
 
-from .._lazy import lazy_exports
+from .._lazy import lazy_exports, publish
 
 if TYPE_CHECKING:
     from ._anthropic import AnthropicCompatible
@@ -108,3 +108,5 @@ __getattr__, __dir__ = lazy_exports(
         "parse_arguments": "._assembly",
     },
 )
+
+publish(__name__, __all__)

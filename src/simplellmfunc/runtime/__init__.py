@@ -32,14 +32,9 @@
 Imports between them run one way: ``config`` → ``checkpoints`` → ``trace`` / ``stores``;
 ``config`` → ``memory`` → ``stores``; ``config`` → ``commands``; ``config`` →
 ``retrieval``. A sub-package uses its siblings' public names only.
-
-``simplellmfunc.runtime.RunResult`` is a deprecated alias of :class:`ConfigRunResult` (the name
-meant the engine's ``RunResult`` elsewhere).
 """
 
-import warnings
-from typing import Any
-
+from .._lazy import publish
 from .._persist import SQLiteDatabase
 from .checkpoints import (
     Checkpoint,
@@ -213,18 +208,4 @@ __all__ = [
     "strip_memory",
 ]
 
-_DEPRECATED = {"RunResult": ("ConfigRunResult", ConfigRunResult)}
-
-
-def __getattr__(name: str) -> Any:
-    """Deprecated aliases: warn, then return the renamed object."""
-    if name in _DEPRECATED:
-        new_name, value = _DEPRECATED[name]
-        warnings.warn(
-            f"simplellmfunc.runtime.{name} is deprecated; use {new_name} (the engine's RunResult "
-            "is a different class)",
-            DeprecationWarning,
-            stacklevel=2,
-        )
-        return value
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+publish(__name__, __all__, claims=("simplellmfunc._persist",))

@@ -7,6 +7,7 @@ PyRepl kernels run under a policy by default; ``@sandboxed`` / ``tool(..., sandb
 
 from __future__ import annotations
 
+from .._lazy import publish
 from ._bwrap import Isolation, import_paths, isolation, sandbox_argv, usable
 from ._env import ALLOWED_ENV, clean_environment
 from ._policy import LIMIT_NAMES, SandboxPolicy, as_policy
@@ -23,3 +24,5 @@ __all__ = [
     "sandbox_argv",
     "usable",
 ]
+
+publish(__name__, __all__)

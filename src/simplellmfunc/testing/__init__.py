@@ -7,6 +7,7 @@ Example:
     ...     ...  # point a client at server.url, then inspect server.requests
 """
 
+from .._lazy import publish
 from ._postgres import postgres_cluster, postgres_missing
 from ._render_embeddings import hashed_embedding
 from ._script import (
@@ -39,3 +40,5 @@ __all__ = [
     "postgres_missing",
     "tmux_available",
 ]
+
+publish(__name__, __all__)

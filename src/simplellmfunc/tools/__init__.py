@@ -1,5 +1,6 @@
 """Tools: ``@tool``, ``Tool``, schemas from signatures, and the event emitter."""
 
+from .._lazy import publish
 from ._decorator import tool
 from ._docstring import ParsedDocstring, parse_docstring
 from ._emitter import ToolEventEmitter
@@ -35,3 +36,5 @@ __all__ = [
     "sandboxed",
     "tool",
 ]
+
+publish(__name__, __all__)

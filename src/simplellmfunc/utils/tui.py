@@ -20,6 +20,7 @@ from ..chat_ui import (
     ToolEventRenderUpdate,
     ToolRenderSnapshot,
 )
+from ..decorators import ChatAgent
 
 __all__ = ["ToolCustomEventHook", "ToolEventRenderUpdate", "ToolRenderSnapshot", "tui"]
 
@@ -31,9 +32,9 @@ def _adapt(
 ) -> Callable[..., AsyncGenerator[Any, None]]:
     """The agent as a session turn: message and history in, the agent's keywords passed on."""
     parameters = inspect.signature(agent).parameters
-    # A decorated function (``as_tool`` marks ours) takes the per-call keywords
-    # (``_abort_signal``, ``_session_id`` ...) without naming them.
-    takes_any = hasattr(agent, "as_tool") or any(
+    # An agent takes the per-call keywords (``_abort_signal``, ``_session_id`` ...) without
+    # naming them.
+    takes_any = isinstance(agent, ChatAgent) or any(
         p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters.values()
     )
 

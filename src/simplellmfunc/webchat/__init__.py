@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from .._lazy import lazy_exports
+from .._lazy import lazy_exports, publish
 from ._auth import BearerAuth, is_loopback, token_matches
 
 if TYPE_CHECKING:
@@ -34,3 +34,5 @@ __getattr__, __dir__ = lazy_exports(
     __name__,
     dict.fromkeys(("PAGE_PATHS", "STATIC_PREFIX", "web_chat_app", "web_chat_routes"), "._app"),
 )
+
+publish(__name__, __all__)

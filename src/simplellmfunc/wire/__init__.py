@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from .._lazy import lazy_exports
+from .._lazy import lazy_exports, publish
 from ._json import WirePolicy, jsonable, to_wire
 from ._sse import encode_sse, sse_stream
 
@@ -39,3 +39,5 @@ __getattr__, __dir__ = lazy_exports(
         "agui_sse_stream": "._agui",
     },
 )
+
+publish(__name__, __all__)

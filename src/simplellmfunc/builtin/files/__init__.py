@@ -6,8 +6,11 @@ workspace without following symlinks out of it), ``_glob`` (path patterns), ``_g
 walk), ``_image`` (image files), ``_text`` (line ranges, sed, limits).
 """
 
+from ..._lazy import publish
 from ._grep import GrepLimits
 from ._text import ReadLimits
 from ._toolset import FileToolset
 
 __all__ = ["FileToolset", "GrepLimits", "ReadLimits"]
+
+publish(__name__, __all__)

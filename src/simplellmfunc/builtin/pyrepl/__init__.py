@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ..._lazy import lazy_exports
+from ..._lazy import lazy_exports, publish
 
 if TYPE_CHECKING:
     from ._input import submit_kernel_input
@@ -72,3 +72,5 @@ __getattr__, __dir__ = lazy_exports(
         "submit_kernel_input": "._input",
     },
 )
+
+publish(__name__, __all__)

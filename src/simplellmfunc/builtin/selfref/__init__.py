@@ -16,6 +16,7 @@ How the pieces fit (imports point down; each module's docstring says more)::
            ├─ _history validating histories;  _summary  the compaction summary text
 """
 
+from ..._lazy import publish
 from ._bank import MemoryBank
 from ._handle import MemoryHandle, MemoryMap
 from ._reference import SelfReference
@@ -31,3 +32,5 @@ __all__ = [
     "SelfReference",
     "StateStore",
 ]
+
+publish(__name__, __all__)

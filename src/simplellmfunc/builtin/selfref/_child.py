@@ -168,12 +168,12 @@ class ParentRun:
         """The run's context, with the task group forks run in.
 
         Raises:
-            UserError: If the run has no task group (it is stepped, not driven by run_react).
+            UserError: If the run has no task group (it is stepped, not driven by Run.run_to_end).
         """
         context = self._view.context
         if context is None or context.task_group is None:
             raise UserError(
-                "forks need the run's task group: run the agent through @llm_chat or run_react"
+                "forks need the run's task group: run the agent through @llm_chat or Run.run_to_end"
             )
         return context
 

@@ -132,7 +132,7 @@ def _replay_experiences(state: KeyState) -> list[ContextMutation]:
 class SelfReferenceHook(RunHook):
     """Binds the turns of one ``@llm_chat`` function to ``key`` of ``bank``.
 
-    Forks run in the run's task group, so the run must be driven by ``run_react``.
+    Forks run in the run's task group, so the run must be driven by ``Run.run_to_end``.
     """
 
     needs_task_group = True

@@ -11,7 +11,7 @@ The SDK is imported on first use of a name.
 
 from typing import TYPE_CHECKING
 
-from ..._lazy import lazy_exports
+from ..._lazy import lazy_exports, publish
 
 if TYPE_CHECKING:
     from ._tool import A2AAgentTool, a2a_tool
@@ -19,3 +19,5 @@ if TYPE_CHECKING:
 __all__ = ["A2AAgentTool", "a2a_tool"]
 
 __getattr__, __dir__ = lazy_exports(__name__, {"A2AAgentTool": "._tool", "a2a_tool": "._tool"})
+
+publish(__name__, __all__)

@@ -7,6 +7,7 @@ files in a directory; :class:`CheckpointHook` saves one every few iterations of 
 Files are written through :mod:`simplellmfunc._persist`.
 """
 
+from ..._lazy import publish
 from ._checkpoint import Checkpoint, SharedState, serialize_value
 from ._hook import CheckpointHook
 from ._manager import (
@@ -30,3 +31,5 @@ __all__ = [
     "save_context",
     "serialize_value",
 ]
+
+publish(__name__, __all__)

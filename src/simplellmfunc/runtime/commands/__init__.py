@@ -4,7 +4,10 @@ Both run through :func:`run_command` (a shell command in its own process group, 
 timeout, killed with its descendants when it ends or is cancelled).
 """
 
+from ..._lazy import publish
 from ._process import CommandOutput, run_command
 from ._tools import CLIAgentTool, ShellTool
 
 __all__ = ["CLIAgentTool", "CommandOutput", "ShellTool", "run_command"]
+
+publish(__name__, __all__)

@@ -9,6 +9,7 @@ config. :func:`check_config` checks offline what a config needs (commands, scrip
 keys) and says what it could not check (``simplellmfunc validate``).
 """
 
+from ..._lazy import publish
 from ._agent import ConfiguredAgent, RunObserver, TurnResult
 from ._build import build_llm, build_options
 from ._check import Finding, check_config
@@ -29,3 +30,5 @@ __all__ = [
     "load_agent_config",
     "run_config",
 ]
+
+publish(__name__, __all__)

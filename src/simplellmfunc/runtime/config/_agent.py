@@ -35,7 +35,7 @@ from ..._events import (
     is_event_yield,
     is_response_yield,
 )
-from ...decorators import llm_chat
+from ...decorators import ChatAgent, llm_chat
 from ...engine import RunHook
 from ...exceptions import ConfigError, UserError
 from ...providers import LLMInterface
@@ -122,7 +122,7 @@ class ConfiguredAgent:
         self.toolkit: list[Any] = []
         self.checkpoints: CheckpointManager | None = None
         self._chat: ChatFunction | None = None
-        self._stages: list[tuple[ChainStep, ChatFunction]] = []
+        self._stages: list[tuple[ChainStep, ChatAgent]] = []
         self._in_graph = False  # a handoff target: the graph's entry agent opens its handoffs
 
     # -- lifecycle ---------------------------------------------------------------------------
@@ -185,19 +185,20 @@ class ConfiguredAgent:
             ]
             return
         self.toolkit = await build_toolkit(config, stack, self.environ)
-        self._chat = self._chat_function(config.system, self.toolkit, hooks)
+        agent = self._chat_function(config.system, self.toolkit, hooks)
+        self._chat = agent
         if config.handoffs and not self._in_graph:
-            self._chat = await self._open_handoffs(self._chat, stack)
+            self._chat = await self._open_handoffs(agent, stack)
 
     async def _open_members(
         self, paths: Sequence[str], stack: AsyncExitStack
-    ) -> dict[str, ChatFunction]:
+    ) -> dict[str, ChatAgent]:
         """Open the agents of other config files (closed with this one), by name.
 
         Raises:
             ConfigError: For a bad member config, or two members of one name.
         """
-        members: dict[str, ChatFunction] = {}
+        members: dict[str, ChatAgent] = {}
         for path in paths:
             config = load_agent_config(path, environ=self.environ)
             if config.name in members or config.name == self.config.name:
@@ -206,7 +207,7 @@ class ConfiguredAgent:
             members[config.name] = _team_member(path, config, member._chat)
         return members
 
-    async def _open_handoffs(self, entry: ChatFunction, stack: AsyncExitStack) -> ChatFunction:
+    async def _open_handoffs(self, entry: ChatAgent, stack: AsyncExitStack) -> ChatFunction:
         """The chat of the handoff graph this agent enters: every agent reachable through
         ``handoffs:`` (each config file opened once, known by its name). An agent hands off to
         its own ``handoffs:``; one without any hands back to the agents that hand off to it.
@@ -215,7 +216,7 @@ class ConfiguredAgent:
         Raises:
             ConfigError: For a bad target config, or two files of one agent name.
         """
-        agents: dict[str, ChatFunction] = {self.config.name: entry}
+        agents: dict[str, ChatAgent] = {self.config.name: entry}
         files: dict[str, str] = {}
         edges: list[tuple[str, str]] = []
         pending = [self.config]
@@ -295,7 +296,7 @@ class ConfiguredAgent:
                 names.extend(tool.name for tool in await item.list_tools())
         return names
 
-    def _chat_function(self, system: str, tools: list[Any], hooks: list[RunHook]) -> ChatFunction:
+    def _chat_function(self, system: str, tools: list[Any], hooks: list[RunHook]) -> ChatAgent:
         """An ``@llm_chat`` agent with ``system`` as its prompt (a simple agent has no tools,
         a chain stage neither)."""
 
@@ -470,14 +471,14 @@ class ConfiguredAgent:
         return checkpoint
 
 
-def _team_member(path: str, config: AgentConfig, chat: ChatFunction | None) -> ChatFunction:
+def _team_member(path: str, config: AgentConfig, chat: ChatFunction | None) -> ChatAgent:
     """A member's ``@llm_chat`` function (a team's member is one agent: a chain, group,
     parallel or handing-off agent is not).
 
     Raises:
         ConfigError: If the member is none.
     """
-    if chat is None or not hasattr(chat, "prepare_call"):
+    if not isinstance(chat, ChatAgent):
         which = "handing-off" if config.handoffs and config.kind == "react" else config.kind
         raise ConfigError(f"{path}: a {which} agent cannot be a member of this team")
     return chat

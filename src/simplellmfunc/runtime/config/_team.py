@@ -15,6 +15,7 @@ from typing import Any
 
 from ..._abort import AbortSignal
 from ..._events import EventYield, ResponseYield
+from ...decorators import ChatAgent
 from ...providers import LLMInterface
 from ..multiagent import (
     GroupChat,
@@ -34,7 +35,7 @@ ChatFunction = Callable[..., AsyncIterator[Any]]
 
 
 def group_chat(
-    config: AgentConfig, members: Mapping[str, ChatFunction], llm: LLMInterface
+    config: AgentConfig, members: Mapping[str, ChatAgent], llm: LLMInterface
 ) -> ChatFunction:
     """The chat function of a ``group`` agent over its opened ``members``."""
     settings = config.group
@@ -48,7 +49,7 @@ def group_chat(
     return _as_chat(team)
 
 
-def parallel_chat(config: AgentConfig, members: Mapping[str, ChatFunction]) -> ChatFunction:
+def parallel_chat(config: AgentConfig, members: Mapping[str, ChatAgent]) -> ChatFunction:
     """The chat function of a ``parallel`` agent: every member answers the message (after the
     conversation so far); the answer is theirs, one paragraph each."""
     settings = config.parallel
@@ -57,14 +58,16 @@ def parallel_chat(config: AgentConfig, members: Mapping[str, ChatFunction]) -> C
 
 def handoff_chat(
     entry: str,
-    agents: Mapping[str, ChatFunction],
+    agents: Mapping[str, ChatAgent],
     routes: Mapping[str, list[str]],
     max_handoffs: int = 5,
 ) -> ChatFunction:
     """The chat function of a handoff graph: ``entry`` gets the first message, ``routes``
     says who may hand off to whom (by name, among ``agents``), at most ``max_handoffs`` times
     in one run."""
-    graph: dict[Any, list[Any]] = {s: [agents[t] for t in ts] for s, ts in routes.items()}
+    graph: dict[ChatAgent | str, list[ChatAgent]] = {
+        s: [agents[t] for t in ts] for s, ts in routes.items()
+    }
     handoff = Handoff(agents[entry], graph, names=dict(agents), max_handoffs=max_handoffs)
     return _as_chat(handoff)
 

@@ -5,6 +5,7 @@ and tool calls are recorded steps; a :class:`DurableRuntime` launches DBOS in th
 (resuming unfinished runs) and, in worker processes, consumes queues of agent sessions.
 """
 
+from ..._lazy import publish
 from ._agent import DurableAgent
 from ._client import DurableClient
 from ._config import DEFAULT_DATABASE_PATH, DurableConfig, QueueConfig
@@ -29,3 +30,5 @@ __all__ = [
     "serve_queue",
     "worker_id",
 ]
+
+publish(__name__, __all__)

@@ -5,6 +5,7 @@ What a step leaves in memory is decided by :class:`AutoSave` strategies: :class:
 :class:`LLMSummary` (a model states the facts worth keeping).
 """
 
+from ..._lazy import publish
 from ._autosave import Action, AutoSave, KeyValueExtraction, LLMSummary, Step, StepTriple
 from ._hook import MemoryHook, render_memory, strip_memory
 
@@ -19,3 +20,5 @@ __all__ = [
     "render_memory",
     "strip_memory",
 ]
+
+publish(__name__, __all__)

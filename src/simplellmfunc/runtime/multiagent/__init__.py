@@ -17,6 +17,7 @@ agent's name (``origin.agent``) and depth (``origin.fork_depth``).
   processes).
 """
 
+from ..._lazy import publish
 from ._channel import Channel, ChannelRecord, RedisChannel
 from ._group import (
     GroupChat,
@@ -51,3 +52,5 @@ __all__ = [
     "Team",
     "drop_tool_turns",
 ]
+
+publish(__name__, __all__)

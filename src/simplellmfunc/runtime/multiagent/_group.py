@@ -19,7 +19,6 @@ from typing import Any, Literal
 from ..._abort import AbortSignal
 from ..._messages import SystemMessage, UserMessage
 from ..._usage import Usage
-from ...decorators import agent_description
 from ...engine import Emitter
 from ...exceptions import TeamMemberError, UserError
 from ...providers import LLMInterface, LLMRequest
@@ -199,7 +198,7 @@ class GroupChat(Team[GroupChatResult]):
         self._select = _selector(speaker)
         if isinstance(speaker, LLMSelector):  # undescribed agents: their docstrings' first lines
             for member in self._members.values():
-                speaker.descriptions.setdefault(member.name, agent_description(member.agent))
+                speaker.descriptions.setdefault(member.name, member.agent.description)
         self.max_rounds = max_rounds
         self.stop_keywords = tuple(stop_keywords)
         self.until = until

@@ -22,11 +22,10 @@ from ..._abort import AbortSignal, PauseSignal
 from ..._messages import history_to_dicts
 from ..._mutations import UserMessageMutation
 from ..._usage import Usage
-from ...decorators import agent_description, agent_name
 from ...engine import Emitter, RunResult, current_run
 from ...exceptions import TeamMemberError, UserError
 from ...tools import Tool, ToolContext
-from ._team import Agent, Member, Team, member_failed, members, play_turn
+from ._team import Agent, Member, Team, _name, member_failed, members, play_turn
 
 __all__ = ["Handoff", "HandoffResult", "InputFilter", "drop_tool_turns"]
 
@@ -88,7 +87,7 @@ class _TransferTool(Tool):
 
     def __init__(self, source: str, target: Member) -> None:
         self._source, self._target = source, target.name
-        doc = agent_description(target.agent)
+        doc = target.agent.description
         about = f" ({doc})" if doc else ""
         super().__init__(
             f"transfer_to_{target.name}",
@@ -161,7 +160,7 @@ class Handoff(Team[HandoffResult]):
         named = {id(agent): name for name, agent in (names or {}).items()}
 
         def name_of(agent: Agent) -> str:
-            return named.get(id(agent)) or agent_name(agent)
+            return named.get(id(agent)) or _name(agent)
 
         agents: dict[str, Agent] = {name_of(entry): entry}
         if fallback is not None:

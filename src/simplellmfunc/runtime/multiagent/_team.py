@@ -17,15 +17,15 @@ from ..._abort import AbortSignal, PauseSignal
 from ..._events import EventOrigin, EventYield
 from ..._mutations import ContextMutation
 from ..._usage import Usage
-from ...decorators import agent_name, agent_run
+from ...decorators import ChatAgent, agent_run
 from ...engine import Emitter, Finished, RunResult, event_pump, new_call_id
 from ...exceptions import TeamMemberError, UserError
 from ...tools import Tool
 
 __all__ = ["Agent", "Member", "Team", "member_failed", "members", "play_turn"]
 
-Agent = Callable[..., Any]
-"""An ``@llm_chat`` agent (any function it decorated)."""
+Agent = ChatAgent
+"""An ``@llm_chat`` agent."""
 
 R = TypeVar("R")
 
@@ -44,18 +44,21 @@ def members(agents: Sequence[Agent] | dict[str, Agent]) -> tuple[Member, ...]:
     Raises:
         UserError: If a name repeats, no agent is given, or one is not an ``@llm_chat`` agent.
     """
-    pairs = (
-        list(agents.items()) if isinstance(agents, dict) else [(agent_name(a), a) for a in agents]
-    )
+    pairs = list(agents.items()) if isinstance(agents, dict) else [(_name(a), a) for a in agents]
     if not pairs:
         raise UserError("a team needs at least one agent")
     names = [name for name, _ in pairs]
     if len(set(names)) != len(names):
         raise UserError(f"agent names must be unique in a team, got {names} (pass a dict)")
     for name, agent in pairs:
-        if not hasattr(agent, "prepare_call"):
+        if not isinstance(agent, ChatAgent):
             raise UserError(f"{name!r} is not an @llm_chat agent")
     return tuple(Member(name, agent) for name, agent in pairs)
+
+
+def _name(agent: object) -> str:
+    """An agent's name; what is no agent is named by its repr (:func:`members` refuses it)."""
+    return agent.name if isinstance(agent, ChatAgent) else repr(agent)
 
 
 class Team(ABC, Generic[R]):

@@ -4,6 +4,9 @@ per tool call; carried across processes with durable runs. Nothing is exported u
 application configures an exporter.
 """
 
+from ..._lazy import publish
 from ._tracing import GenAITracing, TracedSteps
 
 __all__ = ["GenAITracing", "TracedSteps"]
+
+publish(__name__, __all__)

@@ -15,6 +15,7 @@ The ``simplellmfunc rag ingest|search|list|delete`` commands and the ``knowledge
 agent config files use the same classes.
 """
 
+from ..._lazy import publish
 from ._chunk import Chunk, chunk_text
 from ._kb import Embedder, IngestReport, KnowledgeBase, Passage, SearchMode, SourceInfo
 from ._rag import AGENTIC_PROMPT, RAG, create_rag
@@ -35,3 +36,5 @@ __all__ = [
     "format_passages",
     "retrieve_tool",
 ]
+
+publish(__name__, __all__)

@@ -17,7 +17,7 @@ The SDK is imported on first use of a name that needs it.
 
 from typing import TYPE_CHECKING
 
-from ..._lazy import lazy_exports
+from ..._lazy import lazy_exports, publish
 from ._client import AnswerShape, ClientHook, ClientTurn, answer_problem
 from ._served import OnEvent, ServedAgent
 
@@ -39,3 +39,5 @@ __all__ = [
 __getattr__, __dir__ = lazy_exports(
     __name__, {"a2a_app": "._a2a", "a2a_routes": "._a2a", "agent_card": "._a2a"}
 )
+
+publish(__name__, __all__)

@@ -18,10 +18,10 @@ from types import TracebackType
 from typing import Any
 
 from ..._abort import AbortSignal
-from ..._events import EventOrigin, EventYield, ReactEndEvent, ResponseYield
+from ..._events import EventYield, ReactEndEvent, ResponseYield
 from ..._messages import history_to_dicts
-from ...decorators import agent_description, agent_name
-from ...engine import Run, RunHook, RunResult, new_call_id
+from ...decorators import ChatAgent
+from ...engine import RunHook, RunResult
 from ...exceptions import CapacityError, SessionError, UserError
 from ..config import ConfiguredAgent, TurnResult
 from ..sessions import SessionStore
@@ -70,7 +70,7 @@ class ServedAgent:
 
     def __init__(
         self,
-        agent: Any,
+        agent: ChatAgent | ConfiguredAgent,
         *,
         name: str | None = None,
         description: str | None = None,
@@ -86,8 +86,8 @@ class ServedAgent:
         if isinstance(agent, ConfiguredAgent):
             default_name, default_text = agent.config.name, agent.config.description
             chat: Callable[..., Any] = agent.chat
-        elif hasattr(agent, "prepare_call"):
-            default_name, default_text = agent_name(agent), agent_description(agent)
+        elif isinstance(agent, ChatAgent):
+            default_name, default_text = agent.name, agent.description
             chat = _with_events(agent)
         else:
             raise UserError(f"{agent!r} is neither an @llm_chat agent nor a ConfiguredAgent")
@@ -339,7 +339,7 @@ def _namespace_name(name: str) -> str:
     return cleaned[:128] or "agent"
 
 
-def _with_events(agent: Any) -> Callable[..., AsyncIterator[Any]]:
+def _with_events(agent: ChatAgent) -> Callable[..., AsyncIterator[Any]]:
     """``agent`` (an ``@llm_chat`` function, with events or not) as a session agent: each
     call yields the run's events, then a ``ResponseYield`` with the history."""
 
@@ -351,22 +351,21 @@ def _with_events(agent: Any) -> Callable[..., AsyncIterator[Any]]:
         **call_options: Any,
     ) -> AsyncIterator[Any]:
         if message is None:  # continue the history (a client's tool results, say)
-            invocation, transcript = await agent.prepare_call(
-                _resume_history=history or [], _session_id=_session_id, **call_options
+            run = await agent.run(
+                history=history or [],
+                _resume=True,
+                _abort_signal=_abort_signal,
+                _session_id=_session_id,
+                **call_options,
             )
         else:
-            invocation, transcript = await agent.prepare_call(
-                message, history=history or [], _session_id=_session_id, **call_options
+            run = await agent.run(
+                message,
+                history=history or [],
+                _abort_signal=_abort_signal,
+                _session_id=_session_id,
+                **call_options,
             )
-        origin = EventOrigin(session_id=_session_id, agent_call_id=new_call_id())
-        run = Run(
-            invocation,
-            transcript,
-            abort=_abort_signal,
-            user_input=message or "",
-            events=True,
-            origin=origin,
-        )
         result: RunResult | None = None
         async with aclosing(run.__aiter__()) as items:
             async for item in items:

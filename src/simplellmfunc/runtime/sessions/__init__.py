@@ -8,7 +8,10 @@ number and closes everything with :meth:`SessionStore.close_all`. Its front door
 session id.
 """
 
+from ..._lazy import publish
 from ._session import Session, check_session_id
 from ._store import OnDisconnect, SessionStore
 
 __all__ = ["OnDisconnect", "Session", "SessionStore", "check_session_id"]
+
+publish(__name__, __all__)

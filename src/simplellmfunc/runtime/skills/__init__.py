@@ -12,6 +12,7 @@
 * :func:`skill_agent`: an ``@llm_chat`` agent that discovers and loads skills for each task.
 """
 
+from ..._lazy import publish
 from ._agent import DEFAULT_SKILL_AGENT_PROMPT, skill_agent
 from ._folder import SKILL_FILE, find_skill_folders, read_skill_folder
 from ._registry import SkillRegistry
@@ -34,3 +35,5 @@ __all__ = [
     "skill",
     "skill_agent",
 ]
+
+publish(__name__, __all__)

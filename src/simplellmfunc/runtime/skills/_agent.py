@@ -8,10 +8,10 @@ still load more itself.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable, Iterable
+from collections.abc import Iterable
 from typing import Any
 
-from ...decorators import llm_chat
+from ...decorators import ChatAgent, llm_chat
 from ...providers import LLMInterface
 from ._registry import SkillRegistry
 from ._toolkit import DiscoverMode, Skills
@@ -34,7 +34,7 @@ def skill_agent(
     max_skills: int = 3,
     scripts: bool = False,
     **chat_options: Any,
-) -> Callable[..., AsyncIterator[Any]]:
+) -> ChatAgent:
     """An ``@llm_chat`` agent ``agent(task, history)`` that discovers skills for each task.
 
     Args:

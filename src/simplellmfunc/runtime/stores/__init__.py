@@ -6,6 +6,7 @@ and :class:`RedisStore` implement it; :func:`open_store` opens one by name and c
 :class:`ScopedStore` is a store bound to one :class:`Namespace`.
 """
 
+from ..._lazy import publish
 from ._base import ScopedStore, Store, StoreItem
 from ._inmemory import InMemoryStore
 from ._namespace import Namespace
@@ -24,3 +25,5 @@ __all__ = [
     "StoreKind",
     "open_store",
 ]
+
+publish(__name__, __all__)

@@ -5,6 +5,7 @@ Records are written as they are made to :class:`TraceSink` s (:class:`JSONLSink`
 them as the step timeline.
 """
 
+from ..._lazy import publish
 from ._record import TraceRecord, TraceStats, timeline
 from ._recorder import TraceRecorder
 from ._sinks import JSONLSink, SQLiteTraceSink, TraceSink, read_jsonl
@@ -19,3 +20,5 @@ __all__ = [
     "read_jsonl",
     "timeline",
 ]
+
+publish(__name__, __all__)
