@@ -146,7 +146,7 @@ async def agent_skills(served: ServedAgent) -> list[AgentSkill]:
         items: list[Any] = list(agent.toolkit)
         tools = [t for i in items if not isinstance(i, Skills) for t in await _tools_of(i)]
     else:
-        invocation, _ = await agent.prepare_call("")
+        invocation, _ = await agent.prepare("")
         items = [h for h in invocation.hooks if isinstance(h, Skills)]
         tools = list(invocation.tools)
     found: list[AgentSkill] = []

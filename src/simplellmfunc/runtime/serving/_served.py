@@ -302,8 +302,7 @@ class ServedAgent:
             if isinstance(self.agent, ConfiguredAgent):
                 llm = self.agent.llm
             else:
-                invocation, _ = await self.agent.prepare_call("", history=[])
-                llm = invocation.llm
+                llm = self.agent.llm
             self._vision = bool(llm.capabilities.vision)
         return self._vision
 
