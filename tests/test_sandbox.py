@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import re
 import socket
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -26,6 +27,7 @@ from simplellmfunc.runtime import ShellTool
 from simplellmfunc.sandbox import SandboxPolicy, isolation
 from simplellmfunc.tools import SandboxedTool, ToolContext, ToolEventEmitter, sandboxed, tool
 from simplellmfunc.tools._workers import WORKERS
+from test_sandbox_escapes import record
 
 ISOLATED = isolation().binary is not None
 HOME = os.path.expanduser("~")
@@ -135,6 +137,9 @@ ESCAPES = {
     "connect to a host loopback server": (
         "import socket\nsocket.create_connection(('127.0.0.1', {port}), timeout=2)"
     ),
+    "detach a child that outlives close()": (
+        "import subprocess\nsubprocess.Popen(['sleep', '3001.5'], start_new_session=True)"
+    ),
     "fork bomb (400 processes)": (
         "import os, time\nkids = []\nfor _ in range(400):\n"
         "    pid = os.fork()\n"
@@ -154,9 +159,6 @@ ESCAPES = {
     "raise rlimits back up": (
         "import resource\n"
         "resource.setrlimit(resource.RLIMIT_AS, (resource.RLIM_INFINITY, resource.RLIM_INFINITY))"
-    ),
-    "detach a child that outlives close()": (
-        "import subprocess\nsubprocess.Popen(['sleep', '3001.5'], start_new_session=True)"
     ),
 }
 
@@ -203,6 +205,9 @@ async def test_escape_suite_under_the_default_policy(
     finally:
         listener.close()
     outcome = {name: (ok, error) for name, ok, error in rows}
+    for name, ok, error in rows:
+        how = "killed with the sandbox at close()" if ok else re.sub(r": '[^']*'$", "", error)
+        record(f"PyRepl: {name}", "contained" if ok else "refused", how)
     print("\nescape attempt                          | outcome")
     for name, ok, error in rows:
         print(f"{name:<40}| {'CONTAINED: died with the sandbox' if ok else 'REFUSED: ' + error}")
