@@ -400,8 +400,10 @@ def limit_exceeded(message: str, limit: str) -> ResourceLimitExceeded:
     """The :class:`ResourceLimitExceeded` subclass for ``limit`` (see its ``limit`` names)."""
     kind = {"wall_time": TimeoutViolation, "cpu_time": TimeoutViolation,
             "memory": MemoryViolation, "output": OutputViolation}.get(limit)  # fmt: skip
-    return kind(message, limit=limit) if kind is not None else ResourceLimitExceeded(
-        message, limit=limit
+    return (
+        kind(message, limit=limit)
+        if kind is not None
+        else ResourceLimitExceeded(message, limit=limit)
     )
 
 

@@ -159,9 +159,7 @@ class SandboxedTool(FunctionTool):
         await anyio.to_thread.run_sync(WORKERS.close, self.policy)
 
 
-def sandboxed(
-    policy: SandboxPolicy | Callable[..., Any] | None = None, **options: Any
-) -> Any:
+def sandboxed(policy: SandboxPolicy | Callable[..., Any] | None = None, **options: Any) -> Any:
     """Decorator: ``@sandboxed``, ``@sandboxed(policy)``, ``@sandboxed(timeout=10, memory_mb=64)``.
 
     Makes a :class:`SandboxedTool` of a function. Keyword arguments that name policy fields

@@ -143,6 +143,7 @@ class Worker:
 
     def kill(self) -> None:
         """Kill the worker and everything in its sandbox; remove its files. Idempotent."""
+
         def kill_group() -> None:
             with contextlib.suppress(OSError):
                 # Its own process group: bwrap (whose namespace dies with it) or, without
