@@ -12,28 +12,30 @@ importable in a sandbox.
 
 from __future__ import annotations
 
-import contextlib
 import ctypes
-import importlib.util
 import os
 import resource
-import signal
 import sys
-from types import FrameType
-from typing import Any
+
+# Every sandbox start pays this script's imports: `typing`, `contextlib` and `signal` (with
+# `enum`) stay out of the path that only execs.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from types import FrameType
+    from typing import Any
 
 _PR_SET_CHILD_SUBREAPER = 36
+_SIGKILL = 9  # on every Linux architecture
 
 
-def _seccomp() -> Any:
-    """The sibling ``_seccomp`` module, loaded from its file (no package is importable here)."""
+def _seccomp() -> dict[str, Any]:
+    """The sibling ``_seccomp`` module's names, run from its file (no package is importable)."""
     path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_seccomp.py")
-    spec = importlib.util.spec_from_file_location("_slf_seccomp", path)
-    assert spec is not None
-    assert spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    with open(path, encoding="utf-8") as handle:
+        source = handle.read()
+    names: dict[str, Any] = {"__name__": "_slf_seccomp"}
+    exec(compile(source, path, "exec"), names)
+    return names
 
 
 def set_limits(spec: str) -> None:
@@ -57,11 +59,11 @@ def _filter(kind: str) -> None:
         return
     seccomp = _seccomp()
     try:
-        program = seccomp.build(no_processes=kind == "no-processes")
+        program = seccomp["build"](no_processes=kind == "no-processes")
     except LookupError:
         return  # a machine without syscall numbers here: Isolation.missing() says so
     try:
-        seccomp.install(program)
+        seccomp["install"](program)
     except OSError as exc:
         sys.exit(f"sandbox: the seccomp filter was refused: {exc}")
 
@@ -85,8 +87,10 @@ def kill_the_rest() -> None:
     """Kill and reap every process left under this subreaper (orphans come back here)."""
     while True:
         for pid in _children():
-            with contextlib.suppress(OSError):
-                os.kill(pid, signal.SIGKILL)
+            try:
+                os.kill(pid, _SIGKILL)
+            except OSError:
+                pass  # gone already
         try:
             os.waitpid(-1, 0)
         except ChildProcessError:
@@ -101,6 +105,8 @@ def become_subreaper() -> None:
 
 def supervise(argv: list[str], kind: str) -> int:
     """Run ``argv`` as a child under this subreaper; kill what it left; return its status."""
+    import signal
+
     become_subreaper()
     child = os.fork()
     if child == 0:
@@ -111,8 +117,10 @@ def supervise(argv: list[str], kind: str) -> int:
             os._exit(127)
 
     def stop(signum: int, frame: FrameType | None) -> None:
-        with contextlib.suppress(OSError):
+        try:
             os.kill(child, signal.SIGKILL)
+        except OSError:
+            pass  # gone already
 
     signal.signal(signal.SIGTERM, stop)  # the host's timeout: the command and the rest die
     status = 0

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import ctypes
 import errno
-import platform
+import os
 import struct
 
 __all__ = ["ARCHES", "build", "install"]
@@ -100,7 +100,7 @@ def build(*, no_processes: bool = False, no_exec: bool = False, machine: str = "
     Raises:
         LookupError: For a machine without syscall numbers here.
     """
-    arch, numbers = ARCHES[machine or platform.machine()]
+    arch, numbers = ARCHES[machine or os.uname().machine]
     body: list[bytes] = [_op(_LD_W_ABS, _NR)]
     if arch == ARCHES["x86_64"][0]:
         body += [_op(_JGE_K, _X32_BIT, 0, 1), _errno(errno.ENOSYS)]
