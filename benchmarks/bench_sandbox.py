@@ -1,24 +1,31 @@
 """Sandbox cost: PyRepl cold start and warm ``1+1`` sandboxed vs not; a sandboxed tool call vs a
-plain one. Prints figures and ratios (targets: cold start <= 1.3x, warm round trip <= 1.1x).
+plain one; and, with ``--baseline REF``, the same sandboxed figures of the code at git ``REF``
+measured in the same run (the hardening's cost as ratios: after / before).
 
 Sandboxed tool calls are served by a warm worker (a child forked per call); the first call of a
 policy starts the worker. Figures measured on this project's machine are in ``docs/sandbox.md``.
 
-Run: ``python benchmarks/bench_sandbox.py [rounds]``.
+Run: ``python benchmarks/bench_sandbox.py [rounds] [--baseline REF]``.
 """
 
 from __future__ import annotations
 
+import json
+import os
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
+from pathlib import Path
 
 import anyio
 
 from simplellmfunc import PyRepl
 from simplellmfunc.sandbox import SandboxPolicy, isolation
 from simplellmfunc.tools import sandboxed, tool
+
+ROOT = Path(__file__).resolve().parents[1]
 
 
 @tool
@@ -27,7 +34,7 @@ def plain_add(a: int, b: int) -> int:
     return a + b
 
 
-@sandboxed(SandboxPolicy())
+@sandboxed(SandboxPolicy(timeout_seconds=60))
 def sandboxed_add(a: int, b: int) -> int:
     """Add."""
     return a + b
@@ -37,8 +44,8 @@ async def _repl(sandbox: bool, warm_calls: int) -> tuple[float, float]:
     with tempfile.TemporaryDirectory() as logs:
         started = time.perf_counter()
         async with PyRepl(log_dir=logs, sandbox=sandbox) as repl:
-            cold = time.perf_counter() - started
             await repl.execute("1+1")
+            cold = time.perf_counter() - started
             times = []
             for _ in range(warm_calls):
                 t = time.perf_counter()
@@ -47,36 +54,72 @@ async def _repl(sandbox: bool, warm_calls: int) -> tuple[float, float]:
     return cold, statistics.median(times)
 
 
-async def main(rounds: int) -> None:
-    print(f"bwrap: {isolation().binary or 'unavailable: ' + isolation().reason}")
+async def measure(rounds: int, plain: bool) -> dict[str, float]:
+    """Medians in seconds: kernel cold start and warm 1+1, tool first and warm call."""
     figures: dict[bool, list[tuple[float, float]]] = {False: [], True: []}
     for _ in range(rounds):
-        for sandbox in (False, True):
-            figures[sandbox].append(await _repl(sandbox, 20))
-    cold = {s: statistics.median(c for c, _ in f) for s, f in figures.items()}
-    warm = {s: statistics.median(w for _, w in f) for s, f in figures.items()}
-    print(f"PyRepl cold start : plain {cold[False]:.3f} s, sandboxed {cold[True]:.3f} s, "
-          f"ratio {cold[True] / cold[False]:.2f}x (target <= 1.3x)")  # fmt: skip
-    ratio = warm[True] / warm[False]
-    print(f"PyRepl warm 1+1   : plain {warm[False] * 1e3:.1f} ms, sandboxed "
-          f"{warm[True] * 1e3:.1f} ms, ratio {ratio:.2f}x (target <= 1.1x)")  # fmt: skip
+        for sandbox in (False, True) if plain else (True,):
+            figures[sandbox].append(await _repl(sandbox, 10))
+    out = {}
+    for sandbox, found in figures.items():
+        if found:
+            name = "sandboxed" if sandbox else "plain"
+            out[f"kernel_cold_{name}"] = statistics.median(c for c, _ in found)
+            out[f"kernel_warm_{name}"] = statistics.median(w for _, w in found)
     started = time.perf_counter()
     await sandboxed_add.invoke({"a": 1, "b": 2})
-    first = time.perf_counter() - started
-    plain, boxed = [], []
+    out["tool_first_sandboxed"] = time.perf_counter() - started
+    times, plain_times = [], []
     for _ in range(5 * rounds):
         t = time.perf_counter()
-        await plain_add.invoke({"a": 1, "b": 2})
-        plain.append(time.perf_counter() - t)
-        t = time.perf_counter()
         await sandboxed_add.invoke({"a": 1, "b": 2})
-        boxed.append(time.perf_counter() - t)
+        times.append(time.perf_counter() - t)
+        t = time.perf_counter()
+        await plain_add.invoke({"a": 1, "b": 2})
+        plain_times.append(time.perf_counter() - t)
     await sandboxed_add.aclose()
-    p, b = statistics.median(plain), statistics.median(boxed)
-    print(f"tool call         : plain {p * 1e3:.2f} ms, sandboxed {b * 1e3:.1f} ms warm "
-          f"(a child forked by the warm worker), {first:.2f} s for the first call "
-          "(the worker starts)")  # fmt: skip
+    out["tool_warm_sandboxed"] = statistics.median(times)
+    out["tool_warm_plain"] = statistics.median(plain_times)
+    return out
+
+
+def _baseline(ref: str, rounds: int) -> dict[str, float]:
+    """The sandboxed figures of the code at ``ref`` (its ``src`` extracted to a temp dir)."""
+    with tempfile.TemporaryDirectory(prefix="slf-bench-") as folder:
+        archive = subprocess.run(["git", "-C", str(ROOT), "archive", ref, "src"],
+                                 capture_output=True, check=True).stdout  # fmt: skip
+        subprocess.run(["tar", "-x", "-C", folder], input=archive, check=True)
+        env = {**os.environ, "PYTHONPATH": os.path.join(folder, "src")}
+        done = subprocess.run(
+            [sys.executable, __file__, str(rounds), "--json"], env=env, cwd=folder,
+            capture_output=True, text=True, check=True,
+        )  # fmt: skip
+        return dict(json.loads(done.stdout.splitlines()[-1]))
+
+
+def main() -> None:
+    args = sys.argv[1:]
+    rounds = int(args[0]) if args and args[0].isdigit() else 3
+    if "--json" in args:
+        print(json.dumps(anyio.run(measure, rounds, False)))
+        return
+    print(f"bwrap: {isolation().binary or 'unavailable: ' + isolation().reason}")
+    before = _baseline(args[args.index("--baseline") + 1], rounds) if "--baseline" in args else {}
+    after = anyio.run(measure, rounds, True)
+    cold, warm = after["kernel_cold_sandboxed"], after["kernel_warm_sandboxed"]
+    print(f"PyRepl cold start : plain {after['kernel_cold_plain']:.3f} s, sandboxed {cold:.3f} s, "
+          f"ratio {cold / after['kernel_cold_plain']:.2f}x")  # fmt: skip
+    print(f"PyRepl warm 1+1   : plain {after['kernel_warm_plain'] * 1e3:.1f} ms, sandboxed "
+          f"{warm * 1e3:.1f} ms, ratio {warm / after['kernel_warm_plain']:.2f}x")  # fmt: skip
+    print(
+        f"tool call         : plain {after['tool_warm_plain'] * 1e3:.2f} ms, sandboxed "
+        f"{after['tool_warm_sandboxed'] * 1e3:.1f} ms warm, "
+        f"{after['tool_first_sandboxed']:.2f} s for the first call (the worker starts)"
+    )
+    for name, value in before.items():
+        print(f"hardening cost    : {name:<22} before {value * 1e3:8.1f} ms, after "
+              f"{after[name] * 1e3:8.1f} ms, ratio {after[name] / value:.2f}x")  # fmt: skip
 
 
 if __name__ == "__main__":
-    anyio.run(main, int(sys.argv[1]) if len(sys.argv) > 1 else 3)
+    main()

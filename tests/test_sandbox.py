@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import re
 import socket
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -14,7 +15,8 @@ import anyio
 import psutil
 import pytest
 
-from simplellmfunc import PyRepl
+from simplellmfunc import AbortSignal, PyRepl
+from simplellmfunc.events import CustomEvent
 from simplellmfunc.exceptions import (
     ConfigError,
     ResourceLimitExceeded,
@@ -22,9 +24,10 @@ from simplellmfunc.exceptions import (
     ToolExecutionError,
 )
 from simplellmfunc.runtime import ShellTool
-from simplellmfunc.sandbox import SandboxPolicy, _bwrap, isolation
-from simplellmfunc.tools import SandboxedTool, sandboxed, tool
+from simplellmfunc.sandbox import SandboxPolicy, isolation
+from simplellmfunc.tools import SandboxedTool, ToolContext, ToolEventEmitter, sandboxed, tool
 from simplellmfunc.tools._workers import WORKERS
+from test_sandbox_escapes import record
 
 ISOLATED = isolation().binary is not None
 HOME = os.path.expanduser("~")
@@ -96,8 +99,19 @@ def test_policy_is_frozen_and_round_trips() -> None:
     assert policy.read_only == ("/opt/data",)
     data = json.loads(json.dumps(policy.to_dict()))
     assert SandboxPolicy.from_dict(data) == policy
-    defaults = SandboxPolicy.default()
+    defaults = SandboxPolicy()  # PyRepl's; the presets carry seed §24.3's values
     assert (defaults.network, defaults.memory_mb, defaults.max_processes) == (False, 2048, 256)
+    seed = {
+        "strict": (5.0, 64, False, False, 4096, 8),
+        "default": (30.0, 256, False, False, 65536, 64),
+        "permissive": (300.0, 2048, True, True, 1048576, 256),
+    }
+    for name, values in seed.items():
+        p = getattr(SandboxPolicy, name)()
+        got = (p.timeout_seconds, p.memory_mb, p.network, p.allow_subprocess,
+               p.max_output_bytes, p.max_open_files)  # fmt: skip
+        assert got == values, name
+    assert SandboxPolicy.of(timeout=10, memory_mb=128).timeout_seconds == 10
     with pytest.raises(ConfigError, match="unknown sandbox policy field"):
         SandboxPolicy.from_dict({"netwrk": True})
     with pytest.raises(ConfigError):
@@ -123,6 +137,9 @@ ESCAPES = {
     "connect to a host loopback server": (
         "import socket\nsocket.create_connection(('127.0.0.1', {port}), timeout=2)"
     ),
+    "detach a child that outlives close()": (
+        "import subprocess\nsubprocess.Popen(['sleep', '3001.5'], start_new_session=True)"
+    ),
     "fork bomb (400 processes)": (
         "import os, time\nkids = []\nfor _ in range(400):\n"
         "    pid = os.fork()\n"
@@ -142,9 +159,6 @@ ESCAPES = {
     "raise rlimits back up": (
         "import resource\n"
         "resource.setrlimit(resource.RLIMIT_AS, (resource.RLIM_INFINITY, resource.RLIM_INFINITY))"
-    ),
-    "detach a child that outlives close()": (
-        "import subprocess\nsubprocess.Popen(['sleep', '3001.5'], start_new_session=True)"
     ),
 }
 
@@ -191,6 +205,9 @@ async def test_escape_suite_under_the_default_policy(
     finally:
         listener.close()
     outcome = {name: (ok, error) for name, ok, error in rows}
+    for name, ok, error in rows:
+        how = "killed with the sandbox at close()" if ok else re.sub(r": '[^']*'$", "", error)
+        record(f"PyRepl: {name}", "contained" if ok else "refused", how)
     print("\nescape attempt                          | outcome")
     for name, ok, error in rows:
         print(f"{name:<40}| {'CONTAINED: died with the sandbox' if ok else 'REFUSED: ' + error}")
@@ -217,7 +234,7 @@ async def test_escape_suite_under_the_default_policy(
 async def test_sandboxed_tool_results_and_typed_errors(tmp_path: Path) -> None:
     assert isinstance(add, SandboxedTool)
     assert await add.invoke({"a": 2, "b": 3}) == 5
-    assert add(2, 3) == 5  # a direct Python call is the plain function
+    assert await add(2, 3) == 5  # a direct call runs in the sandbox too (awaitable in a loop)
     with pytest.raises(ValueError, match="bad value"):
         await misbehave.invoke({"what": "value"})
     with pytest.raises(ResourceLimitExceeded) as hit:
@@ -322,26 +339,37 @@ def _is_worker(process: psutil.Process) -> bool:
 
 
 @pytest.mark.usefixtures("warm_workers")
-async def test_fallback_warns_once_and_require_isolation_refuses(
+async def test_fallback_fails_closed_as_root_and_warns_at_every_start(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
     monkeypatch.setenv("SIMPLELLMFUNC_BWRAP", "off")
     assert isolation().binary is None
-    monkeypatch.setattr(_bwrap, "_WARNED", set())  # as in a new process: not warned yet
     caplog.set_level(logging.WARNING, logger="simplellmfunc.sandbox")
-    async with PyRepl(log_dir=tmp_path / "logs", sandbox=True) as repl:
+    if os.geteuid() == 0:  # as root the default policy refuses the fallback
+        with pytest.raises(SandboxViolation, match="requires isolation"):
+            await PyRepl(log_dir=tmp_path / "logs", sandbox=True).start()
+    with pytest.raises(SandboxViolation, match="requires isolation"):  # strict: always
+        await SandboxedTool(add.func, SandboxPolicy.strict()).invoke({"a": 1, "b": 1})
+    accept = SandboxPolicy(require_isolation=False)
+    emitter = ToolEventEmitter()
+    async with PyRepl(log_dir=tmp_path / "logs", sandbox=accept) as repl:
         assert not repl.isolated
         result = await repl.execute(
-            "import os, resource\n(os.getcwd(), resource.getrlimit(resource.RLIMIT_AS)[0])"
+            "import os, resource\n(os.getcwd(), resource.getrlimit(resource.RLIMIT_AS)[0])",
+            event_emitter=emitter,
         )
         cwd, limit = eval(result["return_value"])
         assert cwd != os.getcwd()
         assert limit == 2048 * 1024**2
-    assert await add.invoke({"a": 1, "b": 1}) == 2
-    warnings = [r for r in caplog.records if "WITHOUT isolation" in r.getMessage()]
-    assert len(warnings) == 1  # said once, for the kernel and the tool together
-    strict = SandboxPolicy(require_isolation=True)
-    with pytest.raises(SandboxViolation, match="requires isolation"):
-        await SandboxedTool(add.func, strict).invoke({"a": 1, "b": 1})
-    with pytest.raises(SandboxViolation, match="requires isolation"):
-        await PyRepl(log_dir=tmp_path / "logs", sandbox=strict).start()
+        await repl.execute("1", event_emitter=emitter)
+    loose = SandboxedTool(add.func, accept.replace(timeout_seconds=20), name="loose_add")
+    context = ToolContext("c1", "loose_add", emitter, AbortSignal())
+    for _ in range(2):
+        assert await loose.invoke({"a": 1, "b": 1}, context) == 2
+    await loose.aclose()
+    events = [e.event for e in await emitter.get_events()]
+    warned = [e for e in events if isinstance(e, CustomEvent) and e.event_name == "sandbox_warning"]
+    assert len(warned) == 3  # the kernel's start (once), each tool call
+    assert all("no bubblewrap isolation" in e.data["missing"][0] for e in warned)
+    logged = [r for r in caplog.records if "weaker isolation" in r.getMessage()]
+    assert len(logged) >= 3  # every start says so, not one line per process

@@ -44,6 +44,9 @@ Every error the library raises derives from :class:`SimpleLLMFuncError`::
     │   ├── SandboxViolation       sandboxed code was refused (a path outside, no network, no
     │   │   │                      isolation where ``require_isolation=True``)
     │   │   └── ResourceLimitExceeded   a sandbox limit was hit (has ``limit``)
+    │   │       ├── TimeoutViolation        the wall-clock or CPU-time limit
+    │   │       ├── MemoryViolation         the memory limit
+    │   │       └── OutputViolation         the result was larger than ``max_output_bytes``
     │   ├── AbortedError           the run was aborted through an AbortSignal
     │   └── DurableError           a durable run failed to start, resume or report
     │       └── StepInterruptedError   a non-idempotent tool call cut by a crash: not re-run
@@ -82,8 +85,10 @@ __all__ = [
     "KernelDiedError",
     "KernelError",
     "MCPError",
+    "MemoryViolation",
     "NoUsableKeyError",
     "OutputParseError",
+    "OutputViolation",
     "ProviderConnectionError",
     "ProviderError",
     "ProviderTimeoutError",
@@ -98,6 +103,7 @@ __all__ = [
     "StepInterruptedError",
     "StreamError",
     "TeamMemberError",
+    "TimeoutViolation",
     "ToolDefinitionError",
     "ToolExecutionError",
     "ToolRetry",
@@ -427,6 +433,38 @@ class ResourceLimitExceeded(SandboxViolation):
     def __init__(self, message: str, *, limit: str) -> None:
         super().__init__(message)
         self.limit = limit
+
+
+class TimeoutViolation(ResourceLimitExceeded):
+    """Sandboxed code ran past its wall-clock (``limit="wall_time"``) or CPU-time limit."""
+
+    def __init__(self, message: str, *, limit: str = "wall_time") -> None:
+        super().__init__(message, limit=limit)
+
+
+class MemoryViolation(ResourceLimitExceeded):
+    """Sandboxed code ran out of its memory limit (``limit="memory"``)."""
+
+    def __init__(self, message: str, *, limit: str = "memory") -> None:
+        super().__init__(message, limit=limit)
+
+
+class OutputViolation(ResourceLimitExceeded):
+    """A sandboxed tool's result was larger than ``max_output_bytes`` (``limit="output"``)."""
+
+    def __init__(self, message: str, *, limit: str = "output") -> None:
+        super().__init__(message, limit=limit)
+
+
+def limit_exceeded(message: str, limit: str) -> ResourceLimitExceeded:
+    """The :class:`ResourceLimitExceeded` subclass for ``limit`` (see its ``limit`` names)."""
+    kind = {"wall_time": TimeoutViolation, "cpu_time": TimeoutViolation,
+            "memory": MemoryViolation, "output": OutputViolation}.get(limit)  # fmt: skip
+    return (
+        kind(message, limit=limit)
+        if kind is not None
+        else ResourceLimitExceeded(message, limit=limit)
+    )
 
 
 class AbortedError(RunError):

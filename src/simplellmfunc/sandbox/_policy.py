@@ -3,16 +3,21 @@
 from __future__ import annotations
 
 import dataclasses
+import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from ..exceptions import ConfigError
 
-__all__ = ["LIMIT_NAMES", "SandboxPolicy", "as_policy"]
+__all__ = ["LIMIT_NAMES", "SEED_NAMES", "SandboxPolicy", "as_policy"]
 
 #: The limits a policy sets, as ``ResourceLimitExceeded.limit`` names them.
-LIMIT_NAMES = ("memory", "cpu_time", "wall_time", "processes", "open_files", "file_size")
+LIMIT_NAMES = (
+    "memory", "cpu_time", "wall_time", "processes", "open_files", "file_size", "output",
+)  # fmt: skip
+#: Seed 001 §24's field names, accepted by :meth:`SandboxPolicy.of` and ``@sandboxed(...)``.
+SEED_NAMES = {"timeout": "timeout_seconds", "max_fds": "max_open_files"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -29,17 +34,27 @@ class SandboxPolicy:
             of its own with only its own loopback).
         read_only: Extra host paths visible read-only.
         writable: Extra host paths visible read-write (besides the workspace).
-        memory_mb: Address-space limit per process (``RLIMIT_AS``), in MiB.
+        memory_mb: Address-space limit per process (``RLIMIT_AS``), in MiB; for a sandboxed
+            tool, what one call may add to the worker's (its imports are not the call's).
         cpu_seconds: CPU-time limit per process (``RLIMIT_CPU``).
         max_processes: How many processes and threads the sandbox may add (``RLIMIT_NPROC``).
-        max_open_files: Open file descriptors per process (``RLIMIT_NOFILE``).
+        max_open_files: Open file descriptors per process (``RLIMIT_NOFILE``); for a sandboxed
+            tool, what one call may open besides the worker's own.
         max_file_size_mb: Largest file a process may write (``RLIMIT_FSIZE``), in MiB.
         timeout_seconds: Wall-clock limit of one sandboxed tool call or command (PyRepl cells
             keep their own ``execution_timeout_seconds``).
         env: Host environment variables passed in, on top of the base allowlist (``PATH``,
             locale...); secrets never pass unless named here.
-        require_isolation: Refuse to run (:class:`~simplellmfunc.SandboxViolation`) where
-            bubblewrap cannot, instead of falling back to limits and a clean environment.
+        allow_subprocess: ``False``: the code may start no process (the seccomp filter refuses
+            ``fork``, ``vfork``, ``clone`` of a process; a sandboxed tool's call also ``execve``);
+            threads stay allowed.
+        max_output_bytes: Largest result a sandboxed tool may return (its JSON), and the output
+            a shell command keeps per stream; over it a tool call fails with
+            :class:`~simplellmfunc.exceptions.OutputViolation`. ``None``: the tool's own caps.
+        require_isolation: ``True``: refuse to run (:class:`~simplellmfunc.SandboxViolation`)
+            where bubblewrap cannot; ``False``: accept the fallback (limits, seccomp, a clean
+            environment), loudly; ``None`` (default): required when the host runs as root or
+            subprocesses are forbidden (:meth:`isolation_required`).
     """
 
     network: bool = False
@@ -52,7 +67,9 @@ class SandboxPolicy:
     max_file_size_mb: int | None = 1024
     timeout_seconds: float | None = 60.0
     env: tuple[str, ...] = ()
-    require_isolation: bool = False
+    allow_subprocess: bool = True
+    max_output_bytes: int | None = None
+    require_isolation: bool | None = None
 
     def __post_init__(self) -> None:
         for name in ("read_only", "writable", "env"):
@@ -60,7 +77,9 @@ class SandboxPolicy:
             if isinstance(value, str) or not all(isinstance(v, str) for v in value):
                 raise ConfigError(f"SandboxPolicy.{name} must be a list of strings")
             object.__setattr__(self, name, tuple(value))
-        for name in ("memory_mb", "cpu_seconds", "max_processes", "max_open_files"):
+        for name in (
+            "memory_mb", "cpu_seconds", "max_processes", "max_open_files", "max_output_bytes",
+        ):  # fmt: skip
             value = getattr(self, name)
             if value is not None and (not isinstance(value, int) or value < 1):
                 raise ConfigError(f"SandboxPolicy.{name} must be a positive integer or None")
@@ -69,27 +88,66 @@ class SandboxPolicy:
         if self.timeout_seconds is not None and self.timeout_seconds <= 0:
             raise ConfigError("SandboxPolicy.timeout_seconds must be positive or None")
 
+    def isolation_required(self) -> bool:
+        """Whether this policy refuses to run without bubblewrap.
+
+        ``require_isolation`` when set; otherwise yes as root (the fallback would run the code
+        as the host's root) and when subprocesses are forbidden (the strict preset).
+        """
+        if self.require_isolation is not None:
+            return self.require_isolation
+        return os.geteuid() == 0 or not self.allow_subprocess
+
+    # The presets carry seed 001 §24.3's values; `SandboxPolicy()` (PyRepl's) is roomier: a
+    # kernel needs about 1 GiB of address space and runs pip, shells and other processes.
     @classmethod
     def strict(cls) -> SandboxPolicy:
-        """Small and short: 256 MiB, 10 s of CPU, 16 processes, 64 files, 16 MiB files, 30 s."""
+        """Seed §24.3 strict: 5 s, 64 MiB, no network, no subprocess, 4 KiB output, 8 files.
+
+        Isolation is required (no fallback).
+        """
         return cls(
-            memory_mb=256,
-            cpu_seconds=10,
-            max_processes=16,
-            max_open_files=64,
-            max_file_size_mb=16,
-            timeout_seconds=30.0,
-        )
+            timeout_seconds=5.0, memory_mb=64, network=False, allow_subprocess=False,
+            max_output_bytes=4096, max_open_files=8, max_processes=16, cpu_seconds=5,
+            max_file_size_mb=16, require_isolation=True,
+        )  # fmt: skip
 
     @classmethod
     def default(cls) -> SandboxPolicy:
-        """The defaults: no network, workspace only, 2 GiB, 256 processes, 60 s per call."""
-        return cls()
+        """Seed §24.3 default: 30 s, 256 MiB, no network, no subprocess, 64 KiB, 64 files."""
+        return cls(
+            timeout_seconds=30.0, memory_mb=256, network=False, allow_subprocess=False,
+            max_output_bytes=65536, max_open_files=64, max_processes=64,
+        )  # fmt: skip
 
     @classmethod
     def permissive(cls) -> SandboxPolicy:
-        """Network on, 8 GiB, 1024 processes, 300 s per call (still no host secrets or files)."""
-        return cls(network=True, memory_mb=8192, max_processes=1024, timeout_seconds=300.0)
+        """Seed §24.3 permissive: 300 s, 2 GiB, network, subprocesses, 1 MiB output, 256 files.
+
+        Still no host secrets or files.
+        """
+        return cls(
+            timeout_seconds=300.0, memory_mb=2048, network=True, allow_subprocess=True,
+            max_output_bytes=1024 * 1024, max_open_files=256, max_processes=1024,
+        )  # fmt: skip
+
+    @classmethod
+    def of(cls, base: SandboxPolicy | None = None, **fields: Any) -> SandboxPolicy:
+        """``base`` (default: :meth:`default`) with ``fields``, seed names accepted.
+
+        ``SandboxPolicy.of(timeout=10, memory_mb=128)`` is seed §24.3's
+        ``SandboxPolicy(timeout=10, memory_mb=128)`` (``timeout`` is ``timeout_seconds``,
+        ``max_fds`` is ``max_open_files``).
+
+        Raises:
+            ConfigError: For an unknown field or an invalid value.
+        """
+        named = {SEED_NAMES.get(k, k): v for k, v in fields.items()}
+        known = {field.name for field in dataclasses.fields(cls)}
+        unknown = sorted(set(named) - known)
+        if unknown:
+            raise ConfigError(f"unknown sandbox policy field(s): {', '.join(unknown)}")
+        return dataclasses.replace(base or cls.default(), **named)
 
     def replace(self, **changes: Any) -> SandboxPolicy:
         """A copy with ``changes`` applied."""
@@ -116,18 +174,22 @@ class SandboxPolicy:
         except TypeError as exc:
             raise ConfigError(f"invalid sandbox policy: {exc}") from None
 
-    def rlimits(self, *, tasks_now: int = 0) -> dict[str, int]:
+    def rlimits(self, *, tasks_now: int = 0, per_call: bool = False) -> dict[str, int]:
         """The ``resource`` limits to set in the sandbox, by ``RLIMIT_*`` suffix.
 
         Args:
-            tasks_now: Tasks the user already runs (``RLIMIT_NPROC`` counts them all).
+            tasks_now: Tasks already counted (``RLIMIT_NPROC`` counts every task of the uid;
+                in a user namespace of the sandbox's own, only the sandbox's: its init, the
+                launcher).
+            per_call: For a sandboxed tool's worker: the memory and file limits are set per
+                call instead (on top of what the worker uses), so leave them out.
         """
         mib = 1024 * 1024
         limits = {
-            "AS": None if self.memory_mb is None else self.memory_mb * mib,
+            "AS": None if self.memory_mb is None or per_call else self.memory_mb * mib,
             "CPU": self.cpu_seconds,
             "NPROC": None if self.max_processes is None else self.max_processes + tasks_now,
-            "NOFILE": self.max_open_files,
+            "NOFILE": None if per_call else self.max_open_files,
             "FSIZE": None if self.max_file_size_mb is None else self.max_file_size_mb * mib,
         }
         return {name: value for name, value in limits.items() if value is not None}

@@ -22,7 +22,13 @@ child ended without a reply (killed by a limit, crashed).
 
 After each call, whatever the call left running is killed: its process group, and, in a
 sandbox's own PID namespace (``--pid-namespace``), every process but the worker and the
-namespace's init.
+namespace's init; without one (the fallback) the worker is a child subreaper, so what a call
+detached (``setsid``, a double fork) is re-parented to it and killed.
+
+Each call child sets its own limits (``--call-memory-mb``: address space on top of what the
+worker already maps, its imports are not the call's; ``--call-files``: descriptors on top of
+those open) and, with ``--no-processes``, a seccomp filter that refuses new processes and
+``execve`` (the strict preset).
 """
 
 from __future__ import annotations
@@ -37,10 +43,13 @@ import importlib.util
 import inspect
 import json
 import os
+import resource
 import signal
 import sys
 import tempfile
 from typing import Any
+
+from . import _launch, _seccomp
 
 __all__ = ["main"]
 
@@ -123,7 +132,27 @@ def _encode(reply: dict[str, Any]) -> str:
         return json.dumps({"ok": False, "error": describe(TypeError(f"result: {exc}"))})
 
 
-def _child(target: Any, arguments: dict[str, Any], reply: Any, output: Any) -> None:
+def _option(name: str) -> int | None:
+    args = sys.argv[1:]
+    return int(args[args.index(name) + 1]) if name in args else None
+
+
+def _call_limits() -> None:
+    """The call's own limits, on top of what the worker uses (see the module docstring)."""
+    memory, files = _option("--call-memory-mb"), _option("--call-files")
+    if memory is not None:
+        with open("/proc/self/statm", encoding="ascii") as handle:
+            mapped = int(handle.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
+        limit = mapped + memory * 1024 * 1024
+        resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+    if files is not None:
+        highest = max((int(fd) for fd in os.listdir("/proc/self/fd")), default=0)
+        resource.setrlimit(resource.RLIMIT_NOFILE, (highest + 1 + files,) * 2)
+
+
+def _child(
+    target: Any, arguments: dict[str, Any], reply: Any, output: Any, program: bytes | None
+) -> None:
     """Run one call in the forked child; never returns."""
     code = 0
     try:
@@ -133,6 +162,9 @@ def _child(target: Any, arguments: dict[str, Any], reply: Any, output: Any) -> N
         os.setpgid(0, 0)
         os.dup2(output.fileno(), 1)
         os.dup2(output.fileno(), 2)
+        _call_limits()
+        if program is not None:
+            _seccomp.install(program)
         try:
             data = _encode({"ok": True, "result": _call(target, arguments)})
         except BaseException as exc:  # boundary: every failure goes back to the host, typed
@@ -150,7 +182,7 @@ def _tail(handle: Any) -> str:
     return str(handle.read().decode("utf-8", errors="replace"))
 
 
-def _serve_one(request: dict[str, Any], own_namespace: bool) -> str:
+def _serve_one(request: dict[str, Any], own_namespace: bool, program: bytes | None) -> str:
     try:
         target = _load(request)
     except BaseException as exc:  # boundary: an import failure is the call's failure
@@ -163,13 +195,15 @@ def _serve_one(request: dict[str, Any], own_namespace: bool) -> str:
         sys.stderr.flush()
         pid = os.fork()
         if pid == 0:
-            _child(target, arguments, reply, output)
+            _child(target, arguments, reply, output, program)
         _, status = os.waitpid(pid, 0)
         with contextlib.suppress(OSError):
             os.killpg(pid, signal.SIGKILL)  # what the call left in its process group
         if own_namespace:
             with contextlib.suppress(OSError):
                 os.kill(-1, signal.SIGKILL)  # everything else of the namespace, detached too
+        else:
+            _launch.kill_the_rest()  # what the call detached came back to this subreaper
         reply.seek(0)
         data = reply.read().decode("utf-8", errors="replace")
         if data:
@@ -184,12 +218,18 @@ def main() -> None:
     # is the process the namespace's init started.
     own_namespace = "--pid-namespace" in sys.argv[1:] and os.getpid() == 2 and os.getppid() == 1
     _libc()  # loaded here, once: the children inherit it
+    if not own_namespace:
+        _launch.become_subreaper()
+    program = None
+    if "--no-processes" in sys.argv[1:]:
+        with contextlib.suppress(LookupError):
+            program = _seccomp.build(no_processes=True, no_exec=True)
     replies = os.fdopen(os.dup(1), "w", encoding="utf-8")
     os.dup2(2, 1)  # prints at import go to stderr, never into a reply
     sys.stdout = sys.stderr
     for line in sys.stdin.buffer:
         if line.strip():
-            replies.write(_serve_one(json.loads(line), own_namespace) + "\n")
+            replies.write(_serve_one(json.loads(line), own_namespace, program) + "\n")
             replies.flush()
 
 

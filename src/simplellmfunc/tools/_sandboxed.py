@@ -9,31 +9,39 @@ its own type, a refused path as :class:`SandboxViolation`, a limit hit as
 host never runs the tool's code, so nothing the tool does can crash it.
 
 The function must be importable by the worker: defined at module level (in an importable module
-or the main script), with JSON-serialisable arguments and result. Calling the decorated object
-directly from Python (``f(x)``) runs the function in-process, like ``@tool``; the sandbox applies
-to calls through the tool interface (``await f.invoke(...)``, ``await f.run(...)``, a model's).
+or the main script), with JSON-serialisable arguments and result. However it is called, it runs in
+the sandbox: through the tool interface (``await f.invoke(...)``, ``await f(**kwargs)`` in async
+code, a model's) and directly from synchronous code (``f(x)`` blocks until the sandboxed call
+returns; inside a running event loop ``f(x)`` returns an awaitable instead of blocking it). A
+start that misses some isolation emits a ``sandbox_warning`` event (see ``docs/sandbox.md``).
 """
 
 from __future__ import annotations
 
 import builtins
+import inspect
+import json
 import os
 import signal
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import anyio
 import anyio.to_thread
+import sniffio
 from pydantic_core import to_jsonable_python
 
 from ..exceptions import (
-    ResourceLimitExceeded,
     SandboxViolation,
     ToolDefinitionError,
     ToolExecutionError,
+    limit_exceeded,
 )
 from ..sandbox import SandboxPolicy, usable
+from ..sandbox._bwrap import warning_event
+from ..sandbox._policy import SEED_NAMES
+from ._emitter import ToolContext
 from ._tool import FunctionTool
 from ._workers import WORKERS, WorkerKey
 
@@ -48,7 +56,7 @@ class SandboxedTool(FunctionTool):
 
     Args:
         func: A module-level function (sync or async) with JSON-serialisable arguments/result.
-        policy: The sandbox policy (default: :meth:`SandboxPolicy.default`).
+        policy: The sandbox policy (default: :meth:`SandboxPolicy.default`, seed §24.3's).
         workspace: The worker's working directory, read-write (default: a private directory
             per worker, emptied after each call and removed with the worker).
         **options: As for :func:`~simplellmfunc.tools.tool` (name, description, timeout...).
@@ -78,12 +86,37 @@ class SandboxedTool(FunctionTool):
                 f"sandboxed tool {self.name!r}: the function must be defined at module level "
                 "(a sandboxed worker imports it)"
             )
-        self.policy = policy or SandboxPolicy()
+        self.policy = policy or SandboxPolicy.default()
         self.workspace = None if workspace is None else os.fspath(workspace)
 
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        """Call the function in the sandbox (not in-process, unlike ``@tool``'s functions).
+
+        From synchronous code this blocks and returns the result; inside a running event loop
+        it returns an awaitable (``await f(x)``).
+        """
+        bound = inspect.signature(self.func).bind(*args, **kwargs)
+        arguments = dict(bound.arguments)
+        try:
+            sniffio.current_async_library()
+        except sniffio.AsyncLibraryNotFoundError:
+            return anyio.run(self.invoke, arguments)
+        return self.invoke(arguments)
+
+    async def invoke(self, arguments: Mapping[str, Any], context: ToolContext | None = None) -> Any:
+        """Validate ``arguments`` and run the call in the sandbox (as :meth:`Tool.invoke`)."""
+        kwargs = self.schema.validate(arguments)
+        return await self._sandboxed_call(kwargs, context)
+
     async def _call(self, kwargs: dict[str, Any]) -> Any:
+        return await self._sandboxed_call(kwargs, None)
+
+    async def _sandboxed_call(self, kwargs: dict[str, Any], context: ToolContext | None) -> Any:
         request = _request(self.func, to_jsonable_python(kwargs))
-        isolated = await anyio.to_thread.run_sync(usable, self.policy)
+        isolated = await anyio.to_thread.run_sync(usable, self.policy, f"tool {self.name!r}")
+        warning = warning_event(isolated, self.policy)
+        if warning is not None and context is not None:
+            await context.event_emitter.emit("sandbox_warning", warning)
         binds, paths = request.pop("binds"), request.pop("paths")
         key = WorkerKey(self.policy, self.workspace, tuple(binds), tuple(paths), isolated)
         with anyio.CancelScope(shield=True):  # a worker started must be given back
@@ -105,12 +138,12 @@ class SandboxedTool(FunctionTool):
             with anyio.move_on_after(self.policy.timeout_seconds) as deadline:
                 reply = await anyio.to_thread.run_sync(worker.call, request, abandon_on_cancel=True)
             if deadline.cancelled_caught:
-                raise ResourceLimitExceeded(
+                raise limit_exceeded(
                     f"the sandboxed tool ran longer than {self.policy.timeout_seconds:g} s "
                     "and was killed",
-                    limit="wall_time",
+                    "wall_time",
                 )
-            healthy = reply is not None
+            healthy = reply is not None and not reply.get("too_large")
             if reply is None:
                 raise ToolExecutionError(
                     "the sandboxed tool's worker ended without a reply" + worker.log_tail()
@@ -126,14 +159,25 @@ class SandboxedTool(FunctionTool):
         await anyio.to_thread.run_sync(WORKERS.close, self.policy)
 
 
-def sandboxed(
-    policy: SandboxPolicy | None = None, **options: Any
-) -> Callable[[Callable[..., Any]], SandboxedTool]:
-    """Decorator: ``@sandboxed(policy)`` makes a :class:`SandboxedTool` of a function.
+def sandboxed(policy: SandboxPolicy | Callable[..., Any] | None = None, **options: Any) -> Any:
+    """Decorator: ``@sandboxed``, ``@sandboxed(policy)``, ``@sandboxed(timeout=10, memory_mb=64)``.
 
-    ``options`` are those of :class:`SandboxedTool` and :func:`~simplellmfunc.tools.tool`.
+    Makes a :class:`SandboxedTool` of a function. Keyword arguments that name policy fields
+    (seed §24's ``timeout`` and ``max_fds`` too) change :meth:`SandboxPolicy.default` (or
+    ``policy``); the others are those of :class:`SandboxedTool` and
+    :func:`~simplellmfunc.tools.tool`.
+
+    Raises:
+        ConfigError: For an invalid policy value.
     """
-    return lambda func: SandboxedTool(func, policy, **options)
+    fields = {k: options.pop(k) for k in list(options) if k in _POLICY_FIELDS}
+    if callable(policy) and not isinstance(policy, SandboxPolicy):
+        return SandboxedTool(policy, SandboxPolicy.of(**fields), **options)
+    chosen = SandboxPolicy.of(policy, **fields) if fields else policy
+    return lambda func: SandboxedTool(func, chosen, **options)
+
+
+_POLICY_FIELDS = frozenset(SandboxPolicy.__dataclass_fields__) | frozenset(SEED_NAMES)
 
 
 def _request(func: Callable[..., Any], arguments: Any) -> dict[str, Any]:
@@ -162,6 +206,14 @@ def _request(func: Callable[..., Any], arguments: Any) -> dict[str, Any]:
 
 
 def _reply(reply: dict[str, Any], policy: SandboxPolicy) -> Any:
+    cap = policy.max_output_bytes
+    too_large = reply.get("ok") and cap is not None and len(json.dumps(reply.get("result"))) > cap
+    if reply.get("too_large") or too_large:
+        raise limit_exceeded(
+            f"the sandboxed tool's result is larger than max_output_bytes "
+            f"({policy.max_output_bytes} bytes)",
+            "output",
+        )
     if reply.get("ok"):
         return reply.get("result")
     if isinstance(reply.get("error"), dict):
@@ -170,12 +222,12 @@ def _reply(reply: dict[str, Any], policy: SandboxPolicy) -> Any:
     code = int(reply.get("exit") or 0)
     number = -code if code < 0 else 0
     if number == signal.SIGXCPU or (number == signal.SIGKILL and policy.cpu_seconds):
-        raise ResourceLimitExceeded(
+        raise limit_exceeded(
             f"the sandboxed tool used more than {policy.cpu_seconds} s of CPU and was killed",
-            limit="cpu_time",
+            "cpu_time",
         )
     if number == signal.SIGXFSZ:
-        raise ResourceLimitExceeded("the sandboxed tool wrote too large a file", limit="file_size")
+        raise limit_exceeded("the sandboxed tool wrote too large a file", "file_size")
     how = f"killed by signal {signal.Signals(number).name}" if number else f"exit status {code}"
     tail = str(reply.get("output") or "").strip()[-_TAIL:]
     raise ToolExecutionError(
@@ -188,7 +240,7 @@ def _error(error: dict[str, Any]) -> Exception:
     kind, message = str(error.get("type", "Error")), str(error.get("message", ""))
     text = f"{kind}: {message}" if message else kind
     if error.get("limit"):
-        return ResourceLimitExceeded(f"sandbox limit hit: {text}", limit=str(error["limit"]))
+        return limit_exceeded(f"sandbox limit hit: {text}", str(error["limit"]))
     if error.get("violation"):
         return SandboxViolation(f"refused by the sandbox: {text}")
     builtin = getattr(builtins, kind, None) if error.get("builtin") else None

@@ -27,6 +27,7 @@ import threading
 from dataclasses import dataclass
 from typing import Any
 
+from ..builtin.pyrepl._procs import kill_spawned, marker_entry
 from ..sandbox import (
     Isolation,
     SandboxPolicy,
@@ -40,6 +41,7 @@ __all__ = ["MAX_IDLE", "WORKERS", "Worker", "WorkerKey", "WorkerPool"]
 #: Idle workers kept per key.
 MAX_IDLE = 2
 _LOG_TAIL = 2000
+_ENVELOPE = 64  # room for the reply's JSON around the result
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,14 +64,24 @@ class Worker:
         self.workspace = key.workspace or os.path.join(self.private, "work")
         os.makedirs(self.workspace, exist_ok=True)
         paths = import_paths(os.environ.get("PYTHONPATH", ""))
+        policy = key.policy
         command = [sys.executable, "-m", "simplellmfunc.sandbox._worker"]
         if key.isolated.binary is not None:
             command.append("--pid-namespace")
+        if policy.memory_mb is not None:
+            command += ["--call-memory-mb", str(policy.memory_mb)]
+        if policy.max_open_files is not None:
+            command += ["--call-files", str(policy.max_open_files)]
+        if not policy.allow_subprocess:
+            command.append("--no-processes")
         argv = sandbox_argv(
-            key.policy, command, workspace=self.workspace, isolated=key.isolated,
-            read_only=[*paths, *key.binds],
+            policy, command, workspace=self.workspace, isolated=key.isolated,
+            code=paths, read_only=key.binds, worker=True,
         )  # fmt: skip
-        env = {**clean_environment(key.policy.env), "HOME": self.workspace}
+        #: Ties the worker and what its calls spawn to it (the fallback's last sweep).
+        self.token = os.path.basename(self.private)
+        env = {**clean_environment(policy.env), "HOME": self.workspace}
+        env.update(marker_entry(self.token))
         env["PYTHONPATH"] = os.pathsep.join([*paths, *key.paths])
         self._log = os.path.join(self.private, "worker.log")
         with open(self._log, "wb") as log:
@@ -101,14 +113,19 @@ class Worker:
         stdin, stdout = self.process.stdin, self.process.stdout
         assert stdin is not None
         assert stdout is not None
+        cap = self.key.policy.max_output_bytes
         try:
             stdin.write(json.dumps(request).encode() + b"\n")
             stdin.flush()
-            line = stdout.readline()
+            # Bounded: a result over the policy's cap is never read whole into this process.
+            line = stdout.readline(-1 if cap is None else cap + _ENVELOPE)
         except (OSError, ValueError):  # a broken pipe, or closed by kill() meanwhile
             return None
         if not line:
             return None
+        if not line.endswith(b"\n"):
+            # Over the cap: the rest of the line is still in the pipe; the caller kills us.
+            return {"ok": False, "too_large": True}
         if self.key.workspace is None:
             _empty(self.workspace)  # each call finds the private workspace empty
         reply = json.loads(line)
@@ -126,10 +143,15 @@ class Worker:
 
     def kill(self) -> None:
         """Kill the worker and everything in its sandbox; remove its files. Idempotent."""
-        with contextlib.suppress(OSError):
-            # Its own process group: bwrap (whose namespace dies with it) or, without
-            # bubblewrap, the worker (its call children die with it: PR_SET_PDEATHSIG).
-            os.killpg(self.process.pid, signal.SIGKILL)
+
+        def kill_group() -> None:
+            with contextlib.suppress(OSError):
+                # Its own process group: bwrap (whose namespace dies with it) or, without
+                # bubblewrap, the worker (its call children die with it: PR_SET_PDEATHSIG).
+                os.killpg(self.process.pid, signal.SIGKILL)
+
+        # Without bubblewrap, also what the worker's calls detached (the marker, parentage).
+        kill_spawned(self.process.pid, self.token, kill_group)
         self.process.wait()
         for pipe in (self.process.stdin, self.process.stdout):
             with contextlib.suppress(OSError):

@@ -330,6 +330,9 @@ class PyRepl:
             started_at = datetime.now(UTC)
             started = time.perf_counter()
             session = await self._kernel.ready()
+            if event_emitter is not None and session.warning is not None and not session.warned:
+                session.warned = True  # every kernel start that misses isolation says so
+                await event_emitter.emit("sandbox_warning", session.warning)
             notice = self._kernel.take_notice()
             self._sequence += 1
             paths = self._output_paths()

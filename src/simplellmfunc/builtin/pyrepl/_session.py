@@ -25,6 +25,7 @@ from jupyter_client.manager import AsyncKernelManager
 
 from ...exceptions import KernelError
 from ...sandbox import Isolation, SandboxPolicy, import_paths, sandbox_argv, usable
+from ...sandbox._bwrap import warning_event
 from . import _reaper
 from ._env import kernel_environment
 
@@ -116,7 +117,8 @@ def _kernel_argv(
         workspace=_workspace(options, private_dir),
         isolated=isolated,
         writable=[private_dir],
-        read_only=[_IN_KERNEL, *import_paths(env.get("PYTHONPATH", ""))],
+        read_only=[_IN_KERNEL],
+        code=import_paths(env.get("PYTHONPATH", "")),
         # ipykernel exits when its parent is not JPY_PARENT_PID; inside, its parent is bwrap.
         unset=["JPY_PARENT_PID"],
     )
@@ -140,6 +142,10 @@ class KernelSession:
         self.pgid: int | None = km.provisioner.pgid
         self.live = _reaper.LiveKernel(self.pid, self.pgid, private_dir)
         self.fd_capture = False
+        #: The ``sandbox_warning`` event's data when this kernel misses some isolation (None:
+        #: none missing), and whether it was emitted (once per kernel, on its first execution).
+        self.warning: dict[str, object] | None = None
+        self.warned = False
         self.closed = False
         #: Why the session was destroyed (completes "the previous kernel ..."); None while open.
         self.ended: str | None = None
@@ -153,7 +159,7 @@ class KernelSession:
         """
         isolated = None
         if options.sandbox is not None:
-            isolated = await anyio.to_thread.run_sync(usable, options.sandbox)
+            isolated = await anyio.to_thread.run_sync(usable, options.sandbox, "kernel")
         private_dir = await anyio.to_thread.run_sync(_make_private_dir)
         env = kernel_environment(private_dir, options.env, home=options.sandbox is not None)
         argv = _kernel_argv(options, isolated, private_dir, env)
@@ -176,6 +182,8 @@ class KernelSession:
             client = km.client()
             client.start_channels(hb=False, control=False)
             session = cls(km, client, private_dir, options, in_bwrap)
+            if options.sandbox is not None and isolated is not None:
+                session.warning = warning_event(isolated, options.sandbox)
             _reaper.register(session.live)
             with anyio.fail_after(options.startup_timeout):
                 await client.wait_for_ready(timeout=options.startup_timeout)

@@ -15,6 +15,7 @@ import shutil
 import signal
 import subprocess
 import tempfile
+import time
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -22,6 +23,7 @@ from dataclasses import dataclass
 import anyio
 from anyio.abc import ByteReceiveStream, ByteSendStream, Process
 
+from ...builtin.pyrepl._procs import kill_spawned, marker_entry
 from ...exceptions import ToolExecutionError
 from ...sandbox import SandboxPolicy, clean_environment, sandbox_argv, usable
 
@@ -169,12 +171,23 @@ async def run_command(
     if sandbox is not None:
         async with _sandboxed(sandbox, cwd) as workspace:
             timeout = _shorter(timeout, sandbox.timeout_seconds)
-            isolated = await anyio.to_thread.run_sync(usable, sandbox)
+            if sandbox.max_output_bytes is not None:
+                max_output_chars = min(max_output_chars, sandbox.max_output_bytes)
+            isolated = await anyio.to_thread.run_sync(usable, sandbox, "command")
+            # The launcher stays the shell's parent and kills what the command leaves, so a
+            # detached or background child neither outlives it nor holds its output open.
             argv = sandbox_argv(sandbox, [_SHELL, "-c", command], workspace=workspace,
-                                isolated=isolated)  # fmt: skip
+                                isolated=isolated, supervise=True)  # fmt: skip
+            token = f"slf-shell-{os.getpid()}-{id(workspace)}-{time.monotonic_ns()}"
             environment = {**clean_environment(sandbox.env), "HOME": workspace, **(env or {})}
-            return await _run(argv, stdin, timeout, max_output_chars, workspace, environment,
-                              kill_grace)  # fmt: skip
+            environment.update(marker_entry(token))
+            try:
+                return await _run(argv, stdin, timeout, max_output_chars, workspace,
+                                  environment, kill_grace)  # fmt: skip
+            finally:
+                # Without bubblewrap, a last sweep: what carries the marker.
+                with anyio.CancelScope(shield=True):
+                    await anyio.to_thread.run_sync(kill_spawned, None, token)
     host = {**os.environ, **env} if env else None
     argv = [_SHELL, "-c", command]
     return await _run(argv, stdin, timeout, max_output_chars, cwd, host, kill_grace)

@@ -202,9 +202,13 @@ def _sandbox(section: SandboxConfig | None, found: Isolation) -> Finding:
     for path in [] if section is None else [*section.read_only, *section.writable]:
         if not Path(path).exists():
             return Finding("problem", "sandbox", f"{path} does not exist")
+    missing = found.missing()
     if found.binary is not None:
-        return Finding("ok", "sandbox", f"bubblewrap isolates ({found.binary})")
-    if section is not None and section.require_isolation:
+        gaps = f"; missing: {'; '.join(missing)}" if missing else ""
+        return Finding("warning" if missing else "ok", "sandbox",
+                       f"bubblewrap isolates ({found.binary}){gaps}")  # fmt: skip
+    required = section.require_isolation if section is not None else None
+    if required or (required is None and os.geteuid() == 0):
         return Finding(
             "problem",
             "sandbox",

@@ -260,8 +260,9 @@ class SandboxConfig(_Section):
         max_file_size_mb: Largest file a process may write, in MiB.
         timeout_seconds: Wall-clock limit of one shell command.
         env: Host environment variables passed in (secrets never pass unless named).
-        require_isolation: Refuse to run where bubblewrap cannot, instead of falling back to
-            resource limits and a clean environment.
+        require_isolation: Refuse to run where bubblewrap cannot (``true``), accept the
+            fallback (``false``), or decide as ``SandboxPolicy`` does (unset: required as root
+            and when subprocesses are forbidden).
     """
 
     enabled: bool = True
@@ -276,7 +277,7 @@ class SandboxConfig(_Section):
     max_file_size_mb: Annotated[int, Field(ge=0)] | None = _POLICY.max_file_size_mb
     timeout_seconds: Positive | None = _POLICY.timeout_seconds
     env: list[Annotated[str, Field(min_length=1)]] = []
-    require_isolation: bool = _POLICY.require_isolation
+    require_isolation: bool | None = _POLICY.require_isolation
 
     def policy(self) -> SandboxPolicy | None:
         """The policy (None when ``enabled`` is false)."""
