@@ -299,11 +299,7 @@ class ServedAgent:
     async def takes_images(self) -> bool:
         """Whether the agent's model takes images (its provider's ``vision`` capability)."""
         if self._vision is None:
-            if isinstance(self.agent, ConfiguredAgent):
-                llm = self.agent.llm
-            else:
-                llm = self.agent.llm
-            self._vision = bool(llm.capabilities.vision)
+            self._vision = bool(self.agent.llm.capabilities.vision)
         return self._vision
 
     # -- sessions ------------------------------------------------------------------------------
