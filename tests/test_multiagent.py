@@ -458,6 +458,31 @@ async def test_parallel_inputs_limit_and_abort() -> None:
 # -- channels and shared memory ---------------------------------------------------------------
 
 
+async def test_shared_memory_wrap_puts_the_memory_in_the_agents_context() -> None:
+    memory = SharedMemory(namespace="team")
+    await memory.set("draft", "v1")
+    llm = ScriptedLLM(default="ok")
+    plain = chat_agent(llm, "writer", "You write.")
+    wrapped = memory.wrap(plain)
+    assert wrapped is not plain
+    assert wrapped.__name__ == "writer"
+    async for _ in wrapped("go", history=[]):
+        pass
+    system = llm.requests[-1].messages[0].content
+    assert system.startswith("You write.")
+    assert "## Shared Memory" in system
+    assert "- [draft] v1 (just now)" in system
+    await memory.set("draft", "v2")  # another agent changed it: the next call sees it
+    async for _ in wrapped("again", history=[]):
+        pass
+    assert "- [draft] v2" in llm.requests[-1].messages[0].content
+    async for _ in plain("unwrapped", history=[]):
+        pass
+    assert "Shared Memory" not in llm.requests[-1].messages[0].content
+    with pytest.raises(UserError, match="needs an @llm_chat agent"):
+        memory.wrap(print)  # type: ignore[arg-type]
+
+
 async def test_channel_send_receive_timeouts_and_close() -> None:
     async with Channel(int, capacity=1, name="numbers") as channel:
         with pytest.raises(ChannelTimeoutError, match="nothing received"):

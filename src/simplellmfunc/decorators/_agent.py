@@ -195,6 +195,13 @@ class ChatAgent:
         """This agent as a tool of another agent (see :class:`AgentTool`)."""
         return AgentTool(self, name=name, description=description)
 
+    def with_hooks(self, *hooks: RunHook) -> ChatAgent:
+        """A copy of this agent whose runs also have ``hooks`` (after its own): what
+        ``SharedMemory.wrap(agent)`` uses to run an agent with the shared memory in context."""
+        copied = copy.copy(self)
+        copied._settings = replace(self._settings, hooks=(*self._settings.hooks, *hooks))
+        return copied
+
     async def prepare(self, *args: Any, **kwargs: Any) -> tuple[Invocation, Transcript]:
         """The invocation and transcript :meth:`run` would run (for callers that build the
         :class:`~simplellmfunc.engine.Run` themselves: a sub-run under another run's events)."""

@@ -47,7 +47,14 @@ def _age(seconds: float) -> str:
     return "just now"
 
 
-def render_memory(items: Sequence[StoreItem], now: float, max_chars: int = 300) -> str:
+def render_memory(
+    items: Sequence[StoreItem],
+    now: float,
+    max_chars: int = 300,
+    *,
+    heading: str = MEMORY_HEADING,
+    intro: str = _INTRO,
+) -> str:
     """The memory section for ``items`` (empty when there are none).
 
     Each item is one line ``- [key] value (age)``; values longer than ``max_chars`` are cut.
@@ -59,22 +66,22 @@ def render_memory(items: Sequence[StoreItem], now: float, max_chars: int = 300) 
         if len(flat) > max_chars:
             flat = flat[: max_chars - 1] + "…"
         lines.append(f"- [{item.key}] {flat} ({_age(item.age(now))})")
-    return f"{MEMORY_HEADING}\n{_INTRO}\n" + "\n".join(lines) if lines else ""
+    return f"{heading}\n{intro}\n" + "\n".join(lines) if lines else ""
 
 
-def strip_memory(text: str) -> str:
+def strip_memory(text: str, heading: str = MEMORY_HEADING) -> str:
     """``text`` without its memory section (up to the next ``## `` heading, or the end)."""
-    start = text.find(MEMORY_HEADING)
+    start = text.find(heading)
     if start < 0:
         return text
-    end = text.find("\n## ", start + len(MEMORY_HEADING))
+    end = text.find("\n## ", start + len(heading))
     head = text[:start].rstrip()
     tail = "" if end < 0 else text[end + 1 :]
     return f"{head}\n\n{tail}".strip() if head and tail else (head or tail).strip()
 
 
-def _with_memory(text: str, section: str) -> str:
-    base = strip_memory(text)
+def _with_memory(text: str, section: str, heading: str = MEMORY_HEADING) -> str:
+    base = strip_memory(text, heading)
     if not section:
         return base
     return f"{base}\n\n{section}" if base else section
@@ -96,6 +103,8 @@ class MemoryHook(RunHook):
             :class:`StepTriple`, ``()`` saves nothing.
         save_turns: Also run the strategies on each answered turn.
         max_chars: Longest value shown per item.
+        heading: The section's heading (a ``## `` line; one section per heading).
+        intro: The line under the heading.
     """
 
     def __init__(
@@ -106,8 +115,12 @@ class MemoryHook(RunHook):
         auto_save: AutoSave | Sequence[AutoSave] | None = None,
         save_turns: bool = True,
         max_chars: int = 300,
+        heading: str = MEMORY_HEADING,
+        intro: str = _INTRO,
     ) -> None:
         self.memory = memory
+        self.heading = heading
+        self.intro = intro
         self.recent = recent
         if auto_save is None:
             auto_save = StepTriple()
@@ -126,16 +139,19 @@ class MemoryHook(RunHook):
         if call not in self._inputs:
             self._inputs[call] = _user_input(run.transcript.messages)
         items = await self.memory.items(self.recent) if self.recent > 0 else []
-        section = render_memory(items, self.memory.now(), self.max_chars)
+        section = render_memory(
+            items, self.memory.now(), self.max_chars, heading=self.heading, intro=self.intro
+        )
         messages = list(run.transcript.messages)
         if messages and isinstance(messages[0], SystemMessage):
             first = messages[0]
-            patched = _with_memory(first.content, section)
+            patched = _with_memory(first.content, section, self.heading)
             if patched == first.content:
                 return ()
             messages[0] = SystemMessage(patched, first.extra)
         elif section:
-            messages.insert(0, SystemMessage(_with_memory(run.invocation.system_prompt, section)))
+            system = _with_memory(run.invocation.system_prompt, section, self.heading)
+            messages.insert(0, SystemMessage(system))
         else:
             return ()
         return [ContextReplaceMutation(history_to_dicts(messages))]

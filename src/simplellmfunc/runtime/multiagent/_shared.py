@@ -7,20 +7,26 @@ rule (Σ' ⊇ Σ): no key is ever deleted, and a key keeps the JSON type of its 
 is registered with :meth:`Store.add` (one atomic set-if-absent, also across processes on Redis),
 so of concurrent writers of one key with different types exactly one wins and the others get
 :class:`~simplellmfunc.exceptions.SharedMemoryTypeError`.
-:meth:`SharedMemory.tools` gives agents ``shared_read`` / ``shared_write`` / ``shared_keys``.
+:meth:`SharedMemory.tools` gives agents ``shared_read`` / ``shared_write`` / ``shared_keys``;
+:meth:`SharedMemory.wrap` runs an agent with the memory in its context (the seed's
+``sm.wrap(agent)``: a ``## Shared Memory`` section of its system message, kept current before
+every LLM call).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from ...decorators import ChatAgent
 from ...exceptions import SharedMemoryTypeError, UserError
 from ...tools import Tool
+from ..memory import MemoryHook
 from ..stores import InMemoryStore, Namespace, Store
 
 __all__ = ["SharedMemory"]
 
 _AGENT = "shared-memory"
+_HEADING = "## Shared Memory"
 _TYPES = "shared-memory-types"  # the first JSON type of each key of an append-only memory
 
 
@@ -106,6 +112,26 @@ class SharedMemory:
     async def snapshot(self) -> dict[str, Any]:
         """Every key and value of the namespace."""
         return {item.key: item.value for item in await self.store.items(self._ns)}
+
+    def wrap(self, agent: ChatAgent, *, recent: int = 20) -> ChatAgent:
+        """``agent`` running with this memory in its context: before every LLM call its system
+        message gets a ``## Shared Memory`` section with the ``recent`` newest keys and values
+        (give it :meth:`tools` too, to change them).
+
+        Raises:
+            UserError: If ``agent`` is not an ``@llm_chat`` agent.
+        """
+        if not isinstance(agent, ChatAgent):
+            raise UserError(f"SharedMemory.wrap needs an @llm_chat agent, got {agent!r}")
+        hook = MemoryHook(
+            self.store.scope(_AGENT, self.namespace_name),
+            recent=recent,
+            auto_save=(),
+            save_turns=False,
+            heading=_HEADING,
+            intro=f"What the team shares (namespace {self.namespace_name!r}), newest first:",
+        )
+        return agent.with_hooks(hook)
 
     def tools(self) -> tuple[Tool, Tool, Tool]:
         """``shared_read``, ``shared_write`` and ``shared_keys`` over this namespace."""
