@@ -37,9 +37,14 @@ ESCAPES_JSON = ROOT / ".cache" / "sandbox-escapes.json"
 def record(name: str, outcome: str, how: str) -> None:
     """Note the outcome of one escape attempt for the docs table (``scripts/sandbox_escapes``)."""
     ESCAPES_JSON.parent.mkdir(parents=True, exist_ok=True)
-    old = json.loads(ESCAPES_JSON.read_text()) if ESCAPES_JSON.exists() else {}
+    try:
+        old = json.loads(ESCAPES_JSON.read_text())
+    except (OSError, ValueError):  # none yet, or another test process is writing it
+        old = {}
     old[name] = {"outcome": outcome, "how": how}
-    ESCAPES_JSON.write_text(json.dumps(old, indent=1, sort_keys=True))
+    scratch = ESCAPES_JSON.with_suffix(f".{os.getpid()}.tmp")
+    scratch.write_text(json.dumps(old, indent=1, sort_keys=True))
+    os.replace(scratch, ESCAPES_JSON)  # atomic: a parallel reader never sees half a file
 
 
 def test_bubblewrap_runs_in_ci() -> None:
