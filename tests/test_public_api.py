@@ -207,6 +207,13 @@ def test_sandbox_and_tools_surface() -> None:
 
     assert ResourceLimitExceeded("x", limit="memory").limit == "memory"
     assert issubclass(SandboxViolation, simplellmfunc.exceptions.SimpleLLMFuncError)
+    # Seed 001 §24.7's violations, under ResourceLimitExceeded.
+    from simplellmfunc.exceptions import MemoryViolation, OutputViolation, TimeoutViolation
+
+    for kind, limit in ((TimeoutViolation, "wall_time"), (MemoryViolation, "memory"),
+                        (OutputViolation, "output")):  # fmt: skip
+        assert issubclass(kind, ResourceLimitExceeded)
+        assert kind("x").limit == limit
 
 
 EXPECTED_ENGINE = {

@@ -37,9 +37,14 @@ ESCAPES_JSON = ROOT / ".cache" / "sandbox-escapes.json"
 def record(name: str, outcome: str, how: str) -> None:
     """Note the outcome of one escape attempt for the docs table (``scripts/sandbox_escapes``)."""
     ESCAPES_JSON.parent.mkdir(parents=True, exist_ok=True)
-    old = json.loads(ESCAPES_JSON.read_text()) if ESCAPES_JSON.exists() else {}
+    try:
+        old = json.loads(ESCAPES_JSON.read_text())
+    except (OSError, ValueError):  # none yet, or another test process is writing it
+        old = {}
     old[name] = {"outcome": outcome, "how": how}
-    ESCAPES_JSON.write_text(json.dumps(old, indent=1, sort_keys=True))
+    scratch = ESCAPES_JSON.with_suffix(f".{os.getpid()}.tmp")
+    scratch.write_text(json.dumps(old, indent=1, sort_keys=True))
+    os.replace(scratch, ESCAPES_JSON)  # atomic: a parallel reader never sees half a file
 
 
 def test_bubblewrap_runs_in_ci() -> None:
@@ -88,10 +93,52 @@ def _spawn_user_project(tmp_path: Path, body: str) -> subprocess.CompletedProces
     (project / ".env").write_text("OPENAI_API_KEY=sk-project-secret\n")
     (project / "helper.py").write_text("VALUE = 1\n")
     (project / "app.py").write_text(textwrap.dedent(body))
+    (tmp_path / "relative" / "entry").mkdir(parents=True)  # an existing relative sys.path entry
     return subprocess.run(
         [sys.executable, "proj/app.py"], cwd=tmp_path, capture_output=True, text=True,
         timeout=180, check=False,
     )  # fmt: skip
+
+
+SECCOMP_CHILD = """
+import os, sys, threading
+sys.path.insert(0, sys.argv[1])
+import _seccomp
+_seccomp.install(_seccomp.build(no_processes=True))
+ran = []
+thread = threading.Thread(target=lambda: ran.append(1))
+thread.start(); thread.join()
+try:
+    os.fork()
+    print("forked")
+except OSError as exc:
+    print("fork", exc.errno)
+print("thread", ran)
+try:
+    os.unshare(os.CLONE_NEWUSER) if hasattr(os, "unshare") else None
+except OSError as exc:
+    print("unshare", exc.errno)
+"""
+
+
+def test_the_seccomp_program_refuses_processes_and_keeps_threads() -> None:
+    from simplellmfunc.sandbox import _seccomp
+
+    program = _seccomp.build(no_processes=True)
+    assert len(program) % 8 == 0
+    with pytest.raises(LookupError):
+        _seccomp.build(machine="sparc")
+    assert _seccomp.build(machine="aarch64") != _seccomp.build(machine="x86_64")
+    if os.uname().machine not in _seccomp.ARCHES:
+        pytest.skip("no syscall numbers for this machine")
+    here = str(Path(_seccomp.__file__).parent)
+    done = subprocess.run([sys.executable, "-I", "-c", SECCOMP_CHILD, here],
+                          capture_output=True, text=True, timeout=60, check=True)  # fmt: skip
+    lines = done.stdout.splitlines()
+    assert lines[0] == "fork 1", done.stdout  # EPERM
+    assert lines[1] == "thread [1]"
+    if sys.version_info >= (3, 12):
+        assert lines[2] == "unshare 1"
 
 
 @needs_bwrap

@@ -277,7 +277,10 @@ def _installed(path: str) -> bool:
 
 def _project_folders() -> set[str]:
     """The folders a process started in or from: its working directory and its script's."""
-    folders = {os.getcwd()}
+    try:
+        folders = {os.getcwd()}
+    except OSError:  # the working directory was removed
+        folders = set()
     main = sys.modules.get("__main__")
     script = getattr(main, "__file__", None)
     if script:

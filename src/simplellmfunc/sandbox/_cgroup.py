@@ -91,6 +91,7 @@ def _sweep(root: str) -> None:
             name = entry.name
             if not name.startswith(_PREFIX) or not entry.is_dir(follow_symlinks=False):
                 continue
+            _sweep(entry.path)  # a sandbox's own cgroups first (nested: a fallback that nests)
             owner = name[len(_PREFIX) :].split("-")[0]
             with _LOCK:
                 created = _OURS.get(entry.path)

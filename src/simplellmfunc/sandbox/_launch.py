@@ -71,7 +71,8 @@ def _filter(kind: str) -> None:
 def _children() -> list[int]:
     me = str(os.getpid()).encode()
     found = []
-    for name in os.listdir("/proc"):
+    names = os.listdir("/proc") if os.path.isdir("/proc") else []
+    for name in names:
         if name.isdigit():
             try:
                 with open(f"/proc/{name}/stat", "rb") as handle:
@@ -100,7 +101,9 @@ def kill_the_rest() -> None:
 def become_subreaper() -> None:
     """Make this process the one its descendants' orphans are re-parented to (Linux)."""
     libc = ctypes.CDLL(None, use_errno=True)
-    libc.prctl(ctypes.c_ulong(_PR_SET_CHILD_SUBREAPER), ctypes.c_ulong(1), 0, 0, 0)
+    prctl = getattr(libc, "prctl", None)  # Linux only; elsewhere the process group is the tie
+    if prctl is not None:
+        prctl(ctypes.c_ulong(_PR_SET_CHILD_SUBREAPER), ctypes.c_ulong(1), 0, 0, 0)
 
 
 def supervise(argv: list[str], kind: str) -> int:

@@ -140,6 +140,8 @@ def _option(name: str) -> int | None:
 def _call_limits() -> None:
     """The call's own limits, on top of what the worker uses (see the module docstring)."""
     memory, files = _option("--call-memory-mb"), _option("--call-files")
+    if not os.path.isdir("/proc/self/fd"):
+        return  # not Linux (no /proc): no per-call memory and file limits
     if memory is not None:
         with open("/proc/self/statm", encoding="ascii") as handle:
             mapped = int(handle.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")

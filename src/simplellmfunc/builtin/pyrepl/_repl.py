@@ -70,9 +70,11 @@ class PyRepl:
     By default the kernel runs in a sandbox (:class:`~simplellmfunc.sandbox.SandboxPolicy`, on
     bubblewrap where it can run; see ``docs/sandbox.md``): its own PID namespace (the host's
     processes are invisible, and the pids the kernel sees are not the host's), no network, the
-    working directory as the only writable place, and every process it starts dies with it. Where
-    bubblewrap cannot run, a warning says so once and only the policy's resource limits and the
-    clean environment apply (or the kernel refuses to start, with ``require_isolation=True``).
+    working directory as the only writable place, an unprivileged uid and a seccomp filter, and
+    every process it starts dies with it. Where bubblewrap cannot run, the kernel refuses to
+    start as root (and with ``require_isolation=True``); otherwise each kernel start logs a
+    warning, its first execution emits a ``sandbox_warning`` event, and only the policy's
+    resource limits, the seccomp filter and the clean environment apply.
 
     Args:
         working_directory: The kernel's working directory (default: with a sandbox, a private
