@@ -49,6 +49,7 @@ async def test_clients_of_both_protocol_versions_and_no_version_header(
             with anyio.fail_after(GUARD):
                 current = (await http.get(url + CARD_PATH)).json()
                 legacy = (await http.get(url + LEGACY_CARD_PATH)).json()
+                under_rpc = (await http.get(url + "/a2a" + CARD_PATH)).json()
                 # The current client (1.0 interface, A2A-Version: 1.0).
                 client = ClientFactory(ClientConfig(httpx_client=http)).create(
                     parse_agent_card(dict(current))
@@ -82,7 +83,9 @@ async def test_clients_of_both_protocol_versions_and_no_version_header(
                             },
                         },
                     )
-    assert current == legacy
+                    listed = await list_tasks(plain, url)
+                    bogus = await list_tasks(plain, url, status="TASK_STATE_BOGUS")
+    assert current == legacy == under_rpc
     assert current["protocolVersion"].startswith("0.3")  # the 0.3 card's own fields
     assert current["url"] == f"{url}/a2a"
     versions = {i["protocolVersion"] for i in current["supportedInterfaces"]}
@@ -104,6 +107,14 @@ async def test_clients_of_both_protocol_versions_and_no_version_header(
     body = bare.json()
     assert "error" not in body, body
     assert body["result"]["status"]["state"] == "completed"
+    assert listed["result"]["pageSize"] == len(listed["result"]["tasks"]) == 3
+    assert bogus["error"]["code"] == -32602
+
+
+async def list_tasks(http: httpx.AsyncClient, url: str, **params: Any) -> dict[str, Any]:
+    request = {"jsonrpc": "2.0", "id": 7, "method": "ListTasks", "params": params}
+    response = await http.post(url + "/a2a", json=request, headers={"A2A-Version": "1.0"})
+    return dict(response.json())
 
 
 async def test_a_chat_agent_without_tools_is_one_chat_skill(mock_server: MockLLMServer) -> None:

@@ -38,6 +38,7 @@ from typing import Any
 import anyio
 from a2a.helpers import new_task, new_text_part
 from a2a.server.agent_execution import AgentExecutor, RequestContext
+from a2a.server.context import ServerCallContext
 from a2a.server.events import EventQueue
 from a2a.server.jsonrpc_models import InvalidParamsError
 from a2a.server.request_handlers import DefaultRequestHandler
@@ -51,6 +52,8 @@ from a2a.types import (
     AgentInterface,
     AgentSkill,
     HTTPAuthSecurityScheme,
+    ListTasksRequest,
+    ListTasksResponse,
     SecurityRequirement,
     SecurityScheme,
     StringList,
@@ -310,7 +313,7 @@ def a2a_routes(
         filled.skills.extend(await skills.get())
         return filled
 
-    handler = DefaultRequestHandler(
+    handler = _Handler(
         agent_executor=_Executor(served), task_store=InMemoryTaskStore(), agent_card=card
     )
     dispatcher = JsonRpcDispatcher(request_handler=handler, enable_v0_3_compat=True)
@@ -351,6 +354,19 @@ async def _refused_params(request: Request) -> Response | None:
     error = InvalidParamsError(message=f"unknown task state {status!r} in params.status")
     valid_id = request_id if isinstance(request_id, str | int) else None
     return JSONResponse(build_error_response(valid_id, error))
+
+
+class _Handler(DefaultRequestHandler):
+    """The SDK's handler; a ``ListTasks`` page says how many tasks it holds (``pageSize``),
+    not how many were asked for (the TCK's reading of "the page size used for this
+    response": 0 for an empty page, the total on a last page)."""
+
+    async def on_list_tasks(
+        self, params: ListTasksRequest, context: ServerCallContext
+    ) -> ListTasksResponse:
+        page: ListTasksResponse = await super().on_list_tasks(params, context)
+        page.page_size = len(page.tasks)
+        return page
 
 
 class _SkillsOnce:
