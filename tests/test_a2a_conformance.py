@@ -26,7 +26,7 @@ from starlette.routing import Route
 
 from simplellmfunc import OpenAICompatible
 from simplellmfunc.exceptions import A2AError
-from simplellmfunc.http_server import running
+from simplellmfunc.http_server import create_app, running
 from simplellmfunc.runtime.a2a import A2AAgentTool, a2a_tool
 from simplellmfunc.runtime.serving import ServedAgent, a2a_app
 from simplellmfunc.runtime.skills import Skill, Skills
@@ -207,3 +207,19 @@ async def test_a_remote_card_may_not_point_at_the_local_network() -> None:
             with anyio.fail_after(GUARD):
                 assert await local.run("ok") == "OK"
     assert [path for path, _ in seen[0].requests] == ["/.well-known/agent-card.json", "/rpc"]
+
+
+async def test_every_card_path_is_public_behind_a_token(mock_server: MockLLMServer) -> None:
+    async with OpenAICompatible(KEY, "mock-model", mock_server.url) as llm:
+        served = ServedAgent(chat_agent(llm, "guarded", toolkit=[add]))
+        app = lambda url: create_app(served, url, token="t0ken-t0ken")  # noqa: E731
+        async with running(app) as url, httpx.AsyncClient() as http:
+            with anyio.fail_after(GUARD):
+                paths = [CARD_PATH, LEGACY_CARD_PATH, "/a2a" + CARD_PATH, "/a2a" + LEGACY_CARD_PATH]
+                cards = [(await http.get(url + path)) for path in paths]
+                rpc = await http.post(url + "/a2a", json={"jsonrpc": "2.0", "id": 1})
+    assert [c.status_code for c in cards] == [200, 200, 200, 200]
+    assert cards[0].json()["securitySchemes"]["bearer"]["httpAuthSecurityScheme"]["scheme"] == (
+        "Bearer"
+    )
+    assert rpc.status_code == 401
