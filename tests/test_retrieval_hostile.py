@@ -79,7 +79,7 @@ def hostile(tmp_path: Path) -> Path:
     server = socket.socket(socket.AF_UNIX)
     server.bind(str(root / "sock.txt"))
     server.close()  # the socket file stays
-    (root / "bomb.pdf").write_bytes(flate_pdf(200_000_000))
+    (root / "bomb.pdf").write_bytes(flate_pdf(60_000_000))
     return root
 
 
