@@ -9,6 +9,7 @@ server, with a card served by another origin.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -27,7 +28,9 @@ from starlette.routing import Route
 from simplellmfunc import OpenAICompatible
 from simplellmfunc.exceptions import A2AError
 from simplellmfunc.http_server import create_app, running
+from simplellmfunc.runtime import load_agent_config
 from simplellmfunc.runtime.a2a import A2AAgentTool, a2a_tool
+from simplellmfunc.runtime.config import ConfiguredAgent
 from simplellmfunc.runtime.serving import ServedAgent, a2a_app
 from simplellmfunc.runtime.skills import Skill, Skills
 from simplellmfunc.testing import MockLLMServer, Reply
@@ -223,3 +226,22 @@ async def test_every_card_path_is_public_behind_a_token(mock_server: MockLLMServ
         "Bearer"
     )
     assert rpc.status_code == 401
+
+
+async def test_a_config_agents_card_lists_its_tools(
+    mock_server: MockLLMServer, tmp_path: Path
+) -> None:
+    environ = {"OPENAI_API_KEY": KEY, "OPENAI_BASE_URL": mock_server.url}
+    path = tmp_path / "filer.yml"
+    path.write_text(f"name: filer\nmodel: openai:mock-model\ntoolkit:\n  files: {tmp_path}\n")
+    config = load_agent_config(path, environ=environ)
+    async with (
+        ConfiguredAgent(config, environ=environ) as agent,
+        running(lambda url: a2a_app(ServedAgent(agent), url)) as url,
+        httpx.AsyncClient() as http,
+    ):
+        with anyio.fail_after(GUARD):
+            card = (await http.get(url + CARD_PATH)).json()
+        tools = [tool.name for tool in agent.toolkit]
+    assert len(tools) > 1
+    assert [(s["id"], s["tags"]) for s in card["skills"]] == [(t, ["tool"]) for t in tools]
