@@ -125,6 +125,7 @@ async def test_a_file_swapped_for_a_fifo_after_the_walk_is_skipped(tmp_path: Pat
         assert str(read_chunks(entry, 1500)) == "docs/a.md: not a regular file (fifo)"
         report = await kb.ingest(root)
     assert [str(s) for s in report.skipped] == ["docs/a.md: not a regular file (fifo)"]
+    assert str(report).endswith("\n  skipped docs/a.md: not a regular file (fifo)")
 
 
 def test_a_single_long_line_is_cut_to_max_chunk_chars() -> None:

@@ -113,7 +113,7 @@ class IngestReport:
             f"{self.unchanged} unchanged, {self.deleted} deleted, {len(self.skipped)} skipped; "
             f"chunks +{self.chunks_added} -{self.chunks_removed} ={self.chunks_kept}; "
             f"{self.embedded} embedded; {self.seconds:.2f}s"
-        )
+        ) + "".join(f"\n  skipped {entry}" for entry in self.skipped)
 
 
 @dataclass(frozen=True, slots=True)
