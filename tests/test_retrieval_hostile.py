@@ -124,6 +124,14 @@ async def test_a_file_swapped_for_a_fifo_after_the_walk_is_skipped(tmp_path: Pat
         os.mkfifo(root / "a.md")
         assert str(read_chunks(entry, 1500)) == "docs/a.md: not a regular file (fifo)"
         report = await kb.ingest(root)
+        # A folder swapped for a link to the outside after the walk: the read stays inside.
+        write(root / "sub" / "b.md", "bravo\n")
+        write(tmp_path / "outside" / "b.md", "SECRET\n")
+        (entry,) = [e for e in walk(root) if e.source == "docs/sub/b.md"]
+        (root / "sub" / "b.md").unlink()
+        (root / "sub").rmdir()
+        (root / "sub").symlink_to(tmp_path / "outside", target_is_directory=True)
+        assert str(read_chunks(entry, 1500)) == "docs/sub/b.md: symlink (not followed)"
     assert [str(s) for s in report.skipped] == ["docs/a.md: not a regular file (fifo)"]
     assert str(report).endswith("\n  skipped docs/a.md: not a regular file (fifo)")
 

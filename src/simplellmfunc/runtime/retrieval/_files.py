@@ -5,7 +5,9 @@ Every file is treated as hostile:
 * **No symlink is followed**, to a file or to a folder, inside the root or out of it (what a
   link inside the root points at is ingested where it really is; what it points at outside is
   never read): a ``notes -> ~/.ssh/id_rsa`` link is skipped, not indexed.
-* **Only regular files are read**: each is opened with ``O_NOFOLLOW | O_NONBLOCK``, checked with
+* **Only regular files are read**: each is opened one folder at a time from the root (each step
+  ``O_NOFOLLOW``: a folder swapped for a link after the walk cannot lead out of the root), the
+  file itself with ``O_NOFOLLOW | O_NONBLOCK``, checked with
   ``fstat`` after the open (a FIFO, a device, a socket is skipped without blocking, and a file
   swapped for something else after the walk saw it is skipped), and read with a bound: at most
   ``MAX_FILE_BYTES`` + 1 bytes, whatever its size said (``/dev/zero`` reports size 0).
@@ -69,6 +71,7 @@ _KINDS: Final[dict[str, DocKind | Literal["pdf"]]] = {
     ".pdf": "pdf",  # read by pages
 }
 _OPEN_FLAGS: Final = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
+_DIR_FLAGS: Final = os.O_RDONLY | os.O_NOFOLLOW | os.O_DIRECTORY | getattr(os, "O_CLOEXEC", 0)
 _TOO_LARGE: Final = f"larger than {MAX_FILE_BYTES:,} bytes"
 
 
@@ -187,6 +190,23 @@ def walk(target: str | os.PathLike[str], label: str | None = None) -> Iterator[F
                 yield _entry(where / file, root, f"{prefix}/{file}")
 
 
+def _open_beneath(root: str, path: str) -> int:
+    """``path`` opened one folder at a time from ``root``, each step with ``O_NOFOLLOW``: a
+    folder swapped for a symlink after the walk saw it cannot lead the read out of the root."""
+    parts = Path(path).relative_to(root).parts if path != root else ()
+    if not parts:
+        return os.open(path, _OPEN_FLAGS)
+    folder = os.open(root, _DIR_FLAGS)
+    try:
+        for part in parts[:-1]:
+            inner = os.open(part, _DIR_FLAGS, dir_fd=folder)
+            os.close(folder)
+            folder = inner
+        return os.open(parts[-1], _OPEN_FLAGS, dir_fd=folder)
+    finally:
+        os.close(folder)
+
+
 def read_bytes(entry: FileEntry) -> bytes:
     """The file's content, read as a hostile file (see the module docstring).
 
@@ -195,9 +215,9 @@ def read_bytes(entry: FileEntry) -> bytes:
         ValueError: If it is not the regular file the walk saw, or is too large now.
     """
     try:
-        fd = os.open(entry.path, _OPEN_FLAGS)
+        fd = _open_beneath(entry.root, entry.path)
     except OSError as exc:
-        if exc.errno == errno.ELOOP:
+        if exc.errno in (errno.ELOOP, errno.ENOTDIR):
             raise ValueError("symlink (not followed)") from None
         raise
     with os.fdopen(fd, "rb", buffering=0) as file:
