@@ -9,6 +9,7 @@ server, with a card served by another origin.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -26,8 +27,10 @@ from starlette.routing import Route
 
 from simplellmfunc import OpenAICompatible
 from simplellmfunc.exceptions import A2AError
-from simplellmfunc.http_server import running
+from simplellmfunc.http_server import create_app, running
+from simplellmfunc.runtime import load_agent_config
 from simplellmfunc.runtime.a2a import A2AAgentTool, a2a_tool
+from simplellmfunc.runtime.config import ConfiguredAgent
 from simplellmfunc.runtime.serving import ServedAgent, a2a_app
 from simplellmfunc.runtime.skills import Skill, Skills
 from simplellmfunc.testing import MockLLMServer, Reply
@@ -49,6 +52,7 @@ async def test_clients_of_both_protocol_versions_and_no_version_header(
             with anyio.fail_after(GUARD):
                 current = (await http.get(url + CARD_PATH)).json()
                 legacy = (await http.get(url + LEGACY_CARD_PATH)).json()
+                under_rpc = (await http.get(url + "/a2a" + CARD_PATH)).json()
                 # The current client (1.0 interface, A2A-Version: 1.0).
                 client = ClientFactory(ClientConfig(httpx_client=http)).create(
                     parse_agent_card(dict(current))
@@ -82,7 +86,9 @@ async def test_clients_of_both_protocol_versions_and_no_version_header(
                             },
                         },
                     )
-    assert current == legacy
+                    listed = await list_tasks(plain, url)
+                    bogus = await list_tasks(plain, url, status="TASK_STATE_BOGUS")
+    assert current == legacy == under_rpc
     assert current["protocolVersion"].startswith("0.3")  # the 0.3 card's own fields
     assert current["url"] == f"{url}/a2a"
     versions = {i["protocolVersion"] for i in current["supportedInterfaces"]}
@@ -104,6 +110,14 @@ async def test_clients_of_both_protocol_versions_and_no_version_header(
     body = bare.json()
     assert "error" not in body, body
     assert body["result"]["status"]["state"] == "completed"
+    assert listed["result"]["pageSize"] == len(listed["result"]["tasks"]) == 3
+    assert bogus["error"]["code"] == -32602
+
+
+async def list_tasks(http: httpx.AsyncClient, url: str, **params: Any) -> dict[str, Any]:
+    request = {"jsonrpc": "2.0", "id": 7, "method": "ListTasks", "params": params}
+    response = await http.post(url + "/a2a", json=request, headers={"A2A-Version": "1.0"})
+    return dict(response.json())
 
 
 async def test_a_chat_agent_without_tools_is_one_chat_skill(mock_server: MockLLMServer) -> None:
@@ -196,3 +210,38 @@ async def test_a_remote_card_may_not_point_at_the_local_network() -> None:
             with anyio.fail_after(GUARD):
                 assert await local.run("ok") == "OK"
     assert [path for path, _ in seen[0].requests] == ["/.well-known/agent-card.json", "/rpc"]
+
+
+async def test_every_card_path_is_public_behind_a_token(mock_server: MockLLMServer) -> None:
+    async with OpenAICompatible(KEY, "mock-model", mock_server.url) as llm:
+        served = ServedAgent(chat_agent(llm, "guarded", toolkit=[add]))
+        app = lambda url: create_app(served, url, token="t0ken-t0ken")  # noqa: E731
+        async with running(app) as url, httpx.AsyncClient() as http:
+            with anyio.fail_after(GUARD):
+                paths = [CARD_PATH, LEGACY_CARD_PATH, "/a2a" + CARD_PATH, "/a2a" + LEGACY_CARD_PATH]
+                cards = [(await http.get(url + path)) for path in paths]
+                rpc = await http.post(url + "/a2a", json={"jsonrpc": "2.0", "id": 1})
+    assert [c.status_code for c in cards] == [200, 200, 200, 200]
+    assert cards[0].json()["securitySchemes"]["bearer"]["httpAuthSecurityScheme"]["scheme"] == (
+        "Bearer"
+    )
+    assert rpc.status_code == 401
+
+
+async def test_a_config_agents_card_lists_its_tools(
+    mock_server: MockLLMServer, tmp_path: Path
+) -> None:
+    environ = {"OPENAI_API_KEY": KEY, "OPENAI_BASE_URL": mock_server.url}
+    path = tmp_path / "filer.yml"
+    path.write_text(f"name: filer\nmodel: openai:mock-model\ntoolkit:\n  files: {tmp_path}\n")
+    config = load_agent_config(path, environ=environ)
+    async with (
+        ConfiguredAgent(config, environ=environ) as agent,
+        running(lambda url: a2a_app(ServedAgent(agent), url)) as url,
+        httpx.AsyncClient() as http,
+    ):
+        with anyio.fail_after(GUARD):
+            card = (await http.get(url + CARD_PATH)).json()
+        tools = [tool.name for tool in agent.toolkit]
+    assert len(tools) > 1
+    assert [(s["id"], s["tags"]) for s in card["skills"]] == [(t, ["tool"]) for t in tools]

@@ -323,9 +323,11 @@ RUNTIME_PACKAGES = {
         "Embedder",
         "IngestReport",
         "KnowledgeBase",
+        "OutputFormat",
         "Passage",
         "RAG",
         "SearchMode",
+        "Skipped",
         "SourceInfo",
         "chunk_text",
         "create_rag",
@@ -394,6 +396,9 @@ RUNTIME_PACKAGES = {
 # What simplellmfunc.runtime re-exports from its sub-packages (the CLI helpers stay in theirs).
 RUNTIME_ONLY_IN_SUBPACKAGE = {
     "Finding",
+    # retrieval: the report's entry and the tool's output formats stay in the sub-package
+    "OutputFormat",
+    "Skipped",
     "build_llm",
     "build_options",
     "check_config",

@@ -38,7 +38,16 @@ from ._responses import ResponseLog, create_response
 
 __all__ = ["PUBLIC_PATHS", "agent_routes", "create_app"]
 
-PUBLIC_PATHS = frozenset({"/health", "/.well-known/agent-card.json"})
+#: No auth: health, and the A2A card at every path ``a2a_routes`` serves it (how clients find
+#: out that they need a token).
+PUBLIC_PATHS = frozenset(
+    {"/health"}
+    | {
+        f"{root}/.well-known/{name}"
+        for root in ("", "/a2a")
+        for name in ("agent-card.json", "agent.json")
+    }
+)
 
 
 def create_app(

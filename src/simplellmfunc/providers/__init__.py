@@ -37,6 +37,7 @@ if TYPE_CHECKING:
     from ._responses import OpenAIResponsesCompatible
     from ._retry import RetryPolicy
     from ._tokens import count_message_tokens, count_text_tokens
+    from ._unicode import replace_surrogates
 
 __all__ = [
     "PRESETS",
@@ -70,6 +71,7 @@ __all__ = [
     "load_provider_json",
     "make_llm",
     "parse_arguments",
+    "replace_surrogates",
 ]
 
 __getattr__, __dir__ = lazy_exports(
@@ -106,6 +108,7 @@ __getattr__, __dir__ = lazy_exports(
         "load_provider_json": "._config",
         "make_llm": "._presets",
         "parse_arguments": "._assembly",
+        "replace_surrogates": "._unicode",
     },
 )
 

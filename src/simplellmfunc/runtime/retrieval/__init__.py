@@ -17,9 +17,10 @@ agent config files use the same classes.
 
 from ..._lazy import publish
 from ._chunk import Chunk, chunk_text
+from ._files import Skipped
 from ._kb import Embedder, IngestReport, KnowledgeBase, Passage, SearchMode, SourceInfo
 from ._rag import AGENTIC_PROMPT, RAG, create_rag
-from ._tool import format_passages, retrieve_tool
+from ._tool import OutputFormat, format_passages, retrieve_tool
 
 __all__ = [
     "AGENTIC_PROMPT",
@@ -28,8 +29,10 @@ __all__ = [
     "Embedder",
     "IngestReport",
     "KnowledgeBase",
+    "OutputFormat",
     "Passage",
     "SearchMode",
+    "Skipped",
     "SourceInfo",
     "chunk_text",
     "create_rag",

@@ -8,6 +8,10 @@
   section whose heading is its signature line; the module's other lines are packed between them.
 * **Other code and plain text**: blocks separated by blank lines, packed.
 
+No chunk is longer than ``max_chars``: a line longer than that (a minified file, a 5 MB
+one-line JSON) is cut into pieces first, at a space when one is near the end of the piece;
+the pieces keep the line's number.
+
 Every chunk knows its first and last line (1-based, inclusive). Its id is a hash of the source,
 the heading and the text (plus a counter for repeated text in one file), so an unchanged passage
 keeps its id when the file around it changes: re-ingestion keeps its vector.
@@ -160,7 +164,8 @@ def _python_sections(lines: list[str]) -> Iterator[_Section]:
 
 
 def _cut(block: _Block, max_chars: int) -> Iterator[_Block]:
-    """A block longer than ``max_chars``, cut at line ends (a longer line stays whole)."""
+    """A block longer than ``max_chars``, cut at line ends (no line is longer: see
+    :func:`_split_long_lines`)."""
     start, size = 0, 0
     for i, line in enumerate(block.lines):
         if size and size + len(line) + 1 > max_chars:
@@ -194,19 +199,48 @@ def _sections(lines: list[str], kind: DocKind) -> Iterator[_Section]:
     return iter([_Section("", tuple(_paragraphs(lines, 0)))])
 
 
+def _pieces(line: str, max_chars: int) -> Iterator[str]:
+    """A line longer than ``max_chars`` in pieces that fit (cut after a space in the last
+    quarter of a piece when there is one)."""
+    start = 0
+    while len(line) - start > max_chars:
+        end = start + max_chars
+        space = line.rfind(" ", end - max_chars // 4, end)
+        if space > start:
+            end = space + 1
+        yield line[start:end]
+        start = end
+    yield line[start:]
+
+
+def _split_long_lines(text: str, max_chars: int) -> tuple[list[str], list[int]]:
+    """The lines of ``text`` (long ones in pieces) and each one's 0-based line number."""
+    lines: list[str] = []
+    numbers: list[int] = []
+    for number, line in enumerate(text.splitlines()):
+        if len(line) < max_chars:
+            lines.append(line)
+            numbers.append(number)
+            continue
+        for piece in _pieces(line, max_chars - 1):  # -1: the newline each line counts
+            lines.append(piece)
+            numbers.append(number)
+    return lines, numbers
+
+
 def chunk_text(
     text: str, source: str, kind: DocKind = "text", *, max_chars: int = 1500, heading: str = ""
 ) -> list[Chunk]:
-    """Cut ``text`` into chunks of at most about ``max_chars`` characters.
+    """Cut ``text`` into chunks of at most ``max_chars`` characters.
 
     Args:
         text: The document.
         source: The source as cited (part of each id).
         kind: How to read the structure (see the module docstring).
-        max_chars: Target size; a single longer line stays whole.
+        max_chars: Most characters of a chunk (a longer line is cut in pieces).
         heading: A heading above everything (e.g. ``"page 3"`` of a PDF).
     """
-    lines = text.splitlines()
+    lines, numbers = _split_long_lines(text, max_chars)
     chunks: list[Chunk] = []
     seen: dict[str, int] = {}
     for section in _sections(lines, kind):
@@ -220,5 +254,6 @@ def chunk_text(
             repeat = seen.get(title + "\x00" + body, 0)
             seen[title + "\x00" + body] = repeat + 1
             ident = chunk_id(source, title, body, repeat)
-            chunks.append(Chunk(ident, source, title, first + 1, last + 1, body))
+            start, end = numbers[first] + 1, numbers[last] + 1
+            chunks.append(Chunk(ident, source, title, start, end, body))
     return chunks

@@ -6,6 +6,13 @@
   by :func:`insert_chunks` and :func:`delete_chunks`, one statement for many rows, not by
   triggers: FTS5 flushes its pending terms at every statement savepoint, and a trigger opens
   one per row (files made with the triggers lose them when opened).
+* **CJK text** (Chinese, Japanese kana, Korean hangul) has no spaces between words, and FTS5's
+  ``unicode61`` tokenizer keeps a run of it as one token (``演算`` would never match inside
+  ``λ演算是一种形式系统``). So the index holds it character by character (:func:`fts_text`, a
+  space around each CJK character, applied in SQL by the ``slf_fts_text`` function) and a
+  query looks for each pair of adjacent characters as a phrase (CJK bigrams, :func:`fts_query`).
+  A file indexed before this (``meta.fts_cjk`` unset) is re-indexed when opened
+  (:func:`migrate`).
 * ``meta``: key/value (the embedding model and its dimensions).
 * ``chunks_vec``: a ``sqlite-vec`` table of the chunks' vectors (see :mod:`._vectors`), created
   with the first vector.
@@ -13,9 +20,11 @@
 
 from __future__ import annotations
 
+import itertools
 import re
 import sqlite3
 from collections.abc import Iterable, Sequence
+from pathlib import PurePath
 from typing import Final
 
 from ._chunk import Chunk
@@ -27,11 +36,15 @@ __all__ = [
     "delete_chunks",
     "delete_files",
     "fts_query",
+    "fts_text",
     "get_meta",
     "insert_chunks",
     "keyword_search",
     "known_files",
+    "migrate",
     "move_chunks",
+    "register_functions",
+    "root_labels",
     "set_meta",
     "upsert_file",
 ]
@@ -55,6 +68,10 @@ SCHEMA: Final = (
 
 _BATCH: Final = 500  # rowids per statement (old SQLite builds allow 999 parameters)
 _WORD: Final = re.compile(r"\w+")
+_CJK_CHARS: Final = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff"
+_CJK: Final = re.compile(f"[{_CJK_CHARS}]")
+_CJK_RUN: Final = re.compile(f"([{_CJK_CHARS}]+)")
+_FTS_TEXT: Final = "slf_fts_text"  # the SQL name of fts_text
 _STOP: Final = frozenset(
     [
         "a",
@@ -95,12 +112,52 @@ _STOP: Final = frozenset(
 )
 
 
+def fts_text(text: str) -> str:
+    """``text`` as the index holds it: a space around each CJK character."""
+    return _CJK.sub(r" \g<0> ", text) if _CJK.search(text) else text
+
+
+def _terms(word: str) -> list[str]:
+    """The FTS5 phrases of one query word: the word, or for a CJK run each pair of adjacent
+    characters (the character alone when the run has one)."""
+    terms: list[str] = []
+    for n, part in enumerate(_CJK_RUN.split(word)):
+        if not part:
+            continue
+        if n % 2 == 0 or len(part) == 1:  # not CJK
+            terms.append(part)
+        else:
+            terms += [f"{a} {b}" for a, b in itertools.pairwise(part)]
+    return terms
+
+
 def fts_query(text: str) -> str:
-    """A free-text question as an FTS5 query: its words, quoted, joined by ``OR`` (stop words
-    dropped unless nothing else is left); ``""`` when it has no word."""
-    words = list(dict.fromkeys(w.lower() for w in _WORD.findall(text)))
+    """A free-text question as an FTS5 query: its words (CJK as character bigrams), quoted,
+    joined by ``OR`` (stop words dropped unless nothing else is left); ``""`` when it has no
+    word."""
+    words = list(dict.fromkeys(t for w in _WORD.findall(text.lower()) for t in _terms(w)))
     kept = [w for w in words if w not in _STOP] or words
     return " OR ".join(f'"{w}"' for w in kept)
+
+
+def register_functions(conn: sqlite3.Connection) -> None:
+    """Make ``slf_fts_text`` callable in SQL on ``conn`` (before any statement of the knowledge
+    base runs: SQLite refuses a new function while a statement is active)."""
+    conn.create_function(_FTS_TEXT, 1, fts_text, deterministic=True)
+
+
+def migrate(conn: sqlite3.Connection) -> None:
+    """Re-index a file made before CJK text was indexed by character (see the module
+    docstring); mark a new one."""
+    if get_meta(conn, "fts_cjk") == "1":
+        return
+    if conn.execute("SELECT 1 FROM chunks LIMIT 1").fetchone() is not None:
+        conn.execute("INSERT INTO chunks_fts (chunks_fts) VALUES ('delete-all')")
+        conn.execute(
+            f"INSERT INTO chunks_fts (rowid, heading, text) "
+            f"SELECT rowid, {_FTS_TEXT}(heading), {_FTS_TEXT}(text) FROM chunks"
+        )
+    set_meta(conn, "fts_cjk", "1")
 
 
 Row = tuple[str, str, str, int, int, str, float]  # id, source, heading, start, end, text, score
@@ -138,6 +195,17 @@ def known_files(conn: sqlite3.Connection) -> dict[str, tuple[int, int, str, str]
     return {path: (size, mtime, sha, root) for path, size, mtime, sha, root in rows}
 
 
+def root_labels(conn: sqlite3.Connection) -> dict[str, str]:
+    """Every ingested root → its label, the start of its files' sources (one file per root
+    tells it: the source is the label, then the path under the root)."""
+    rows = conn.execute("SELECT root, min(path), source FROM files WHERE root != '' GROUP BY root")
+    labels: dict[str, str] = {}
+    for root, path, source in rows:
+        depth = len(PurePath(path).relative_to(root).parts)
+        labels[root] = "/".join(source.split("/")[: len(source.split("/")) - depth] or [source])
+    return labels
+
+
 def upsert_file(conn: sqlite3.Connection, entry: FileEntry, sha256: str, chunks: int) -> None:
     """Record ``entry`` as ingested."""
     conn.execute(
@@ -168,8 +236,8 @@ def insert_chunks(conn: sqlite3.Connection, chunks: Sequence[tuple[str, Chunk]])
         ],
     )
     conn.execute(
-        "INSERT INTO chunks_fts (rowid, heading, text) "
-        "SELECT rowid, heading, text FROM chunks WHERE rowid >= ?",
+        f"INSERT INTO chunks_fts (rowid, heading, text) "
+        f"SELECT rowid, {_FTS_TEXT}(heading), {_FTS_TEXT}(text) FROM chunks WHERE rowid >= ?",
         (first,),
     )
     return rowids
@@ -189,8 +257,8 @@ def delete_chunks(conn: sqlite3.Connection, rowids: Sequence[int]) -> None:
         batch = rowids[start : start + _BATCH]
         marks = ", ".join("?" * len(batch))
         conn.execute(
-            "INSERT INTO chunks_fts (chunks_fts, rowid, heading, text) "
-            f"SELECT 'delete', rowid, heading, text FROM chunks WHERE rowid IN ({marks})",
+            "INSERT INTO chunks_fts (chunks_fts, rowid, heading, text) SELECT 'delete', rowid, "
+            f"{_FTS_TEXT}(heading), {_FTS_TEXT}(text) FROM chunks WHERE rowid IN ({marks})",
             batch,
         )
         conn.execute(f"DELETE FROM chunks WHERE rowid IN ({marks})", batch)

@@ -18,7 +18,7 @@ from __future__ import annotations
 import hashlib
 import os
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
@@ -29,9 +29,10 @@ import anyio.to_thread
 
 from ..._persist import DatabaseLike, SQLiteDatabase, open_database
 from ...exceptions import ConfigError, ProviderError, UserError
+from ...providers import replace_surrogates
 from . import _index as idx
 from ._chunk import Chunk, DocKind, chunk_text
-from ._files import FileEntry, read_chunks, walk
+from ._files import FileEntry, Skipped, read_chunks, root_label, walk
 from ._vectors import (
     add_vectors,
     delete_vectors,
@@ -98,7 +99,8 @@ class IngestReport:
     updated: int = 0  #: changed files
     unchanged: int = 0
     deleted: int = 0  #: files gone from an ingested folder
-    skipped: list[str] = field(default_factory=list)  #: not text, or unreadable
+    #: candidates not ingested, each with its reason (links, special files, too large, not text)
+    skipped: list[Skipped] = field(default_factory=list)
     chunks_added: int = 0
     chunks_removed: int = 0
     chunks_kept: int = 0  #: unchanged passages of changed files
@@ -111,7 +113,7 @@ class IngestReport:
             f"{self.unchanged} unchanged, {self.deleted} deleted, {len(self.skipped)} skipped; "
             f"chunks +{self.chunks_added} -{self.chunks_removed} ={self.chunks_kept}; "
             f"{self.embedded} embedded; {self.seconds:.2f}s"
-        )
+        ) + "".join(f"\n  skipped {entry}" for entry in self.skipped)
 
 
 @dataclass(frozen=True, slots=True)
@@ -137,7 +139,7 @@ class _Plan:
     changes: list[_Change] = field(default_factory=list)
     touched: list[tuple[FileEntry, str, int]] = field(default_factory=list)  # same content
     gone: list[str] = field(default_factory=list)
-    skipped: list[str] = field(default_factory=list)
+    skipped: list[Skipped] = field(default_factory=list)
     files: int = 0
     unchanged: int = 0
 
@@ -152,6 +154,12 @@ def _passage(row: Row, score: float | None = None) -> Passage:
 def _embed_text(heading: str, text: str) -> str:
     """What is embedded for a passage: its heading (when it has one) above its text."""
     return f"{heading}\n{text}" if heading else text
+
+
+def _text_name(text: str) -> str:
+    """The default source of a document added as text: ``doc-`` and a content hash."""
+    digest = hashlib.sha256(replace_surrogates(text).encode("utf-8")).hexdigest()
+    return f"doc-{digest[:12]}"
 
 
 def rrf(rankings: Sequence[Sequence[Row]], k: int) -> list[Passage]:
@@ -223,6 +231,8 @@ class KnowledgeBase:
                     f"{self._db.path} holds vectors: opening it needs sqlite-vec "
                     "(pip install 'simplellmfunc[rag]')"
                 )
+            self._db.read(idx.register_functions)
+            self._db.write(idx.migrate)
             if embedder is not None:
                 self._db.write(self._check_model)
         except BaseException:
@@ -295,24 +305,56 @@ class KnowledgeBase:
         """
         started = time.perf_counter()
         async with self._writing:
-            known = await self._db.aread(idx.known_files)
-            plan = await anyio.to_thread.run_sync(self._plan, targets, known, prune)
+            known, labels = await self._db.aread(
+                lambda conn: (idx.known_files(conn), idx.root_labels(conn))
+            )
+            plan = await anyio.to_thread.run_sync(self._plan, targets, known, labels, prune)
             return await self._apply(plan, started)
 
     async def add_text(self, source: str, text: str, kind: DocKind = "markdown") -> IngestReport:
-        """Add (or replace) a document given as text, cited as ``source``."""
+        """Add (or replace) a document given as text, cited as ``source``.
+
+        Text that is not valid Unicode (a lone surrogate, as ``os.listdir`` or a cut JSON
+        escape gives) is stored with U+FFFD in its place.
+        """
+        return await self._add_texts([(source, text)], kind)
+
+    async def add(
+        self, text: str, source: str | None = None, kind: DocKind = "markdown"
+    ) -> IngestReport:
+        """Add one document given as text (the seed's ``store.add``); cited as ``source``, by
+        default ``doc-`` and the start of its content hash (the same text is added once)."""
+        return await self._add_texts([(source or _text_name(text), text)], kind)
+
+    async def add_many(
+        self, texts: Iterable[str] | Mapping[str, str], kind: DocKind = "markdown"
+    ) -> IngestReport:
+        """Add documents given as text in one ingestion: ``{source: text}``, or texts named as
+        :meth:`add` names them."""
+        items = (
+            list(texts.items())
+            if isinstance(texts, Mapping)
+            else [(_text_name(t), t) for t in texts]
+        )
+        return await self._add_texts(items, kind)
+
+    async def _add_texts(self, items: Sequence[tuple[str, str]], kind: DocKind) -> IngestReport:
         started = time.perf_counter()
-        path = _TEXT_PREFIX + source
-        data = text.encode("utf-8", "surrogatepass")
-        entry = FileEntry(path, source, "", len(data), 0)
-        sha = hashlib.sha256(data).hexdigest()
         async with self._writing:
             known = await self._db.aread(idx.known_files)
-            plan = _Plan(files=1)
-            if path in known and known[path][2] == sha:
-                plan.unchanged = 1
-            else:
+            plan = _Plan()
+            for raw_source, raw_text in items:
+                source, text = replace_surrogates(raw_source), replace_surrogates(raw_text)
+                path = _TEXT_PREFIX + source
+                data = text.encode("utf-8")
+                entry = FileEntry(path, source, "", len(data), 0)
+                sha = hashlib.sha256(data).hexdigest()
+                plan.files += 1
+                if path in known and known[path][2] == sha:
+                    plan.unchanged += 1
+                    continue
                 chunks = chunk_text(text, source, kind, max_chars=self.max_chunk_chars)
+                plan.changes = [c for c in plan.changes if c.entry.path != path]
                 plan.changes.append(_Change(entry, sha, chunks, path not in known))
             return await self._apply(plan, started)
 
@@ -320,19 +362,28 @@ class KnowledgeBase:
         self,
         targets: Sequence[str | os.PathLike[str]],
         known: dict[str, tuple[int, int, str, str]],
+        labels: dict[str, str],
         prune: bool,
     ) -> _Plan:
         plan = _Plan()
         seen: set[str] = set()
         roots: list[str] = []
+        taken = set(labels.values())
         for target in targets:
+            root = Path(target).expanduser().resolve()
+            label = labels.get(str(root))
+            if label is None:  # a new root: a label no other root has
+                label = root_label(root, taken)
+                taken.add(label)
             try:
-                entries = list(walk(target))
+                entries = list(walk(target, label))
             except FileNotFoundError:
                 raise UserError(f"nothing to ingest at {os.fspath(target)!r}") from None
-            roots.append(str(Path(target).expanduser().resolve()))
+            roots.append(str(root))
             for entry in entries:
-                if entry.path not in seen:
+                if isinstance(entry, Skipped):
+                    plan.skipped.append(entry)
+                elif entry.path not in seen:
                     seen.add(entry.path)
                     self._plan_file(plan, entry, known.get(entry.path))
         if prune:
@@ -352,10 +403,10 @@ class KnowledgeBase:
             return
         try:
             read = read_chunks(entry, self.max_chunk_chars)
-        except OSError:
-            read = None
-        if read is None:
-            plan.skipped.append(entry.source)
+        except OSError as exc:
+            read = Skipped(entry.source, f"cannot be read: {exc.strerror or exc}")
+        if isinstance(read, Skipped):
+            plan.skipped.append(read)
             return
         plan.files += 1
         sha, chunks = read

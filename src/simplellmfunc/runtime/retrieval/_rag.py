@@ -21,10 +21,12 @@ from typing import Any, Final, Self
 
 from ..._persist import DatabaseLike
 from ...decorators import llm_function
+from ...exceptions import ConfigError
 from ...providers import LLMInterface
 from ...tools import FunctionTool
+from ._chunk import DocKind
 from ._kb import Embedder, IngestReport, KnowledgeBase, Passage, SearchMode
-from ._tool import retrieve_tool
+from ._tool import OutputFormat, retrieve_tool
 
 __all__ = ["AGENTIC_PROMPT", "RAG", "create_rag"]
 
@@ -59,6 +61,7 @@ class RAG:
         token_budget: int = 1500,
         mode: SearchMode | None = None,
         tool_name: str = "retrieve",
+        output: OutputFormat = "numbered",
     ) -> None:
         self.kb = kb
         self.sources = list(sources)
@@ -67,7 +70,7 @@ class RAG:
         self.token_budget = token_budget
         self.mode = mode
         self.tool: FunctionTool = retrieve_tool(
-            kb, k=k, token_budget=token_budget, mode=mode, name=tool_name
+            kb, k=k, token_budget=token_budget, mode=mode, name=tool_name, output=output
         )
         self.report: IngestReport | None = None
 
@@ -80,8 +83,24 @@ class RAG:
         return report
 
     async def search(self, query: str, k: int | None = None) -> list[Passage]:
-        """The best passages for ``query`` (``k`` defaults to the RAG's)."""
-        return await self.kb.search(query, k or self.k, mode=self.mode)
+        """The best passages for ``query`` (``k`` defaults to the RAG's).
+
+        Raises:
+            UserError: If ``k < 1``.
+        """
+        return await self.kb.search(query, self.k if k is None else k, mode=self.mode)
+
+    async def add(
+        self, text: str, source: str | None = None, kind: DocKind = "markdown"
+    ) -> IngestReport:
+        """Add one document given as text (see :meth:`KnowledgeBase.add`)."""
+        return await self.kb.add(text, source, kind)
+
+    async def add_many(
+        self, texts: Sequence[str] | Mapping[str, str], kind: DocKind = "markdown"
+    ) -> IngestReport:
+        """Add documents given as text (see :meth:`KnowledgeBase.add_many`)."""
+        return await self.kb.add_many(texts, kind)
 
     def agent(
         self, llm: LLMInterface, *, max_searches: int = 4, system: str | None = None
@@ -127,7 +146,7 @@ class RAG:
 
 
 def create_rag(
-    *sources: str | os.PathLike[str],
+    *sources: str | os.PathLike[str] | Sequence[str],
     texts: Mapping[str, str] | Sequence[str] = (),
     path: DatabaseLike = ":memory:",
     embedder: Embedder | None = None,
@@ -136,12 +155,19 @@ def create_rag(
     mode: SearchMode | None = None,
     max_chunk_chars: int = 1500,
     tool_name: str = "retrieve",
+    output: OutputFormat = "numbered",
+    top_k: int | None = None,
+    backend: str | None = None,
     **kb_options: Any,
 ) -> RAG:
     """The one-line entry: ``async with create_rag("docs/") as rag: ...``.
 
+    The seed's spelling works too: ``create_rag(["doc one", "doc two"], top_k=3,
+    backend="simple")`` (a list given as a source is a list of documents' texts).
+
     Args:
-        sources: Files and folders to ingest (Markdown, text, code; PDF with ``pypdf``).
+        sources: Files and folders to ingest (Markdown, text, code; PDF with ``pypdf``), or
+            lists of documents given as text.
         texts: Documents given as text: ``{name: text}``, or a list (named ``doc-1`` ...).
         path: The knowledge base file (default: in memory, gone at the end).
         embedder: For dense and hybrid search (e.g.
@@ -149,17 +175,38 @@ def create_rag(
         k: Passages per search.
         token_budget: Most tokens of one ``retrieve`` result.
         mode: ``bm25``, ``dense`` or ``hybrid`` (default: hybrid with an embedder, else BM25).
-        max_chunk_chars: Target passage size.
+        max_chunk_chars: Most characters of a passage.
         tool_name: The ``retrieve`` tool's name.
+        output: The tool's output: ``numbered``, ``plain`` or ``json``.
+        top_k: The seed's name for ``k`` (wins when given).
+        backend: The seed's store choice: ``"simple"`` (or ``None``) is this knowledge base
+            (SQLite FTS5 BM25, plus ``sqlite-vec`` vectors with an ``embedder``);
+            ``"chroma"`` is not built: dense vectors come from ``embedder=`` instead.
         **kb_options: Further :class:`KnowledgeBase` options.
 
     Raises:
-        ConfigError: See :class:`KnowledgeBase`.
+        ConfigError: For another ``backend``; see :class:`KnowledgeBase`.
     """
+    if backend not in (None, "simple", "sqlite"):
+        hint = " (pass embedder= for dense vectors in sqlite-vec)" if backend == "chroma" else ""
+        raise ConfigError(f"unknown RAG backend {backend!r}: use 'simple'{hint}")
+    paths = [s for s in sources if isinstance(s, str | os.PathLike)]
+    listed = [text for s in sources if not isinstance(s, str | os.PathLike) for text in s]
     named = (
         dict(texts)
         if isinstance(texts, Mapping)
-        else {f"doc-{n}": text for n, text in enumerate(texts, start=1)}
+        else {f"doc-{n}": text for n, text in enumerate([*listed, *texts], start=1)}
     )
+    if isinstance(texts, Mapping) and listed:
+        named.update({f"doc-{n}": text for n, text in enumerate(listed, start=1)})
     kb = KnowledgeBase(path, embedder=embedder, max_chunk_chars=max_chunk_chars, **kb_options)
-    return RAG(kb, sources, named, k=k, token_budget=token_budget, mode=mode, tool_name=tool_name)
+    return RAG(
+        kb,
+        paths,
+        named,
+        k=k if top_k is None else top_k,
+        token_budget=token_budget,
+        mode=mode,
+        tool_name=tool_name,
+        output=output,
+    )

@@ -38,9 +38,13 @@ from typing import Any
 import anyio
 from a2a.helpers import new_task, new_text_part
 from a2a.server.agent_execution import AgentExecutor, RequestContext
+from a2a.server.context import ServerCallContext
 from a2a.server.events import EventQueue
+from a2a.server.jsonrpc_models import InvalidParamsError
 from a2a.server.request_handlers import DefaultRequestHandler
-from a2a.server.routes import create_agent_card_routes, create_jsonrpc_routes
+from a2a.server.request_handlers.response_helpers import build_error_response
+from a2a.server.routes import create_agent_card_routes
+from a2a.server.routes.jsonrpc_dispatcher import JsonRpcDispatcher
 from a2a.server.tasks import InMemoryTaskStore, TaskUpdater
 from a2a.types import (
     AgentCapabilities,
@@ -48,6 +52,8 @@ from a2a.types import (
     AgentInterface,
     AgentSkill,
     HTTPAuthSecurityScheme,
+    ListTasksRequest,
+    ListTasksResponse,
     SecurityRequirement,
     SecurityScheme,
     StringList,
@@ -60,7 +66,9 @@ from a2a.utils.constants import (
     TransportProtocol,
 )
 from starlette.applications import Starlette
-from starlette.routing import BaseRoute
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import BaseRoute, Route
 
 from ..._events import (
     CustomEvent,
@@ -84,6 +92,7 @@ ANSWER_ARTIFACT = "answer"
 #: Where clients before 0.3 read the card (``agent-card.json`` is the current path).
 LEGACY_CARD_PATH = "/.well-known/agent.json"
 _CANCEL_WAIT_SECONDS = 30.0
+_STATES: frozenset[str | int] = frozenset([*TaskState.keys(), *TaskState.values()])
 #: Status metadata: the event's ``to_wire`` form, long texts cut to 2,000 characters.
 METADATA_POLICY = WirePolicy(max_text_chars=2_000)
 
@@ -284,7 +293,9 @@ def a2a_routes(
     bearer: bool = False,
 ) -> list[BaseRoute]:
     """The A2A routes of ``served``: its card at ``/.well-known/agent-card.json`` and
-    ``/.well-known/agent.json``, and the JSON-RPC endpoint (1.0 and 0.3) at ``rpc_path``.
+    ``/.well-known/agent.json`` (of the server, and of ``rpc_path`` for clients that take the
+    endpoint for the agent's base URL), and the JSON-RPC endpoint (1.0 and 0.3) at
+    ``rpc_path``.
 
     Args:
         served: The agent.
@@ -302,15 +313,60 @@ def a2a_routes(
         filled.skills.extend(await skills.get())
         return filled
 
-    handler = DefaultRequestHandler(
+    handler = _Handler(
         agent_executor=_Executor(served), task_store=InMemoryTaskStore(), agent_card=card
     )
+    dispatcher = JsonRpcDispatcher(request_handler=handler, enable_v0_3_compat=True)
+
+    async def rpc(request: Request) -> Response:
+        return await _refused_params(request) or await dispatcher.handle_requests(request)
+
+    card_paths = [AGENT_CARD_WELL_KNOWN_PATH, LEGACY_CARD_PATH]
+    card_paths += [rpc_path.rstrip("/") + path for path in card_paths]
     routes: list[BaseRoute] = [
-        *create_agent_card_routes(card, with_skills, card_url=AGENT_CARD_WELL_KNOWN_PATH),
-        *create_agent_card_routes(card, with_skills, card_url=LEGACY_CARD_PATH),
-        *create_jsonrpc_routes(handler, rpc_url=rpc_path, enable_v0_3_compat=True),
+        route
+        for path in card_paths
+        for route in create_agent_card_routes(card, with_skills, card_url=path)
     ]
+    routes.append(Route(rpc_path, endpoint=rpc, methods=["POST"]))
     return routes
+
+
+async def _refused_params(request: Request) -> Response | None:
+    """A JSON-RPC error for parameters the SDK would silently drop, else ``None``.
+
+    The SDK parses parameters ignoring unknown enum values, so ``ListTasks`` with an unknown
+    ``status`` would list every task: it is an invalid parameter (-32602). Bodies that are not
+    JSON-RPC are left to the SDK's dispatcher (it reads the body Starlette has cached).
+    """
+    try:
+        body = await request.json()
+    except ValueError:
+        return None
+    if not isinstance(body, dict) or body.get("method") != "ListTasks":
+        return None
+    params = body.get("params")
+    status = params.get("status") if isinstance(params, dict) else None
+    known = isinstance(status, str | int) and not isinstance(status, bool) and status in _STATES
+    if status is None or known:
+        return None
+    request_id = body.get("id")
+    error = InvalidParamsError(message=f"unknown task state {status!r} in params.status")
+    valid_id = request_id if isinstance(request_id, str | int) else None
+    return JSONResponse(build_error_response(valid_id, error))
+
+
+class _Handler(DefaultRequestHandler):
+    """The SDK's handler; a ``ListTasks`` page says how many tasks it holds (``pageSize``),
+    not how many were asked for (the TCK's reading of "the page size used for this
+    response": 0 for an empty page, the total on a last page)."""
+
+    async def on_list_tasks(
+        self, params: ListTasksRequest, context: ServerCallContext
+    ) -> ListTasksResponse:
+        page: ListTasksResponse = await super().on_list_tasks(params, context)
+        page.page_size = len(page.tasks)
+        return page
 
 
 class _SkillsOnce:
