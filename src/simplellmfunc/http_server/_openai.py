@@ -25,8 +25,7 @@ from .._events import EventYield, LLMCallEndEvent, LLMChunkArriveEvent
 from .._messages import dict_content_text
 from ..exceptions import CapacityError, SessionError, SimpleLLMFuncError
 from ..runtime.config import TurnResult
-from ..runtime.serving import OnEvent, ServedAgent
-from ..runtime.sessions import check_session_id
+from ..runtime.serving import OnEvent, ServedAgent, principal_of, read_json
 from ..wire import encode_sse
 
 __all__ = ["SESSION_HEADER", "chat_completions", "error_response", "models"]
@@ -144,19 +143,19 @@ async def chat_completions(served: ServedAgent, request: Request) -> Response:
     """``POST /v1/chat/completions``; with an ``X-Session-Id`` header the server keeps the
     session's history (only the request's last user message is used)."""
     try:
-        body = await request.json()
+        body = await read_json(request)
         text, history = _split(body)
         session_id = request.headers.get(SESSION_HEADER)
-        if session_id is not None:
-            check_session_id(session_id)
+        # A principal's session ids are its own (a token file): "s1" of alice is alice.s1.
+        scoped = principal_of(request).session_id(session_id) if session_id is not None else None
     except (ValueError, SessionError) as exc:
         return error_response(400, str(exc))
-    turn = _Turn(text, history, session_id)
+    turn = _Turn(text, history, scoped)
     completion = _Completion(served.name)
     headers = {SESSION_HEADER: session_id} if session_id is not None else None
     if body.get("stream"):
         try:
-            served.admit(session_id)  # a refusal gets its HTTP status, not an error chunk
+            served.admit(scoped)  # a refusal gets its HTTP status, not an error chunk
         except SimpleLLMFuncError as exc:
             status, message, kind = _failure(exc)
             return error_response(status, message, kind)
