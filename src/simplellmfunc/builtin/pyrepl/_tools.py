@@ -147,6 +147,10 @@ class ExecuteCodeTool(ReplTool):
             return result
         return render_execution(result)
 
+    def failed(self, result: Any) -> bool:
+        """Whether the run failed (raised, timed out, was interrupted)."""
+        return isinstance(result, dict) and result.get("success") is False
+
 
 class ResetReplTool(ReplTool):
     """``reset_repl``: clear the REPL namespace."""
