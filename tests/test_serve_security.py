@@ -325,12 +325,14 @@ async def test_a_50_mb_body_is_refused_early_and_memory_stays_flat() -> None:
 
 async def test_idle_and_slow_sockets_are_closed_after_the_timeout() -> None:
     """A socket that sends nothing, one that sends half a request head, and a keep-alive
-    socket idle after its response are all closed by the server after the header timeout."""
-    policy = EdgePolicy(header_timeout=0.5, keep_alive_timeout=0.5)
+    socket idle after its response are all closed by the server after the header timeout; a
+    body slower than the body timeout gets a 408."""
+    policy = EdgePolicy(header_timeout=0.5, keep_alive_timeout=0.5, body_timeout=0.5)
     async with (
         OpenAICompatible(KEY, "mock-model", "http://127.0.0.1:9") as llm,
         running(
-            lambda url: create_app(ServedAgent(chat_agent(llm)), url, token=None), policy=policy
+            lambda url: create_app(ServedAgent(chat_agent(llm)), url, token=None, edge=policy),
+            policy=policy,
         ) as url,
     ):
         port = int(url.rsplit(":", 1)[1])
@@ -353,6 +355,8 @@ async def test_idle_and_slow_sockets_are_closed_after_the_timeout() -> None:
             "idle": b"",
             "slow": b"GET /health HTTP/1.1\r\nHost: 127.0",
             "kept": b"GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n",
+            "body": b"POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+            b'Content-Type: application/json\r\nContent-Length: 100\r\n\r\n{"mess',
         }
         seen: dict[str, tuple[float, bytes]] = {}
 
@@ -362,13 +366,36 @@ async def test_idle_and_slow_sockets_are_closed_after_the_timeout() -> None:
         async with anyio.create_task_group() as group:
             for name in heads:
                 group.start_soon(probe, name)
-        idle, slow, kept = seen["idle"], seen["slow"], seen["kept"]
+        idle, slow, kept, body = (seen[name] for name in heads)
     assert idle[0] < 2.0
     assert idle[1] == b""
     assert slow[0] < 2.0
     assert slow[1] == b""
     assert kept[0] < 2.0
     assert kept[1].startswith(b"HTTP/1.1 200 ")
+    assert body[0] < 2.0
+    assert body[1].startswith(b"HTTP/1.1 408 ")
+    assert b"did not arrive within 0.5 s" in body[1]
+
+
+async def test_connections_beyond_the_cap_get_503() -> None:
+    policy = EdgePolicy(max_connections=2)
+    async with (
+        OpenAICompatible(KEY, "mock-model", "http://127.0.0.1:9") as llm,
+        running(
+            lambda url: create_app(ServedAgent(chat_agent(llm)), url, token=None), policy=policy
+        ) as url,
+    ):
+        port = int(url.rsplit(":", 1)[1])
+        async with (
+            await anyio.connect_tcp("127.0.0.1", port),
+            await anyio.connect_tcp("127.0.0.1", port),
+            await anyio.connect_tcp("127.0.0.1", port) as third,
+        ):
+            await third.send(b"GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+            with anyio.fail_after(GUARD):
+                answer = await third.receive()
+    assert answer.startswith(b"HTTP/1.1 503 ")
 
 
 def test_tokens_never_come_from_the_command_line(
