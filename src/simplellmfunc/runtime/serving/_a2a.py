@@ -32,14 +32,9 @@ from typing import Any
 import anyio
 from a2a.helpers import new_task, new_text_part
 from a2a.server.agent_execution import AgentExecutor, RequestContext
-from a2a.server.context import ServerCallContext
 from a2a.server.events import EventQueue
 from a2a.server.request_handlers import DefaultRequestHandler
-from a2a.server.routes import (
-    DefaultServerCallContextBuilder,
-    create_agent_card_routes,
-    create_jsonrpc_routes,
-)
+from a2a.server.routes import create_agent_card_routes, create_jsonrpc_routes
 from a2a.server.tasks import InMemoryTaskStore, TaskUpdater
 from a2a.types import (
     AgentCapabilities,
@@ -55,7 +50,6 @@ from a2a.types import (
 from a2a.utils.constants import PROTOCOL_VERSION_CURRENT, TransportProtocol
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
-from starlette.requests import Request
 from starlette.routing import BaseRoute
 
 from ..._events import (
@@ -145,21 +139,12 @@ def _quiet_sdk_client_errors() -> None:
         sdk.addFilter(_NoClientTracebacks())
 
 
-class _Principals(DefaultServerCallContextBuilder):
-    """The SDK's call context, with the request's principal in ``state["principal"]``."""
-
-    def build(self, request: Request) -> ServerCallContext:
-        context = super().build(request)
-        user = request.scope.get("user")
-        context.state["principal"] = user if isinstance(user, Principal) else ANONYMOUS
-        return context
-
-
 def _session_of(context: RequestContext) -> str:
-    """The caller's session of the A2A context (a principal's contexts are its own); ``""``
+    """The caller's session of the A2A context: a principal's contexts are its own (the SDK's
+    user is the :class:`Principal` the edge set; a named one comes from a token file). ``""``
     for a context id no session can have (the turn then fails with the reason)."""
-    principal = context.call_context.state.get("principal", ANONYMOUS)
-    assert isinstance(principal, Principal)
+    name = context.call_context.user.user_name
+    principal = Principal(name, scoped=True) if name else ANONYMOUS
     try:
         return principal.session_id(context.context_id or "")
     except SessionError:
@@ -292,7 +277,7 @@ def a2a_routes(
     _quiet_sdk_client_errors()
     routes: list[BaseRoute] = [
         *create_agent_card_routes(card),
-        *create_jsonrpc_routes(handler, rpc_url=rpc_path, context_builder=_Principals()),
+        *create_jsonrpc_routes(handler, rpc_url=rpc_path),
     ]
     return routes
 
