@@ -419,7 +419,9 @@ def test_tokens_never_come_from_the_command_line(
         assert "--token is gone" in capsys.readouterr().err
 
 
-def test_token_files_and_allowed_hosts_are_checked(tmp_path: Path) -> None:
+def test_token_files_and_allowed_hosts_are_checked(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
     bad = {
         "alice\n": "expected 'PRINCIPAL TOKEN'",
         "al.ice 0123456789abcdef\n": "expected 'PRINCIPAL TOKEN'",
@@ -433,7 +435,10 @@ def test_token_files_and_allowed_hosts_are_checked(tmp_path: Path) -> None:
         with pytest.raises(ConfigError, match=error):
             Principals.from_file(path)
     path.write_text(f"alice {ALICE}\n")
-    assert repr(Principals.from_file(path)) == "Principals(['alice'])"  # never a token
+    path.chmod(0o644)
+    with caplog.at_level(logging.WARNING, logger="simplellmfunc.serve"):
+        assert repr(Principals.from_file(path)) == "Principals(['alice'])"  # never a token
+    assert "readable by other users" in caplog.text
     with pytest.raises(UserError, match="not both"):
         Principals.resolve("T", path, environ={"T": "x"})
     with pytest.raises(UserError, match="loopback only"):

@@ -16,6 +16,7 @@ of ``alice`` is stored as ``alice.s1``, and nobody else can name it (``bob``'s `
 from __future__ import annotations
 
 import ipaddress
+import logging
 import os
 import re
 import secrets
@@ -34,6 +35,8 @@ __all__ = [
     "allowed_hosts_for",
     "is_loopback",
 ]
+
+logger = logging.getLogger("simplellmfunc.serve")
 
 #: The names a loopback server answers to (any port).
 LOOPBACK_NAMES = frozenset({"127.0.0.1", "localhost", "::1"})
@@ -166,8 +169,11 @@ class Principals:
         """
         try:
             text = Path(path).read_text(encoding="utf-8")
+            mode = Path(path).stat().st_mode
         except (OSError, UnicodeDecodeError) as exc:
             raise ConfigError(f"cannot read the token file {str(path)!r}: {exc}") from None
+        if mode & 0o077:
+            logger.warning("the token file %s is readable by other users: chmod 600 it", path)
         tokens: dict[str, Principal] = {}
         names: set[str] = set()
         for number, line in enumerate(text.splitlines(), 1):
