@@ -19,12 +19,15 @@ import httpx
 import psutil
 import pytest
 
+from acceptance_support import write
 from simplellmfunc import OpenAICompatible, llm_chat
 from simplellmfunc._cli import main
 from simplellmfunc.exceptions import ConfigError, UserError
-from simplellmfunc.http_server import create_app, running
+from simplellmfunc.http_server import ServeSettings, create_app, running
+from simplellmfunc.runtime.config import load_agent_config
 from simplellmfunc.runtime.serving import (
     EdgePolicy,
+    Principal,
     Principals,
     ServedAgent,
     allowed_hosts_for,
@@ -454,3 +457,30 @@ def test_token_files_and_allowed_hosts_are_checked(
     value, body = parse_json_body(b'{"k\\udfff": ["\\ud800x"]}')
     assert value == {"k\ufffd": ["\ufffdx"]}
     assert json.loads(body) == value
+
+
+def test_serve_settings_take_token_files_hosts_and_limits(tmp_path: Path) -> None:
+    tokens = tmp_path / "tokens"
+    tokens.write_text(f"alice {ALICE}\nbob {BOB}\n")
+    tokens.chmod(0o600)
+    config = load_agent_config(
+        write(
+            tmp_path / "agent.yml",
+            "model: openai:m\nserve:\n  allowed_hosts: [box.lan]\n  max_body_bytes: 2048\n"
+            "  header_timeout: 3\n  max_connections: 9\n",
+        ),
+        environ={"OPENAI_API_KEY": KEY},
+    )
+    settings = ServeSettings.resolve(
+        config, host="0.0.0.0", token_file=str(tokens), allowed_hosts=["api.lan"], environ={}
+    )
+    assert settings.principals.scoped
+    assert len(settings.principals) == 2
+    assert settings.principals.authenticate(BOB) == Principal("bob", scoped=True)
+    assert settings.principals.authenticate("nope") is None
+    edge = settings.edge
+    assert edge.allowed_hosts == {"box.lan", "api.lan"}
+    assert (edge.max_body_bytes, edge.header_timeout, edge.max_connections) == (2048, 3.0, 9)
+    single = ServeSettings.resolve(config, environ={"SIMPLELLMFUNC_SERVE_TOKEN": ALICE})
+    assert not single.principals.scoped
+    assert single.edge.allowed_hosts == {"127.0.0.1", "localhost", "::1", "box.lan"}

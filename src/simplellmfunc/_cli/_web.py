@@ -36,7 +36,7 @@ def handle_web(args: argparse.Namespace) -> int:
         from starlette.routing import Mount
 
         from ..http_server import serve_app
-        from ..runtime.serving import EdgePolicy, Principals, allowed_hosts_for
+        from ..runtime.serving import EdgePolicy, Principals
         from ..webchat import is_loopback, web_chat_app
     except ImportError as exc:
         return report_error(ConfigError(f"the web page needs the [web] extra: {exc}"))
@@ -52,7 +52,7 @@ def handle_web(args: argparse.Namespace) -> int:
     section = config.serve
     made: str | None = None  # a token made here, printed once with the address
     try:
-        hosts = allowed_hosts_for(args.host, [*section.allowed_hosts, *args.allowed_host])
+        edge = EdgePolicy.for_server(config, args.host, args.allowed_host)
         principals = Principals.resolve(section.token_env, args.token_file or section.token_file)
     except SimpleLLMFuncError as exc:
         return report_error(exc)
@@ -61,11 +61,6 @@ def handle_web(args: argparse.Namespace) -> int:
     elif principals is None:
         made = secrets.token_urlsafe(18)
         principals = Principals.single(made)
-    edge = EdgePolicy(
-        allowed_hosts=hosts,
-        allowed_origins=frozenset(section.allowed_origins),
-        max_body_bytes=section.max_body_bytes,
-    )
     opened: list[ConfiguredAgent] = []
 
     async def agent(*call_args: Any, **kwargs: Any) -> AsyncIterator[Any]:

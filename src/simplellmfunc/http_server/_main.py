@@ -19,7 +19,7 @@ from typing import Any
 
 from ..exceptions import UserError
 from ..runtime.config import AgentConfig, ConfiguredAgent
-from ..runtime.serving import EdgePolicy, Principals, ServedAgent, allowed_hosts_for, is_loopback
+from ..runtime.serving import EdgePolicy, Principals, ServedAgent, is_loopback
 from ._app import create_app
 from ._uvicorn import serve_app
 
@@ -68,11 +68,7 @@ class ServeSettings:
             host=host,
             environ=environ,
         )
-        edge = EdgePolicy(
-            allowed_hosts=allowed_hosts_for(host, [*section.allowed_hosts, *allowed_hosts]),
-            allowed_origins=frozenset(section.allowed_origins),
-            max_body_bytes=section.max_body_bytes,
-        )
+        edge = EdgePolicy.for_server(config, host, allowed_hosts)
         if principals is None:
             raise UserError(
                 f"set {section.token_env} to the bearer token clients must send, "

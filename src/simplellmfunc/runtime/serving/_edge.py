@@ -29,7 +29,7 @@ import logging
 import re
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qs, urlsplit
 
 import anyio
@@ -38,7 +38,10 @@ from starlette.responses import JSONResponse, Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from ...exceptions import RequestRefusedError
-from ._principals import ANONYMOUS, LOOPBACK_NAMES, Principal, Principals
+from ._principals import ANONYMOUS, LOOPBACK_NAMES, Principal, Principals, allowed_hosts_for
+
+if TYPE_CHECKING:
+    from ..config import AgentConfig
 
 __all__ = [
     "EdgeGuard",
@@ -96,6 +99,26 @@ class EdgePolicy:
         object.__setattr__(self, "allowed_origins", origins)
         if self.max_body_bytes < 1 or self.max_json_depth < 1:
             raise ValueError("max_body_bytes and max_json_depth must be at least 1")
+
+    @classmethod
+    def for_server(
+        cls, config: AgentConfig, host: str, allowed_hosts: Sequence[str] = ()
+    ) -> EdgePolicy:
+        """The policy of a config's ``serve:`` section for a server bound to ``host``
+        (``allowed_hosts``: more names, from the command line).
+
+        Raises:
+            UserError: For a wildcard bind address without allowed hosts.
+        """
+        section = config.serve
+        return cls(
+            allowed_hosts=allowed_hosts_for(host, [*section.allowed_hosts, *allowed_hosts]),
+            allowed_origins=frozenset(section.allowed_origins),
+            max_body_bytes=section.max_body_bytes,
+            body_timeout=section.body_timeout,
+            header_timeout=section.header_timeout,
+            max_connections=section.max_connections,
+        )
 
     def host_allowed(self, host: str) -> bool:
         """Whether a ``Host`` header (``name[:port]``) names this server."""
