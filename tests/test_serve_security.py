@@ -22,7 +22,7 @@ import pytest
 from acceptance_support import write
 from simplellmfunc import OpenAICompatible, llm_chat
 from simplellmfunc._cli import main
-from simplellmfunc.exceptions import ConfigError, UserError
+from simplellmfunc.exceptions import ConfigError, RequestRefusedError, UserError
 from simplellmfunc.http_server import ServeSettings, create_app, running
 from simplellmfunc.runtime.config import load_agent_config
 from simplellmfunc.runtime.serving import (
@@ -454,6 +454,9 @@ def test_token_files_and_allowed_hosts_are_checked(
     policy = EdgePolicy(allowed_hosts=allowed_hosts_for("::1"))
     assert all(map(policy.host_allowed, ["[::1]:8000", "localhost", "127.0.0.1:1"]))
     assert not any(map(policy.host_allowed, ["evil.example", "127.0.0.1.evil.example", ""]))
+    with pytest.raises(RequestRefusedError, match="NaN is not JSON") as nan:
+        parse_json_body(b'{"temperature": NaN}')
+    assert (nan.value.status, nan.value.code) == (400, "invalid_json")
     value, body = parse_json_body(b'{"k\\udfff": ["\\ud800x"]}')
     assert value == {"k\ufffd": ["\ufffdx"]}
     assert json.loads(body) == value

@@ -14,7 +14,8 @@ In order, :class:`EdgeGuard` refuses:
    ``text/plain`` post can never run a turn): 415;
 5. a body over ``max_body_bytes`` (413, read incrementally: a lying ``Content-Length`` or a
    chunked upload never makes it grow past the limit), one slower than ``body_timeout`` (408),
-   one that is not UTF-8 JSON, or is nested deeper than ``max_json_depth``: 400.
+   one that is not UTF-8 JSON (``NaN`` and ``Infinity`` included), or is nested deeper than
+   ``max_json_depth``: 400.
 
 Lone surrogates (``"\\ud800"``) in the JSON are replaced with U+FFFD before the app sees the
 body, so every history stays encodable. The app gets the principal as ``scope["user"]``
@@ -188,7 +189,7 @@ def parse_json_body(body: bytes, max_depth: int = 64) -> tuple[Any, bytes]:
     # A nesting beyond the brackets' count is impossible: most bodies skip the walk.
     brackets = body.count(b"[") + body.count(b"{")
     try:
-        value = json.loads(text)
+        value = json.loads(text, parse_constant=_not_json)
     except RecursionError:
         raise _too_deep(max_depth) from None
     except ValueError as exc:
@@ -203,6 +204,12 @@ def parse_json_body(body: bytes, max_depth: int = 64) -> tuple[Any, bytes]:
             value = cleaned
             body = json.dumps(value, ensure_ascii=False).encode("utf-8")
     return value, body
+
+
+def _not_json(constant: str) -> Any:
+    """``NaN`` / ``Infinity`` are Python's, not JSON's: stored, they would break every later
+    JSON answer of the session."""
+    raise ValueError(f"{constant} is not JSON")
 
 
 def _too_deep(limit: int) -> RequestRefusedError:
