@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import json
 import logging
-import re
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -38,6 +37,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from ..._unicode import has_surrogate_escape, replace_surrogates_in
 from ...exceptions import RequestRefusedError
 from ._principals import ANONYMOUS, LOOPBACK_NAMES, Principal, Principals, allowed_hosts_for
 
@@ -60,8 +60,6 @@ ErrorShape = Callable[[int, str, str], Response]
 """Makes a refusal in a door's error shape: ``(status, code, message) -> Response``."""
 
 _SAFE = frozenset({"GET", "HEAD", "OPTIONS"})
-_SURROGATE = re.compile(rb"\\u[dD][89abAB]", re.ASCII)  # the escape of a high or low surrogate
-_LONE = re.compile("[\ud800-\udfff]")
 
 
 @dataclass(frozen=True, slots=True)
@@ -163,17 +161,6 @@ def _depth_exceeds(value: Any, limit: int) -> bool:
     return False
 
 
-def _clean(value: Any) -> Any:
-    """``value`` with every lone surrogate in its strings (keys too) replaced by U+FFFD."""
-    if isinstance(value, str):
-        return _LONE.sub("\ufffd", value)
-    if isinstance(value, list):
-        return [_clean(v) for v in value]
-    if isinstance(value, dict):
-        return {_clean(k): _clean(v) for k, v in value.items()}
-    return value
-
-
 def parse_json_body(body: bytes, max_depth: int = 64) -> tuple[Any, bytes]:
     """The JSON value of a request body, and the body to hand on (re-encoded when a lone
     surrogate was replaced with U+FFFD; else ``body`` itself).
@@ -198,8 +185,8 @@ def parse_json_body(body: bytes, max_depth: int = 64) -> tuple[Any, bytes]:
         ) from None
     if brackets > max_depth and _depth_exceeds(value, max_depth):
         raise _too_deep(max_depth)
-    if _SURROGATE.search(body) is not None:
-        cleaned = _clean(value)
+    if has_surrogate_escape(text):
+        cleaned = replace_surrogates_in(value)
         if cleaned != value:
             value = cleaned
             body = json.dumps(value, ensure_ascii=False).encode("utf-8")
