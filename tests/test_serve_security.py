@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import json
 import logging
+import signal
+import socket
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -19,7 +21,7 @@ import httpx
 import psutil
 import pytest
 
-from acceptance_support import write
+from acceptance_support import clean_env, finish, start_cli, write
 from simplellmfunc import OpenAICompatible, llm_chat
 from simplellmfunc._cli import main
 from simplellmfunc.exceptions import ConfigError, RequestRefusedError, UserError
@@ -487,3 +489,56 @@ def test_serve_settings_take_token_files_hosts_and_limits(tmp_path: Path) -> Non
     single = ServeSettings.resolve(config, environ={"SIMPLELLMFUNC_SERVE_TOKEN": ALICE})
     assert not single.principals.scoped
     assert single.edge.allowed_hosts == {"127.0.0.1", "localhost", "::1", "box.lan"}
+
+
+async def test_web_and_serve_commands_take_token_files_and_allowed_hosts(tmp_path: Path) -> None:
+    """``web --token-file`` serves each principal with its own token (the printed address
+    shows no token); ``serve`` on every interface without ``--allowed-host`` refuses to start."""
+    tokens = tmp_path / "tokens"
+    tokens.write_text(f"alice {ALICE}\nbob {BOB}\n")
+    tokens.chmod(0o600)
+    config = write(tmp_path / "agent.yml", "name: helper\nmodel: openai:mock-model\n")
+    env = clean_env({"OPENAI_API_KEY": KEY, "OPENAI_BASE_URL": "http://127.0.0.1:9"})
+    wildcard = await start_cli(
+        "serve",
+        config,
+        "--host",
+        "0.0.0.0",
+        env={**env, "SIMPLELLMFUNC_SERVE_TOKEN": ALICE},
+        cwd=tmp_path,
+    )
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    web = await start_cli(
+        "web", config, "--port", str(port), "--token-file", tokens, env=env, cwd=tmp_path
+    )
+    try:
+        assert web.stderr is not None
+        with anyio.fail_after(GUARD * 2):  # the address is printed once the socket is bound
+            line = b""
+            while b"\n" not in line:
+                line += await web.stderr.receive(1)
+        async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", timeout=GUARD) as http:
+            statuses = [
+                (
+                    await http.get("/api/sessions", headers={"authorization": f"Bearer {t}"})
+                ).status_code
+                for t in (ALICE, BOB, "wrong-token-0123456789")
+            ]
+            rebound = await http.get(
+                "/api/sessions",
+                headers={"authorization": f"Bearer {ALICE}", "host": "evil.example"},
+            )
+    finally:
+        web.send_signal(signal.SIGINT)
+        done = await finish(web)
+    refused = await finish(wildcard)
+    assert statuses == [200, 200, 401]
+    assert rebound.status_code == 421
+    assert done.code == 0, done.stderr
+    assert line.decode() == f"helper: open http://127.0.0.1:{port}/?token=<your token>\n"
+    assert ALICE not in done.stderr
+    assert BOB not in done.stderr
+    assert refused.code == 2
+    assert "--allowed-host" in refused.stderr
