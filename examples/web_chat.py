@@ -6,8 +6,8 @@ prompts, a Stop button; idle sessions are reclaimed. Needs the [web] extra (star
     .venv/bin/python examples/web_chat.py      # the model from .env (OPENAI_MODEL ...)
     # then open http://127.0.0.1:8000/ in two tabs
 
-Bound to loopback the page needs no token; `simplellmfunc web CONFIG --host 0.0.0.0` serves a
-config's agent with a token.
+Bound to loopback the page needs no token; `simplellmfunc web CONFIG --host 0.0.0.0
+--allowed-host NAME` serves a config's agent with a token (see docs/security.md).
 """
 
 import uvicorn

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+import simplellmfunc
 import simplellmfunc.mcp as client_pkg
 import simplellmfunc.mcp_server as server_pkg
 from mcp_servers.support import CHECKOUT_ENV, SERVED, children, free_port, serving, wait_gone
@@ -177,4 +178,9 @@ async def test_cli_serves_pyrepl_with_output_events(tmp_path: Path) -> None:
         assert "42" in result.text
         events = [e.event for e in await emitter.get_events()]
         assert any("42" in str(e.data.get("message")) for e in events)
+        # A run that raised is an error result (isError), with the kernel's report.
+        with pytest.raises(MCPError, match="ZeroDivisionError"):
+            await tools["execute_code"].invoke({"code": "1 / 0"})
+        assert toolset.server_info is not None
+        assert toolset.server_info.version == simplellmfunc.__version__
         assert "x" in (await tools["list_variables"].invoke({})).text

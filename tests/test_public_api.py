@@ -436,15 +436,28 @@ def test_a2a_serving_and_http_server_surfaces() -> None:
     # Not re-exported flat from simplellmfunc.runtime: they need the optional a2a-sdk.
     assert set(simplellmfunc.runtime.a2a.__all__) == {"A2AAgentTool", "a2a_tool"}
     assert set(simplellmfunc.runtime.serving.__all__) == {
+        "ANONYMOUS",
         "AnswerShape",
         "ClientHook",
         "ClientTurn",
+        "LOOPBACK_NAMES",
+        "EdgeGuard",
+        "EdgePolicy",
+        "ErrorShape",
         "answer_problem",
         "OnEvent",
+        "Principal",
+        "Principals",
         "ServedAgent",
         "a2a_app",
         "a2a_routes",
         "agent_card",
+        "allowed_hosts_for",
+        "is_loopback",
+        "jsonrpc_error",
+        "parse_json_body",
+        "principal_of",
+        "read_json",
     }
     assert set(simplellmfunc.http_server.__all__) == {
         "ServeSettings",
@@ -457,9 +470,8 @@ def test_a2a_serving_and_http_server_surfaces() -> None:
     assert set(simplellmfunc.webchat.__all__) == {
         "PAGE_PATHS",
         "STATIC_PREFIX",
-        "BearerAuth",
         "is_loopback",
-        "token_matches",
+        "page_error",
         "web_chat_app",
         "web_chat_routes",
     }

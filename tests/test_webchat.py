@@ -78,7 +78,8 @@ async def test_page_token_limits_and_history(mock_server: MockLLMServer) -> None
         wrong = await http.get("/api/history/a", headers={"authorization": "Bearer wrong"})
         assert wrong.status_code == 401
         assert wrong.json()["error"] == "a valid bearer token is required"
-        assert (await http.get("/api/history/a", headers=auth)).json()["messages"] == []
+        # Reading a session never used opens nothing: it is not found.
+        assert (await http.get("/api/history/a", headers=auth)).status_code == 404
         bad = await http.post("/api/chat/bad%20id", json={"message": "hi"}, headers=auth)
         assert bad.status_code == 400
         assert "invalid session id" in bad.json()["error"]
@@ -157,9 +158,15 @@ async def test_web_command_serves_a_config_with_a_kernel_per_tab(
         tmp_path / "agent.yml",
         "name: helper\nmodel: openai:mock-model\ntoolkit:\n  pyrepl: {timeout: 30}\n",
     )
-    env = clean_env({"OPENAI_API_KEY": "sk-test-123456789", "OPENAI_BASE_URL": mock_server.url})
+    env = clean_env(
+        {
+            "OPENAI_API_KEY": "sk-test-123456789",
+            "OPENAI_BASE_URL": mock_server.url,
+            "SIMPLELLMFUNC_SERVE_TOKEN": "tok",  # the token: from the environment, not argv
+        }
+    )
     port = _free_port()
-    args = ["web", config, "--port", str(port), "--token", "tok", "--idle-timeout", "60"]
+    args = ["web", config, "--port", str(port), "--idle-timeout", "60"]
     process = await start_cli(*args, env=env, cwd=tmp_path)
     try:
         async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", timeout=30) as http:
@@ -190,4 +197,6 @@ async def test_web_command_serves_a_config_with_a_kernel_per_tab(
         process.send_signal(signal.SIGINT)
         done = await finish(process)
     assert done.code == 0, done.stderr
-    assert f"helper: open http://127.0.0.1:{port}/?token=tok" in done.stderr
+    # The address names the token's variable; the token itself is never printed.
+    assert f"helper: open http://127.0.0.1:{port}/?token=$SIMPLELLMFUNC_SERVE_TOKEN" in done.stderr
+    assert "tok\n" not in done.stderr

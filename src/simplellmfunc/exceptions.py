@@ -13,7 +13,8 @@ Every error the library raises derives from :class:`SimpleLLMFuncError`::
     │   ├── UnsupportedError       a SimpleLLMFunc name with no counterpart (names the replacement)
     │   ├── SharedMemoryTypeError  a change of type of a key of an append-only SharedMemory
     │   ├── InputRefusedError      an answer to input() came too late, twice, or for no request
-    │   └── SessionError           an unknown, busy or closed session, or too many sessions
+    │   ├── SessionError           an unknown, busy or closed session, or too many sessions
+    │   └── RequestRefusedError    an HTTP request refused at a server's edge (has ``status``)
     ├── RunError                   a run failed for a reason outside the caller's code
     │   ├── ProviderError          the model API failed (status, request id, attempts, retryable)
     │   │   ├── ProviderConnectionError   network failure before a response arrived
@@ -93,6 +94,7 @@ __all__ = [
     "ProviderError",
     "ProviderTimeoutError",
     "RateLimitError",
+    "RequestRefusedError",
     "ResourceLimitExceeded",
     "RunError",
     "SandboxViolation",
@@ -183,6 +185,22 @@ class SessionError(UserError):
     def __init__(self, message: str, *, reason: str = "other") -> None:
         super().__init__(message)
         self.reason = reason
+
+
+class RequestRefusedError(UserError, ValueError):
+    """An HTTP request a server refused at its edge, before any handler ran: a foreign
+    ``Host``, a cross-site origin, a body that is too large, too slow, not JSON, malformed or
+    nested too deeply, or a missing token.
+
+    Attributes:
+        status: The HTTP status it is answered with (400, 401, 403, 408, 413, 415, 421).
+        code: A short machine-readable reason (``"invalid_json"``, ``"body_too_large"`` ...).
+    """
+
+    def __init__(self, message: str, *, status: int = 400, code: str = "invalid_request") -> None:
+        super().__init__(message)
+        self.status = status
+        self.code = code
 
 
 class RunError(SimpleLLMFuncError):

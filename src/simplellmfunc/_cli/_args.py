@@ -15,6 +15,30 @@ def _tool(text: str) -> tuple[str, str]:
     return name.strip(), command.strip()
 
 
+def _no_secret(text: str) -> str:
+    raise argparse.ArgumentTypeError(
+        "--token is gone: a secret on the command line shows in the process list; set "
+        "SIMPLELLMFUNC_SERVE_TOKEN (serve.token_env) or pass --token-file FILE"
+    )
+
+
+def _add_access(parser: argparse.ArgumentParser) -> None:
+    """Who may call a server, and by which names: never a secret on the command line."""
+    parser.add_argument(
+        "--token-file",
+        metavar="FILE",
+        help="'PRINCIPAL TOKEN' lines: several principals, each with its own sessions",
+    )
+    parser.add_argument(
+        "--allowed-host",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="a Host name clients use when not on loopback (repeatable; '*': any)",
+    )
+    parser.add_argument("--token", type=_no_secret, help=argparse.SUPPRESS)
+
+
 def _add_common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("config", help="the agent config file (.yml, .yaml, .toml or .json)")
     parser.add_argument("--model", help="a model: 'provider:model', or a model name")
@@ -93,9 +117,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_common(web)
     web.add_argument("--host", default="127.0.0.1", help="bind address (default: loopback)")
     web.add_argument("--port", type=int, default=8000, help="port (default: 8000)")
-    web.add_argument(
-        "--token", help="the access token (default: none on loopback, else a random one)"
-    )
+    _add_access(web)
     web.add_argument("--max-sessions", type=int, default=20, help="open sessions at most")
     web.add_argument(
         "--idle-timeout", type=float, default=900.0, help="seconds before an idle tab's kernel goes"
@@ -119,6 +141,7 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument(
         "--web", action="store_true", help="serve the web chat page too (open /?token=...)"
     )
+    _add_access(serve)
     _add_rag(commands)
     worker = commands.add_parser(
         "worker", help="run the agent's sessions from a durable queue (the [durable] extra)"

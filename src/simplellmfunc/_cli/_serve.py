@@ -23,7 +23,13 @@ def handle_serve(args: argparse.Namespace) -> int:
     try:
         config = load_agent_config(args.config, overrides=overrides_from(args))
         settings = ServeSettings.resolve(
-            config, host=args.host, port=args.port, no_auth=args.no_auth, web=args.web
+            config,
+            host=args.host,
+            port=args.port,
+            no_auth=args.no_auth,
+            web=args.web,
+            token_file=args.token_file,
+            allowed_hosts=args.allowed_host,
         )
         anyio.run(serve_config, config, settings, _say)
     except SimpleLLMFuncError as exc:

@@ -1,9 +1,12 @@
 """``simplellmfunc web CFG``: the agent of a config file as a web chat page.
 
 Each browser tab is a session with its own conversation and, when the config has ``pyrepl``,
-its own kernel (the config's kernel options apply to each). Bound to loopback the page is open;
-bound elsewhere it needs a token (``--token``, or a random one printed with the address).
-Needs the ``[web]`` extra.
+its own kernel (the config's kernel options apply to each). Bound to loopback the page is open
+unless a token is set; bound elsewhere it needs one. The token comes from the environment
+(``serve.token_env``, default ``SIMPLELLMFUNC_SERVE_TOKEN``) or a token file
+(``--token-file``: several principals, each with its own tabs), never from the command line;
+off loopback without either, a random one is made and printed with the address. Needs the
+``[web]`` extra.
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ def handle_web(args: argparse.Namespace) -> int:
         from starlette.routing import Mount
 
         from ..http_server import serve_app
+        from ..runtime.serving import EdgePolicy, Principals
         from ..webchat import is_loopback, web_chat_app
     except ImportError as exc:
         return report_error(ConfigError(f"the web page needs the [web] extra: {exc}"))
@@ -45,7 +49,18 @@ def handle_web(args: argparse.Namespace) -> int:
     if args.max_sessions < 1:
         return report_error(ConfigError("--max-sessions must be at least 1"))
     shared, pyrepl = config.split_pyrepl()
-    token = args.token or (None if is_loopback(args.host) else secrets.token_urlsafe(18))
+    section = config.serve
+    made: str | None = None  # a token made here, printed once with the address
+    try:
+        edge = EdgePolicy.for_server(config, args.host, args.allowed_host)
+        principals = Principals.resolve(section.token_env, args.token_file or section.token_file)
+    except SimpleLLMFuncError as exc:
+        return report_error(exc)
+    if principals is None and is_loopback(args.host):
+        principals = Principals.open()
+    elif principals is None:
+        made = secrets.token_urlsafe(18)
+        principals = Principals.single(made)
     opened: list[ConfiguredAgent] = []
 
     async def agent(*call_args: Any, **kwargs: Any) -> AsyncIterator[Any]:
@@ -57,8 +72,9 @@ def handle_web(args: argparse.Namespace) -> int:
         pyrepl=pyrepl,
         max_sessions=args.max_sessions,
         idle_timeout=args.idle_timeout,
-        token=token,
+        principals=principals,
         title=config.name,
+        edge=edge,
     )
 
     @asynccontextmanager
@@ -76,7 +92,10 @@ def handle_web(args: argparse.Namespace) -> int:
             await sessions.abort_running("the server is shutting down")
 
     def announce(url: str) -> None:
-        address = f"{url}/" + (f"?token={token}" if token else "")
+        token = f"?token=${section.token_env}" if not principals.scoped else "?token=<your token>"
+        if made is not None:
+            token = f"?token={made}"  # made here: the one place it is shown
+        address = f"{url}/" + (token if principals.required else "")
         print(f"{config.name}: open {address}", file=sys.stderr, flush=True)
 
     def make_app(url: str) -> Starlette:
@@ -90,6 +109,7 @@ def handle_web(args: argparse.Namespace) -> int:
             args.port,
             before_shutdown=before_shutdown,
             announce=announce,
+            policy=edge,
         )
     )
     print("stopped", file=sys.stderr)

@@ -13,11 +13,14 @@ With ``web=True`` the app also serves the web chat page (``/``, ``/static/``, ``
 :func:`~simplellmfunc.webchat.web_chat_routes`) on the same sessions: a browser tab is a session
 of the served agent like an ``X-Session-Id`` caller's.
 
-With a token every other request needs ``Authorization: Bearer <token>`` (401 otherwise; the
-page's address may carry it as ``?token=``, and the page's static files need none). On
-shutdown the running turns are aborted first and each ends with a valid history
-(:meth:`ServedAgent.aclose`). More routes go in with ``routes=`` or ``app.router.routes``;
-they sit behind the same auth.
+Every request passes the :class:`~simplellmfunc.runtime.serving.EdgeGuard` first: its
+``Host`` must be one the server answers to, a state-changing request must come from the
+server's own origin (or an allowed one) with a bounded ``application/json`` body, and with
+tokens every other request needs ``Authorization: Bearer <token>`` (401 otherwise; the page's
+address may carry it as ``?token=``, and the page's static files need none). With a token
+file each principal's sessions and A2A tasks are its own. On shutdown the running turns are
+aborted first and each ends with a valid history (:meth:`ServedAgent.aclose`). More routes go
+in with ``routes=`` or ``app.router.routes``; they sit behind the same edge.
 """
 
 from __future__ import annotations
@@ -30,8 +33,16 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 
-from ..runtime.serving import ServedAgent, a2a_routes
-from ..webchat import PAGE_PATHS, STATIC_PREFIX, BearerAuth, web_chat_routes
+from ..runtime.serving import (
+    EdgeGuard,
+    EdgePolicy,
+    ErrorShape,
+    Principals,
+    ServedAgent,
+    a2a_routes,
+    jsonrpc_error,
+)
+from ..webchat import PAGE_PATHS, STATIC_PREFIX, page_error, web_chat_routes
 from ._errors import error_response
 from ._openai import PendingTurns, chat_completions, models
 from ._responses import ResponseLog, create_response
@@ -58,6 +69,8 @@ def create_app(
     a2a: bool = True,
     web: bool = False,
     routes: Sequence[BaseRoute] = (),
+    principals: Principals | None = None,
+    edge: EdgePolicy | None = None,
 ) -> Starlette:
     """The app serving ``served`` at ``base_url`` (``http://host:port``).
 
@@ -67,11 +80,17 @@ def create_app(
         token: The bearer token every request needs; ``None``: no auth.
         a2a: Serve A2A too (needs the ``a2a`` extra).
         web: Serve the web chat page too, on the same sessions and behind the same token.
-        routes: More routes to mount (behind the same auth).
+        routes: More routes to mount (behind the same edge).
+        principals: Several tokens, each a principal whose sessions and tasks are its own
+            (instead of ``token``).
+        edge: The hosts, origins and body limits every request must pass (default: the
+            loopback names, 8 MiB bodies).
     """
+    if principals is None:
+        principals = Principals.single(token) if token is not None else Principals.open()
     app = Starlette(routes=[*agent_routes(served), *routes], lifespan=served.lifespan)
     if a2a:
-        app.router.routes.extend(a2a_routes(served, base_url, bearer=token is not None))
+        app.router.routes.extend(a2a_routes(served, base_url, bearer=principals.required))
     page: dict[str, Any] = {}
     if web:
         app.router.routes.extend(
@@ -83,14 +102,24 @@ def create_app(
             )
         )
         page = {"public_prefixes": (STATIC_PREFIX,), "query_paths": PAGE_PATHS}
-    if token is not None:
-        app.add_middleware(BearerAuth, token=token, refuse=_refuse, public=PUBLIC_PATHS, **page)
+    shapes: list[tuple[str, ErrorShape]] = [("/api/", page_error), ("/a2a", jsonrpc_error)]
+    app.add_middleware(
+        EdgeGuard,
+        policy=edge,
+        principals=principals,
+        shapes=shapes,
+        default_shape=_refuse,
+        public=PUBLIC_PATHS,
+        **page,
+    )
     return app
 
 
-def _refuse(status: int, message: str) -> Response:
-    code = "invalid_api_key" if status == 401 else None
-    return error_response(status, message, "authentication_error", code)
+def _refuse(status: int, code: str, message: str) -> Response:
+    """An edge refusal in OpenAI's error shape (``invalid_api_key`` for a bad token)."""
+    if status == 401:
+        return error_response(status, message, "authentication_error", "invalid_api_key")
+    return error_response(status, message, "invalid_request_error", code)
 
 
 def agent_routes(served: ServedAgent) -> list[BaseRoute]:

@@ -1,8 +1,11 @@
 """``simplellmfunc serve CONFIG``: open the configured agent and serve it until a signal.
 
 The token comes from the environment (``serve.token_env``, default
-``SIMPLELLMFUNC_SERVE_TOKEN``), never from the command line; without one the server refuses to
-start unless ``--no-auth`` is given, and ``--no-auth`` is refused on a non-loopback address.
+``SIMPLELLMFUNC_SERVE_TOKEN``) or, for several principals, from a token file
+(``--token-file`` / ``serve.token_file``), never from the command line; without one the server
+refuses to start unless ``--no-auth`` is given, and ``--no-auth`` is refused on a non-loopback
+address. The ``Host`` names answered are the loopback ones on loopback, else the configured
+``--allowed-host`` / ``serve.allowed_hosts`` (required when bound to every interface).
 SIGINT / SIGTERM stop it gracefully: running turns are aborted (each ends with a valid
 history, A2A tasks end ``canceled``), then open requests get a few seconds to finish.
 """
@@ -10,15 +13,13 @@ history, A2A tasks end ``canceled``), then open requests get a few seconds to fi
 from __future__ import annotations
 
 import logging
-import os
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from ..exceptions import UserError
 from ..runtime.config import AgentConfig, ConfiguredAgent
-from ..runtime.serving import ServedAgent
-from ..webchat import is_loopback
+from ..runtime.serving import EdgePolicy, Principals, ServedAgent, is_loopback
 from ._app import create_app
 from ._uvicorn import serve_app
 
@@ -33,8 +34,9 @@ class ServeSettings:
 
     host: str
     port: int
-    token: str | None
+    principals: Principals
     web: bool = False
+    edge: EdgePolicy = field(default_factory=EdgePolicy)
 
     @classmethod
     def resolve(
@@ -45,27 +47,34 @@ class ServeSettings:
         port: int | None = None,
         no_auth: bool = False,
         web: bool = False,
+        token_file: str | None = None,
+        allowed_hosts: Sequence[str] = (),
         environ: Mapping[str, str] | None = None,
     ) -> ServeSettings:
         """The settings, checked.
 
         Raises:
-            UserError: Without a token and without ``no_auth``, or ``no_auth`` off loopback.
+            UserError: Without a token and without ``no_auth``, with both a token file and a
+                token (or ``no_auth``), ``no_auth`` off loopback, a wildcard bind address
+                without allowed hosts, or a bad token file.
         """
         section = config.serve
         host = host or section.host
         port = section.port if port is None else port
-        if no_auth:
-            if not is_loopback(host):
-                raise UserError(f"--no-auth is allowed on loopback only, not on {host!r}")
-            return cls(host, port, None, web)
-        token = (environ if environ is not None else os.environ).get(section.token_env)
-        if not token:
+        principals = Principals.resolve(
+            section.token_env,
+            token_file or section.token_file,
+            no_auth=no_auth,
+            host=host,
+            environ=environ,
+        )
+        edge = EdgePolicy.for_server(config, host, allowed_hosts)
+        if principals is None:
             raise UserError(
                 f"set {section.token_env} to the bearer token clients must send, "
-                "or pass --no-auth (loopback only)"
+                "or give a token file (--token-file), or pass --no-auth (loopback only)"
             )
-        return cls(host, port, token, web)
+        return cls(host, port, principals, web, edge)
 
 
 async def serve_config(
@@ -94,14 +103,27 @@ async def serve_config(
         )
 
         def make_app(url: str) -> Any:
-            return create_app(served, url, token=settings.token, a2a=section.a2a, web=settings.web)
+            return create_app(
+                served,
+                url,
+                token=None,
+                principals=settings.principals,
+                a2a=section.a2a,
+                web=settings.web,
+                edge=settings.edge,
+            )
 
         def announce(url: str) -> None:
-            auth = "bearer token" if settings.token else "no auth"
+            principals = settings.principals
+            auth = "no auth" if not principals.required else "bearer token"
+            if principals.scoped:
+                auth = f"bearer tokens of {len(principals)} principals"
             say(f"serving {served.name} at {url} ({auth})")
             if settings.web:  # the token's variable, never its value
-                page = f"{url}/" + (f"?token=${section.token_env}" if settings.token else "")
-                say(f"web chat page: {page}")
+                token = (
+                    "?token=<your token>" if principals.scoped else f"?token=${section.token_env}"
+                )
+                say(f"web chat page: {url}/" + (token if principals.required else ""))
 
         await serve_app(
             make_app,
@@ -109,4 +131,5 @@ async def serve_config(
             settings.port,
             before_shutdown=served.aclose,
             announce=announce,
+            policy=settings.edge,
         )

@@ -37,10 +37,10 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 
 from .._events import EventYield, LLMCallEndEvent, LLMChunkArriveEvent
 from ..engine import pending_calls
-from ..exceptions import SessionError, SimpleLLMFuncError
+from ..exceptions import RequestRefusedError, SessionError, SimpleLLMFuncError
 from ..runtime.config import TurnResult
-from ..runtime.serving import ClientHook, ServedAgent
-from ..runtime.sessions import check_session_id
+from ..runtime.serving import ClientHook, ServedAgent, principal_of
+from ..runtime.serving import read_json as read_edge_json
 from ..wire import encode_sse
 from ._chat_request import ChatRequest, parse_chat_request, shape_error, split_turn
 from ._errors import ApiError, error_response, failure
@@ -82,15 +82,15 @@ async def models(served: ServedAgent, model_id: str | None = None) -> Response:
 
 
 async def read_json(request: Request) -> Any:
-    """The request's JSON body.
+    """The request's JSON body, checked as the server's edge checks it (UTF-8, JSON, nesting).
 
     Raises:
-        ApiError: For a body that is not JSON.
+        ApiError: For a body that is not JSON or nests too deeply.
     """
     try:
-        return await request.json()
-    except (ValueError, RecursionError):
-        raise ApiError(400, "the body is not valid JSON", code="invalid_json") from None
+        return await read_edge_json(request)
+    except RequestRefusedError as exc:
+        raise ApiError(400, str(exc), code="invalid_json") from None
 
 
 class Usage:
@@ -232,13 +232,17 @@ class _Turn:
         return self.hook.dropped or 0
 
 
-async def _checked(served: ServedAgent, request: Request) -> tuple[ChatRequest, str | None]:
-    """The request and its session id, refused (``ApiError``) if we cannot honour it."""
+async def _checked(
+    served: ServedAgent, request: Request
+) -> tuple[ChatRequest, str | None, str | None]:
+    """The request, its session id as sent and as stored (a principal's session ids are its
+    own: "s1" of alice is alice.s1), refused (``ApiError``) if we cannot honour it."""
     chat = parse_chat_request(await read_json(request), served.name)
     session_id = request.headers.get(SESSION_HEADER)
+    scoped: str | None = None
     if session_id is not None:
         try:
-            check_session_id(session_id)
+            scoped = principal_of(request).session_id(session_id)
         except SessionError as exc:
             raise ApiError(400, str(exc), param=SESSION_HEADER) from None
         if chat.text is None or chat.client.tools or chat.client.shape is not None:
@@ -260,7 +264,7 @@ async def _checked(served: ServedAgent, request: Request) -> tuple[ChatRequest, 
             param="messages",
             code="image_not_supported",
         )
-    return chat, session_id
+    return chat, session_id, scoped
 
 
 async def chat_completions(
@@ -269,16 +273,16 @@ async def chat_completions(
     """``POST /v1/chat/completions``; with an ``X-Session-Id`` header the server keeps the
     session's history (only the request's last user message is used)."""
     try:
-        chat, session_id = await _checked(served, request)
+        chat, session_id, scoped = await _checked(served, request)
     except ApiError as exc:
         return exc.response()
-    turn = _Turn(chat, session_id)
+    turn = _Turn(chat, scoped)
     pending = pending if pending is not None else PendingTurns()
     completion = _Completion(served.name)
     headers = {SESSION_HEADER: session_id} if session_id is not None else {}
     if chat.stream:
         try:
-            served.admit(session_id)  # a refusal gets its HTTP status, not an error chunk
+            served.admit(scoped)  # a refusal gets its HTTP status, not an error chunk
         except SimpleLLMFuncError as exc:
             return failure(exc).response()
         return StreamingResponse(

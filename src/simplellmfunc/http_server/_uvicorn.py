@@ -1,7 +1,15 @@
-"""Running an ASGI app under uvicorn in this event loop, on a socket bound before it starts."""
+"""Running an ASGI app under uvicorn in this event loop, on a socket bound before it starts.
+
+The server's connection limits come from an :class:`~simplellmfunc.runtime.serving.EdgePolicy`
+through uvicorn's public config (``timeout_keep_alive``, ``limit_concurrency``,
+``h11_max_incomplete_event_size``) and one protocol class: uvicorn's h11 protocol with a header
+timeout, so a connection that sends no complete request head in time (an idle socket, a
+slow-loris client) is closed.
+"""
 
 from __future__ import annotations
 
+import asyncio
 import signal
 import socket
 import threading
@@ -11,6 +19,9 @@ from typing import Any
 
 import anyio
 import uvicorn
+from uvicorn.protocols.http.h11_impl import H11Protocol
+
+from ..runtime.serving import EdgePolicy
 
 __all__ = ["bind", "running", "serve_app", "server_for"]
 
@@ -31,6 +42,49 @@ def bind(host: str, port: int) -> socket.socket:
 
 
 Hook = Callable[[], Awaitable[None]]
+
+
+def _protocol(header_timeout: float) -> type[H11Protocol]:
+    """uvicorn's h11 protocol, closing a connection whose request head is not complete within
+    ``header_timeout`` seconds of its opening or of the end of the previous response."""
+
+    class HeaderTimeoutH11(H11Protocol):
+        _header_timer: asyncio.TimerHandle | None = None
+
+        def _arm(self) -> None:
+            self._disarm()
+            self._header_timer = self.loop.call_later(header_timeout, self._head_timed_out)
+
+        def _disarm(self) -> None:
+            if self._header_timer is not None:
+                self._header_timer.cancel()
+                self._header_timer = None
+
+        def _head_timed_out(self) -> None:
+            self._header_timer = None
+            waiting = self.cycle is None or self.cycle.response_complete
+            if waiting and not self.transport.is_closing():
+                self.transport.close()
+
+        def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+            super().connection_made(transport)
+            self._arm()
+
+        def handle_events(self) -> None:
+            super().handle_events()
+            if self.cycle is not None and not self.cycle.response_complete:
+                self._disarm()  # a request is running: its head arrived
+
+        def on_response_complete(self) -> None:
+            super().on_response_complete()
+            if not self.transport.is_closing():
+                self._arm()
+
+        def connection_lost(self, exc: Exception | None) -> None:
+            self._disarm()
+            super().connection_lost(exc)
+
+    return HeaderTimeoutH11
 
 
 class _Server(uvicorn.Server):
@@ -63,17 +117,27 @@ class _Server(uvicorn.Server):
 
 
 def server_for(
-    app: Any, *, before_shutdown: Hook | None = None, graceful_seconds: int = 10
+    app: Any,
+    *,
+    before_shutdown: Hook | None = None,
+    graceful_seconds: int = 10,
+    policy: EdgePolicy | None = None,
 ) -> uvicorn.Server:
     """A uvicorn server for ``app``: on shutdown it calls ``before_shutdown`` (abort the running
     turns: their streams then end with a valid history), then waits ``graceful_seconds`` for
-    open requests."""
+    open requests. ``policy`` gives the header and keep-alive timeouts, the connection cap and
+    the largest request head (default: :class:`EdgePolicy`'s defaults)."""
+    limits = policy or EdgePolicy()
     config = uvicorn.Config(
         app,
         log_level="warning",
         lifespan="on",
         timeout_graceful_shutdown=graceful_seconds,
         access_log=False,
+        http=_protocol(limits.header_timeout),
+        timeout_keep_alive=limits.keep_alive_timeout,  # type: ignore[arg-type]  # a float works
+        limit_concurrency=limits.max_connections,
+        h11_max_incomplete_event_size=limits.max_header_bytes,
     )
     return _Server(config, before_shutdown)
 
@@ -85,13 +149,17 @@ async def running(
     port: int = 0,
     *,
     before_shutdown: Hook | None = None,
+    policy: EdgePolicy | None = None,
 ) -> AsyncIterator[str]:
     """Serve ``make_app(base_url)`` while the block runs; yields the base URL
-    (``http://host:port``, known once the socket is bound)."""
+    (``http://host:port``, known once the socket is bound). ``policy``: the connection limits
+    (see :func:`server_for`)."""
     sock = bind(host, port)
     try:
         bound = sock.getsockname()[1]
-        server = server_for(make_app(f"http://{host}:{bound}"), before_shutdown=before_shutdown)
+        server = server_for(
+            make_app(f"http://{host}:{bound}"), before_shutdown=before_shutdown, policy=policy
+        )
         async with anyio.create_task_group() as group:
             group.start_soon(server.serve, [sock])
             try:
@@ -109,16 +177,17 @@ async def serve_app(
     *,
     before_shutdown: Hook | None = None,
     announce: Callable[[str], None] | None = None,
+    policy: EdgePolicy | None = None,
 ) -> None:
     """Serve ``make_app(base_url)`` on ``host:port`` until SIGINT / SIGTERM, then shut down
     gracefully: ``before_shutdown`` first (abort the running turns: each ends with a valid
     history), then open requests get a few seconds. ``announce`` gets the base URL once the
-    socket is bound (port 0: any free port)."""
+    socket is bound (port 0: any free port); ``policy``: the connection limits."""
     sock = bind(host, port)
     try:
         shown = f"[{host}]" if ":" in host else host
         url = f"http://{shown}:{sock.getsockname()[1]}"
-        server = server_for(make_app(url), before_shutdown=before_shutdown)
+        server = server_for(make_app(url), before_shutdown=before_shutdown, policy=policy)
         if announce is not None:
             announce(url)
         await server.serve([sock])

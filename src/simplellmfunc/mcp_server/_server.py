@@ -15,6 +15,7 @@ from mcp.server.stdio import stdio_server
 from mcp.shared.jsonrpc_dispatcher import progress_token_from_params
 from mcp.types.version import MODERN_PROTOCOL_VERSIONS
 
+from .. import __version__
 from .._abort import AbortSignal
 from .._events import CustomEvent
 from ..exceptions import ToolDefinitionError
@@ -86,7 +87,9 @@ def build_server(
 
     Each call gets a :class:`ToolContext`: custom events become progress notifications (when
     the client asked for progress) or log notifications, and a cancellation from the client
-    cancels the tool and fires its abort signal. Failures become ``isError`` results.
+    cancels the tool and fires its abort signal. Failures become ``isError`` results: a tool
+    that raised, and a result the tool reports as failed (:meth:`Tool.failed`: a code run that
+    raised). ``serverInfo.version`` is the package's version.
 
     Raises:
         ToolDefinitionError: For an item that is no tool, provider or function.
@@ -107,7 +110,13 @@ def build_server(
             return _error(f"Error: there is no tool named {params.name!r}")
         return await _run(found, params.arguments or {}, ctx)
 
-    return Server(name, instructions=instructions, on_list_tools=list_tools, on_call_tool=call_tool)
+    return Server(
+        name,
+        version=__version__,
+        instructions=instructions,
+        on_list_tools=list_tools,
+        on_call_tool=call_tool,
+    )
 
 
 def _describe(item: Tool) -> types.Tool:
@@ -136,7 +145,7 @@ async def _run(
     content: list[types.ContentBlock] = [types.TextContent(text=rendered.text)]
     for image in rendered.images:
         content.append(_image_block(image.url))
-    return types.CallToolResult(content=content)
+    return types.CallToolResult(content=content, is_error=item.failed(raw))
 
 
 def _image_block(url: str) -> types.ContentBlock:

@@ -33,6 +33,7 @@ from pydantic import BaseModel, ConfigDict
 
 from .._content import ContentPart, ImgPath, ImgUrl, Text
 from .._messages import AssistantMessage, Message, SystemMessage, ToolMessage, UserMessage
+from .._unicode import loads_reply, replace_surrogates
 from .._usage import Usage
 from ..exceptions import ConfigError, ProviderError, ProviderTimeoutError
 from ._base import (
@@ -46,7 +47,6 @@ from ._base import (
 )
 from ._redact import redact
 from ._tokens import count_message_tokens, count_text_tokens
-from ._unicode import loads_reply, replace_surrogates
 
 __all__ = ["CLAUDE_CLI_CAPABILITIES", "ClaudeCodeCLI"]
 

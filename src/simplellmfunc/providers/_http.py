@@ -11,6 +11,7 @@ from typing import Any, Final, TypeVar, cast
 import anyio
 import httpx
 
+from .._unicode import loads_reply, replace_surrogates
 from ..exceptions import (
     AuthenticationError,
     EmptyReplyError,
@@ -24,7 +25,6 @@ from ._keys import APIKeyPool
 from ._ratelimit import TokenBucket
 from ._redact import fingerprint, redact
 from ._retry import RetryPolicy
-from ._unicode import loads_reply, replace_surrogates
 
 __all__ = [
     "HTTPSettings",
@@ -52,7 +52,7 @@ def encode_json(body: Mapping[str, Any]) -> bytes:
     """A request body as compact UTF-8 JSON (non-ASCII characters kept, as the SDKs send).
 
     Text that UTF-8 cannot encode (lone surrogates, e.g. a file name from ``os.listdir()``
-    that is not UTF-8) is sent with U+FFFD in its place; see :mod:`._unicode`.
+    that is not UTF-8) is sent with U+FFFD in its place; see :mod:`simplellmfunc._unicode`.
     """
     text = _ENCODE(body)
     try:

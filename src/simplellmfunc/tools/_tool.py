@@ -228,6 +228,11 @@ class Tool:
         """Turn a raw result into what the model should see (override to summarise)."""
         return result
 
+    def failed(self, result: Any) -> bool:
+        """Whether a raw result reports a failure the tool returned rather than raised (a code
+        run that raised, say): servers flag it (MCP's ``isError``). Default: never."""
+        return False
+
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.name!r}>"
 

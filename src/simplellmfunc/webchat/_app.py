@@ -16,14 +16,14 @@ from starlette.responses import HTMLResponse, JSONResponse, Response, StreamingR
 from starlette.routing import BaseRoute, Mount, Route
 from starlette.staticfiles import StaticFiles
 
-from ..exceptions import CapacityError, InputRefusedError, SessionError
-from ..runtime.sessions import SessionStore, check_session_id
+from ..exceptions import CapacityError, InputRefusedError, RequestRefusedError, SessionError
+from ..runtime.serving import EdgeGuard, EdgePolicy, Principals, principal_of, read_json
+from ..runtime.sessions import SessionStore
 from ..runtime.stores import Store
 from ..wire import WirePolicy
-from ._auth import BearerAuth
 from ._stream import page_history, turn_frames
 
-__all__ = ["PAGE_PATHS", "STATIC_PREFIX", "web_chat_app", "web_chat_routes"]
+__all__ = ["PAGE_PATHS", "STATIC_PREFIX", "page_error", "web_chat_app", "web_chat_routes"]
 
 _STATIC = Path(__file__).parent / "static"
 Handler = Callable[[Request], Awaitable[Response]]
@@ -53,8 +53,11 @@ def web_chat_app(
     title: str = "simplellmfunc chat",
     max_message_chars: int = 20_000,
     policy: WirePolicy | None = None,
+    edge: EdgePolicy | None = None,
+    principals: Principals | None = None,
 ) -> Starlette:
-    """The chat page and its API for ``agent``, as an ASGI app (serve it with uvicorn).
+    """The chat page and its API for ``agent``, as an ASGI app (serve it with uvicorn), behind
+    an :class:`~simplellmfunc.runtime.serving.EdgeGuard` (Host, origin, token and body checks).
 
     Every browser tab is a session (its id lives in the tab's ``sessionStorage``, so a reload
     keeps the conversation): its own history and, with ``pyrepl``, its own kernel.
@@ -75,9 +78,13 @@ def web_chat_app(
         token: Required on the page (``?token=`` in its address; the page then sends it
             as ``Authorization: Bearer`` on its API calls) and on every API call; ``None``:
             open, for a server bound to loopback only.
+        principals: Several tokens, each a principal with sessions of its own (instead of
+            ``token``).
         title: The page's title.
         max_message_chars: Longer messages are refused (413).
         policy: The size policy of the events sent to the page (images are sent whole).
+        edge: The hosts, origins and body limits requests must pass (default: loopback
+            names only, 8 MiB bodies).
     """
 
     @contextlib.asynccontextmanager
@@ -101,18 +108,17 @@ def web_chat_app(
     routes = web_chat_routes(
         sessions, title=title, max_message_chars=max_message_chars, policy=policy
     )
-    middleware = []
-    if token is not None:
-        middleware.append(
-            Middleware(
-                BearerAuth,
-                token=token,
-                refuse=error_response,
-                public_prefixes=(STATIC_PREFIX,),
-                query_paths=PAGE_PATHS,
-            )
-        )
-    return Starlette(routes=routes, lifespan=lifespan, middleware=middleware)
+    if principals is None:
+        principals = Principals.single(token) if token is not None else Principals.open()
+    guard = Middleware(
+        EdgeGuard,
+        policy=edge,
+        principals=principals,
+        default_shape=page_error,
+        public_prefixes=(STATIC_PREFIX,),
+        query_paths=PAGE_PATHS,
+    )
+    return Starlette(routes=routes, lifespan=lifespan, middleware=[guard])
 
 
 def web_chat_routes(
@@ -125,8 +131,9 @@ def web_chat_routes(
     turns: Turns | None = None,
 ) -> list[BaseRoute]:
     """The page (``/``), its files (``/static/``) and its API (``/api/...``) as routes, to
-    mount in an app of one's own; that app's auth guards them (see :class:`BearerAuth`:
-    the page may carry the token as ``?token=``, its files need none).
+    mount in an app of one's own; that app's :class:`~simplellmfunc.runtime.serving.EdgeGuard`
+    guards them (the page may carry the token as ``?token=``, its files need none). Each
+    principal (``request.user``) sees its own sessions only.
 
     Args:
         sessions: The open :class:`SessionStore` the tabs' sessions live in (default: the
@@ -146,8 +153,12 @@ def web_chat_routes(
     def guard(handler: Handler) -> Handler:
         async def checked(request: Request) -> Response:
             try:
-                check_session_id(request.path_params.get("sid", "page"))
+                if "sid" in request.path_params:
+                    local = request.path_params["sid"]
+                    request.scope["path_params"]["sid"] = principal_of(request).session_id(local)
                 return await handler(request)
+            except RequestRefusedError as exc:
+                return error_response(exc.status, str(exc))
             except SessionError as exc:
                 return error_response(_SESSION_STATUS.get(exc.reason, 409), str(exc))
             except CapacityError as exc:
@@ -206,15 +217,26 @@ def web_chat_routes(
         return JSONResponse({"aborted": store_of(request).abort(sid, "stopped by the user")})
 
     async def history(request: Request) -> Response:
-        session = await store_of(request).open(request.path_params["sid"])
-        messages = page_history(session.history, wire_policy.max_text_chars)
-        return JSONResponse({"session": session.id, "busy": session.busy, "messages": messages})
+        # Reading opens nothing: an id never used (or another principal's) is not found.
+        store, sid = store_of(request), request.path_params["sid"]
+        found = store.sessions.get(sid)
+        stored = await store.history(sid)
+        if found is None and not stored:
+            raise SessionError(f"no session {_local(request, sid)!r}", reason="unknown")
+        messages = page_history(stored, wire_policy.max_text_chars)
+        busy = found is not None and found.busy
+        return JSONResponse({"session": _local(request, sid), "busy": busy, "messages": messages})
 
     async def overview(request: Request) -> Response:
-        store = store_of(request)
+        store, principal = store_of(request), principal_of(request)
+        mine = []
+        for session in store.sessions.values():
+            local = principal.local_id(session.id)
+            if local is not None:
+                mine.append({**session.info(), "id": local})
         return JSONResponse(
             {
-                "sessions": [s.info() for s in store.sessions.values()],
+                "sessions": mine,
                 "max_sessions": store.max_sessions,
                 "idle_timeout": store.idle_timeout,
             }
@@ -236,9 +258,16 @@ def error_response(status: int, message: str) -> Response:
     return JSONResponse({"ok": False, "error": message}, status_code=status)
 
 
+def page_error(status: int, code: str, message: str) -> Response:
+    """An edge refusal in the page's error shape."""
+    return error_response(status, message)
+
+
+def _local(request: Request, session_id: str) -> str:
+    """The name the caller gave the session."""
+    return principal_of(request).local_id(session_id) or session_id
+
+
 async def _json(request: Request) -> dict[str, Any]:
-    try:
-        body = await request.json()
-    except ValueError:
-        return {}
+    body = await read_json(request) if await request.body() else {}
     return body if isinstance(body, dict) else {}

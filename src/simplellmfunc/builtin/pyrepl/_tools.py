@@ -155,6 +155,10 @@ class ExecuteCodeTool(ReplTool):
             raise ToolRetry(summary if isinstance(summary, str) else summary[0])
         return summary
 
+    def failed(self, result: Any) -> bool:
+        """Whether the run failed (raised, timed out, was interrupted)."""
+        return isinstance(result, dict) and result.get("success") is False
+
 
 class ResetReplTool(ReplTool):
     """``reset_repl``: clear the REPL namespace."""

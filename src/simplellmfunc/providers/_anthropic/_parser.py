@@ -16,11 +16,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..._messages import AssistantMessage, ToolCall
+from ..._unicode import loads_reply
 from ..._usage import Usage
 from .._base import LLMResponse, ReasoningDelta, StreamEvent, TextDelta, ToolCallDelta
 from .._sse import SSEDecoder
 from .._stream import stream_error
-from .._unicode import loads_reply
 from ._wire import (
     error_event,
     finish_reason,

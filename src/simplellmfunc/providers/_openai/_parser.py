@@ -7,13 +7,13 @@ last one when asked for); ``data: [DONE]`` ends the stream.
 from __future__ import annotations
 
 from ..._messages import AssistantMessage
+from ..._unicode import loads_reply
 from ..._usage import Usage
 from ...exceptions import StreamError
 from .._assembly import ToolCallAssembler
 from .._base import LLMResponse, ReasoningDelta, StreamEvent, TextDelta
 from .._sse import ServerSentEvent, SSEDecoder
 from .._stream import stream_error
-from .._unicode import loads_reply
 from ._wire import reasoning_details
 
 __all__ = ["ChatStreamParser"]

@@ -11,11 +11,11 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import Any, Final, TypeAlias
 
+from ..._unicode import loads_reply
 from ...exceptions import StreamError
 from .._base import LLMResponse, ReasoningDelta, StreamEvent, TextDelta, ToolCallDelta
 from .._sse import SSEDecoder
 from .._stream import stream_error
-from .._unicode import loads_reply
 from ._wire import failure_message, parse_response
 
 __all__ = ["ResponsesStreamParser"]

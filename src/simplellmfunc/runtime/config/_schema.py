@@ -497,6 +497,16 @@ class ServeConfig(_Section):
         host: The address to listen on (loopback by default).
         port: The port.
         token_env: The environment variable holding the bearer token.
+        token_file: A file of ``PRINCIPAL TOKEN`` lines: several principals, each with
+            sessions and A2A tasks of its own (instead of ``token_env``).
+        allowed_hosts: The ``Host`` names clients use, when not bound to loopback (``"*"``:
+            any); the loopback names are always answered on loopback.
+        allowed_origins: Browser origins besides the server's own that may post to it.
+        max_body_bytes: Largest request body (413 beyond).
+        body_timeout: Seconds a request body may take to arrive (408 beyond).
+        header_timeout: Seconds a connection may take to send a request head, idle
+            keep-alive included (closed beyond).
+        max_connections: Connections at once (503 beyond).
         max_sessions: A2A sessions (contexts) kept at once.
         idle_timeout: Seconds before an idle session is dropped.
         max_turns: Turns running at once.
@@ -508,6 +518,13 @@ class ServeConfig(_Section):
     host: str = "127.0.0.1"
     port: Annotated[int, Field(ge=0, le=65535)] = 8000
     token_env: str = "SIMPLELLMFUNC_SERVE_TOKEN"
+    token_file: str | None = None
+    allowed_hosts: list[str] = []
+    allowed_origins: list[str] = []
+    max_body_bytes: Annotated[int, Field(ge=1024)] = 8 * 1024 * 1024
+    body_timeout: Positive = 30.0
+    header_timeout: Positive = 10.0
+    max_connections: Annotated[int, Field(ge=1)] = 256
     max_sessions: Annotated[int, Field(ge=1)] = 100
     idle_timeout: Positive | None = 3600.0
     max_turns: Annotated[int, Field(ge=1)] = 16

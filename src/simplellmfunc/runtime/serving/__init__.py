@@ -11,6 +11,11 @@ the building blocks of ``simplellmfunc serve``.
 * :func:`a2a_app` / :func:`a2a_routes` / :func:`agent_card`: the agent as an A2A server
   (agent card at the well-known path, message send and stream, task get and cancel; our events
   become task status and artifact updates; cancel aborts the turn, its history stays valid).
+* The edge every app we serve sits behind (see ``docs/security.md``): :class:`EdgeGuard`
+  (Host allowlist, cross-origin refusal, bearer tokens, JSON-only bounded bodies, nesting
+  limit, lone surrogates replaced) under an :class:`EdgePolicy`; :class:`Principals` (tokens
+  from the environment or a token file) and the :class:`Principal` a request speaks for
+  (:func:`principal_of`), whose sessions and tasks are its own; :func:`read_json`.
 
 The SDK is imported on first use of a name that needs it.
 """
@@ -19,25 +24,70 @@ from typing import TYPE_CHECKING
 
 from ..._lazy import lazy_exports, publish
 from ._client import AnswerShape, ClientHook, ClientTurn, answer_problem
+from ._principals import (
+    ANONYMOUS,
+    LOOPBACK_NAMES,
+    Principal,
+    Principals,
+    allowed_hosts_for,
+    is_loopback,
+)
 from ._served import OnEvent, ServedAgent
 
 if TYPE_CHECKING:
     from ._a2a import a2a_app, a2a_routes, agent_card
+    from ._edge import (
+        EdgeGuard,
+        EdgePolicy,
+        ErrorShape,
+        jsonrpc_error,
+        parse_json_body,
+        principal_of,
+        read_json,
+    )
 
 __all__ = [
+    "ANONYMOUS",
+    "LOOPBACK_NAMES",
     "AnswerShape",
     "ClientHook",
     "ClientTurn",
+    "EdgeGuard",
+    "EdgePolicy",
+    "ErrorShape",
     "OnEvent",
+    "Principal",
+    "Principals",
     "ServedAgent",
     "a2a_app",
     "a2a_routes",
     "agent_card",
+    "allowed_hosts_for",
     "answer_problem",
+    "is_loopback",
+    "jsonrpc_error",
+    "parse_json_body",
+    "principal_of",
+    "read_json",
 ]
 
+_EDGE = (
+    "EdgeGuard",
+    "EdgePolicy",
+    "ErrorShape",
+    "jsonrpc_error",
+    "parse_json_body",
+    "principal_of",
+    "read_json",
+)
 __getattr__, __dir__ = lazy_exports(
-    __name__, {"a2a_app": "._a2a", "a2a_routes": "._a2a", "agent_card": "._a2a"}
+    __name__,
+    {
+        "a2a_app": "._a2a",
+        "a2a_routes": "._a2a",
+        "agent_card": "._a2a",
+        **dict.fromkeys(_EDGE, "._edge"),
+    },
 )
 
 publish(__name__, __all__)

@@ -28,6 +28,12 @@ updates:
 
 A cancel request sets the turn's ``AbortSignal`` and waits for the turn to end, so the session
 keeps a valid history and the task ends ``canceled``.
+
+Tasks belong to the principal that created them (the SDK's task store is keyed by the
+request's user, which the :class:`~simplellmfunc.runtime.serving.EdgeGuard` sets): another
+principal's ``tasks/get`` or ``tasks/cancel`` is "task not found", and a context id names a
+session of the caller's own. Malformed JSON-RPC gets the SDK's JSON-RPC error and a one-line
+log record, not a traceback.
 """
 
 from __future__ import annotations
@@ -66,6 +72,7 @@ from a2a.utils.constants import (
     TransportProtocol,
 )
 from starlette.applications import Starlette
+from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
@@ -78,10 +85,13 @@ from ..._events import (
     ToolCallErrorEvent,
     ToolCallStartEvent,
 )
+from ...exceptions import SessionError
 from ...tools import Tool
 from ...wire import WirePolicy, to_wire
 from ..config import ConfiguredAgent, TurnResult
 from ..skills import Skills
+from ._edge import EdgeGuard, EdgePolicy, jsonrpc_error
+from ._principals import ANONYMOUS, Principal, Principals
 from ._served import ServedAgent
 
 __all__ = ["a2a_app", "a2a_routes", "agent_card", "agent_skills"]
@@ -183,6 +193,39 @@ async def _tools_of(item: Any) -> list[Tool]:
     return list(await list_tools()) if list_tools is not None else []
 
 
+#: What the SDK's JSON-RPC dispatcher logs with a traceback for a client's malformed request.
+_CLIENT_ERRORS = frozenset(
+    {"Failed to validate base JSON-RPC request", "Failed to parse request params"}
+)
+
+
+class _NoClientTracebacks(logging.Filter):
+    """Drops the SDK's traceback records of malformed client requests: its next record (a
+    one-line warning with the JSON-RPC error) says it all, and a client must not be able to
+    fill the server log with tracebacks."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return record.msg not in _CLIENT_ERRORS
+
+
+def _quiet_sdk_client_errors() -> None:
+    sdk = logging.getLogger("a2a.server.routes.jsonrpc_dispatcher")
+    if not any(isinstance(f, _NoClientTracebacks) for f in sdk.filters):
+        sdk.addFilter(_NoClientTracebacks())
+
+
+def _session_of(context: RequestContext) -> str:
+    """The caller's session of the A2A context: a principal's contexts are its own (the SDK's
+    user is the :class:`Principal` the edge set; a named one comes from a token file). ``""``
+    for a context id no session can have (the turn then fails with the reason)."""
+    name = context.call_context.user.user_name
+    principal = Principal(name, scoped=True) if name else ANONYMOUS
+    try:
+        return principal.session_id(context.context_id or "")
+    except SessionError:
+        return ""
+
+
 class _Executor(AgentExecutor):
     """Runs each A2A message as one turn of its context's session."""
 
@@ -192,6 +235,7 @@ class _Executor(AgentExecutor):
 
     async def execute(self, context: RequestContext, event_queue: EventQueue) -> None:
         task_id, context_id = context.task_id or "", context.context_id or ""
+        session_id = _session_of(context)
         if context.current_task is None and context.message is not None:
             await event_queue.enqueue_event(
                 new_task(
@@ -202,10 +246,10 @@ class _Executor(AgentExecutor):
         await updater.start_work()
         mapper = _Mapper(updater)
         ended = anyio.Event()
-        self._running[task_id] = (context_id, ended)
+        self._running[task_id] = (session_id, ended)
         try:
             result = await self._served.session_turn(
-                context_id, context.get_user_input(), on_event=mapper.event
+                session_id, context.get_user_input(), on_event=mapper.event
             )
         except Exception as exc:  # boundary: the A2A client learns of it as a failed task
             logger.warning("an A2A turn failed", exc_info=True)
@@ -221,8 +265,8 @@ class _Executor(AgentExecutor):
         running = self._running.get(context.task_id or "")
         if running is None:
             return
-        context_id, ended = running
-        self._served.abort(context_id, "canceled by the A2A client")
+        session_id, ended = running
+        self._served.abort(session_id, "canceled by the A2A client")
         with anyio.move_on_after(_CANCEL_WAIT_SECONDS):
             await ended.wait()
 
@@ -285,6 +329,13 @@ def _progress_text(event: ToolCallStartEvent | ToolCallEndEvent | ToolCallErrorE
     return f"{event.tool_name} failed: {event.message}"
 
 
+def card_paths(rpc_path: str = "/a2a") -> frozenset[str]:
+    """Every path the agent card is served at (no token needed: it is how clients find out
+    how to call): both well-known names, of the server and of ``rpc_path``."""
+    names = (AGENT_CARD_WELL_KNOWN_PATH, LEGACY_CARD_PATH)
+    return frozenset(names) | {rpc_path.rstrip("/") + name for name in names}
+
+
 def a2a_routes(
     served: ServedAgent,
     url: str,
@@ -316,16 +367,15 @@ def a2a_routes(
     handler = _Handler(
         agent_executor=_Executor(served), task_store=InMemoryTaskStore(), agent_card=card
     )
+    _quiet_sdk_client_errors()
     dispatcher = JsonRpcDispatcher(request_handler=handler, enable_v0_3_compat=True)
 
     async def rpc(request: Request) -> Response:
         return await _refused_params(request) or await dispatcher.handle_requests(request)
 
-    card_paths = [AGENT_CARD_WELL_KNOWN_PATH, LEGACY_CARD_PATH]
-    card_paths += [rpc_path.rstrip("/") + path for path in card_paths]
     routes: list[BaseRoute] = [
         route
-        for path in card_paths
+        for path in card_paths(rpc_path)
         for route in create_agent_card_routes(card, with_skills, card_url=path)
     ]
     routes.append(Route(rpc_path, endpoint=rpc, methods=["POST"]))
@@ -389,14 +439,26 @@ class _SkillsOnce:
             return self._skills
 
 
-def a2a_app(agent: Any, url: str, *, rpc_path: str = "/a2a", **served_options: Any) -> Starlette:
-    """A Starlette app serving ``agent`` over A2A (no auth: put it behind your own, or use
-    ``simplellmfunc serve``).
+def a2a_app(
+    agent: Any,
+    url: str,
+    *,
+    rpc_path: str = "/a2a",
+    principals: Principals | None = None,
+    edge: EdgePolicy | None = None,
+    **served_options: Any,
+) -> Starlette:
+    """A Starlette app serving ``agent`` over A2A, behind an
+    :class:`~simplellmfunc.runtime.serving.EdgeGuard` (no token unless ``principals`` has
+    some; or use ``simplellmfunc serve``).
 
     Args:
         agent: An ``@llm_chat`` agent, an open ``ConfiguredAgent`` or a :class:`ServedAgent`.
         url: The base URL clients reach the app at (it goes into the agent card).
         rpc_path: Where the JSON-RPC endpoint is mounted.
+        principals: The tokens accepted, each a principal whose tasks are its own (default:
+            none needed).
+        edge: The hosts, origins and body limits requests must pass (default: loopback).
         **served_options: :class:`ServedAgent` options (``name``, ``max_sessions`` ...).
 
     The app opens the served agent for its lifetime (:meth:`ServedAgent.lifespan`); on
@@ -404,4 +466,13 @@ def a2a_app(agent: Any, url: str, *, rpc_path: str = "/a2a", **served_options: A
     """
     served = agent if isinstance(agent, ServedAgent) else ServedAgent(agent, **served_options)
 
-    return Starlette(routes=a2a_routes(served, url, rpc_path=rpc_path), lifespan=served.lifespan)
+    principals = principals or Principals.open()
+    guard = Middleware(
+        EdgeGuard,
+        policy=edge,
+        principals=principals,
+        default_shape=jsonrpc_error,
+        public=card_paths(rpc_path),
+    )
+    routes = a2a_routes(served, url, rpc_path=rpc_path, bearer=principals.required)
+    return Starlette(routes=routes, lifespan=served.lifespan, middleware=[guard])

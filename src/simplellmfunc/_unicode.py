@@ -1,4 +1,5 @@
-"""Text that is not valid Unicode, at the wire boundary of every HTTP provider.
+"""Text that is not valid Unicode, at every wire boundary: each HTTP provider's, and the
+edge of every app we serve (``runtime/serving/_edge.py``).
 
 A Python string may hold lone surrogates (code points U+D800..U+DFFF that are not a high + low
 pair): ``os.listdir()`` returns them for file names that are not UTF-8 (``b"bad\\xff"`` becomes
@@ -23,7 +24,7 @@ import re
 from collections.abc import Callable
 from typing import Any, Final, cast
 
-__all__ = ["loads_reply", "replace_surrogates"]
+__all__ = ["has_surrogate_escape", "loads_reply", "replace_surrogates", "replace_surrogates_in"]
 
 _SURROGATE: Final = re.compile("[\ud800-\udfff]")
 # A JSON escape that decodes to a surrogate (an escaped backslash before it is a false alarm,
@@ -42,14 +43,22 @@ def replace_surrogates(text: str) -> str:
     return text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")
 
 
-def _replace_in(value: Any) -> Any:
+def replace_surrogates_in(value: Any) -> Any:
+    """A decoded JSON ``value`` with :func:`replace_surrogates` applied to every string in it,
+    object keys included."""
     if isinstance(value, str):
         return replace_surrogates(value)
     if isinstance(value, dict):
-        return {replace_surrogates(k): _replace_in(v) for k, v in value.items()}
+        return {replace_surrogates(k): replace_surrogates_in(v) for k, v in value.items()}
     if isinstance(value, list):
-        return [_replace_in(v) for v in value]
+        return [replace_surrogates_in(v) for v in value]
     return value
+
+
+def has_surrogate_escape(data: str) -> bool:
+    """Whether JSON text may decode to a surrogate (it has a ``\\uD800``-``\\uDFFF`` escape):
+    the only way a JSON string read from UTF-8 gets one."""
+    return "\\u" in data and _SURROGATE_ESCAPE.search(data) is not None
 
 
 def loads_reply(data: str) -> Any:
@@ -68,6 +77,6 @@ def loads_reply(data: str) -> Any:
     else:
         if end != len(data) and not data[end:].isspace():
             raise ValueError(f"extra data after the JSON value at {end}")
-    if "\\u" in data and _SURROGATE_ESCAPE.search(data) is not None:
-        value = _replace_in(value)
+    if has_surrogate_escape(data):
+        value = replace_surrogates_in(value)
     return value
