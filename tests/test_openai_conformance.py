@@ -276,17 +276,35 @@ async def test_no_auth_and_error_shape(mock_server: MockLLMServer) -> None:
                 model="helper", messages=[{"role": "assistant", "content": "I start"}]
             )
         async with httpx.AsyncClient(base_url=str(client.base_url)) as http:
+            auth = {"Authorization": f"Bearer {TOKEN}"}
             garbage = await http.post(
                 "chat/completions",
                 content=b"{not json",
-                headers={"Authorization": f"Bearer {TOKEN}", "Content-Type": "application/json"},
+                headers={**auth, "Content-Type": "application/json"},
             )
+            odd = [
+                await http.post("chat/completions", json=body, headers=auth)
+                for body in (
+                    {"messages": [1]},
+                    {"messages": USER, "response_format": "json"},
+                    {
+                        "messages": USER,
+                        "tools": [{"type": "function", "function": {"name": "a b"}}],
+                    },
+                    {"messages": USER, "tools": "x"},
+                )
+            ]
+            responses = [
+                await http.post("responses", json=body, headers=auth)
+                for body in ({"input": [1]}, {"input": [{"role": "user", "content": [2]}]})
+            ]
     assert refused.value.code == "invalid_api_key"
     assert isinstance(refused.value.body, dict)
     assert set(refused.value.body) == {"message", "type", "param", "code"}
     assert bad.value.param == "messages"
-    assert garbage.status_code == 400
-    assert set(garbage.json()["error"]) == {"message", "type", "param", "code"}
+    for answer in [garbage, *odd, *responses]:
+        assert answer.status_code == 400
+        assert set(answer.json()["error"]) == {"message", "type", "param", "code"}
     assert mock_server.requests == []
 
 
