@@ -187,6 +187,51 @@ async def test_client_tool_round_trip(mock_server: MockLLMServer) -> None:
     assert again_text == "Snow in Oslo."
 
 
+async def test_client_tools_in_a_server_side_session(mock_server: MockLLMServer) -> None:
+    """With ``X-Session-Id`` the session keeps the turn's whole history: the client's results
+    continue it; a new message instead answers the pending call as cancelled."""
+    mock_server.script(
+        Reply.tool_calls(
+            ToolCallSpec("add", {"a": 2, "b": 3}, id="s1"),
+            ToolCallSpec("get_weather", {"city": "Paris"}, id="c1"),
+        ),
+        Reply.text("5, and sunny."),
+        Reply.tool_calls(ToolCallSpec("get_weather", {"city": "Rome"}, id="c2")),
+        Reply.text("Fine."),
+    )
+    session = {"X-Session-Id": "alice"}
+    async with serving(mock_server, toolkit=[add]) as client:
+        first = await client.chat.completions.create(
+            model="helper", messages=USER, tools=[WEATHER_TOOL], extra_headers=session
+        )
+        message = first.choices[0].message.model_dump(exclude_none=True)
+        result = {"role": "tool", "tool_call_id": "c1", "content": "sunny"}
+        second = await client.chat.completions.create(
+            model="helper",
+            messages=[*USER, message, result],
+            tools=[WEATHER_TOOL],
+            extra_headers=session,
+        )
+        third = await client.chat.completions.create(
+            model="helper", messages=USER, tools=[WEATHER_TOOL], extra_headers=session
+        )
+        fourth = await client.chat.completions.create(
+            model="helper",
+            messages=[{"role": "user", "content": "never mind"}],
+            extra_headers=session,
+        )
+    assert first.choices[0].finish_reason == "tool_calls"
+    assert second.choices[0].message.content == "5, and sunny."
+    sent = mock_server.requests[1].json["messages"]
+    assert [m["role"] for m in sent] == ["system", "user", "assistant", "tool", "tool"]
+    assert third.choices[0].finish_reason == "tool_calls"
+    assert fourth.choices[0].message.content == "Fine."
+    last = mock_server.requests[3].json["messages"]
+    assert last[-2]["tool_call_id"] == "c2"
+    assert last[-2]["content"].startswith("Cancelled")
+    assert last[-1] == {"role": "user", "content": "never mind"}
+
+
 async def test_tool_choice_and_refused_client_tools(mock_server: MockLLMServer) -> None:
     mock_server.script(Reply.tool_calls(ToolCallSpec("get_weather", {"city": "Rome"})))
     async with serving(mock_server) as client:
