@@ -269,6 +269,8 @@ async def test_parse_with_a_json_schema(mock_server: MockLLMServer) -> None:
         Reply.text("Sure! It is 21 degrees in Paris."),
         Reply.text('{"city": "Paris", "celsius": 21}'),
         Reply.text('{"ok": true}'),
+        Reply.text("Not JSON", chunks=2),
+        Reply.text('{"streamed": 1}', chunks=3),
     )
     async with serving(mock_server) as client:
         parsed = await client.chat.completions.parse(
@@ -277,6 +279,11 @@ async def test_parse_with_a_json_schema(mock_server: MockLLMServer) -> None:
         loose = await client.chat.completions.create(
             model="helper", messages=USER, response_format={"type": "json_object"}
         )
+        stream = await client.chat.completions.create(
+            model="helper", messages=USER, response_format={"type": "json_object"}, stream=True
+        )
+        # A shaped answer is checked before it is sent: the rejected reply never shows.
+        streamed = "".join([c.choices[0].delta.content or "" async for c in stream if c.choices])
     assert parsed.choices[0].message.parsed == Weather(city="Paris", celsius=21)
     first = mock_server.requests[0].json
     assert first["response_format"]["type"] == "json_schema"
@@ -286,6 +293,7 @@ async def test_parse_with_a_json_schema(mock_server: MockLLMServer) -> None:
     assert repair["role"] == "user"
     assert "not valid JSON" in repair["content"]
     assert json.loads(loose.choices[0].message.content or "") == {"ok": True}
+    assert json.loads(streamed) == {"streamed": 1}
 
 
 async def test_n_above_one_is_refused(mock_server: MockLLMServer) -> None:
@@ -438,7 +446,11 @@ async def test_responses_create_stream_and_previous_response_id(
         )
         events = [e async for e in stream]
         tool = {"type": "function", **WEATHER_TOOL["function"]}
-        called = await client.responses.create(model="helper", input="weather?", tools=[tool])
+        called_stream = await client.responses.create(
+            model="helper", input="weather?", tools=[tool], stream=True
+        )
+        called_events = [e async for e in called_stream]
+        called = called_events[-1].response  # response.completed
         (call,) = [o for o in called.output if o.type == "function_call"]
         done = await client.responses.create(
             model="helper",
@@ -467,5 +479,7 @@ async def test_responses_create_stream_and_previous_response_id(
     assert [m["role"] for m in sent] == ["system", "user", "assistant", "user"]
     assert sent[2]["content"] == "Hello from responses."
     assert (call.name, json.loads(call.arguments)) == ("get_weather", {"city": "Lima"})
+    added = [e for e in called_events if e.type == "response.output_item.added"]
+    assert [e.item.type for e in added] == ["function_call"]
     assert done.output_text == "Warm in Lima."
     assert mock_server.requests[3].json["messages"][-1]["content"] == "warm"
