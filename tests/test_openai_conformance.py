@@ -187,6 +187,51 @@ async def test_client_tool_round_trip(mock_server: MockLLMServer) -> None:
     assert again_text == "Snow in Oslo."
 
 
+async def test_client_tools_in_a_server_side_session(mock_server: MockLLMServer) -> None:
+    """With ``X-Session-Id`` the session keeps the turn's whole history: the client's results
+    continue it; a new message instead answers the pending call as cancelled."""
+    mock_server.script(
+        Reply.tool_calls(
+            ToolCallSpec("add", {"a": 2, "b": 3}, id="s1"),
+            ToolCallSpec("get_weather", {"city": "Paris"}, id="c1"),
+        ),
+        Reply.text("5, and sunny."),
+        Reply.tool_calls(ToolCallSpec("get_weather", {"city": "Rome"}, id="c2")),
+        Reply.text("Fine."),
+    )
+    session = {"X-Session-Id": "alice"}
+    async with serving(mock_server, toolkit=[add]) as client:
+        first = await client.chat.completions.create(
+            model="helper", messages=USER, tools=[WEATHER_TOOL], extra_headers=session
+        )
+        message = first.choices[0].message.model_dump(exclude_none=True)
+        result = {"role": "tool", "tool_call_id": "c1", "content": "sunny"}
+        second = await client.chat.completions.create(
+            model="helper",
+            messages=[*USER, message, result],
+            tools=[WEATHER_TOOL],
+            extra_headers=session,
+        )
+        third = await client.chat.completions.create(
+            model="helper", messages=USER, tools=[WEATHER_TOOL], extra_headers=session
+        )
+        fourth = await client.chat.completions.create(
+            model="helper",
+            messages=[{"role": "user", "content": "never mind"}],
+            extra_headers=session,
+        )
+    assert first.choices[0].finish_reason == "tool_calls"
+    assert second.choices[0].message.content == "5, and sunny."
+    sent = mock_server.requests[1].json["messages"]
+    assert [m["role"] for m in sent] == ["system", "user", "assistant", "tool", "tool"]
+    assert third.choices[0].finish_reason == "tool_calls"
+    assert fourth.choices[0].message.content == "Fine."
+    last = mock_server.requests[3].json["messages"]
+    assert last[-2]["tool_call_id"] == "c2"
+    assert last[-2]["content"].startswith("Cancelled")
+    assert last[-1] == {"role": "user", "content": "never mind"}
+
+
 async def test_tool_choice_and_refused_client_tools(mock_server: MockLLMServer) -> None:
     mock_server.script(Reply.tool_calls(ToolCallSpec("get_weather", {"city": "Rome"})))
     async with serving(mock_server) as client:
@@ -224,6 +269,8 @@ async def test_parse_with_a_json_schema(mock_server: MockLLMServer) -> None:
         Reply.text("Sure! It is 21 degrees in Paris."),
         Reply.text('{"city": "Paris", "celsius": 21}'),
         Reply.text('{"ok": true}'),
+        Reply.text("Not JSON", chunks=2),
+        Reply.text('{"streamed": 1}', chunks=3),
     )
     async with serving(mock_server) as client:
         parsed = await client.chat.completions.parse(
@@ -232,6 +279,11 @@ async def test_parse_with_a_json_schema(mock_server: MockLLMServer) -> None:
         loose = await client.chat.completions.create(
             model="helper", messages=USER, response_format={"type": "json_object"}
         )
+        stream = await client.chat.completions.create(
+            model="helper", messages=USER, response_format={"type": "json_object"}, stream=True
+        )
+        # A shaped answer is checked before it is sent: the rejected reply never shows.
+        streamed = "".join([c.choices[0].delta.content or "" async for c in stream if c.choices])
     assert parsed.choices[0].message.parsed == Weather(city="Paris", celsius=21)
     first = mock_server.requests[0].json
     assert first["response_format"]["type"] == "json_schema"
@@ -241,6 +293,7 @@ async def test_parse_with_a_json_schema(mock_server: MockLLMServer) -> None:
     assert repair["role"] == "user"
     assert "not valid JSON" in repair["content"]
     assert json.loads(loose.choices[0].message.content or "") == {"ok": True}
+    assert json.loads(streamed) == {"streamed": 1}
 
 
 async def test_n_above_one_is_refused(mock_server: MockLLMServer) -> None:
@@ -276,17 +329,35 @@ async def test_no_auth_and_error_shape(mock_server: MockLLMServer) -> None:
                 model="helper", messages=[{"role": "assistant", "content": "I start"}]
             )
         async with httpx.AsyncClient(base_url=str(client.base_url)) as http:
+            auth = {"Authorization": f"Bearer {TOKEN}"}
             garbage = await http.post(
                 "chat/completions",
                 content=b"{not json",
-                headers={"Authorization": f"Bearer {TOKEN}", "Content-Type": "application/json"},
+                headers={**auth, "Content-Type": "application/json"},
             )
+            odd = [
+                await http.post("chat/completions", json=body, headers=auth)
+                for body in (
+                    {"messages": [1]},
+                    {"messages": USER, "response_format": "json"},
+                    {
+                        "messages": USER,
+                        "tools": [{"type": "function", "function": {"name": "a b"}}],
+                    },
+                    {"messages": USER, "tools": "x"},
+                )
+            ]
+            responses = [
+                await http.post("responses", json=body, headers=auth)
+                for body in ({"input": [1]}, {"input": [{"role": "user", "content": [2]}]})
+            ]
     assert refused.value.code == "invalid_api_key"
     assert isinstance(refused.value.body, dict)
     assert set(refused.value.body) == {"message", "type", "param", "code"}
     assert bad.value.param == "messages"
-    assert garbage.status_code == 400
-    assert set(garbage.json()["error"]) == {"message", "type", "param", "code"}
+    for answer in [garbage, *odd, *responses]:
+        assert answer.status_code == 400
+        assert set(answer.json()["error"]) == {"message", "type", "param", "code"}
     assert mock_server.requests == []
 
 
@@ -375,7 +446,11 @@ async def test_responses_create_stream_and_previous_response_id(
         )
         events = [e async for e in stream]
         tool = {"type": "function", **WEATHER_TOOL["function"]}
-        called = await client.responses.create(model="helper", input="weather?", tools=[tool])
+        called_stream = await client.responses.create(
+            model="helper", input="weather?", tools=[tool], stream=True
+        )
+        called_events = [e async for e in called_stream]
+        called = called_events[-1].response  # response.completed
         (call,) = [o for o in called.output if o.type == "function_call"]
         done = await client.responses.create(
             model="helper",
@@ -404,5 +479,7 @@ async def test_responses_create_stream_and_previous_response_id(
     assert [m["role"] for m in sent] == ["system", "user", "assistant", "user"]
     assert sent[2]["content"] == "Hello from responses."
     assert (call.name, json.loads(call.arguments)) == ("get_weather", {"city": "Lima"})
+    added = [e for e in called_events if e.type == "response.output_item.added"]
+    assert [e.item.type for e in added] == ["function_call"]
     assert done.output_text == "Warm in Lima."
     assert mock_server.requests[3].json["messages"][-1]["content"] == "warm"

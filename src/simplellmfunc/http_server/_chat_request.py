@@ -104,10 +104,10 @@ def parse_chat_request(body: Any, served_name: str) -> ChatRequest:
     messages = body.get("messages")
     if not isinstance(messages, list) or not messages:
         raise ApiError(400, "'messages' must be a non-empty list of messages", param="messages")
-    kept = [
-        dict(m) for m in messages if not (isinstance(m, dict) and m.get("role") in _DROPPED_ROLES)
-    ]
-    if not kept or not all(isinstance(m, dict) for m in kept):
+    if not all(isinstance(m, dict) for m in messages):
+        raise ApiError(400, "every message must be an object", param="messages")
+    kept = [dict(m) for m in messages if m.get("role") not in _DROPPED_ROLES]
+    if not kept:
         raise ApiError(400, "'messages' needs a user message", param="messages")
     last = kept[-1]
     if last.get("role") not in ("user", "tool"):

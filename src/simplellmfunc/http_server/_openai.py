@@ -13,7 +13,9 @@ cannot be honoured is refused in OpenAI's error shape (see :mod:`._chat_request`
 silently ignored.
 
 With an ``X-Session-Id`` header the server keeps the conversation instead (a session of the
-agent's ``SessionStore``: its history, its kernel): only the last user message is used.
+agent's ``SessionStore``: its history, its kernel): only the last user message is used, or the
+trailing ``role: "tool"`` results of the client's calls (a new message instead answers those
+calls as cancelled).
 
 Streamed replies carry the reply's text deltas as ``chat.completion.chunk`` s, the client tool
 calls (if any), a chunk with ``finish_reason``, with ``stream_options.include_usage`` a last
@@ -169,6 +171,16 @@ def tool_calls(result: TurnResult) -> list[dict[str, Any]]:
     return [call.to_dict() for call in pending_calls(result.history)]
 
 
+def _results(messages: list[dict[str, Any]]) -> dict[str, Any]:
+    """The trailing tool results of a request, by call id."""
+    results: dict[str, Any] = {}
+    for message in reversed(messages):
+        if message.get("role") != "tool":
+            break
+        results[str(message.get("tool_call_id"))] = message.get("content")
+    return results
+
+
 class PendingTurns:
     """The histories of the last ``size`` turns that ended on client tool calls, by their call
     ids: a turn's own tool calls and results are not in what the client sees (its response
@@ -214,8 +226,14 @@ class _Turn:
     async def run(self, served: ServedAgent, on_event: Any, pending: PendingTurns) -> TurnResult:
         request = self.request
         if self.session_id is not None:
-            assert request.text is not None  # checked in chat_completions
-            return await served.session_turn(self.session_id, request.text, on_event=on_event)
+            results = None if request.text is not None else _results(request.messages)
+            return await served.session_turn(
+                self.session_id,
+                request.text,
+                on_event=on_event,
+                hooks=(self.hook,),
+                results=results,
+            )
         text, history = split_turn(request.messages)
         if text is None:
             history = pending.continued(history)
@@ -245,12 +263,11 @@ async def _checked(
             scoped = principal_of(request).session_id(session_id)
         except SessionError as exc:
             raise ApiError(400, str(exc), param=SESSION_HEADER) from None
-        if chat.text is None or chat.client.tools or chat.client.shape is not None:
+        if chat.text is None and not chat.continues:
             raise ApiError(
                 400,
-                f"with {SESSION_HEADER} the last message must be plain user text, without "
-                "tools or response_format (the server keeps the conversation): send those "
-                "requests without a session",
+                f"with {SESSION_HEADER} the last message must be plain user text, or the "
+                "results of the client's tool calls (the server keeps the conversation)",
                 param="messages",
             )
     if chat.client.tools and not served.client_tools:

@@ -21,7 +21,7 @@ from ..._abort import AbortSignal
 from ..._events import EventYield, ReactEndEvent, ResponseYield
 from ..._messages import history_to_dicts
 from ...decorators import ChatAgent
-from ...engine import RunHook, RunResult
+from ...engine import RunHook, RunResult, answer_deferred, pending_calls
 from ...exceptions import CapacityError, SessionError, UserError
 from ..config import ConfiguredAgent, TurnResult
 from ..sessions import SessionStore
@@ -33,6 +33,7 @@ OnEvent = Callable[[EventYield], Awaitable[None]]
 """Receives each event of a turn, in order."""
 
 _CLOSE_WAIT = 30.0  # how long a shutdown waits for an aborted turn to end
+_SUPERSEDED = "Cancelled: the user sent a new message instead of this tool's result."
 
 
 async def _ignore(item: EventYield) -> None:
@@ -160,21 +161,53 @@ class ServedAgent:
     # -- turns ---------------------------------------------------------------------------------
 
     async def session_turn(
-        self, session_id: str, text: str, *, on_event: OnEvent | None = None
+        self,
+        session_id: str,
+        text: str | None,
+        *,
+        on_event: OnEvent | None = None,
+        hooks: Sequence[RunHook] = (),
+        results: Mapping[str, Any] | None = None,
     ) -> TurnResult:
         """Run one turn of session ``session_id`` (opened on first use); the session keeps the
         history. :meth:`abort` with the same id aborts it.
+
+        Args:
+            session_id: The session.
+            text: The user's message; ``None`` with ``results``: continue the session's
+                turn that ended on client tool calls.
+            on_event: Gets each event of the turn.
+            hooks: Run hooks of this turn only (see :meth:`run_turn`).
+            results: The client's result of each pending call of the session, by call id. A
+                new message instead answers the pending calls as cancelled.
 
         Raises:
             CapacityError: If every session is busy at ``max_sessions``, ``max_turns`` turns
                 are running, or the agent is closing.
             SessionError: For an invalid id, or a session already running a turn.
+            InvalidHistoryError: If ``results`` do not answer the pending calls exactly.
             ProviderError: When the model fails after retries.
         """
         self._admit()
         self._running += 1
         try:
-            return await self._run(session_id, text, on_event or _ignore)
+            await self._open_session(session_id)
+            session = self.sessions.get(session_id)
+            if session.busy:
+                raise SessionError(
+                    f"session {session_id!r} is already running a turn: wait for it, or abort it",
+                    reason="busy",
+                )
+            pending = pending_calls(session.history)
+            if results is not None or pending:
+                answers = (
+                    results
+                    if results is not None
+                    else dict.fromkeys((c.id for c in pending), _SUPERSEDED)
+                )
+                session.history = answer_deferred(session.history, answers)
+            extra = {"_hooks": list(hooks)} if hooks else None
+            return await self._run(session_id, text, on_event or _ignore, extra)
         finally:
             self._running -= 1
 
