@@ -151,14 +151,18 @@ def test_exports_carry_their_public_path() -> None:
 EXPECTED_SANDBOX = {
     "ALLOWED_ENV",
     "LIMIT_NAMES",
+    "SEED_NAMES",
     "Isolation",
     "SandboxPolicy",
     "as_policy",
     "clean_environment",
     "import_paths",
     "isolation",
+    "kill_spawned",
+    "marker_entry",
     "sandbox_argv",
     "usable",
+    "warning_event",
 }
 EXPECTED_TOOLS = {
     "ArgumentsError",

@@ -37,7 +37,6 @@ if TYPE_CHECKING:
     from ._responses import OpenAIResponsesCompatible
     from ._retry import RetryPolicy
     from ._tokens import count_message_tokens, count_text_tokens
-    from ._unicode import replace_surrogates
 
 __all__ = [
     "PRESETS",
@@ -71,7 +70,6 @@ __all__ = [
     "load_provider_json",
     "make_llm",
     "parse_arguments",
-    "replace_surrogates",
 ]
 
 __getattr__, __dir__ = lazy_exports(
@@ -108,7 +106,6 @@ __getattr__, __dir__ = lazy_exports(
         "load_provider_json": "._config",
         "make_llm": "._presets",
         "parse_arguments": "._assembly",
-        "replace_surrogates": "._unicode",
     },
 )
 

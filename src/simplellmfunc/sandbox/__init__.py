@@ -8,21 +8,26 @@ PyRepl kernels run under a policy by default; ``@sandboxed`` / ``tool(..., sandb
 from __future__ import annotations
 
 from .._lazy import publish
-from ._bwrap import Isolation, import_paths, isolation, sandbox_argv, usable
+from ._bwrap import Isolation, import_paths, isolation, sandbox_argv, usable, warning_event
 from ._env import ALLOWED_ENV, clean_environment
-from ._policy import LIMIT_NAMES, SandboxPolicy, as_policy
+from ._policy import LIMIT_NAMES, SEED_NAMES, SandboxPolicy, as_policy
+from ._procs import kill_spawned, marker_entry
 
 __all__ = [
     "ALLOWED_ENV",
     "LIMIT_NAMES",
+    "SEED_NAMES",
     "Isolation",
     "SandboxPolicy",
     "as_policy",
     "clean_environment",
     "import_paths",
     "isolation",
+    "kill_spawned",
+    "marker_entry",
     "sandbox_argv",
     "usable",
+    "warning_event",
 ]
 
 publish(__name__, __all__)

@@ -38,9 +38,7 @@ from ..exceptions import (
     ToolExecutionError,
     limit_exceeded,
 )
-from ..sandbox import SandboxPolicy, usable
-from ..sandbox._bwrap import warning_event
-from ..sandbox._policy import SEED_NAMES
+from ..sandbox import SEED_NAMES, SandboxPolicy, usable, warning_event
 from ._emitter import ToolContext
 from ._tool import FunctionTool
 from ._workers import WORKERS, WorkerKey

@@ -27,12 +27,13 @@ import threading
 from dataclasses import dataclass
 from typing import Any
 
-from ..builtin.pyrepl._procs import kill_spawned, marker_entry
 from ..sandbox import (
     Isolation,
     SandboxPolicy,
     clean_environment,
     import_paths,
+    kill_spawned,
+    marker_entry,
     sandbox_argv,
 )
 

@@ -11,8 +11,7 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 
-from ...sandbox import ALLOWED_ENV, clean_environment
-from ._procs import marker_entry
+from ...sandbox import ALLOWED_ENV, clean_environment, marker_entry
 
 __all__ = ["ALLOWED_ENV", "kernel_environment"]
 

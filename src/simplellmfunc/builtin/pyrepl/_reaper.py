@@ -23,7 +23,7 @@ import tempfile
 import threading
 from dataclasses import dataclass
 
-from ._procs import kill_spawned
+from ...sandbox import kill_spawned
 
 __all__ = ["LiveKernel", "kill_kernel", "make_private_dir", "register", "unregister"]
 

@@ -24,8 +24,7 @@ from jupyter_client.kernelspec import KernelSpec, KernelSpecManager
 from jupyter_client.manager import AsyncKernelManager
 
 from ...exceptions import KernelError
-from ...sandbox import Isolation, SandboxPolicy, import_paths, sandbox_argv, usable
-from ...sandbox._bwrap import warning_event
+from ...sandbox import Isolation, SandboxPolicy, import_paths, sandbox_argv, usable, warning_event
 from . import _reaper
 from ._env import kernel_environment
 

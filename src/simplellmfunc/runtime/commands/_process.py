@@ -23,9 +23,15 @@ from dataclasses import dataclass
 import anyio
 from anyio.abc import ByteReceiveStream, ByteSendStream, Process
 
-from ...builtin.pyrepl._procs import kill_spawned, marker_entry
 from ...exceptions import ToolExecutionError
-from ...sandbox import SandboxPolicy, clean_environment, sandbox_argv, usable
+from ...sandbox import (
+    SandboxPolicy,
+    clean_environment,
+    kill_spawned,
+    marker_entry,
+    sandbox_argv,
+    usable,
+)
 
 __all__ = ["CommandOutput", "check_output", "run_command", "with_note"]
 

@@ -28,8 +28,8 @@ import anyio
 import anyio.to_thread
 
 from ..._persist import DatabaseLike, SQLiteDatabase, open_database
+from ..._unicode import replace_surrogates
 from ...exceptions import ConfigError, ProviderError, UserError
-from ...providers import replace_surrogates
 from . import _index as idx
 from ._chunk import Chunk, DocKind, chunk_text
 from ._files import FileEntry, Skipped, read_chunks, root_label, walk
