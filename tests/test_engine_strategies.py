@@ -217,7 +217,7 @@ async def test_a_json_step_cut_by_max_tokens_never_shows_its_wrapper(
     mock_server.script(
         step(action="add", action_input={"a": 40, "b": 2}),
         Reply.text(cut, finish_reason="length", chunks=6),
-        Reply.text(cut, finish_reason="length", chunks=6),
+        Reply.text(cut, chunks=6),  # a server that says "stop": the cut JSON tells the truth
     )
     async with model(mock_server, JSON_CAPS) as llm:
 

@@ -294,7 +294,8 @@ class JSONProtocol(ToolCallProtocol):
         text = message.content or ""
         step = parse_step(text)
         if step.answer is not None:
-            return ReplyPlan(answer=step.answer, terminated_by=final or "answer")
+            reason = final or "answer"
+            return ReplyPlan(answer=step.answer, terminated_by=reason, truncated=step.repaired)
         if final is not None:  # the schema allowed only an answer: prose is kept, JSON is not
             return ReplyPlan(answer="" if "{" in text else text.strip(), terminated_by=final)
         if step.error is not None:
