@@ -217,7 +217,7 @@ async def test_a_json_step_cut_by_max_tokens_never_shows_its_wrapper(
     mock_server.script(
         step(action="add", action_input={"a": 40, "b": 2}),
         Reply.text(cut, finish_reason="length", chunks=6),
-        Reply.text(cut, finish_reason="length", chunks=6),
+        Reply.text(cut, chunks=6),  # a server that says "stop": the cut JSON tells the truth
     )
     async with model(mock_server, JSON_CAPS) as llm:
 
@@ -301,3 +301,16 @@ def test_held_calls_show_the_prose_before_a_call_and_nothing_of_it(
         assert "action" not in joined[len(prose) :]
         if "```" not in prose and "{" not in prose and "<" not in prose:
             assert joined == prose or (text == prose and prose.startswith(joined))
+
+
+@given(st.text(min_size=1), st.data(), st.booleans())
+def test_a_step_cut_anywhere_in_its_answer_gives_a_prefix_of_it(
+    answer: str, data: st.DataObject, ascii_only: bool
+) -> None:
+    text = json.dumps({"action": "final_answer", "answer": answer}, ensure_ascii=ascii_only)
+    begin = text.index('"answer": "') + len('"answer": "')
+    cut = data.draw(st.integers(min_value=begin, max_value=len(text) - 2))
+    step_ = parse_step(text[:cut])
+    assert step_.repaired
+    assert step_.answer is not None
+    assert answer.startswith(step_.answer)

@@ -31,6 +31,7 @@ strategy object (``._protocol``) the loop uses for this protocol.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -54,6 +55,7 @@ __all__ = [
 ]
 
 FINAL_ACTION = "final_answer"
+_HALF_ESCAPE = re.compile(r"(?<!\\)((?:\\\\)*)\\(?:u[0-9a-fA-F]{0,3})?$")
 _STRING: Mapping[str, Any] = {"type": "string"}
 
 
@@ -125,6 +127,8 @@ def parse_step(text: str) -> JSONStep:
     if action == FINAL_ACTION or (action is None and "answer" in data):
         answer = data.get("answer", "")
         text = answer if isinstance(answer, str) else json.dumps(answer, ensure_ascii=False)
+        if repaired and text and "\ud800" <= text[-1] <= "\udbff":
+            text = text[:-1]  # cut between the halves of a surrogate pair
         return JSONStep(answer=text, repaired=repaired)
     if not isinstance(action, str) or not action:
         return JSONStep(error='The JSON object needs an "action": a tool name or "final_answer".')
@@ -156,9 +160,8 @@ def _repaired(text: str) -> dict[str, Any] | None:
     if scan.end >= 0:
         return None  # a whole object: not a cut one (it did not parse)
     body = text[start:]
-    if scan.in_string:
-        body = body[:-1] if scan.escaped else body
-        body += '"'
+    if scan.in_string:  # close it, without the half of an escape the cut left
+        body = _HALF_ESCAPE.sub(r"\1", body) + '"'
     body = body.rstrip()
     if body.endswith(":"):
         body += "null"
@@ -294,7 +297,8 @@ class JSONProtocol(ToolCallProtocol):
         text = message.content or ""
         step = parse_step(text)
         if step.answer is not None:
-            return ReplyPlan(answer=step.answer, terminated_by=final or "answer")
+            reason = final or "answer"
+            return ReplyPlan(answer=step.answer, terminated_by=reason, truncated=step.repaired)
         if final is not None:  # the schema allowed only an answer: prose is kept, JSON is not
             return ReplyPlan(answer="" if "{" in text else text.strip(), terminated_by=final)
         if step.error is not None:

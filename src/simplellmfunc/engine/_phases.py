@@ -77,6 +77,8 @@ async def think(run: RunContext) -> tuple[ToolCall, ...] | None:
 
     Raises:
         ProviderError: When the LLM call fails after retries.
+        IncompleteAnswerError: When the final answer stays empty or truncated after the
+            retries and the policy is ``"raise"``.
     """
     if run.aborted() or run.paused():
         return None
@@ -156,7 +158,7 @@ async def think(run: RunContext) -> tuple[ToolCall, ...] | None:
         rest = protocol.rest_of_answer(plan.answer, outcome.shown)
         if rest:
             await report_answer(emitter, rest, outcome.shown + rest)
-    retry = _incomplete(run, response.finish_reason)
+    retry = _incomplete(run, plan.truncated or response.finish_reason == "length")
     if retry is None:
         retry = _repair(invocation, state)
     if retry is not None:
@@ -271,7 +273,7 @@ def _last_assistant_text(run: RunContext) -> str | None:
     return None
 
 
-def _incomplete(run: RunContext, finish_reason: str | None) -> ContextMutation | None:
+def _incomplete(run: RunContext, truncated: bool) -> ContextMutation | None:
     """An empty or truncated final answer: the note asking for it again while retries remain;
     then the typed outcome (``IncompleteAnswerError``, or the run flagged).
 
@@ -279,7 +281,7 @@ def _incomplete(run: RunContext, finish_reason: str | None) -> ContextMutation |
         IncompleteAnswerError: When retries are spent and the policy is ``"raise"``.
     """
     state, options = run.state, run.invocation.options
-    if finish_reason == "length":
+    if truncated:
         reason: TerminatedBy = "truncated"
     elif not state.final_text.strip():
         reason = "empty"

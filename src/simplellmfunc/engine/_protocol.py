@@ -58,6 +58,8 @@ class ReplyPlan:
         feedback: A message sent back instead (a malformed call): the run goes on.
         stop_after: The reply called tools *and* announced its final answer ("Final answer:
             …"): the tools run, then the run ends with ``answer`` (seed 001 §3.3, phase 7).
+        truncated: The answer was read from a reply that was cut off (a repaired JSON step),
+            whatever the provider's finish reason says.
     """
 
     calls: tuple[ToolCall, ...] = ()
@@ -65,6 +67,7 @@ class ReplyPlan:
     terminated_by: TerminatedBy = "answer"
     feedback: ContextMutation | None = None
     stop_after: bool = False
+    truncated: bool = False
 
 
 @dataclass(frozen=True, slots=True)
