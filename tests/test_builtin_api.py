@@ -24,6 +24,7 @@ SURFACES = {
     simplellmfunc.builtin.files: {"FileToolset", "GrepLimits", "ReadLimits"},
     simplellmfunc.builtin.pyrepl: {
         "ExecuteCodeTool",
+        "ExecutionSummary",
         "KernelPool",
         "ListVariablesTool",
         "Primitive",

@@ -18,6 +18,7 @@ import pytest_asyncio
 
 from simplellmfunc import ImgPath, ImgUrl
 from simplellmfunc.builtin import PyRepl
+from simplellmfunc.exceptions import ToolRetry
 from simplellmfunc.tools import ToolEventEmitter
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
@@ -55,7 +56,7 @@ async def test_seed_direct_use_keeps_state(repl: PyRepl) -> None:
     second = await execute(code="mean = sum(data) / len(data)\nprint(f'mean: {mean}')")
     assert second["success"] is True
     assert second["stdout"].startswith("mean: ")
-    assert set(second) >= {
+    assert set(second.keys()) >= {
         "success", "stdout", "stderr", "return_value", "error", "error_details",
         "execution_time_ms", "artifacts",
     }  # fmt: skip
@@ -218,7 +219,10 @@ async def test_render_is_concise_text(repl: PyRepl) -> None:
     assert "succeeded" in text
     assert "hello" in text
     assert "42" in text
-    text = execute.render(await execute(code="1/0"))
+    failed = await execute(code="1/0")
+    with pytest.raises(ToolRetry) as caught:  # a failed cell is a failed call
+        execute.render(failed)
+    text = str(caught.value)
     assert "failed" in text
     assert "ZeroDivisionError" in text
     assert "line 1" in text

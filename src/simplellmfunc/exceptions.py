@@ -4,6 +4,7 @@ Every error the library raises derives from :class:`SimpleLLMFuncError`::
 
     SimpleLLMFuncError
     ├── UserError                  the caller did something wrong; fix the code or the config
+    │   ├── ArgumentValueError     a bad argument value (also a ``ValueError``, as in SimpleLLMFunc)
     │   ├── ConfigError            bad provider.json / .env / agent config
     │   ├── ContentError           invalid Text / ImgUrl / ImgPath
     │   ├── InvalidHistoryError    a history that no provider would accept (has ``index``)
@@ -56,6 +57,7 @@ __all__ = [
     "A2AConnectionError",
     "A2AError",
     "AbortedError",
+    "ArgumentValueError",
     "AuthenticationError",
     "BridgeError",
     "CapacityError",
@@ -102,6 +104,11 @@ class SimpleLLMFuncError(Exception):
 
 class UserError(SimpleLLMFuncError):
     """The caller used the library incorrectly (code or configuration)."""
+
+
+class ArgumentValueError(UserError, ValueError):
+    """An argument has a bad value (a non-positive timeout, a working directory that is not a
+    directory); both a ``UserError`` and, as SimpleLLMFunc raises it, a ``ValueError``."""
 
 
 class ConfigError(UserError):

@@ -237,7 +237,7 @@ class SessionStore:
             else:
                 await self._save(session)
             if session.repl is not None:
-                await session.repl.close()
+                await session.repl.aclose()
             if self._own_root and self._root is not None:
                 folder = self._root / session_id
                 await anyio.to_thread.run_sync(shutil.rmtree, folder, True)
