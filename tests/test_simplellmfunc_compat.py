@@ -273,8 +273,8 @@ def test_module_paths_and_helpers() -> None:
     ("module", "name", "replacement"),
     [
         ("simplellmfunc.observability", "langfuse_client", "TraceRecorder"),
-        ("simplellmfunc.runtime.selfref", "SELF_REFERENCE_KEY_OVERRIDE_TEMPLATE_PARAM", "key"),
-        ("simplellmfunc.logger", "log_context", "logging"),
+        ("simplellmfunc.runtime.selfref", "register_self_reference_primitives", "attach_self"),
+        ("simplellmfunc.logger", "setup_logger", "logging"),
     ],
 )
 def test_gone_names_name_their_replacement(module: str, name: str, replacement: str) -> None:

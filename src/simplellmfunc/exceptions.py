@@ -5,6 +5,7 @@ Every error the library raises derives from :class:`SimpleLLMFuncError`::
     SimpleLLMFuncError
     ├── UserError                  the caller did something wrong; fix the code or the config
     │   ├── ArgumentValueError     a bad argument value (also a ``ValueError``, as in SimpleLLMFunc)
+    │   ├── UnboundKeyError        a SelfReference memory key with no history bound (a ``KeyError``)
     │   ├── ConfigError            bad provider.json / .env / agent config
     │   ├── ContentError           invalid Text / ImgUrl / ImgPath
     │   ├── InvalidHistoryError    a history that no provider would accept (has ``index``)
@@ -92,6 +93,7 @@ __all__ = [
     "ToolExecutionError",
     "ToolRetry",
     "ToolSignal",
+    "UnboundKeyError",
     "UnsupportedError",
     "UserError",
     "WorkspaceError",
@@ -109,6 +111,15 @@ class UserError(SimpleLLMFuncError):
 class ArgumentValueError(UserError, ValueError):
     """An argument has a bad value (a non-positive timeout, a working directory that is not a
     directory); both a ``UserError`` and, as SimpleLLMFunc raises it, a ``ValueError``."""
+
+
+class UnboundKeyError(UserError, KeyError):
+    """``self_reference.memory[key]`` for a key with no history bound (as SimpleLLMFunc, a
+    ``KeyError``): bind one with ``bind_history(key, ...)`` or run a turn with that
+    ``self_reference_key``."""
+
+    def __str__(self) -> str:  # KeyError quotes its message; this one is a sentence
+        return str(self.args[0]) if self.args else ""
 
 
 class ConfigError(UserError):

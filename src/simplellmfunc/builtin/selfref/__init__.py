@@ -20,6 +20,7 @@ from ._bank import MemoryBank
 from ._handle import MemoryHandle, MemoryMap
 from ._reference import SelfReference
 from ._store import KeyState, MemoryStateStore, SQLiteStateStore, StateStore
+from ._summary import compaction_summary_text
 
 __all__ = [
     "KeyState",
@@ -30,4 +31,5 @@ __all__ = [
     "SQLiteStateStore",
     "SelfReference",
     "StateStore",
+    "compaction_summary_text",
 ]
