@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import importlib
 import json
+import os
 from collections.abc import AsyncIterator
 from datetime import datetime
 from pathlib import Path
@@ -453,8 +454,12 @@ def test_simplellmfunc_import_paths_exist() -> None:
 
     assert DEFAULT_CONTEXT_WINDOW == 200_000
     assert chat is llm_chat
-    assert STALE_FILE_MESSAGE and FileToolset and SelfReference and Tool
-    assert TOO_LONG_TO_FILE_MAX_TOKENS > 0 and tool_decorator is tool
+    assert STALE_FILE_MESSAGE
+    assert FileToolset
+    assert SelfReference
+    assert Tool
+    assert TOO_LONG_TO_FILE_MAX_TOKENS > 0
+    assert tool_decorator is tool
     assert ReActPhase.TOOL_CALL_START.is_tool_call_phase()
     assert not ReActPhase.REACT_LOOP_START.is_iteration_phase()
     assert Text("x").content == "x"
@@ -572,17 +577,20 @@ async def test_hooks_input_router_observer_and_bus() -> None:
         yield ResponseYield("done", [])
 
     outputs = [o async for o in with_event_observer(observer)(agent)()]
-    assert seen == [start] and len(outputs) == 2
+    assert seen == [start]
+    assert len(outputs) == 2
 
     bus = EventBus(session_id="s", agent_call_id="a")
     first = await bus.emit_event(start)
     second = await bus.emit_and_get(start)
     assert (first.origin.seq, second.origin.seq, first.origin.session_id) == (1, 2, "s")
-    assert bus.get_nowait() is first and bus.get_nowait() is None
+    assert bus.get_nowait() is first
+    assert bus.get_nowait() is None
     bus.close()
     silent = NoOpEventEmitter()
     await silent.emit("x")
-    assert await silent.get_events() == [] and not silent.live
+    assert await silent.get_events() == []
+    assert not silent.live
 
 
 def test_memory_clear_keeps_the_system_prompt_and_unbound_keys_raise() -> None:
@@ -607,7 +615,8 @@ def test_pyrepl_bad_arguments_are_value_errors(tmp_path: Path) -> None:
     from simplellmfunc.builtin import PyRepl
     from simplellmfunc.exceptions import ArgumentValueError, UserError
 
-    assert issubclass(ArgumentValueError, UserError) and issubclass(ArgumentValueError, ValueError)
+    assert issubclass(ArgumentValueError, UserError)
+    assert issubclass(ArgumentValueError, ValueError)
     with pytest.raises(ValueError, match="execution_timeout_seconds"):
         PyRepl(execution_timeout_seconds=0)
     with pytest.raises(ValueError, match="input_idle_timeout_seconds"):
@@ -634,10 +643,13 @@ async def _input_request(emitter: ToolEventEmitter, seen: set[str]) -> tuple[str
         while True:
             for output in await emitter.get_events():
                 event = output.event
-                if isinstance(event, CustomEvent) and event.event_name == "kernel_input_request":
-                    if event.data["request_id"] not in seen:
-                        seen.add(event.data["request_id"])
-                        return event.data["request_id"], event.data["prompt"]
+                if (
+                    isinstance(event, CustomEvent)
+                    and event.event_name == "kernel_input_request"
+                    and event.data["request_id"] not in seen
+                ):
+                    seen.add(event.data["request_id"])
+                    return event.data["request_id"], event.data["prompt"]
             await anyio.sleep(0.02)
 
 
@@ -651,13 +663,16 @@ async def test_pyrepl_behaves_as_simplellmfuncs(tmp_path: Path) -> None:
     repl = PyRepl(tmp_path, input_idle_timeout_seconds=1.5, log_dir=tmp_path / "logs")
     try:
         timed = await repl.execute("import time\ntime.sleep(2)", timeout_seconds=0.3)
-        assert timed["success"] is False and "0.3 seconds" in timed["error"]
+        assert timed["success"] is False
+        assert "0.3 seconds" in timed["error"]
         with pytest.raises(ValueError, match="timeout_seconds"):
             await repl.execute("1", timeout_seconds=0)
 
         execute = next(t for t in repl.toolset if t.name == "execute_code")
         summary = await execute.run("print('hello')")
-        assert isinstance(summary, str) and "Execution succeeded" in summary and "hello" in summary
+        assert isinstance(summary, str)
+        assert "Execution succeeded" in summary
+        assert "hello" in summary
         assert summary["success"] is True  # the result dict is there too
 
         emitter = ToolEventEmitter()
@@ -683,7 +698,8 @@ async def test_pyrepl_behaves_as_simplellmfuncs(tmp_path: Path) -> None:
             assert prompt == "Name: "
             await anyio.sleep(0.8)  # longer than the execution timeout: waiting is not counted
             assert PyRepl.submit_input(request_id, "Alice") is True
-        assert results[0]["success"] is True and "Hello, Alice!" in str(results[0]["stdout"])
+        assert results[0]["success"] is True
+        assert "Hello, Alice!" in str(results[0]["stdout"])
 
         idle = await repl.execute("input('Value: ')", event_emitter=ToolEventEmitter())
         assert idle["error"] == "Input request timed out after 1.5 seconds"
@@ -701,8 +717,6 @@ async def test_pyrepl_behaves_as_simplellmfuncs(tmp_path: Path) -> None:
         closing = repl.close()  # synchronous: the kernel is gone when it returns
     assert not repl.is_running
     with pytest.raises(ProcessLookupError):
-        import os
-
         os.kill(pid, 0)
     await closing  # ``await repl.close()`` keeps working
 
@@ -734,8 +748,6 @@ def test_an_unclosed_pyrepl_never_hangs_the_interpreter(tmp_path: Path) -> None:
         timeout=60,
     )
     assert done.returncode == 0, done.stderr
-    import os
-
     for pid in map(int, done.stdout.split()):
         with pytest.raises(ProcessLookupError):
             os.kill(pid, 0)
