@@ -273,7 +273,6 @@ def test_module_paths_and_helpers() -> None:
 @pytest.mark.parametrize(
     ("module", "name", "replacement"),
     [
-        ("simplellmfunc.observability", "langfuse_client", "TraceRecorder"),
         ("simplellmfunc.runtime.selfref", "register_self_reference_primitives", "attach_self"),
         ("simplellmfunc.logger", "setup_logger", "logging"),
     ],
@@ -751,3 +750,73 @@ def test_an_unclosed_pyrepl_never_hangs_the_interpreter(tmp_path: Path) -> None:
     for pid in map(int, done.stdout.split()):
         with pytest.raises(ProcessLookupError):
             os.kill(pid, 0)
+
+
+async def test_langfuse_receives_the_spans_of_a_run(
+    mock_server: MockLLMServer, llm: OpenAICompatible
+) -> None:
+    """The ``[langfuse]`` extra: the langfuse client sends our GenAI spans (one run: agent,
+    chat and tool spans) to its OTLP endpoint, here a local receiver on loopback."""
+    pytest.importorskip("langfuse")
+    import gzip
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
+        ExportTraceServiceRequest,
+    )
+
+    from simplellmfunc.observability import (
+        LangfuseConfig,
+        flush_all_observations,
+        langfuse_tracing,
+        shutdown_langfuse,
+    )
+
+    received: list[tuple[str, str | None, bytes]] = []
+
+    class Receiver(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            body = self.rfile.read(int(self.headers.get("content-length", 0)))
+            received.append((self.path, self.headers.get("authorization"), body))
+            self.send_response(200)
+            self.end_headers()
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Receiver)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    mock_server.script(
+        Reply.tool_calls(ToolCallSpec("get_weather", {"city": "Paris"})),
+        Reply.text("Sunny."),
+    )
+
+    @llm_chat(llm_interface=llm, toolkit=[get_weather])
+    async def assistant(message: str, history: HistoryList | None = None):  # type: ignore[no-untyped-def]
+        """You are helpful."""
+
+    base = f"http://127.0.0.1:{server.server_port}"
+    try:
+        tracing = langfuse_tracing(LangfuseConfig("pk-lf-test", "sk-lf-test", base, True))
+        with anyio.fail_after(GUARD), tracing.agent_run("assistant"):
+            async for _ in assistant("Weather in Paris?"):
+                pass
+        await anyio.to_thread.run_sync(flush_all_observations)
+    finally:
+        await anyio.to_thread.run_sync(shutdown_langfuse)
+        server.shutdown()
+        server.server_close()
+        thread.join(GUARD)
+    names = []
+    for path, authorization, body in received:
+        assert path == "/api/public/otel/v1/traces"
+        assert authorization
+        assert authorization.startswith("Basic ")
+        request = ExportTraceServiceRequest()
+        request.ParseFromString(gzip.decompress(body) if body[:2] == b"\x1f\x8b" else body)
+        names += [s.name for r in request.resource_spans for ss in r.scope_spans for s in ss.spans]
+    assert "invoke_agent assistant" in names
+    assert "execute_tool get_weather" in names
+    assert any(name.startswith("chat ") for name in names)
