@@ -586,6 +586,10 @@ async def test_hooks_input_router_observer_and_bus() -> None:
     assert bus.get_nowait() is first
     assert bus.get_nowait() is None
     bus.close()
+    collecting = ToolEventEmitter()
+    await collecting.emit_batch([("step1", 1), ("step2", 2)])
+    assert collecting.has_events()
+    assert [o.event.event_name for o in await collecting.get_events()] == ["step1", "step2"]
     silent = NoOpEventEmitter()
     await silent.emit("x")
     assert await silent.get_events() == []

@@ -3,7 +3,6 @@ and ``NoOpEventEmitter``, an emitter that drops every event."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from typing import Any
 
 from ..tools import ToolEventEmitter
@@ -23,6 +22,3 @@ class NoOpEventEmitter(ToolEventEmitter):
 
     async def emit(self, event_name: str, data: Any = None) -> None:
         """Drop the event."""
-
-    async def emit_batch(self, events: Iterable[tuple[str, Any]]) -> None:
-        """Drop the events."""

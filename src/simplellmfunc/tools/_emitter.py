@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -51,6 +51,15 @@ class ToolEventEmitter:
         else:
             origin = EventOrigin(tool_name=self.tool_name, tool_call_id=self.tool_call_id)
             self._events.append(EventYield(event, origin))
+
+    async def emit_batch(self, events: Iterable[tuple[str, Any]]) -> None:
+        """Emit ``(event_name, data)`` pairs in order."""
+        for name, data in events:
+            await self.emit(name, data)
+
+    def has_events(self) -> bool:
+        """Whether events were collected (only a standalone emitter collects them)."""
+        return bool(self._events)
 
     async def get_events(self) -> list[EventYield]:
         """Return the events collected so far (only a standalone emitter collects them)."""
