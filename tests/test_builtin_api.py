@@ -21,9 +21,10 @@ SURFACES = {
         "PyRepl",
         "SelfReference",
     },
-    simplellmfunc.builtin.files: {"FileToolset", "GrepLimits", "ReadLimits"},
+    simplellmfunc.builtin.files: {"STALE_FILE_MESSAGE", "FileToolset", "GrepLimits", "ReadLimits"},
     simplellmfunc.builtin.pyrepl: {
         "ExecuteCodeTool",
+        "ExecutionSummary",
         "KernelPool",
         "ListVariablesTool",
         "Primitive",
@@ -46,6 +47,7 @@ SURFACES = {
         "SQLiteStateStore",
         "SelfReference",
         "StateStore",
+        "compaction_summary_text",
     },
 }
 

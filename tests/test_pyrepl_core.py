@@ -56,7 +56,7 @@ async def test_seed_direct_use_keeps_state(repl: PyRepl) -> None:
     second = await execute(code="mean = sum(data) / len(data)\nprint(f'mean: {mean}')")
     assert second["success"] is True
     assert second["stdout"].startswith("mean: ")
-    assert set(second) >= {
+    assert set(second.keys()) >= {
         "success", "stdout", "stderr", "return_value", "error", "error_details",
         "execution_time_ms", "artifacts",
     }  # fmt: skip

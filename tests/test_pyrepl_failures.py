@@ -14,7 +14,7 @@ import pytest
 from simplellmfunc import AbortSignal
 from simplellmfunc.builtin import PyRepl
 from simplellmfunc.builtin.pyrepl._reaper import live_count
-from simplellmfunc.exceptions import KernelError
+from simplellmfunc.exceptions import ArgumentValueError, KernelError
 from simplellmfunc.tools import ToolEventEmitter
 
 
@@ -288,8 +288,13 @@ async def test_cpu_time_limit_kills_a_runaway_kernel(tmp_path: Path) -> None:
 
 
 async def test_start_failure_is_a_kernel_error(tmp_path: Path) -> None:
-    """A missing working directory is named as such (it read like a missing interpreter)."""
+    """A working directory removed after construction is named as such at start (it read like
+    a missing interpreter); a missing one is refused at construction."""
+    with pytest.raises(ArgumentValueError, match="working_directory"):
+        PyRepl(tmp_path / "missing", log_dir=tmp_path / "logs")
+    (tmp_path / "missing").mkdir()
     repl = PyRepl(tmp_path / "missing", log_dir=tmp_path / "logs")
+    (tmp_path / "missing").rmdir()
     with pytest.raises(KernelError, match=r"working directory .*missing' does not exist"):
         await repl.execute("1")
     await repl.close()

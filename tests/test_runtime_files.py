@@ -67,6 +67,7 @@ def test_selfreference_makes_its_database_folder_too(tmp_path: Path) -> None:
 
     path = tmp_path / "memory" / "agents" / "m.db"
     memory = SelfReference(path=path)
+    memory.bind_history("agent", [])
     memory.memory["agent"].append({"role": "user", "content": "hi"})
     memory.close()
     assert path.exists()

@@ -27,6 +27,9 @@ def sr(request: pytest.FixtureRequest, tmp_path: Path) -> SelfReference:
 
 
 def test_handle_operations(sr: SelfReference) -> None:
+    with pytest.raises(KeyError, match="is not bound"):  # SimpleLLMFunc's behaviour
+        sr.memory["agent_main"]
+    sr.bind_history("agent_main", [])
     mem = sr.memory["agent_main"]
     assert mem.count() == 0
     assert mem.all() == []
@@ -50,13 +53,16 @@ def test_handle_operations(sr: SelfReference) -> None:
     mem.replace([{"role": "system", "content": "S"}, {"role": "user", "content": "hello"}])
     assert mem.count() == 2
     assert sr.get_history("agent_main") == mem.all()
-    mem.clear()
+    mem.clear()  # keeps the system prompt, as SimpleLLMFunc's
+    assert mem.all() == [{"role": "system", "content": "S"}]
+    mem.replace([])
     assert mem.count() == 0
     mem.set_system_prompt("fresh")
     assert mem.all() == [{"role": "system", "content": "fresh"}]
 
 
 def test_reads_are_deep_copies(sr: SelfReference) -> None:
+    sr.bind_history("k", [])
     mem = sr.memory["k"]
     mem.append({"role": "user", "content": [{"type": "text", "text": "hi"}]})
     snapshot = mem.all()
@@ -82,6 +88,7 @@ def test_reads_are_deep_copies(sr: SelfReference) -> None:
     ],
 )
 def test_invalid_writes_change_nothing(sr: SelfReference, message: object, fragment: str) -> None:
+    sr.bind_history("k", [])
     mem = sr.memory["k"]
     mem.append({"role": "user", "content": "ok"})
     with pytest.raises(InvalidHistoryError, match=fragment):
@@ -90,6 +97,7 @@ def test_invalid_writes_change_nothing(sr: SelfReference, message: object, fragm
 
 
 def test_tool_linkage_and_index_errors(sr: SelfReference) -> None:
+    sr.bind_history("k", [])
     mem = sr.memory["k"]
     mem.replace(
         [
@@ -111,6 +119,7 @@ def test_tool_linkage_and_index_errors(sr: SelfReference) -> None:
 
 def test_keys_are_isolated(sr: SelfReference) -> None:
     sr.bind_history("agent_1", [{"role": "user", "content": "one"}])
+    sr.bind_history("agent_2", [])
     sr.memory["agent_2"].append({"role": "user", "content": "two"})
     assert sr.remember("agent_1", "fact one") == {"id": "exp_1", "text": "fact one"}
     assert sr.remember("agent_2", "fact two")["id"] == "exp_1"
@@ -179,6 +188,8 @@ def test_active_key_needs_a_turn() -> None:
 def test_sqlite_persists_across_instances(tmp_path: Path) -> None:
     path = tmp_path / "memory.db"
     first = SelfReference(path)
+    first.bind_history("a", [])
+    first.bind_history("b", [])
     first.memory["a"].replace(
         [{"role": "system", "content": "S"}, {"role": "user", "content": "u"}]
     )
@@ -214,6 +225,7 @@ _WRITER = """
 import sys
 from simplellmfunc.builtin import SelfReference
 sr = SelfReference(sys.argv[1])
+sr.bind_history("loop", [])
 mem = sr.memory["loop"]
 n = 0
 while True:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import importlib
 import json
+import os
 from collections.abc import AsyncIterator
 from datetime import datetime
 from pathlib import Path
@@ -272,9 +273,8 @@ def test_module_paths_and_helpers() -> None:
 @pytest.mark.parametrize(
     ("module", "name", "replacement"),
     [
-        ("simplellmfunc.observability", "langfuse_client", "TraceRecorder"),
-        ("simplellmfunc.runtime.selfref", "SELF_REFERENCE_KEY_OVERRIDE_TEMPLATE_PARAM", "key"),
-        ("simplellmfunc.logger", "log_context", "logging"),
+        ("simplellmfunc.runtime.selfref", "register_self_reference_primitives", "attach_self"),
+        ("simplellmfunc.logger", "setup_logger", "logging"),
     ],
 )
 def test_gone_names_name_their_replacement(module: str, name: str, replacement: str) -> None:
@@ -415,3 +415,412 @@ async def test_self_reference_key_alone_binds_the_toolkit_pyrepl(
         m["content"] for m in mock_server.requests[-1].json["messages"] if m["role"] == "tool"
     ]
     assert "key: agent_main" in tool_results[0]
+
+
+# --- SimpleLLMFunc compatibility II (issue 31): its public names and behaviours ------------------
+
+
+def test_simplellmfunc_import_paths_exist() -> None:
+    """Every module path and name SimpleLLMFunc's own tests and README import."""
+    from simplellmfunc.builtin.file_tools import STALE_FILE_MESSAGE, FileToolset
+    from simplellmfunc.hooks import (
+        AgentInputRouter,
+        EventBus,
+        InputRouteResult,
+        NoOpEventEmitter,
+        ToolInputRequest,
+        UserInputEvent,
+        with_event_observer,
+    )
+    from simplellmfunc.interface.llm_interface import DEFAULT_CONTEXT_WINDOW
+    from simplellmfunc.llm_decorator.llm_chat_decorator import llm_chat as chat
+    from simplellmfunc.logger import log_context, push_error
+    from simplellmfunc.runtime.selfref import (
+        SELF_REFERENCE_FORK_TASK_TEMPLATE_PARAM,
+        SELF_REFERENCE_KEY_OVERRIDE_TEMPLATE_PARAM,
+        SelfReferenceMemoryHandle,
+        SelfReferenceMemoryProxy,
+        build_self_reference_pack,
+    )
+    from simplellmfunc.self_reference import SelfReference
+    from simplellmfunc.tool import TOO_LONG_TO_FILE_MAX_TOKENS, Tool
+    from simplellmfunc.tool import tool as tool_decorator
+    from simplellmfunc.type.hooks import HookContext, ReActPhase, ToolResult
+    from simplellmfunc.type.llm import LLMResponse, LLMStreamChunk, LLMUsage
+    from simplellmfunc.type.message import ExtendedMessageParam, ReasoningDetail
+    from simplellmfunc.type.multimodal import MultimodalContent, Text
+    from simplellmfunc.type.tool_call import AccumulatedToolCall, ToolDefinition
+
+    assert DEFAULT_CONTEXT_WINDOW == 200_000
+    assert chat is llm_chat
+    assert STALE_FILE_MESSAGE
+    assert FileToolset
+    assert SelfReference
+    assert Tool
+    assert TOO_LONG_TO_FILE_MAX_TOKENS > 0
+    assert tool_decorator is tool
+    assert ReActPhase.TOOL_CALL_START.is_tool_call_phase()
+    assert not ReActPhase.REACT_LOOP_START.is_iteration_phase()
+    assert Text("x").content == "x"
+    assert SELF_REFERENCE_KEY_OVERRIDE_TEMPLATE_PARAM != SELF_REFERENCE_FORK_TASK_TEMPLATE_PARAM
+    assert all(
+        (HookContext, ToolResult, LLMResponse, LLMStreamChunk, LLMUsage, AccumulatedToolCall)
+    )
+    assert all((ExtendedMessageParam, ReasoningDetail, MultimodalContent, ToolDefinition))
+    assert all((AgentInputRouter, EventBus, InputRouteResult, NoOpEventEmitter, ToolInputRequest))
+    assert all((UserInputEvent, with_event_observer, log_context, push_error))
+    assert all((SelfReferenceMemoryHandle, SelfReferenceMemoryProxy, build_self_reference_pack))
+    # ``simplellmfunc.types`` is still the module of our own types.
+    types = importlib.import_module("simplellmfunc.types")
+    assert types.Text is Text
+
+
+def test_simplellmfunc_tool_module_is_callable_as_the_decorator() -> None:
+    """``import simplellmfunc.tool`` makes the package attribute the module: it must still work
+    as ``@tool`` (``from simplellmfunc import tool``)."""
+    import simplellmfunc
+    import simplellmfunc.tool
+
+    @simplellmfunc.tool(name="double")
+    async def double(x: int) -> int:
+        """Double it.
+
+        Args:
+            x: A number.
+        """
+        return 2 * x
+
+    assert double.name == "double"
+
+
+def test_type_tool_call_helpers_round_trip() -> None:
+    from simplellmfunc.type import dict_to_tool_call, tool_call_to_dict
+
+    data = {"id": "c1", "type": "function", "function": {"name": "f", "arguments": '{"a": 1}'}}
+    call = dict_to_tool_call(data)
+    assert (call.id, call.type, call.function.name, call.function.arguments) == (
+        "c1",
+        "function",
+        "f",
+        '{"a": 1}',
+    )
+    assert tool_call_to_dict(call) == data
+
+
+def test_context_ops_round_trip() -> None:
+    from simplellmfunc.runtime.selfref.context_ops import (
+        build_context_messages_from_state_data,
+        parse_context_compaction_summary,
+        parse_context_messages,
+        render_context_compaction_summary,
+    )
+
+    summary = {
+        "goal": "G",
+        "instruction": "I",
+        "discoveries": ["d"],
+        "completed": ["c"],
+        "current_status": "S",
+        "likely_next_work": ["n"],
+        "relevant_files_directories": ["a.py"],
+    }
+    assert parse_context_compaction_summary(render_context_compaction_summary(summary)) == summary
+    messages = [
+        {"role": "system", "content": "Rules\n\n<experience>\n- [exp_1] Be brief\n</experience>"},
+        {"role": "assistant", "content": render_context_compaction_summary(summary)},
+        {"role": "user", "content": "next"},
+    ]
+    parsed = parse_context_messages(messages)
+    assert parsed["base_system_prompt"] == "Rules"
+    assert parsed["experiences"] == [{"id": "exp_1", "text": "Be brief"}]
+    assert parsed["working_messages"] == [{"role": "user", "content": "next"}]
+    assert build_context_messages_from_state_data(parsed) == messages
+
+
+def test_log_context_adds_its_fields(caplog: pytest.LogCaptureFixture) -> None:
+    from simplellmfunc.logger import log_context, push_error
+
+    with caplog.at_level("INFO", logger="simplellmfunc.app"), log_context(trace_id="t-1"):
+        push_error("boom", location="here")
+    record = caplog.records[-1]
+    assert record.levelname == "ERROR"
+    assert record.simplellmfunc == {"trace_id": "t-1", "location": "here"}  # type: ignore[attr-defined]
+
+
+async def test_hooks_input_router_observer_and_bus() -> None:
+    from simplellmfunc.hooks import (
+        AgentInputRouter,
+        EventBus,
+        NoOpEventEmitter,
+        UserInputEvent,
+        with_event_observer,
+    )
+
+    answered: dict[str, str] = {}
+    router = AgentInputRouter(lambda rid, text: answered.setdefault(rid, text) == text)
+    router.register_tool_request("call-1", "req-1", "Name: ")
+    routed = router.route_input(UserInputEvent("Alice"))
+    assert (routed.route, answered) == ("tool", {"req-1": "Alice"})
+    assert router.route_input(UserInputEvent("hello")).chat_text == "hello"
+    assert router.route_input(UserInputEvent("  ")).route == "noop"
+
+    seen: list[object] = []
+
+    async def observer(event: object) -> None:
+        seen.append(event)
+
+    start = CustomEvent("ping", {"n": 1})
+
+    async def agent() -> AsyncIterator[object]:
+        yield EventYield(start)
+        yield ResponseYield("done", [])
+
+    outputs = [o async for o in with_event_observer(observer)(agent)()]
+    assert seen == [start]
+    assert len(outputs) == 2
+
+    bus = EventBus(session_id="s", agent_call_id="a")
+    first = await bus.emit_event(start)
+    second = await bus.emit_and_get(start)
+    assert (first.origin.seq, second.origin.seq, first.origin.session_id) == (1, 2, "s")
+    assert bus.get_nowait() is first
+    assert bus.get_nowait() is None
+    bus.close()
+    collecting = ToolEventEmitter()
+    await collecting.emit_batch([("step1", 1), ("step2", 2)])
+    assert collecting.has_events()
+    assert [o.event.event_name for o in await collecting.get_events()] == ["step1", "step2"]
+    silent = NoOpEventEmitter()
+    await silent.emit("x")
+    assert await silent.get_events() == []
+    assert not silent.live
+
+
+def test_memory_clear_keeps_the_system_prompt_and_unbound_keys_raise() -> None:
+    from simplellmfunc.builtin import SelfReference
+    from simplellmfunc.exceptions import UnboundKeyError, UserError
+
+    ref = SelfReference()
+    with pytest.raises(KeyError, match="is not bound") as caught:
+        _ = ref.memory["agent_main"]
+    assert isinstance(caught.value, UnboundKeyError | UserError)
+    ref.bind_history(
+        "agent_main",
+        [{"role": "system", "content": "Rule A"}, {"role": "user", "content": "hello"}],
+    )
+    handle = ref.memory["agent_main"]
+    assert handle.clear() == 1
+    assert handle.all() == [{"role": "system", "content": "Rule A"}]
+    ref.close()
+
+
+def test_pyrepl_bad_arguments_are_value_errors(tmp_path: Path) -> None:
+    from simplellmfunc.builtin import PyRepl
+    from simplellmfunc.exceptions import ArgumentValueError, UserError
+
+    assert issubclass(ArgumentValueError, UserError)
+    assert issubclass(ArgumentValueError, ValueError)
+    with pytest.raises(ValueError, match="execution_timeout_seconds"):
+        PyRepl(execution_timeout_seconds=0)
+    with pytest.raises(ValueError, match="input_idle_timeout_seconds"):
+        PyRepl(input_idle_timeout_seconds=0)
+    (tmp_path / "file.txt").write_text("x")
+    for bad in (tmp_path / "file.txt", tmp_path / "missing", 123):
+        with pytest.raises(ValueError, match="working_directory"):
+            PyRepl(working_directory=bad)  # type: ignore[arg-type]
+    repl = PyRepl(tmp_path, execution_timeout_seconds=7)
+    assert repl.execution_timeout_seconds == 7
+    assert repl.input_idle_timeout_seconds == PyRepl.DEFAULT_INPUT_IDLE_TIMEOUT_SECONDS
+
+
+def test_provider_json_accepts_a_zero_retry_delay(tmp_path: Path) -> None:
+    entry = {"model_name": "m", "api_keys": ["sk-x"], "base_url": "http://127.0.0.1:9"}
+    path = tmp_path / "provider.json"
+    path.write_text(json.dumps({"p": [{**entry, "retry_delay": 0.0}]}), encoding="utf-8")
+    model = OpenAICompatible.load_from_json_file(str(path))["p"]["m"]
+    assert model.model_name == "m"
+
+
+async def _input_request(emitter: ToolEventEmitter, seen: set[str]) -> tuple[str, str]:
+    with anyio.fail_after(GUARD):
+        while True:
+            for output in await emitter.get_events():
+                event = output.event
+                if (
+                    isinstance(event, CustomEvent)
+                    and event.event_name == "kernel_input_request"
+                    and event.data["request_id"] not in seen
+                ):
+                    seen.add(event.data["request_id"])
+                    return event.data["request_id"], event.data["prompt"]
+            await anyio.sleep(0.02)
+
+
+async def test_pyrepl_behaves_as_simplellmfuncs(tmp_path: Path) -> None:
+    """One kernel, SimpleLLMFunc's behaviours: per-call timeout, the text summary of
+    execute_code, one kernel_stdout event per print, input() through a hand-made emitter
+    answered with ``PyRepl.submit_input`` on the class (waiting not counted in the timeout),
+    the idle timeout message, ``remember(text=...)``, and a synchronous ``close()``."""
+    from simplellmfunc.builtin import PyRepl
+
+    repl = PyRepl(tmp_path, input_idle_timeout_seconds=1.5, log_dir=tmp_path / "logs")
+    try:
+        timed = await repl.execute("import time\ntime.sleep(2)", timeout_seconds=0.3)
+        assert timed["success"] is False
+        assert "0.3 seconds" in timed["error"]
+        with pytest.raises(ValueError, match="timeout_seconds"):
+            await repl.execute("1", timeout_seconds=0)
+
+        execute = next(t for t in repl.toolset if t.name == "execute_code")
+        summary = await execute.run("print('hello')")
+        assert isinstance(summary, str)
+        assert "Execution succeeded" in summary
+        assert "hello" in summary
+        assert summary["success"] is True  # the result dict is there too
+
+        emitter = ToolEventEmitter()
+        await repl.execute("for i in range(3):\n    print(f'line {i}')", event_emitter=emitter)
+        stdout = [
+            o.event.data["text"]
+            for o in await emitter.get_events()
+            if isinstance(o.event, CustomEvent) and o.event.event_name == "kernel_stdout"
+        ]
+        assert stdout == ["line 0\n", "line 1\n", "line 2\n"]
+
+        emitter = ToolEventEmitter()
+        seen: set[str] = set()
+        async with anyio.create_task_group() as tg:
+            results: list[dict[str, object]] = []
+
+            async def run() -> None:
+                code = "name = input('Name: ')\nprint(f'Hello, {name}!')"
+                results.append(await repl.execute(code, event_emitter=emitter, timeout_seconds=0.5))
+
+            tg.start_soon(run)
+            request_id, prompt = await _input_request(emitter, seen)
+            assert prompt == "Name: "
+            await anyio.sleep(0.8)  # longer than the execution timeout: waiting is not counted
+            assert PyRepl.submit_input(request_id, "Alice") is True
+        assert results[0]["success"] is True
+        assert "Hello, Alice!" in str(results[0]["stdout"])
+
+        idle = await repl.execute("input('Value: ')", event_emitter=ToolEventEmitter())
+        assert idle["error"] == "Input request timed out after 1.5 seconds"
+        assert "Input request timed out after 1.5 seconds" in idle["stderr"]
+
+        memory = repl.get_runtime_backend("selfref")
+        memory.bind_history("agent_main", [{"role": "user", "content": "seed"}])
+        remembered = await repl.execute(
+            "runtime.selfref.context.remember(text='Rule B')\n"
+            "print(runtime.selfref.context.inspect()['experiences'][0]['text'])"
+        )
+        assert remembered["stdout"].strip() == "Rule B", remembered
+        pid = repl._kernel.session.pid  # type: ignore[union-attr]
+    finally:
+        closing = repl.close()  # synchronous: the kernel is gone when it returns
+    assert not repl.is_running
+    with pytest.raises(ProcessLookupError):
+        os.kill(pid, 0)
+    await closing  # ``await repl.close()`` keeps working
+
+
+def test_an_unclosed_pyrepl_never_hangs_the_interpreter(tmp_path: Path) -> None:
+    """A PyRepl left open (garbage-collected, then the interpreter exits) kills its kernel and
+    exits at once: no zmq context termination waits for the gone kernel."""
+    import subprocess
+    import sys
+
+    script = (
+        "import anyio, gc, os, sys\n"
+        "from simplellmfunc.builtin import PyRepl\n"
+        "async def main():\n"
+        "    kept = PyRepl(sys.argv[1], sandbox=False)\n"
+        "    dropped = PyRepl(sys.argv[1], sandbox=False)\n"
+        "    await kept.execute('x = 1')\n"
+        "    await dropped.execute('y = 2')\n"
+        "    print(kept._kernel.session.pid, dropped._kernel.session.pid, flush=True)\n"
+        "    del dropped\n"
+        "    gc.collect()\n"
+        "    return kept\n"
+        "repl = anyio.run(main)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script, str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    for pid in map(int, done.stdout.split()):
+        with pytest.raises(ProcessLookupError):
+            os.kill(pid, 0)
+
+
+async def test_langfuse_receives_the_spans_of_a_run(
+    mock_server: MockLLMServer, llm: OpenAICompatible
+) -> None:
+    """The ``[langfuse]`` extra: the langfuse client sends our GenAI spans (one run: agent,
+    chat and tool spans) to its OTLP endpoint, here a local receiver on loopback."""
+    pytest.importorskip("langfuse")
+    import gzip
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
+        ExportTraceServiceRequest,
+    )
+
+    from simplellmfunc.observability import (
+        LangfuseConfig,
+        flush_all_observations,
+        langfuse_tracing,
+        shutdown_langfuse,
+    )
+
+    received: list[tuple[str, str | None, bytes]] = []
+
+    class Receiver(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            body = self.rfile.read(int(self.headers.get("content-length", 0)))
+            received.append((self.path, self.headers.get("authorization"), body))
+            self.send_response(200)
+            self.end_headers()
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Receiver)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    mock_server.script(
+        Reply.tool_calls(ToolCallSpec("get_weather", {"city": "Paris"})),
+        Reply.text("Sunny."),
+    )
+
+    @llm_chat(llm_interface=llm, toolkit=[get_weather])
+    async def assistant(message: str, history: HistoryList | None = None):  # type: ignore[no-untyped-def]
+        """You are helpful."""
+
+    base = f"http://127.0.0.1:{server.server_port}"
+    try:
+        tracing = langfuse_tracing(LangfuseConfig("pk-lf-test", "sk-lf-test", base, True))
+        with anyio.fail_after(GUARD), tracing.agent_run("assistant"):
+            async for _ in assistant("Weather in Paris?"):
+                pass
+        await anyio.to_thread.run_sync(flush_all_observations)
+    finally:
+        await anyio.to_thread.run_sync(shutdown_langfuse)
+        server.shutdown()
+        server.server_close()
+        thread.join(GUARD)
+    names = []
+    for path, authorization, body in received:
+        assert path == "/api/public/otel/v1/traces"
+        assert authorization
+        assert authorization.startswith("Basic ")
+        request = ExportTraceServiceRequest()
+        request.ParseFromString(gzip.decompress(body) if body[:2] == b"\x1f\x8b" else body)
+        names += [s.name for r in request.resource_spans for ss in r.scope_spans for s in ss.spans]
+    assert "invoke_agent assistant" in names
+    assert "execute_tool get_weather" in names
+    assert any(name.startswith("chat ") for name in names)

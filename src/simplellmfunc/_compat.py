@@ -10,11 +10,15 @@ from typing import Any
 
 from .exceptions import UnsupportedError
 
-__all__ = ["TOOLKIT_OVERRIDE_PARAM", "compat_getattr"]
+__all__ = ["FORK_TASK_PARAM", "KEY_OVERRIDE_PARAM", "TOOLKIT_OVERRIDE_PARAM", "compat_getattr"]
 
 # SimpleLLMFunc's SELF_REFERENCE_TOOLKIT_OVERRIDE_TEMPLATE_PARAM: a ``_template_params`` key whose
 # value replaces the decorator's toolkit for one call.
 TOOLKIT_OVERRIDE_PARAM = "__self_reference_toolkit_override"
+# SimpleLLMFunc's per-call memory key (refused here: the key is the decorator's
+# self_reference_key=) and a fork's task (dropped: forks get it from fork.spawn(task)).
+KEY_OVERRIDE_PARAM = "__self_reference_key_override"
+FORK_TASK_PARAM = "__self_reference_fork_task"
 
 
 def compat_getattr(

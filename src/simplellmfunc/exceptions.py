@@ -4,6 +4,8 @@ Every error the library raises derives from :class:`SimpleLLMFuncError`::
 
     SimpleLLMFuncError
     ├── UserError                  the caller did something wrong; fix the code or the config
+    │   ├── ArgumentValueError     a bad argument value (also a ``ValueError``, as in SimpleLLMFunc)
+    │   ├── UnboundKeyError        a SelfReference memory key with no history bound (a ``KeyError``)
     │   ├── ConfigError            bad provider.json / .env / agent config
     │   ├── ContentError           invalid Text / ImgUrl / ImgPath
     │   ├── InvalidHistoryError    a history that no provider would accept (has ``index``)
@@ -69,6 +71,7 @@ __all__ = [
     "A2AConnectionError",
     "A2AError",
     "AbortedError",
+    "ArgumentValueError",
     "AuthenticationError",
     "BridgeError",
     "CapacityError",
@@ -110,6 +113,7 @@ __all__ = [
     "ToolExecutionError",
     "ToolRetry",
     "ToolSignal",
+    "UnboundKeyError",
     "UnsupportedError",
     "UserError",
     "WorkspaceError",
@@ -122,6 +126,20 @@ class SimpleLLMFuncError(Exception):
 
 class UserError(SimpleLLMFuncError):
     """The caller used the library incorrectly (code or configuration)."""
+
+
+class ArgumentValueError(UserError, ValueError):
+    """An argument has a bad value (a non-positive timeout, a working directory that is not a
+    directory); both a ``UserError`` and, as SimpleLLMFunc raises it, a ``ValueError``."""
+
+
+class UnboundKeyError(UserError, KeyError):
+    """``self_reference.memory[key]`` for a key with no history bound (as SimpleLLMFunc, a
+    ``KeyError``): bind one with ``bind_history(key, ...)`` or run a turn with that
+    ``self_reference_key``."""
+
+    def __str__(self) -> str:  # KeyError quotes its message; this one is a sentence
+        return str(self.args[0]) if self.args else ""
 
 
 class ConfigError(UserError):

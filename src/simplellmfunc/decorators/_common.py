@@ -7,9 +7,9 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, Protocol, runtime_checkable
 
 from .._abort import AbortSignal, PauseSignal
-from .._compat import TOOLKIT_OVERRIDE_PARAM
+from .._compat import FORK_TASK_PARAM, KEY_OVERRIDE_PARAM, TOOLKIT_OVERRIDE_PARAM
 from ..engine import RunHook
-from ..exceptions import DecoratorError, ToolDefinitionError
+from ..exceptions import DecoratorError, ToolDefinitionError, UnsupportedError
 from ..tools import FunctionTool, Tool, ToolProvider
 
 __all__ = [
@@ -215,6 +215,12 @@ class CallOptions:
         self.template_params = dict(template_params or {})
         self.abort = abort
         self.pause = pause
+        self.template_params.pop(FORK_TASK_PARAM, None)  # SimpleLLMFunc's forks' plumbing
+        if KEY_OVERRIDE_PARAM in self.template_params:
+            raise UnsupportedError(
+                "SELF_REFERENCE_KEY_OVERRIDE_TEMPLATE_PARAM: the memory key of an agent is its "
+                "self_reference_key= (one agent per key); decorate one agent per key instead"
+            )
         override = self.template_params.pop(TOOLKIT_OVERRIDE_PARAM, None)
         # SimpleLLMFunc's toolkit override replaces the decorator's toolkit for this call.
         self.replace = override is not None

@@ -1,8 +1,10 @@
 """SimpleLLMFunc's name for the event module: everything in :mod:`simplellmfunc.events`, plus
 :class:`~simplellmfunc.tools.ToolEventEmitter`, :class:`~simplellmfunc.AbortSignal` and
 SimpleLLMFunc's aliases (``ReActEvent``, ``ReActEventType``, ``ReactOutput``,
-``ABORT_SIGNAL_PARAM``). Its submodules ``events``, ``stream``, ``abort`` and ``event_emitter``
-are SimpleLLMFunc's module paths for the same objects.
+``ABORT_SIGNAL_PARAM``), ``NoOpEventEmitter``, ``with_event_observer``, ``EventBus`` and the
+input router of interactive sessions (``AgentInputRouter``). Its submodules ``events``,
+``stream``, ``abort``, ``event_emitter``, ``event_bus`` and ``input_stream`` are SimpleLLMFunc's
+module paths.
 
 (Run hooks — :class:`simplellmfunc.engine.RunHook`, ``@llm_chat(hooks=...)`` — are another
 thing: objects that plug into the loop. This module holds no hooks of that kind.)
@@ -39,20 +41,27 @@ from ..events import (
 )
 from ..tools import ToolEventEmitter
 from .abort import ABORT_SIGNAL_PARAM, AbortSignal
+from .event_bus import EventBus
+from .event_emitter import NoOpEventEmitter
 from .events import ReActEvent, ReActEventType
-from .stream import ReactOutput
+from .input_stream import AgentInputRouter, InputRouteResult, ToolInputRequest, UserInputEvent
+from .stream import ReactOutput, with_event_observer
 
 __all__ = [
     "ABORT_SIGNAL_PARAM",
     "AbortSignal",
+    "AgentInputRouter",
     "CustomEvent",
+    "EventBus",
     "EventOrigin",
     "EventStamp",
     "EventYield",
+    "InputRouteResult",
     "LLMCallEndEvent",
     "LLMCallErrorEvent",
     "LLMCallStartEvent",
     "LLMChunkArriveEvent",
+    "NoOpEventEmitter",
     "ReActEvent",
     "ReActEventType",
     "ReactEndEvent",
@@ -70,11 +79,14 @@ __all__ = [
     "ToolCallsBatchEndEvent",
     "ToolCallsBatchStartEvent",
     "ToolEventEmitter",
+    "ToolInputRequest",
+    "UserInputEvent",
     "events_only",
     "filter_events",
     "is_event_yield",
     "is_response_yield",
     "responses_only",
+    "with_event_observer",
 ]
 
 publish(__name__, __all__)

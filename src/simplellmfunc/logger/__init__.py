@@ -1,10 +1,15 @@
 """SimpleLLMFunc's ``logger`` package: its ``app_log`` / ``push_*`` functions write to the
 standard :mod:`logging` logger ``simplellmfunc.app`` (configure it as any other logger; the
-library never configures logging itself)."""
+library never configures logging itself). ``log_context(**fields)`` adds fields to every
+record logged inside it (the innermost context's, as in SimpleLLMFunc), under the record's
+``simplellmfunc`` attribute."""
 
 from __future__ import annotations
 
+import contextlib
 import logging
+from collections.abc import Iterator
+from contextvars import ContextVar
 from typing import Any
 
 from .._compat import compat_getattr
@@ -12,6 +17,7 @@ from .._lazy import publish
 
 __all__ = [
     "app_log",
+    "log_context",
     "push_critical",
     "push_debug",
     "push_error",
@@ -22,8 +28,30 @@ __all__ = [
 _logger = logging.getLogger("simplellmfunc.app")
 
 
+_CONTEXT: ContextVar[dict[str, Any] | None] = ContextVar("simplellmfunc_log_context", default=None)
+
+
+@contextlib.contextmanager
+def log_context(**fields: Any) -> Iterator[None]:
+    """Add ``fields`` (``trace_id=...``, ...) to every record logged inside the block; a nested
+    context replaces the outer one's fields until it ends."""
+    token = _CONTEXT.set(dict(fields))
+    try:
+        yield
+    finally:
+        _CONTEXT.reset(token)
+
+
 def _log(level: int, message: str, **extra: Any) -> None:
-    _logger.log(level, message, extra={"simplellmfunc": extra} if extra else None, stacklevel=3)
+    exc_info = bool(extra.pop("exc_info", False))
+    fields = {**(_CONTEXT.get() or {}), **{k: v for k, v in extra.items() if v not in ("", None)}}
+    _logger.log(
+        level,
+        message,
+        extra={"simplellmfunc": fields} if fields else None,
+        exc_info=exc_info,
+        stacklevel=3,
+    )
 
 
 def app_log(message: str, **extra: Any) -> None:
@@ -60,7 +88,6 @@ __getattr__ = compat_getattr(
     __name__,
     None,
     {
-        "log_context": "use the standard logging module (a logging.LoggerAdapter or filter)",
         "setup_logger": "configure the standard logging module (logging.basicConfig ...)",
         "logger_config": "configure the standard logging module",
     },

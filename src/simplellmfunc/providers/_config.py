@@ -35,7 +35,7 @@ class _ModelEntry(BaseModel):
     api_keys: list[Annotated[str, Field(min_length=1)]] = Field(min_length=1)
     base_url: str = Field(min_length=1)
     max_retries: int = Field(default=2, ge=0)
-    retry_delay: float | None = Field(default=None, gt=0)
+    retry_delay: float | None = Field(default=None, ge=0)  # 0: retry at once
     rate_limit_capacity: float | None = Field(default=None, gt=0)
     rate_limit_refill_rate: float = Field(default=1.0, gt=0)
     timeout: float = Field(default=600.0, gt=0)

@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -20,7 +20,9 @@ class ToolEventEmitter:
 
     Inside a run the engine passes each tool that declares an ``event_emitter`` parameter its own
     emitter, whose events stream out live, tagged with the tool name and call id. Created by hand
-    (``ToolEventEmitter()``), it collects the events for :meth:`get_events`.
+    (``ToolEventEmitter()``), it collects the events for :meth:`get_events`, and its holder is
+    taken to be reading them while the tool runs (``live``: PyRepl then lets ``input()`` ask,
+    as SimpleLLMFunc does; pass ``live=False`` when nobody reads them).
     """
 
     __slots__ = ("_events", "_sink", "live", "tool_call_id", "tool_name")
@@ -37,8 +39,8 @@ class ToolEventEmitter:
         self.tool_call_id = tool_call_id
         self._sink = sink
         #: Whether someone receives the events while the tool runs (and could answer them,
-        #: e.g. an ``input()`` request). Defaults to "has a sink".
-        self.live = sink is not None if live is None else live
+        #: e.g. an ``input()`` request). Defaults to true.
+        self.live = True if live is None else live
         self._events: list[EventYield] = []
 
     async def emit(self, event_name: str, data: Any = None) -> None:
@@ -49,6 +51,15 @@ class ToolEventEmitter:
         else:
             origin = EventOrigin(tool_name=self.tool_name, tool_call_id=self.tool_call_id)
             self._events.append(EventYield(event, origin))
+
+    async def emit_batch(self, events: Iterable[tuple[str, Any]]) -> None:
+        """Emit ``(event_name, data)`` pairs in order."""
+        for name, data in events:
+            await self.emit(name, data)
+
+    def has_events(self) -> bool:
+        """Whether events were collected (only a standalone emitter collects them)."""
+        return bool(self._events)
 
     async def get_events(self) -> list[EventYield]:
         """Return the events collected so far (only a standalone emitter collects them)."""

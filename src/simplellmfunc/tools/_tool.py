@@ -185,7 +185,7 @@ class Tool:
         return ToolContext(
             tool_call_id="direct",
             tool_name=self.name,
-            event_emitter=emitter if emitter is not None else ToolEventEmitter(),
+            event_emitter=emitter if emitter is not None else ToolEventEmitter(live=False),
             abort_signal=signal if signal is not None else AbortSignal(),
         )
 

@@ -37,7 +37,12 @@ from ._paths import (
 )
 from ._text import ReadLimits, apply_sed, count_lines, digest, is_binary, render_range
 
-__all__ = ["FileToolset"]
+__all__ = ["STALE_FILE_MESSAGE", "FileToolset"]
+
+#: The end of every stale-write refusal (SimpleLLMFunc's ``STALE_FILE_MESSAGE``).
+STALE_FILE_MESSAGE = (
+    "Call read_file again to see the current content (any line range), then redo the change."
+)
 
 LineNumber = Annotated[int, Field(ge=1)]
 
@@ -239,13 +244,13 @@ class FileToolset:
         baseline = self._baselines.get(wp.key)
         if baseline is None:
             raise WorkspaceError(
-                f"{wp.shown!r} exists but has not been read with read_file yet; read it first "
-                "(any line range), then retry the write"
+                f"{wp.shown!r} exists but has not been read with read_file yet. "
+                + STALE_FILE_MESSAGE
             )
         if baseline != digest(data):
             raise WorkspaceError(
                 f"{wp.shown!r} changed on disk since you last read it; the write was refused. "
-                "Call read_file again to see the current content, then redo the change"
+                f"{STALE_FILE_MESSAGE}"
             )
 
     @refuse_os_errors

@@ -30,6 +30,7 @@ if TYPE_CHECKING:
     from ._repl import PyRepl
     from ._tools import (
         ExecuteCodeTool,
+        ExecutionSummary,
         ListVariablesTool,
         ReplBackend,
         ReplTool,
@@ -40,6 +41,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "ExecuteCodeTool",
+    "ExecutionSummary",
     "KernelPool",
     "ListVariablesTool",
     "Primitive",
@@ -58,6 +60,7 @@ __getattr__, __dir__ = lazy_exports(
     __name__,
     {
         "ExecuteCodeTool": "._tools",
+        "ExecutionSummary": "._tools",
         "KernelPool": "._pool",
         "ListVariablesTool": "._tools",
         "Primitive": "._pack",

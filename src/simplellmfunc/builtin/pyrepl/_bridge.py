@@ -13,6 +13,7 @@ backlog until the next cell starts or its timeout expires.
 
 from __future__ import annotations
 
+import contextlib
 import hmac
 import inspect
 import json
@@ -99,6 +100,16 @@ class BridgeServer:
             if self._dir is not None:
                 await anyio.to_thread.run_sync(shutil.rmtree, self._dir, True)
                 self._dir = None
+
+    def close_now(self) -> None:
+        """:meth:`close` without an event loop (blocking)."""
+        listener, self._listener = self._listener, None
+        if listener is not None:
+            with contextlib.suppress(Exception):
+                listener.extra(SocketAttribute.raw_socket).close()
+        if self._dir is not None:
+            shutil.rmtree(self._dir, ignore_errors=True)
+            self._dir = None
 
     async def _handle(self, stream: ByteStream) -> None:
         async with stream:

@@ -232,7 +232,8 @@ class CellRun:
             await capture.flush()
         if self.emitter is not None and text:
             event = "kernel_stderr" if name == "stderr" else "kernel_stdout"
-            await self.emitter.emit(event, {"text": text})
+            for piece in _lines_of(text):
+                await self.emitter.emit(event, {"text": piece})
 
     async def _rich(self, data: dict[str, Any], *, result: bool) -> None:
         if ERROR_MIME in data:
@@ -312,6 +313,18 @@ class CellRun:
         # Each answer restarts the active-time window.
         self._window_start = anyio.current_time()
         self._notify()
+
+
+_EVENT_LINES = 64  # past this many lines in one kernel message, the rest goes in one event
+
+
+def _lines_of(text: str) -> list[str]:
+    """One event per line, as a user who printed three lines expects three (the kernel
+    batches what a cell writes within its flush interval into one message)."""
+    lines = text.splitlines(keepends=True)
+    if len(lines) <= _EVENT_LINES:
+        return lines
+    return [*lines[: _EVENT_LINES - 1], "".join(lines[_EVENT_LINES - 1 :])]
 
 
 def _closed_reason(verdict: Verdict, limits: CellLimits) -> str:

@@ -15,8 +15,9 @@ __all__ = ["InputBroker", "delivers_live", "submit_kernel_input"]
 def delivers_live(emitter: ToolEventEmitter | None) -> bool:
     """Whether someone receives ``emitter``'s events while the tool runs (and can answer).
 
-    A standalone ``ToolEventEmitter()`` only collects events for later, so an ``input()``
-    request would wait for nobody: input is enabled only for a ``live`` emitter.
+    Inside a run, the engine's emitters are live when the run's events are read; a
+    ``ToolEventEmitter()`` made by hand is live unless built with ``live=False`` (its holder
+    polls ``get_events()`` and answers with ``PyRepl.submit_input``).
     """
     return emitter is not None and emitter.live
 

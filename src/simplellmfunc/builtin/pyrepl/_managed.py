@@ -137,6 +137,16 @@ class ManagedKernel:
             if bridge is not None:
                 await bridge.close()
 
+    def close_now(self) -> None:
+        """:meth:`close` without an event loop (blocking); idempotent, never raises."""
+        self.closed = True
+        session, self.session = self.session, None
+        if session is not None:
+            session.destroy_now()
+        bridge, self._bridge = self._bridge, None
+        if bridge is not None:
+            bridge.close_now()
+
     async def _replace(self) -> KernelSession:
         settings = self.settings
         now = time.monotonic()

@@ -133,6 +133,14 @@ def unregister(pid: int) -> None:
         _LIVE.pop(pid, None)
 
 
+def reap(pid: int) -> None:
+    """Collect a killed kernel child's exit status (no zombie); ignore one already collected."""
+    try:
+        os.waitpid(pid, 0)
+    except (ChildProcessError, OSError):
+        pass
+
+
 def live_count() -> int:
     """How many kernels are registered (for tests and diagnostics)."""
     with _LOCK:
@@ -145,9 +153,6 @@ def _reap_all() -> None:
         _LIVE.clear()
     for kernel in kernels:
         kill_kernel(kernel)
-        try:
-            # The kernel is our child: reap it so no zombie outlives the parent's last moments.
-            os.waitpid(kernel.pid, 0)
-        except (ChildProcessError, OSError):
-            pass
+        # The kernel is our child: reap it so no zombie outlives the parent's last moments.
+        reap(kernel.pid)
         shutil.rmtree(kernel.private_dir, ignore_errors=True)

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 import os
 import time
 import uuid
-from collections.abc import Mapping
+import weakref
+from collections.abc import Callable, Generator, Mapping
 from datetime import UTC, datetime
 from pathlib import Path
 from types import TracebackType
@@ -15,12 +17,12 @@ from typing import Any
 import anyio
 
 from ..._abort import AbortSignal
-from ...exceptions import InputRefusedError, UnsupportedError, UserError
+from ...exceptions import ArgumentValueError, InputRefusedError, UnsupportedError, UserError
 from ...sandbox import SandboxPolicy, as_policy
 from ...tools import Tool, ToolEventEmitter
 from ._audit import AuditLog, resolve_log_dir
 from ._exec import CellLimits, CellOutcome, CellRun
-from ._input import InputBroker, delivers_live
+from ._input import InputBroker, delivers_live, submit_kernel_input
 from ._managed import KernelSettings, ManagedKernel
 from ._output import CHARS_PER_TOKEN, present_streams
 from ._pack import PrimitivePack, pack_backends
@@ -34,6 +36,46 @@ _RESET_MESSAGE = (
     "REPL reset: all variables were cleared (the attached self_reference and runtime "
     "primitives are kept)."
 )
+
+
+def _check_positive(name: str, value: float) -> None:
+    if not isinstance(value, int | float) or value <= 0:
+        raise ArgumentValueError(f"{name} must be a positive number of seconds, got {value!r}")
+
+
+def _directory(path: Any) -> str:
+    """An existing directory as an absolute path string."""
+    if not isinstance(path, str | os.PathLike):
+        raise ArgumentValueError(f"working_directory must be a path, got {path!r}")
+    absolute = Path(path).absolute()
+    if not absolute.is_dir():
+        what = "is a file" if absolute.exists() else "does not exist"
+        raise ArgumentValueError(
+            f"working_directory must be an existing directory: {str(absolute)!r} {what}"
+        )
+    return str(absolute)
+
+
+class _Closing:
+    """What :meth:`PyRepl.close` returns: already closed, and awaitable (``await
+    repl.close()`` runs :meth:`PyRepl.aclose`, which has nothing left to do)."""
+
+    __slots__ = ("_repl",)
+
+    def __init__(self, repl: PyRepl) -> None:
+        self._repl = repl
+
+    def __await__(self) -> Generator[Any, None, None]:
+        return self._repl.aclose().__await__()
+
+
+class _InputAnswer:
+    """``submit_input``: on an instance, that PyRepl's requests; on the class, any PyRepl's."""
+
+    def __get__(self, obj: PyRepl | None, owner: type[PyRepl]) -> Callable[[str, str], bool]:
+        if obj is None:
+            return submit_kernel_input
+        return obj._submit_input
 
 
 def _new_self_reference() -> Any:
@@ -107,17 +149,20 @@ class PyRepl:
             then runs with the host user's access to every file and the network).
 
     Raises:
-        UserError: For a non-positive timeout.
+        ArgumentValueError: For a non-positive timeout, or a ``working_directory`` that is not
+            an existing directory (a ``UserError`` and a ``ValueError``).
     """
 
     #: The namespace of the SelfReference pack (SimpleLLMFunc's name for it).
     DEFAULT_SELF_REFERENCE_BACKEND_NAME = "selfref"
+    DEFAULT_EXECUTION_TIMEOUT_SECONDS = 120.0
+    DEFAULT_INPUT_IDLE_TIMEOUT_SECONDS = 300.0
 
     def __init__(
         self,
         working_directory: str | os.PathLike[str] | None = None,
-        execution_timeout_seconds: float = 120.0,
-        input_idle_timeout_seconds: float = 300.0,
+        execution_timeout_seconds: float = DEFAULT_EXECUTION_TIMEOUT_SECONDS,
+        input_idle_timeout_seconds: float = DEFAULT_INPUT_IDLE_TIMEOUT_SECONDS,
         *,
         env: Mapping[str, str] | None = None,
         memory_limit_mb: int | None = None,
@@ -138,12 +183,11 @@ class PyRepl:
             ("input_idle_timeout_seconds", input_idle_timeout_seconds),
             ("interrupt_grace_seconds", interrupt_grace_seconds),
         ):
-            if value <= 0:
-                raise UserError(f"{name} must be positive, got {value!r}")
+            _check_positive(name, value)
         policy = as_policy(sandbox)
         if working_directory is None and policy is None:
             working_directory = os.getcwd()
-        self._cwd = None if working_directory is None else str(Path(working_directory).absolute())
+        self._cwd = None if working_directory is None else _directory(working_directory)
         self._max_output_tokens = max_output_tokens
         self._limits = CellLimits(
             execution_timeout_seconds,
@@ -174,8 +218,20 @@ class PyRepl:
         self._self_reference: Any = None
         self._sequence = 0
         self._toolset: list[Tool] | None = None
+        # Garbage-collected unclosed: the kernel goes too (without an event loop, never hanging).
+        weakref.finalize(self, self._kernel.close_now)
 
     # -- properties ---------------------------------------------------------------------------
+
+    @property
+    def execution_timeout_seconds(self) -> float:
+        """Active-time limit of one execution (``execute(timeout_seconds=...)`` overrides it)."""
+        return self._limits.execution_timeout
+
+    @property
+    def input_idle_timeout_seconds(self) -> float:
+        """How long one ``input()`` waits for an answer."""
+        return self._limits.input_idle_timeout
 
     @property
     def instance_id(self) -> str:
@@ -259,7 +315,19 @@ class PyRepl:
         async with self._lock:
             await self._kernel.ready()
 
-    async def close(self) -> None:
+    def close(self) -> _Closing:
+        """Shut the kernel down now, without an event loop, and release everything; idempotent.
+
+        SimpleLLMFunc's ``repl.close()`` is synchronous, so this is too: the kernel and every
+        process it spawned are killed and its files removed before it returns (blocking for a
+        moment; from async code prefer ``await repl.aclose()``). ``await repl.close()`` also
+        works. A PyRepl that is garbage-collected or still open at interpreter exit is closed the
+        same way, and no kernel socket waits for a gone kernel (no hang in ``zmq_ctx_term``).
+        """
+        self._kernel.close_now()
+        return _Closing(self)
+
+    async def aclose(self) -> None:
         """Shut the kernel down and release everything; idempotent.
 
         Kills the kernel and every process it spawned: its process group, and on Linux also
@@ -293,7 +361,7 @@ class PyRepl:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        await self.close()
+        await self.aclose()
 
     # -- executing ----------------------------------------------------------------------------
 
@@ -303,8 +371,12 @@ class PyRepl:
         *,
         event_emitter: ToolEventEmitter | None = None,
         abort_signal: AbortSignal | None = None,
+        timeout_seconds: float | None = None,
     ) -> dict[str, Any]:
         """Run ``code`` and return the result dict.
+
+        ``timeout_seconds`` replaces the instance's ``execution_timeout_seconds`` for this call
+        (active time: waiting for ``input()`` does not count).
 
         The dict holds ``success``, ``stdout``, ``stderr``, ``return_value`` (repr of the last
         expression), ``error`` (a readable message that points at the failing line),
@@ -326,8 +398,13 @@ class PyRepl:
         fails at once with a clear error.
 
         Raises:
+            ArgumentValueError: For a non-positive ``timeout_seconds``.
             KernelError: If no kernel can be started (including after repeated kernel deaths).
         """
+        limits = self._limits
+        if timeout_seconds is not None:
+            _check_positive("timeout_seconds", timeout_seconds)
+            limits = dataclasses.replace(limits, execution_timeout=float(timeout_seconds))
         async with self._lock:
             started_at = datetime.now(UTC)
             started = time.perf_counter()
@@ -344,7 +421,7 @@ class PyRepl:
                 run = CellRun(
                     session,
                     code,
-                    self._limits,
+                    limits,
                     emitter=event_emitter,
                     abort=abort_signal,
                     inputs=self._inputs,
@@ -355,8 +432,9 @@ class PyRepl:
                 outcome = await run.run()
             self._kernel.record(outcome)
             return await self._finish(
-                outcome, code, started_at, started, notice, event_emitter, abort_signal, paths
-            )
+                outcome, code, started_at, started, notice, event_emitter, abort_signal, paths,
+                limits,
+            )  # fmt: skip
 
     def _output_paths(self) -> dict[str, str]:
         """Where the output of the current execution goes when the model cannot read it all."""
@@ -373,6 +451,7 @@ class PyRepl:
         emitter: ToolEventEmitter | None,
         abort: AbortSignal | None,
         paths: dict[str, str],
+        limits: CellLimits,
     ) -> dict[str, Any]:
         audit = self._audit_log()
         streams = await present_streams(
@@ -382,7 +461,7 @@ class PyRepl:
             audit.write_spill,
         )
         context = ResultContext(
-            limits=self._limits,
+            limits=limits,
             elapsed_ms=(time.perf_counter() - started) * 1000,
             max_output_tokens=self._max_output_tokens,
             streams=streams,
@@ -392,7 +471,7 @@ class PyRepl:
         )
         result = build_result(outcome, context)
         settings = {
-            "execution_timeout_seconds": self._limits.execution_timeout,
+            "execution_timeout_seconds": limits.execution_timeout,
             "input_idle_timeout_seconds": self._limits.input_idle_timeout,
             "working_directory": self._kernel.cwd,
             "sandbox": self._sandbox_dict(),
@@ -403,8 +482,12 @@ class PyRepl:
         )
         return result
 
-    def submit_input(self, request_id: str, value: str) -> bool:
+    def _submit_input(self, request_id: str, value: str) -> bool:
         """Answer the ``kernel_input_request`` event ``request_id`` with ``value``.
+
+        Also callable on the class, as SimpleLLMFunc's input UI calls it
+        (``PyRepl.submit_input(request_id, value)``): the request of any PyRepl of this
+        process with that (random) id is answered.
 
         Returns:
             Whether a pending request took the value; when not, :meth:`input_refusal` says why
@@ -412,6 +495,8 @@ class PyRepl:
             :meth:`answer_input` raises with that reason instead.
         """
         return self._inputs.submit(request_id, str(value))
+
+    submit_input = _InputAnswer()
 
     def input_refusal(self, request_id: str) -> str:
         """Why ``request_id`` takes no answer now ("" while it is pending): it timed out, was
@@ -426,7 +511,7 @@ class PyRepl:
             InputRefusedError: With the reason (timed out, already answered, execution ended,
                 unknown id).
         """
-        if not self.submit_input(request_id, value):
+        if not self._submit_input(request_id, value):
             reason = self.input_refusal(request_id)
             raise InputRefusedError(f"input request {request_id!r} was not answered: {reason}")
 

@@ -77,7 +77,8 @@ def build_result(out: CellOutcome, ctx: ResultContext) -> dict[str, Any]:
     result: dict[str, Any] = {
         "success": success,
         "stdout": stdout.text,
-        "stderr": stderr.text,
+        # As in SimpleLLMFunc, the cell's stderr says that its input() timed out.
+        "stderr": stderr.text + (f"{error}\n" if out.verdict == "input_timeout" else ""),
         "return_value": _cap(out.return_value, budget // 4),
         "error": error,
         "error_details": details,
@@ -143,10 +144,13 @@ def _error(out: CellOutcome, ctx: ResultContext) -> tuple[str | None, dict[str, 
         )
         return message, _synthetic("KernelDiedError", message)
     if out.verdict == "timeout":
-        message = f"Execution timed out after {limits.execution_timeout:g} s of active time"
+        message = f"Execution timed out after {limits.execution_timeout:g} seconds of active time"
         kind = "TimeoutError"
     elif out.verdict == "input_timeout":
-        message = f"input() got no reply within {limits.input_idle_timeout:g} s"
+        # SimpleLLMFunc's wording, alone when the cell stopped cleanly (the usual case).
+        message = f"Input request timed out after {limits.input_idle_timeout:g} seconds"
+        if out.recovered:
+            return message, _synthetic("InputTimeoutError", message, out.error_details)
         kind = "InputTimeoutError"
     else:
         message = "Execution aborted" + (f" ({ctx.abort_reason})" if ctx.abort_reason else "")

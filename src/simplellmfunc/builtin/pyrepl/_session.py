@@ -9,6 +9,7 @@ removes the directory.
 from __future__ import annotations
 
 import ast
+import contextlib
 import json
 import logging
 import os
@@ -20,6 +21,7 @@ from typing import Any
 
 import anyio
 import anyio.to_thread
+import zmq
 from jupyter_client.kernelspec import KernelSpec, KernelSpecManager
 from jupyter_client.manager import AsyncKernelManager
 
@@ -179,6 +181,7 @@ class KernelSession:
             finally:
                 log.close()
             client = km.client()
+            _no_linger(client.context)
             client.start_channels(hb=False, control=False)
             session = cls(km, client, private_dir, options, in_bwrap)
             if options.sandbox is not None and isolated is not None:
@@ -308,6 +311,23 @@ class KernelSession:
             except Exception as exc:  # boundary: the processes are killed already
                 logger.debug("kernel shutdown failed after killing it: %r", exc)
             await anyio.to_thread.run_sync(shutil.rmtree, self.private_dir, True)
+        _destroy_contexts(self.client.context, self.km.context)
+        _reaper.unregister(self.pid)
+
+    def destroy_now(self, why: str = "was shut down") -> None:
+        """:meth:`destroy` without an event loop: kill the processes, close the sockets with
+        no linger, remove the files (blocking; for a synchronous close and for garbage
+        collection). Idempotent, never raises."""
+        if self.closed:
+            return
+        self.closed = True
+        self.ended = why
+        _reaper.kill_kernel(self.live)
+        with contextlib.suppress(Exception):
+            self.client.stop_channels()
+        _destroy_contexts(self.client.context, self.km.context)
+        _reaper.reap(self.pid)
+        shutil.rmtree(self.private_dir, ignore_errors=True)
         _reaper.unregister(self.pid)
 
 
@@ -320,7 +340,23 @@ def _manager(private_dir: str, argv: list[str], interrupt_mode: str) -> Any:
     if os.name == "posix":
         # Unix sockets in the private directory: no TCP ports to race for or to expose.
         options.update(transport="ipc", ip=os.path.join(private_dir, "ipc"))
-    return AsyncKernelManager(**options)
+    km = AsyncKernelManager(**options)
+    _no_linger(km.context)
+    return km
+
+
+def _no_linger(context: Any) -> None:
+    """Sockets of ``context`` drop unsent messages when closed: terminating the context (at
+    garbage collection, at interpreter exit) then never waits for a kernel that is gone.
+    (libzmq's default, wait forever, blocked whole processes in ``zmq_ctx_term``.)"""
+    context.setsockopt(zmq.LINGER, 0)
+
+
+def _destroy_contexts(*contexts: Any) -> None:
+    for context in contexts:
+        with contextlib.suppress(Exception):
+            if not context.closed:
+                context.destroy(linger=0)
 
 
 def _open_log(private_dir: str) -> Any:

@@ -1,7 +1,9 @@
 """The model-facing tools of a PyRepl: ``execute_code``, ``reset_repl``, ``list_variables``.
 
-Calling a tool returns the raw result (the dict of ``PyRepl.execute``); :meth:`render` turns it
-into what the model reads: a concise text, or ``(text, [images])`` when the code showed images.
+``execute_code`` returns SimpleLLMFunc's shape, the text summary the model reads (an
+:class:`ExecutionSummary`: a ``str`` that also carries the result dict of ``PyRepl.execute``
+and the images); :meth:`render` gives the model that text, or ``(text, [images])`` when the code
+showed images, and reports a cell that failed (raised, timed out) as a failed tool call.
 
 The tools know their REPL only through the :class:`ReplBackend` protocol (``PyRepl`` is one), so
 this module does not import the PyRepl class, and the class imports the tools.
@@ -10,8 +12,8 @@ this module does not import the PyRepl class, and the class imports the tools.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
-from typing import Any, Protocol
+from collections.abc import KeysView, Sequence
+from typing import Any, Protocol, SupportsIndex, overload
 
 from ..._abort import AbortSignal
 from ..._content import ImgPath, ImgUrl
@@ -20,6 +22,7 @@ from ...tools import Tool, ToolEventEmitter
 
 __all__ = [
     "ExecuteCodeTool",
+    "ExecutionSummary",
     "ListVariablesTool",
     "ReplBackend",
     "ReplTool",
@@ -59,7 +62,7 @@ class ReplBackend(Protocol):
         """A new, unstarted REPL with the same settings (its own kernel)."""
         ...
 
-    async def close(self) -> None:
+    async def aclose(self) -> None:
         """Release the kernel."""
         ...
 
@@ -131,15 +134,16 @@ class ExecuteCodeTool(ReplTool):
         code: str,
         event_emitter: ToolEventEmitter | None = None,
         abort_signal: AbortSignal | None = None,
-    ) -> dict[str, Any]:
+    ) -> ExecutionSummary:
         """Run Python code in the persistent REPL.
 
         Args:
             code: The Python code to run (IPython syntax: magics and top-level await work).
         """
-        return await self._repl.execute(
+        result = await self._repl.execute(
             code, event_emitter=event_emitter, abort_signal=abort_signal
         )
+        return ExecutionSummary.of(result)
 
     def render(self, result: Any) -> Any:
         """The model's view: a text summary, plus the images when there are any.
@@ -148,15 +152,18 @@ class ExecuteCodeTool(ReplTool):
             ToolRetry: For a cell that failed (raised, timed out): the run's events show a failed
                 call (``success=False``) with the summary, which the model reads as the result.
         """
-        if not isinstance(result, dict):
+        if isinstance(result, dict):
+            result = ExecutionSummary.of(result)
+        if not isinstance(result, ExecutionSummary):
             return result
-        summary = render_execution(result)
-        if result.get("success") is False:
-            raise ToolRetry(summary if isinstance(summary, str) else summary[0])
-        return summary
+        if not result.success:
+            raise ToolRetry(str(result))
+        return (str(result), list(result.images)) if result.images else str(result)
 
     def failed(self, result: Any) -> bool:
         """Whether the run failed (raised, timed out, was interrupted)."""
+        if isinstance(result, ExecutionSummary):
+            return not result.success
         return isinstance(result, dict) and result.get("success") is False
 
 
@@ -208,6 +215,51 @@ def fork_repl_tools(tools: Sequence[Tool]) -> tuple[tuple[Tool, ...], tuple[Repl
             clone = clones[id(tool.repl)] = tool.repl.fork()
         out.append(next(t for t in clone.toolset if t.name == tool.name))
     return tuple(out), tuple(clones.values())
+
+
+class ExecutionSummary(str):
+    """What ``execute_code`` returns: the text summary of one execution (a ``str``, as in
+    SimpleLLMFunc), with the full result dict in :attr:`result` and the images to attach.
+
+    A string key reads the result dict (``summary["success"]``, ``summary.get("stdout")``,
+    ``summary.keys()``), as code written for the dict shape of ``PyRepl.execute`` does; every
+    other use is the text's.
+    """
+
+    result: dict[str, Any]
+    images: tuple[ImgUrl | ImgPath, ...]
+
+    @classmethod
+    def of(cls, result: dict[str, Any]) -> ExecutionSummary:
+        """The summary of a ``PyRepl.execute`` result dict."""
+        rendered = render_execution(result)
+        text, images = (rendered, []) if isinstance(rendered, str) else rendered
+        summary = cls(text)
+        summary.result = result
+        summary.images = tuple(images)
+        return summary
+
+    @property
+    def success(self) -> bool:
+        """Whether the code ran to the end without raising."""
+        return bool(self.result.get("success"))
+
+    @overload
+    def __getitem__(self, key: str) -> Any: ...
+    @overload
+    def __getitem__(self, key: SupportsIndex | slice) -> str: ...
+    def __getitem__(self, key: Any) -> Any:
+        if isinstance(key, str):
+            return self.result[key]
+        return super().__getitem__(key)
+
+    def get(self, key: str, default: Any = None) -> Any:
+        """A value of the result dict."""
+        return self.result.get(key, default)
+
+    def keys(self) -> KeysView[str]:
+        """The keys of the result dict."""
+        return self.result.keys()
 
 
 def _images(artifacts: list[dict[str, Any]]) -> tuple[list[ImgUrl | ImgPath], list[str]]:

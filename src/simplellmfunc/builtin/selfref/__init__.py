@@ -21,6 +21,7 @@ from ._bank import MemoryBank
 from ._handle import MemoryHandle, MemoryMap
 from ._reference import SelfReference
 from ._store import KeyState, MemoryStateStore, SQLiteStateStore, StateStore
+from ._summary import compaction_summary_text
 
 __all__ = [
     "KeyState",
@@ -31,6 +32,7 @@ __all__ = [
     "SQLiteStateStore",
     "SelfReference",
     "StateStore",
+    "compaction_summary_text",
 ]
 
 publish(__name__, __all__)

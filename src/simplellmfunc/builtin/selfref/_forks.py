@@ -149,7 +149,7 @@ class ForkManager:
             self._parent.add_usage(fork.usage)
             with anyio.move_on_after(_CLEANUP_SECONDS):
                 for repl in fork.repls:
-                    await repl.close()
+                    await repl.aclose()
                 await anyio.to_thread.run_sync(
                     self._bank.close_fork, self._key, fork.fork_id, fork.handle()
                 )

@@ -13,7 +13,7 @@ import copy
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from ...exceptions import InvalidHistoryError
+from ...exceptions import InvalidHistoryError, UnboundKeyError
 from ._bank import MemoryBank
 
 __all__ = ["MemoryHandle", "MemoryMap"]
@@ -125,8 +125,13 @@ class MemoryHandle:
         return self._edit(edit)
 
     def clear(self) -> int:
-        """Remove every message (the system prompt too); return 0."""
-        return self._edit(lambda ms: ms.clear())
+        """Remove every message but the system prompt (as SimpleLLMFunc); return the new count
+        (1 with a system prompt, else 0). ``replace([])`` removes the system prompt too."""
+
+        def keep_system(messages: list[dict[str, Any]]) -> None:
+            del messages[1 if messages and messages[0].get("role") == "system" else 0 :]
+
+        return self._edit(keep_system)
 
     def get_system_prompt(self) -> str | None:
         """Return the stored system prompt, or ``None`` when there is none."""
@@ -183,8 +188,21 @@ class MemoryMap:
         self._owner = owner
 
     def __getitem__(self, key: str) -> MemoryHandle:
+        """The handle of a bound key.
+
+        Raises:
+            InvalidHistoryError: If ``key`` is not a non-empty string.
+            UnboundKeyError: If no history is bound to ``key`` (a ``KeyError``).
+        """
         if not isinstance(key, str) or not key:
             raise InvalidHistoryError("a memory key must be a non-empty string")
+        bound = self._owner.keys()  # a list (MemoryBank is no mapping)
+        if key not in bound:
+            raise UnboundKeyError(
+                f"memory key {key!r} is not bound: bind a history first "
+                f"(self_reference.bind_history({key!r}, [...])) or run a turn with "
+                f"self_reference_key={key!r}"
+            )
         return MemoryHandle(self._owner, key)
 
     def keys(self) -> list[str]:

@@ -33,7 +33,7 @@ from typing import Any
 
 from ...exceptions import InvalidHistoryError
 
-__all__ = ["SUMMARY_HEADER", "summary_text"]
+__all__ = ["SUMMARY_HEADER", "compaction_summary_text", "summary_text"]
 
 SUMMARY_HEADER = "[Context summary]"
 
@@ -91,3 +91,12 @@ def summary_text(fields: dict[str, Any]) -> tuple[str, dict[str, Any]]:
         elif not is_list and str(value).strip():
             parts.append(f"## {title}\n{str(value).strip()}")
     return "\n\n".join(parts), checkpoint
+
+
+def compaction_summary_text(fields: dict[str, Any]) -> str:
+    """The summary message text of the compaction ``fields`` (see the module docstring).
+
+    Raises:
+        InvalidHistoryError: For unknown or mistyped fields, or an empty goal.
+    """
+    return summary_text(fields)[0]

@@ -237,7 +237,7 @@ class SessionStore:
             else:
                 await self._save(session)
             if session.repl is not None:
-                await session.repl.close()
+                await session.repl.aclose()
             if self._own_root and self._root is not None:
                 folder = self._root / session_id
                 if folder.exists():  # a session without a kernel made none: no thread hop

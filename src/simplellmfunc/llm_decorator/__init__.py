@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from .decorators import llm_chat, llm_function
+from ..decorators import llm_chat, llm_function
 
 __all__ = ["async_llm_chat", "async_llm_function", "llm_chat", "llm_function"]
 
