@@ -136,8 +136,11 @@ def install(shell: Any) -> dict[str, Any]:
         shell.events.register("pre_run_cell", _pre_run_cell)
         shell.events.register("post_run_cell", _post_run_cell)
         formatter = shell.display_formatter.mimebundle_formatter
+        # By the module the class says it is in: its public one (``simplellmfunc.types`` once
+        # that is imported), or the one it is defined in, before.
         for kind, name in (("path", "ImgPath"), ("url", "ImgUrl")):
-            formatter.for_type_by_name("simplellmfunc._content", name, _image_bundle(kind))
+            for module in ("simplellmfunc.types", "simplellmfunc", "simplellmfunc._content"):
+                formatter.for_type_by_name(module, name, _image_bundle(kind))
     _inject()
     return {"fd_capture": _STATE["fd"], "pid": os.getpid()}
 
