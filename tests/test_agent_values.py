@@ -64,6 +64,9 @@ async def test_decorators_return_the_public_classes(llm: OpenAICompatible) -> No
     assert helper.options is not None
     assert extract.options == helper.options
     assert isinstance(helper.as_tool(), AgentTool)
+    helper.__name__ = "renamed"  # what SimpleLLMFunc code does to name agents made in a loop
+    assert helper.name == "renamed"
+    assert helper.as_tool().name == "renamed"
     # Not an agent: refused by type, not by a missing attribute.
     with pytest.raises(UserError, match="not an @llm_chat agent"):
         AgentTool(extract)  # type: ignore[arg-type]
