@@ -64,6 +64,9 @@ async def test_decorators_return_the_public_classes(llm: OpenAICompatible) -> No
     assert helper.options is not None
     assert extract.options == helper.options
     assert isinstance(helper.as_tool(), AgentTool)
+    helper.__name__ = "renamed"  # what SimpleLLMFunc code does to name agents made in a loop
+    assert helper.name == "renamed"
+    assert helper.as_tool().name == "renamed"
     # Not an agent: refused by type, not by a missing attribute.
     with pytest.raises(UserError, match="not an @llm_chat agent"):
         AgentTool(extract)  # type: ignore[arg-type]
@@ -207,7 +210,7 @@ def test_strict_mypy_needs_no_cast_on_a_user_file(tmp_path: Path) -> None:
     """A user's file using ``agent.resume``, ``agent.as_tool()``, ``agent.run`` and
     ``LLMFunction.stream`` type-checks under ``mypy --strict`` without a cast or an ignore
     (the file is also in ``make typecheck``, which keeps the cache warm)."""
-    user_file = ROOT / "tests" / "typing" / "agent_user.py"
+    user_file = ROOT / "tests" / "typecheck" / "agent_user.py"
     text = user_file.read_text()
     assert "cast(" not in text
     assert "type: ignore" not in text

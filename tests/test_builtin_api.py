@@ -35,6 +35,7 @@ SURFACES = {
         "ReplTool",
         "ResetReplTool",
         "fork_repl_tools",
+        "register_default_backend",
         "render_execution",
         "submit_kernel_input",
     },
@@ -88,3 +89,36 @@ def test_only_pyrepl_pulls_in_jupyter_client(code: str, tmp_path: Path) -> None:
         [sys.executable, "-c", probe], cwd=tmp_path, capture_output=True, text=True, check=True
     )
     assert result.stdout.strip() == "False"
+
+
+def test_pyrepl_never_imports_selfref(tmp_path: Path) -> None:
+    """The PyRepl <-> SelfReference circle is a seam: ``selfref`` registers SelfReference as a
+    PyRepl's default memory; ``pyrepl`` never imports ``selfref``, not even at run time."""
+    probe = (
+        "import sys\n"
+        "from simplellmfunc.builtin.pyrepl import PyRepl\n"
+        "from simplellmfunc.exceptions import UserError\n"
+        "repl = PyRepl()\n"
+        "try:\n"
+        "    repl.get_runtime_backend('selfref')\n"
+        "except UserError as exc:\n"
+        "    print('refused', 'import simplellmfunc.builtin.selfref' in str(exc))\n"
+        "print('simplellmfunc.builtin.selfref' in sys.modules)\n"
+        "import simplellmfunc.builtin.selfref as selfref\n"
+        "print(type(repl.get_runtime_backend('selfref')) is selfref.SelfReference)\n"
+        "from simplellmfunc.builtin import PyRepl as FromFace\n"
+        "print(FromFace is PyRepl)\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", probe], cwd=tmp_path, capture_output=True, text=True, check=True
+    )
+    assert result.stdout.split("\n")[:4] == ["refused True", "False", "True", "True"]
+    # through the package face, as SimpleLLMFunc code imports it, the default is there
+    probe = (
+        "from simplellmfunc.builtin import PyRepl, SelfReference\n"
+        "print(isinstance(PyRepl().get_runtime_backend('selfref'), SelfReference))\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", probe], cwd=tmp_path, capture_output=True, text=True, check=True
+    )
+    assert result.stdout.strip() == "True"

@@ -553,3 +553,24 @@ def test_import_has_no_side_effects(tmp_path: Path) -> None:
     assert result.stdout.strip() == "[] 1"
     assert result.stderr == ""
     assert list(tmp_path.iterdir()) == []
+
+
+def test_runtime_sub_packages_import_lazily(tmp_path: Path) -> None:
+    """``import simplellmfunc.runtime.stores`` loads the stores and what they need (13 of our
+    modules, 101 in all), not every runtime sub-package (127 of ours, 414 in all, before)."""
+    code = (
+        "import sys\n"
+        "before = set(sys.modules)\n"
+        "import simplellmfunc.runtime.stores\n"
+        "ours = sorted(m for m in set(sys.modules) - before if m.startswith('simplellmfunc'))\n"
+        "print(len(ours))\n"
+        "print(' '.join(ours))\n"
+    )
+    count, names = _fresh(code, tmp_path).stdout.strip().splitlines()
+    loaded = set(names.split())
+    assert int(count) <= 20, loaded
+    for heavy in ("engine", "providers", "decorators", "runtime.config", "runtime.retrieval"):
+        assert f"simplellmfunc.{heavy}" not in loaded, heavy
+    # the flat names still work, imported on first access
+    code = "import simplellmfunc.runtime as r\nprint(r.ConfiguredAgent.__module__, r.stores)\n"
+    assert _fresh(code, tmp_path).stdout.split()[0] == "simplellmfunc.runtime.config"

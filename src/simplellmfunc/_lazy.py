@@ -18,24 +18,35 @@ __all__ = ["lazy_exports", "publish"]
 
 
 def lazy_exports(
-    package: str, names: Mapping[str, str]
+    package: str,
+    names: Mapping[str, str],
+    *,
+    claims: Iterable[str] = (),
+    submodules: Iterable[str] = (),
 ) -> tuple[Callable[[str], Any], Callable[[], list[str]]]:
     """``__getattr__`` and ``__dir__`` for ``package``, mapping each name to its module.
 
-    Modules are relative to ``package`` when they start with a dot.
+    Modules are relative to ``package`` when they start with a dot. A name is published
+    (:func:`publish`, with ``claims``) when first accessed; ``submodules`` are sub-packages
+    reached as attributes (``package.stores``), imported on first access as well.
     """
+    owned = (f"{package}._", *(f"{claim}." for claim in claims))
+    exact = tuple(claims)
+    children = frozenset(submodules)
 
     def __getattr__(name: str) -> Any:
         module = names.get(name)
         if module is None:
+            if name in children:
+                return importlib.import_module(f"{package}.{name}")  # sets the attribute
             raise AttributeError(f"module {package!r} has no attribute {name!r}")
         value = getattr(importlib.import_module(module, package), name)
-        _claim(value, package, (f"{package}._",), ())
+        _claim(value, package, owned, exact)
         globals_of(package)[name] = value  # later lookups are plain attribute hits
         return value
 
     def __dir__() -> list[str]:
-        return sorted(set(globals_of(package)) | set(names))
+        return sorted(set(globals_of(package)) | set(names) | children)
 
     return __getattr__, __dir__
 

@@ -6,13 +6,15 @@
 * :mod:`.files` — ``FileToolset``, workspace file tools.
 
 ``selfref`` builds on ``pyrepl``'s public names (kernel code reaches memory through a primitive
-pack; forks get fresh REPLs); ``files`` stands alone. Each name is imported on first access:
+pack; forks get fresh REPLs) and registers SelfReference as a PyRepl's default memory backend;
+``pyrepl`` never imports ``selfref``. ``files`` stands alone. Each name is imported on first access:
 PyRepl pulls in jupyter_client, which users of the file tools should not pay for.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+import importlib
+from typing import TYPE_CHECKING, Any
 
 from .._lazy import lazy_exports, publish
 
@@ -23,7 +25,7 @@ if TYPE_CHECKING:
 
 __all__ = ["FileToolset", "KernelPool", "PrimitivePack", "PyRepl", "SelfReference"]
 
-__getattr__, __dir__ = lazy_exports(
+_export, __dir__ = lazy_exports(
     __name__,
     {
         "FileToolset": ".files",
@@ -33,5 +35,17 @@ __getattr__, __dir__ = lazy_exports(
         "SelfReference": ".selfref",
     },
 )
+
+
+def __getattr__(name: str) -> Any:
+    if name in _REPL_NAMES:
+        # selfref registers SelfReference as a PyRepl's default memory (``pyrepl`` never
+        # imports ``selfref``: that is the seam), so a PyRepl from here has it, as in
+        # SimpleLLMFunc.
+        importlib.import_module(".selfref", __name__)
+    return _export(name)
+
+
+_REPL_NAMES = frozenset({"KernelPool", "PrimitivePack", "PyRepl"})
 
 publish(__name__, __all__)

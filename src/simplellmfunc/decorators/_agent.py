@@ -94,7 +94,10 @@ class ChatAgent:
         "_signature",
     )
 
-    __wrapped__: Callable[..., Any]  # set by functools.update_wrapper
+    # set by functools.update_wrapper
+    __wrapped__: Callable[..., Any]
+    __name__: str
+    __qualname__: str
 
     def __init__(self, func: Callable[..., Any], settings: ChatSettings) -> None:
         if not inspect.iscoroutinefunction(func) and not inspect.isasyncgenfunction(func):
@@ -127,14 +130,14 @@ class ChatAgent:
 
     @property
     def name(self) -> str:
-        """The name the agent goes by (its function's name)."""
-        return self._func.__name__
+        """The name the agent goes by: its ``__name__`` (the function's, unless reassigned)."""
+        return str(self.__name__)
 
     @property
     def description(self) -> str:
         """What the agent does, for other agents and clients: the first line of its
         docstring (its system prompt), or ``""``."""
-        lines = self._doc.strip().splitlines()
+        lines = (self.__doc__ or "").strip().splitlines()
         return lines[0].strip() if lines else ""
 
     # -- calls ----------------------------------------------------------------------------------
@@ -219,7 +222,7 @@ class ChatAgent:
         return bound
 
     def __repr__(self) -> str:
-        return f"<ChatAgent {self._func.__qualname__}>"
+        return f"<ChatAgent {self.__qualname__}>"
 
     # -- inside ---------------------------------------------------------------------------------
 
@@ -288,7 +291,7 @@ class ChatAgent:
             options=settings.options,
             params=settings.params,
             hooks=settings.hooks + call.run_hooks(settings.providers),
-            func_name=self._func.__name__,
+            func_name=self.__name__,
         )
         transcript = Transcript(initial_messages(system, history, user))
         return invocation, transcript, call, user

@@ -140,7 +140,10 @@ class LLMFunction(Generic[P, R]):
         "_signature",
     )
 
-    __wrapped__: Callable[..., Any]  # set by functools.update_wrapper
+    # set by functools.update_wrapper
+    __wrapped__: Callable[..., Any]
+    __name__: str
+    __qualname__: str
 
     def __init__(self, func: Callable[P, Awaitable[R]], settings: _FunctionSettings) -> None:
         check_async(func, "llm_function")
@@ -221,7 +224,7 @@ class LLMFunction(Generic[P, R]):
         return bound
 
     def __repr__(self) -> str:
-        return f"<LLMFunction {self._func.__qualname__}>"
+        return f"<LLMFunction {self.__qualname__}>"
 
     async def _value(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> R:
         run, parser = await self._prepare(args, kwargs, events=False)
@@ -266,7 +269,7 @@ class LLMFunction(Generic[P, R]):
             params=settings.params,
             answer_check=parser.check if parser is not None else None,
             max_repairs=settings.retries,
-            func_name=self._func.__name__,
+            func_name=self.__name__,
             hooks=call.run_hooks(settings.providers),
         )
         transcript = Transcript([SystemMessage(system), user])

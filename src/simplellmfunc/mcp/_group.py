@@ -8,12 +8,12 @@ the client's modules import in one direction.
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
-from types import TracebackType
-from typing import Generic, Protocol, Self, TypeVar
+from typing import Generic, Protocol, TypeVar
 
 import anyio
 from anyio.abc import TaskGroup
 
+from .._resource import AsyncResource
 from ..exceptions import MCPError, SimpleLLMFuncError
 from ..tools import Tool
 from ._names import check_unique
@@ -34,7 +34,7 @@ class Member(Protocol):
 M = TypeVar("M", bound=Member)
 
 
-class LinkGroup(Generic[M]):
+class LinkGroup(AsyncResource, Generic[M]):
     """Several servers that open, list and close together.
 
     ``async with`` starts every server concurrently; if one fails, the others are stopped and
@@ -56,19 +56,15 @@ class LinkGroup(Generic[M]):
     def __len__(self) -> int:
         return len(self.toolsets)
 
-    async def __aenter__(self) -> Self:
-        await self.connect()
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.aclose()
-
     async def connect(self) -> None:
+        """The earlier name of :meth:`open`.
+
+        Raises:
+            MCPError: As :meth:`open`.
+        """
+        await self.open()
+
+    async def open(self) -> None:
         """Open every server concurrently.
 
         Raises:

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable
-from types import TracebackType
-from typing import Self, TypeVar
+from typing import TypeVar
 
 import anyio
 import httpx2
@@ -16,6 +15,7 @@ from mcp.shared.exceptions import MCPError as SDKError
 from pydantic import ValidationError
 
 from .._abort import AbortSignal
+from .._resource import AsyncResource
 from ..exceptions import AbortedError, MCPError, UserError
 from ._config import ServerSpec
 from ._connection import Connection, ListKind, Options, supervise
@@ -33,7 +33,7 @@ _CLIENT_INFO = types.Implementation(name="simplellmfunc", version="0.1.0")
 _SDK_FAILURES = (SDKError, ValidationError, RuntimeError, httpx2.HTTPError, OSError)
 
 
-class ServerLink:
+class ServerLink(AsyncResource):
     """The session with one MCP server, shared by every request.
 
     Opened with ``async with`` (or :meth:`connect` and, in the same task, :meth:`aclose`). The
@@ -61,24 +61,20 @@ class ServerLink:
         self._open_lock = anyio.Lock()
         self._stale: set[ListKind] = set()
 
-    async def __aenter__(self) -> Self:
-        await self.connect()
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.aclose()
-
     @property
     def connected(self) -> bool:
         """Whether the toolset is open (its session may be reconnecting)."""
         return self._group is not None
 
     async def connect(self) -> None:
+        """The earlier name of :meth:`open`.
+
+        Raises:
+            MCPError: As :meth:`open`.
+        """
+        await self.open()
+
+    async def open(self) -> None:
         """Start (or reach) the server and open the session; a no-op when already open.
 
         Raises:

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import logging
-from abc import ABC, abstractmethod
+from abc import abstractmethod
 from collections.abc import AsyncGenerator, Mapping, Sequence
 from dataclasses import dataclass, field
-from types import TracebackType
-from typing import Any, Literal, Self, TypeAlias
+from typing import Any, Literal, TypeAlias
 
 from .._messages import AssistantMessage, Message
+from .._resource import AsyncResource
 from .._usage import Usage
 
 __all__ = [
@@ -26,8 +25,6 @@ __all__ = [
     "ToolSpec",
     "UsageEvent",
 ]
-
-logger = logging.getLogger("simplellmfunc.providers")
 
 
 @dataclass(frozen=True, slots=True)
@@ -173,7 +170,7 @@ class FinishEvent:
 StreamEvent: TypeAlias = TextDelta | ReasoningDelta | ToolCallDelta | UsageEvent | FinishEvent
 
 
-class LLMInterface(ABC):
+class LLMInterface(AsyncResource):
     """A model behind some API. Subclasses implement :meth:`complete` and :meth:`stream`.
 
     Interfaces own their connections: use ``async with`` or call :meth:`aclose`. Leaving the
@@ -212,30 +209,5 @@ class LLMInterface(ABC):
         # The first use loads the encoding (hundreds of ms): keep it off the event loop.
         return await anyio.to_thread.run_sync(count_message_tokens, messages, self.model_name)
 
-    async def aclose(self) -> None:  # noqa: B027 - optional hook
+    async def aclose(self) -> None:
         """Release connections (idempotent)."""
-
-    async def __aenter__(self) -> Self:
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        if exc is None:
-            await self.aclose()
-            return
-        try:
-            await self.aclose()
-        except Exception as error:  # boundary: never mask the exception of the block
-            logger.warning(
-                "%s: aclose() failed while an error left the block: %s: %s",
-                type(self).__name__,
-                type(error).__name__,
-                error,
-            )
-            exc.add_note(
-                f"{type(self).__name__}.aclose() also failed: {type(error).__name__}: {error}"
-            )

@@ -13,6 +13,7 @@ from typing import Any
 
 import httpx
 
+from .._resource import AsyncResource
 from ..exceptions import ConfigError, ProviderError
 from ._http import HTTPSettings, HTTPTransport
 from ._keys import APIKeyPool
@@ -21,7 +22,7 @@ from ._retry import RetryPolicy
 __all__ = ["OpenAIEmbeddings"]
 
 
-class OpenAIEmbeddings:
+class OpenAIEmbeddings(AsyncResource):
     """Embeddings from an OpenAI-compatible ``/embeddings`` endpoint.
 
     Args:
@@ -109,12 +110,6 @@ class OpenAIEmbeddings:
     async def aclose(self) -> None:
         """Close the HTTP client (when this object created it)."""
         await self._http.aclose()
-
-    async def __aenter__(self) -> OpenAIEmbeddings:
-        return self
-
-    async def __aexit__(self, *exc_info: object) -> None:
-        await self.aclose()
 
     def __repr__(self) -> str:
         return f"OpenAIEmbeddings(model={self.model!r}, base_url={self.base_url!r})"

@@ -13,7 +13,7 @@ import anyio.to_thread
 import httpx
 
 from .._usage import Usage
-from ..exceptions import EmptyReplyError, ProviderError
+from ..exceptions import EmptyReplyError, ProviderError, UserError
 from ._base import (
     Capabilities,
     FinishEvent,
@@ -49,10 +49,13 @@ class HTTPInterface(LLMInterface):
         base_url: The API root (default: the adapter's public endpoint).
         max_retries: Retries after the first attempt (see :class:`RetryPolicy`).
         retry_policy: Full retry settings (overrides ``max_retries``).
-        timeout: Overall deadline per call in seconds (retries and streaming included).
-        connect_timeout: Seconds to connect.
-        read_timeout: Seconds to wait for each chunk.
-        max_connections: Connection pool size (HTTP/1.1 keep-alive).
+        http: The connection settings as one value (:class:`HTTPSettings`: timeouts, pool
+            size), or the four flat keywords below (not both).
+        timeout: Overall deadline per call in seconds (retries and streaming included;
+            default 600).
+        connect_timeout: Seconds to connect (default 10).
+        read_timeout: Seconds to wait for each chunk (default 120).
+        max_connections: Connection pool size (HTTP/1.1 keep-alive; default 100).
         rate_limit_capacity: Token-bucket capacity (with ``rate_limit_refill_rate``);
             ``None`` disables client-side rate limiting.
         rate_limit_refill_rate: Requests per second refilled.
@@ -66,6 +69,7 @@ class HTTPInterface(LLMInterface):
 
     Raises:
         ConfigError: For an empty key list.
+        UserError: For ``http=`` given together with a flat connection keyword.
     """
 
     default_base_url: ClassVar[str] = "https://api.openai.com/v1"
@@ -85,10 +89,11 @@ class HTTPInterface(LLMInterface):
         *,
         max_retries: int = 2,
         retry_policy: RetryPolicy | None = None,
-        timeout: float = 600.0,
-        connect_timeout: float = 10.0,
-        read_timeout: float = 120.0,
-        max_connections: int = 100,
+        http: HTTPSettings | None = None,
+        timeout: float | None = None,
+        connect_timeout: float | None = None,
+        read_timeout: float | None = None,
+        max_connections: int | None = None,
         rate_limit_capacity: float | None = None,
         rate_limit_refill_rate: float = 1.0,
         rate_limit: TokenBucket | None = None,
@@ -115,7 +120,7 @@ class HTTPInterface(LLMInterface):
             auth=self._auth_headers,
             provider=self.provider_name,
             retry=retry_policy or RetryPolicy(max_retries=max_retries),
-            settings=HTTPSettings(timeout, connect_timeout, read_timeout, max_connections),
+            settings=_settings(http, timeout, connect_timeout, read_timeout, max_connections),
             rate_limit=rate_limit,
             headers={**self._fixed_headers(), **(headers or {})},
             client=http_client,
@@ -320,3 +325,38 @@ class HTTPInterface(LLMInterface):
         from ._config import interface_from_env
 
         return interface_from_env(cls, environ, cls.env_prefix, cls.default_base_url)
+
+
+def _settings(
+    http: HTTPSettings | None,
+    timeout: float | None,
+    connect_timeout: float | None,
+    read_timeout: float | None,
+    max_connections: int | None,
+) -> HTTPSettings:
+    """The connection settings: the ``http=`` value, or the flat keywords over the defaults.
+
+    Raises:
+        UserError: For ``http=`` together with a flat keyword.
+    """
+    given = [
+        name
+        for name, value in (
+            ("timeout", timeout),
+            ("connect_timeout", connect_timeout),
+            ("read_timeout", read_timeout),
+            ("max_connections", max_connections),
+        )
+        if value is not None
+    ]
+    if http is None:
+        default = HTTPSettings()
+        return HTTPSettings(
+            default.timeout if timeout is None else timeout,
+            default.connect_timeout if connect_timeout is None else connect_timeout,
+            default.read_timeout if read_timeout is None else read_timeout,
+            default.max_connections if max_connections is None else max_connections,
+        )
+    if given:
+        raise UserError(f"give http=HTTPSettings(...) or {', '.join(given)}, not both")
+    return http

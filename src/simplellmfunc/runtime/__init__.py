@@ -32,96 +32,103 @@
 Imports between them run one way: ``config`` → ``checkpoints`` → ``trace`` / ``stores``;
 ``config`` → ``memory`` → ``stores``; ``config`` → ``commands``; ``config`` →
 ``retrieval``. A sub-package uses its siblings' public names only.
+
+Each name is imported on first access: ``import simplellmfunc.runtime.stores`` loads the stores
+and what they need, not the knowledge bases, the config runtime or the multi-agent patterns.
 """
 
-from .._lazy import publish
-from .._persist import SQLiteDatabase
-from .checkpoints import (
-    Checkpoint,
-    CheckpointHook,
-    CheckpointInfo,
-    CheckpointManager,
-    load_checkpoint,
-    save_checkpoint,
-    serialize_value,
-)
-from .commands import CLIAgentTool, CommandOutput, ShellTool, run_command
-from .config import (
-    AgentConfig,
-    ConfigRunResult,
-    ConfiguredAgent,
-    RunObserver,
-    TurnResult,
-    load_agent_config,
-    run_config,
-)
-from .memory import (
-    Action,
-    AutoSave,
-    KeyValueExtraction,
-    LLMSummary,
-    MemoryHook,
-    Step,
-    StepTriple,
-    render_memory,
-    strip_memory,
-)
-from .multiagent import (
-    AgentOutcome,
-    Channel,
-    GroupChat,
-    GroupChatResult,
-    GroupChatState,
-    GroupMessage,
-    Handoff,
-    HandoffResult,
-    InputFilter,
-    LLMSelector,
-    Parallel,
-    ParallelResult,
-    RedisChannel,
-    SharedMemory,
-    SpeakerSelector,
-    Team,
-    drop_tool_turns,
-)
-from .retrieval import (
-    AGENTIC_PROMPT,
-    RAG,
-    Chunk,
-    Embedder,
-    IngestReport,
-    KnowledgeBase,
-    Passage,
-    SearchMode,
-    SourceInfo,
-    chunk_text,
-    create_rag,
-    format_passages,
-    retrieve_tool,
-)
-from .sessions import OnDisconnect, Session, SessionStore
-from .skills import Skill, SkillRegistry, Skills, skill, skill_agent
-from .stores import (
-    InMemoryStore,
-    Namespace,
-    RedisStore,
-    ScopedStore,
-    SQLiteStore,
-    Store,
-    StoreItem,
-    StoreKind,
-    open_store,
-)
-from .trace import (
-    JSONLSink,
-    SQLiteTraceSink,
-    TraceRecord,
-    TraceRecorder,
-    TraceSink,
-    TraceStats,
-    read_jsonl,
-)
+from typing import TYPE_CHECKING
+
+from .._lazy import lazy_exports
+
+if TYPE_CHECKING:
+    from .._persist import SQLiteDatabase
+    from .checkpoints import (
+        Checkpoint,
+        CheckpointHook,
+        CheckpointInfo,
+        CheckpointManager,
+        load_checkpoint,
+        save_checkpoint,
+        serialize_value,
+    )
+    from .commands import CLIAgentTool, CommandOutput, ShellTool, run_command
+    from .config import (
+        AgentConfig,
+        ConfigRunResult,
+        ConfiguredAgent,
+        RunObserver,
+        TurnResult,
+        load_agent_config,
+        run_config,
+    )
+    from .memory import (
+        Action,
+        AutoSave,
+        KeyValueExtraction,
+        LLMSummary,
+        MemoryHook,
+        Step,
+        StepTriple,
+        render_memory,
+        strip_memory,
+    )
+    from .multiagent import (
+        AgentOutcome,
+        Channel,
+        GroupChat,
+        GroupChatResult,
+        GroupChatState,
+        GroupMessage,
+        Handoff,
+        HandoffResult,
+        InputFilter,
+        LLMSelector,
+        Parallel,
+        ParallelResult,
+        RedisChannel,
+        SharedMemory,
+        SpeakerSelector,
+        Team,
+        drop_tool_turns,
+    )
+    from .retrieval import (
+        AGENTIC_PROMPT,
+        RAG,
+        Chunk,
+        Embedder,
+        IngestReport,
+        KnowledgeBase,
+        Passage,
+        SearchMode,
+        SourceInfo,
+        chunk_text,
+        create_rag,
+        format_passages,
+        retrieve_tool,
+    )
+    from .sessions import OnDisconnect, Session, SessionStore
+    from .skills import Skill, SkillRegistry, Skills, skill, skill_agent
+    from .stores import (
+        InMemoryStore,
+        Namespace,
+        RedisStore,
+        ScopedStore,
+        SQLiteStore,
+        Store,
+        StoreItem,
+        StoreKind,
+        open_store,
+    )
+    from .trace import (
+        JSONLSink,
+        SQLiteTraceSink,
+        TraceRecord,
+        TraceRecorder,
+        TraceSink,
+        TraceStats,
+        read_jsonl,
+    )
 
 __all__ = [
     "AGENTIC_PROMPT",
@@ -208,4 +215,107 @@ __all__ = [
     "strip_memory",
 ]
 
-publish(__name__, __all__, claims=("simplellmfunc._persist",))
+__getattr__, __dir__ = lazy_exports(
+    __name__,
+    {
+        "AGENTIC_PROMPT": ".retrieval",
+        "RAG": ".retrieval",
+        "Action": ".memory",
+        "AgentConfig": ".config",
+        "AgentOutcome": ".multiagent",
+        "AutoSave": ".memory",
+        "CLIAgentTool": ".commands",
+        "Channel": ".multiagent",
+        "Checkpoint": ".checkpoints",
+        "CheckpointHook": ".checkpoints",
+        "CheckpointInfo": ".checkpoints",
+        "CheckpointManager": ".checkpoints",
+        "Chunk": ".retrieval",
+        "CommandOutput": ".commands",
+        "ConfigRunResult": ".config",
+        "ConfiguredAgent": ".config",
+        "Embedder": ".retrieval",
+        "GroupChat": ".multiagent",
+        "GroupChatResult": ".multiagent",
+        "GroupChatState": ".multiagent",
+        "GroupMessage": ".multiagent",
+        "Handoff": ".multiagent",
+        "HandoffResult": ".multiagent",
+        "InMemoryStore": ".stores",
+        "IngestReport": ".retrieval",
+        "InputFilter": ".multiagent",
+        "JSONLSink": ".trace",
+        "KeyValueExtraction": ".memory",
+        "KnowledgeBase": ".retrieval",
+        "LLMSelector": ".multiagent",
+        "LLMSummary": ".memory",
+        "MemoryHook": ".memory",
+        "Namespace": ".stores",
+        "OnDisconnect": ".sessions",
+        "Parallel": ".multiagent",
+        "ParallelResult": ".multiagent",
+        "Passage": ".retrieval",
+        "RedisChannel": ".multiagent",
+        "RedisStore": ".stores",
+        "RunObserver": ".config",
+        "SQLiteDatabase": ".._persist",
+        "SQLiteStore": ".stores",
+        "SQLiteTraceSink": ".trace",
+        "ScopedStore": ".stores",
+        "SearchMode": ".retrieval",
+        "Session": ".sessions",
+        "SessionStore": ".sessions",
+        "SharedMemory": ".multiagent",
+        "ShellTool": ".commands",
+        "Skill": ".skills",
+        "SkillRegistry": ".skills",
+        "Skills": ".skills",
+        "SourceInfo": ".retrieval",
+        "SpeakerSelector": ".multiagent",
+        "Step": ".memory",
+        "StepTriple": ".memory",
+        "Store": ".stores",
+        "StoreItem": ".stores",
+        "StoreKind": ".stores",
+        "Team": ".multiagent",
+        "TraceRecord": ".trace",
+        "TraceRecorder": ".trace",
+        "TraceSink": ".trace",
+        "TraceStats": ".trace",
+        "TurnResult": ".config",
+        "chunk_text": ".retrieval",
+        "create_rag": ".retrieval",
+        "drop_tool_turns": ".multiagent",
+        "format_passages": ".retrieval",
+        "load_agent_config": ".config",
+        "load_checkpoint": ".checkpoints",
+        "open_store": ".stores",
+        "read_jsonl": ".trace",
+        "render_memory": ".memory",
+        "retrieve_tool": ".retrieval",
+        "run_command": ".commands",
+        "run_config": ".config",
+        "save_checkpoint": ".checkpoints",
+        "serialize_value": ".checkpoints",
+        "skill": ".skills",
+        "skill_agent": ".skills",
+        "strip_memory": ".memory",
+    },
+    claims=("simplellmfunc._persist",),
+    submodules=(
+        "a2a",
+        "checkpoints",
+        "commands",
+        "config",
+        "durable",
+        "memory",
+        "multiagent",
+        "otel",
+        "retrieval",
+        "serving",
+        "sessions",
+        "skills",
+        "stores",
+        "trace",
+    ),
+)

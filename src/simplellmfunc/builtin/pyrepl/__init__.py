@@ -25,7 +25,12 @@ from ..._lazy import lazy_exports, publish
 
 if TYPE_CHECKING:
     from ._input import submit_kernel_input
-    from ._pack import Primitive, PrimitiveCallContext, PrimitivePack
+    from ._pack import (
+        Primitive,
+        PrimitiveCallContext,
+        PrimitivePack,
+        register_default_backend,
+    )
     from ._pool import KernelPool
     from ._repl import PyRepl
     from ._tools import (
@@ -52,6 +57,7 @@ __all__ = [
     "ReplTool",
     "ResetReplTool",
     "fork_repl_tools",
+    "register_default_backend",
     "render_execution",
     "submit_kernel_input",
 ]
@@ -71,6 +77,7 @@ __getattr__, __dir__ = lazy_exports(
         "ReplTool": "._tools",
         "ResetReplTool": "._tools",
         "fork_repl_tools": "._tools",
+        "register_default_backend": "._pack",
         "render_execution": "._tools",
         "submit_kernel_input": "._input",
     },

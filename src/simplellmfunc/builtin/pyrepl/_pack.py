@@ -10,7 +10,14 @@ from typing import Any, TypeVar
 
 from ...exceptions import UserError
 
-__all__ = ["Primitive", "PrimitiveCallContext", "PrimitivePack", "pack_backends"]
+__all__ = [
+    "Primitive",
+    "PrimitiveCallContext",
+    "PrimitivePack",
+    "default_backend",
+    "pack_backends",
+    "register_default_backend",
+]
 
 F = TypeVar("F", bound=Callable[..., Any])
 _NAMESPACE = re.compile(r"^[A-Za-z][A-Za-z0-9_]*$")
@@ -187,3 +194,20 @@ class PrimitivePack:
 def pack_backends(packs: Mapping[str, PrimitivePack]) -> dict[str, Any]:
     """The backend objects of the packs that have one, by namespace."""
     return {name: pack.backend for name, pack in packs.items() if pack.backend is not None}
+
+
+# The backends a PyRepl attaches on first request, by namespace. Packages above this one
+# register theirs (``selfref`` registers SelfReference), so this package never imports them:
+# the seam that keeps PyRepl and SelfReference out of an import circle.
+_DEFAULT_BACKENDS: dict[str, Callable[[], Any]] = {}
+
+
+def register_default_backend(namespace: str, factory: Callable[[], Any]) -> None:
+    """Make ``factory()`` the backend a PyRepl attaches when ``namespace`` is asked for and
+    none is installed (``repl.get_runtime_backend(namespace)``)."""
+    _DEFAULT_BACKENDS[namespace] = factory
+
+
+def default_backend(namespace: str) -> Callable[[], Any] | None:
+    """The factory registered for ``namespace``, if any."""
+    return _DEFAULT_BACKENDS.get(namespace)

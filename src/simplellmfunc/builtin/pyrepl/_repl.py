@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-import importlib
 import os
 import time
 import uuid
@@ -25,7 +24,7 @@ from ._exec import CellLimits, CellOutcome, CellRun
 from ._input import InputBroker, delivers_live, submit_kernel_input
 from ._managed import KernelSettings, ManagedKernel
 from ._output import CHARS_PER_TOKEN, present_streams
-from ._pack import PrimitivePack, pack_backends
+from ._pack import PrimitivePack, default_backend, pack_backends
 from ._pool import KernelPool
 from ._result import ResultContext, build_result
 from ._tools import ExecuteCodeTool, ListVariablesTool, ResetReplTool
@@ -79,9 +78,19 @@ class _InputAnswer:
 
 
 def _new_self_reference() -> Any:
-    """A fresh in-memory SelfReference. ``selfref`` builds on this package (its primitive pack,
-    the REPLs of forks), so it is named here only when a default one is asked for."""
-    return importlib.import_module("..selfref", __package__).SelfReference()
+    """A fresh in-memory SelfReference: what ``selfref`` registered as the default backend (it
+    builds on this package, so this package never imports it).
+
+    Raises:
+        UserError: If ``simplellmfunc.builtin.selfref`` was not imported.
+    """
+    factory = default_backend(PyRepl.DEFAULT_SELF_REFERENCE_BACKEND_NAME)
+    if factory is None:
+        raise UserError(
+            "no SelfReference is registered: import simplellmfunc.builtin.selfref (the "
+            "simplellmfunc.builtin names do), or attach one with repl.attach_self_reference()"
+        )
+    return factory()
 
 
 class PyRepl:

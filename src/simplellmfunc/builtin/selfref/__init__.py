@@ -17,6 +17,7 @@ How the pieces fit (imports point down; each module's docstring says more)::
 """
 
 from ..._lazy import publish
+from ..pyrepl import register_default_backend
 from ._bank import MemoryBank
 from ._handle import MemoryHandle, MemoryMap
 from ._reference import SelfReference
@@ -36,3 +37,5 @@ __all__ = [
 ]
 
 publish(__name__, __all__)
+# A PyRepl asked for its ``selfref`` backend before one is attached gets a fresh SelfReference.
+register_default_backend("selfref", SelfReference)

@@ -35,6 +35,7 @@ from ..._events import (
     is_event_yield,
     is_response_yield,
 )
+from ..._resource import AsyncResource
 from ...decorators import ChatAgent, llm_chat
 from ...engine import RunHook
 from ...exceptions import ConfigError, UserError
@@ -96,7 +97,7 @@ def _fill(prompt: str, text: str) -> str:
     return f"{prompt}\n\n{text}"
 
 
-class ConfiguredAgent:
+class ConfiguredAgent(AsyncResource):
     """An agent from a config; use ``async with`` (one task opens and closes it).
 
     Args:
@@ -126,13 +127,6 @@ class ConfiguredAgent:
         self._in_graph = False  # a handoff target: the graph's entry agent opens its handoffs
 
     # -- lifecycle ---------------------------------------------------------------------------
-
-    async def __aenter__(self) -> ConfiguredAgent:
-        await self.open()
-        return self
-
-    async def __aexit__(self, *exc_info: object) -> None:
-        await self.aclose()
 
     async def open(self) -> None:
         """Open the model, tools, memory and trace sinks.

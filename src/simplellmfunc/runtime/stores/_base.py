@@ -24,12 +24,12 @@ from __future__ import annotations
 import enum
 import json
 import time
-from abc import ABC, abstractmethod
+from abc import abstractmethod
 from dataclasses import dataclass
-from types import TracebackType
-from typing import Any, Literal, Self, TypeAlias
+from typing import Any, Literal, TypeAlias
 
 from ..._persist import json_text
+from ..._resource import AsyncResource
 from ...exceptions import ConfigError, UserError
 from .._clock import Clock
 from ._namespace import DEFAULT_SESSION, Namespace, check_key
@@ -117,7 +117,7 @@ def _check_limits(max_items: int | None, ttl: float | None) -> None:
         raise ConfigError(f"ttl must be a positive number of seconds or None, got {ttl!r}")
 
 
-class Store(ABC):
+class Store(AsyncResource):
     """Namespaced JSON items with TTL and LRU eviction (see the module docstring).
 
     Use as ``async with store:`` or call :meth:`aclose` when done.
@@ -224,14 +224,22 @@ class Store(ABC):
         """
         return await self._clear(ns, self.clock())
 
-    async def ping(self) -> None:  # noqa: B027 - optional hook
+    async def ping(self) -> None:
         """Check that the store can be used.
 
         Raises:
             ConfigError: If it cannot (database unreadable, server unreachable).
         """
 
-    async def aclose(self) -> None:  # noqa: B027 - optional hook
+    async def open(self) -> None:
+        """Open the store (``async with`` does): check that it can be used (:meth:`ping`).
+
+        Raises:
+            ConfigError: If it cannot (database unreadable, server unreachable).
+        """
+        await self.ping()
+
+    async def aclose(self) -> None:
         """Release connections (idempotent)."""
 
     def scope(self, agent: str, session: str = DEFAULT_SESSION) -> ScopedStore:
@@ -241,18 +249,6 @@ class Store(ABC):
             ConfigError: For invalid agent or session names.
         """
         return ScopedStore(self, Namespace(agent, session))
-
-    async def __aenter__(self) -> Self:
-        await self.ping()
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.aclose()
 
     # -- implementation ----------------------------------------------------------------------
 

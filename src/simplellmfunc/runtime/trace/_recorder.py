@@ -22,10 +22,10 @@ import time
 import uuid
 from collections.abc import AsyncGenerator, AsyncIterable, Mapping, Sequence
 from dataclasses import replace
-from types import TracebackType
-from typing import Any, Self, TypeVar
+from typing import Any, TypeVar
 
 from ..._events import EventOrigin, EventYield
+from ..._resource import AsyncResource
 from .._clock import Clock
 from ._pairing import EventPairing
 from ._record import TraceRecord, TraceStats, compute_stats, record_from_dict, timeline
@@ -36,7 +36,7 @@ __all__ = ["TraceRecorder"]
 T = TypeVar("T")
 
 
-class TraceRecorder:
+class TraceRecorder(AsyncResource):
     """Records one :class:`TraceRecord` per LLM call, tool call and run end.
 
     The recorder owns its sinks: :meth:`aclose` (or leaving ``async with``) closes them.
@@ -179,14 +179,3 @@ class TraceRecorder:
         """
         for sink in self.sinks:
             await sink.aclose()
-
-    async def __aenter__(self) -> Self:
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.aclose()
