@@ -13,6 +13,8 @@ Every error the library raises derives from :class:`SimpleLLMFuncError`::
     │   ├── UnsupportedError       a SimpleLLMFunc name with no counterpart (names the replacement)
     │   ├── SharedMemoryTypeError  a change of type of a key of an append-only SharedMemory
     │   ├── InputRefusedError      an answer to input() came too late, twice, or for no request
+    │   ├── CassetteError          a cassette that cannot be read, or a request it cannot answer
+    │   │   └── CassetteMismatchError  a replayed request drifted from the recording (``diff``)
     │   └── SessionError           an unknown, busy or closed session, or too many sessions
     ├── RunError                   a run failed for a reason outside the caller's code
     │   ├── ProviderError          the model API failed (status, request id, attempts, retryable)
@@ -71,6 +73,8 @@ __all__ = [
     "AuthenticationError",
     "BridgeError",
     "CapacityError",
+    "CassetteError",
+    "CassetteMismatchError",
     "ChannelClosedError",
     "ChannelError",
     "ChannelTimeoutError",
@@ -162,6 +166,19 @@ class UnsupportedError(UserError, NotImplementedError):
 
 class SharedMemoryTypeError(UserError, TypeError):
     """A write would change the JSON type of a key of an append-only ``SharedMemory``."""
+
+
+class CassetteError(UserError):
+    """A cassette (``simplellmfunc.testing``) that cannot be read or written, or a request it
+    cannot answer in its mode (no network in ``none`` mode)."""
+
+
+class CassetteMismatchError(CassetteError):
+    """A request in replay matched no recorded one; ``diff`` shows how it drifted."""
+
+    def __init__(self, message: str, diff: str = "") -> None:
+        super().__init__(f"{message}\n{diff}" if diff else message)
+        self.diff = diff
 
 
 class InputRefusedError(UserError):

@@ -1,4 +1,5 @@
-"""Test kit: a wire-level mock LLM server with scripted replies and fault injection.
+"""Test kit: a wire-level mock LLM server with scripted replies and fault injection, cassettes
+that record a run's provider exchanges and replay them offline, and prompt-prefix checks.
 
 Example:
     >>> from simplellmfunc.testing import MockLLMServer, Reply, ToolCallSpec
@@ -8,7 +9,18 @@ Example:
 """
 
 from .._lazy import publish
+from ._cassette import (
+    STRICT,
+    Cassette,
+    CassetteTransport,
+    Interaction,
+    MatchField,
+    RecordMode,
+    request_fields,
+    use_cassette,
+)
 from ._postgres import postgres_cluster, postgres_missing
+from ._prefix import PrefixDrift, assert_stable_prefix, compare_prefixes, prefix_drifts
 from ._render_embeddings import hashed_embedding
 from ._script import (
     DeltaShape,
@@ -24,21 +36,33 @@ from ._server import MockLLMServer
 from ._tmux import TmuxTerminal, tmux_available
 
 __all__ = [
+    "STRICT",
     "Canned",
+    "Cassette",
+    "CassetteTransport",
     "DeltaShape",
+    "Interaction",
     "LineEnding",
+    "MatchField",
     "MockLLMServer",
+    "PrefixDrift",
+    "RecordMode",
     "RecordedRequest",
     "Reply",
     "ReplyOptions",
     "ScriptedLLM",
     "TmuxTerminal",
     "ToolCallSpec",
+    "assert_stable_prefix",
+    "compare_prefixes",
     "hashed_embedding",
     "key_fingerprint",
     "postgres_cluster",
     "postgres_missing",
+    "prefix_drifts",
+    "request_fields",
     "tmux_available",
+    "use_cassette",
 ]
 
 publish(__name__, __all__)
