@@ -361,3 +361,44 @@ async def test_an_agent_loop_keeps_its_earlier_turns_stable(tmp_path: Path) -> N
     edited[1]["messages"][2]["content"] = "hello (12:00:01)"  # an earlier turn rewritten
     drifts = prefix_drifts(edited)
     assert [(d.request, d.reference, d.segment) for d in drifts] == [(1, 0, "messages[2]")]
+
+
+@pytest.mark.live
+@pytest.mark.timeout(600)
+async def test_record_the_local_model_and_replay_it_without(tmp_path: Path) -> None:
+    """Against the real local model (`make test-live`): record, stop the model, replay."""
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
+    from local_model import local_llm, local_model
+
+    path = tmp_path / "local.jsonl"
+
+    async def ask(llm: Any) -> tuple[list[dict[str, Any]], RunResult]:
+        @llm_chat(llm)
+        async def chat(message: str, history: list[dict[str, Any]]) -> None:
+            """Answer in one short sentence."""
+
+        events: list[dict[str, Any]] = []
+        result: RunResult | None = None
+        run = await chat.run("What colour is the sky?", history=[])
+        async with aclosing(run.__aiter__()) as items:
+            async for item in items:
+                if isinstance(item, RunResult):
+                    result = item
+                elif isinstance(item, EventYield):
+                    events.append(_event_view(item))
+        assert result is not None
+        return events, result
+
+    async with local_model() as base_url:
+        with use_cassette(path, mode="record"):
+            async with local_llm(base_url) as llm:  # type: ignore[attr-defined]
+                recorded_events, recorded = await ask(llm)
+    with use_cassette(path, mode="none") as replay:
+        async with local_llm(base_url) as llm:  # type: ignore[attr-defined]
+            events, result = await ask(llm)
+    assert replay.all_played
+    assert events == recorded_events
+    assert result.text == recorded.text
+    assert result.messages == recorded.messages

@@ -6,6 +6,8 @@ import json
 import os
 import re
 import shutil
+import subprocess
+import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -284,3 +286,23 @@ def test_the_html_report_in_headless_chromium(tmp_path: Path) -> None:
         finally:
             browser.close()
     assert requested == [page_file.as_uri()]  # self-contained: nothing else was fetched
+
+
+def test_the_example_evaluates_records_and_replays(tmp_path: Path) -> None:
+    example = Path(__file__).resolve().parents[1] / "examples" / "evaluate_review.py"
+    env = {k: v for k, v in os.environ.items() if k not in ("EXAMPLE_MODEL", "OPENAI_MODEL")}
+    result = subprocess.run(
+        [sys.executable, str(example), "--out", str(tmp_path)],
+        cwd=tmp_path,  # no .env here: the mock server plays the model
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert re.search(r"sarcasm\s+FAIL", result.stdout)
+    assert "replayed offline: 8 calls, same verdicts: True" in result.stdout
+    report = Report.load(tmp_path / "review.report.json")
+    assert report.pass_at_k == 7 / 8
+    assert "sk-example-key-0123456789" not in (tmp_path / "review.cassette.jsonl").read_text()
