@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import sys
 from collections.abc import AsyncIterator, Callable
 from contextlib import aclosing
 from datetime import UTC, datetime
@@ -37,6 +38,7 @@ from simplellmfunc.testing import (
     use_cassette,
 )
 
+SCRIPTS = str(Path(__file__).resolve().parents[1] / "scripts")
 GUARD = 10  # seconds: a deadlock guard, never an assertion on speed
 KEY = "sk-cassette-secret-0123456789abcdef"
 NO_RETRY = RetryPolicy(max_retries=0)
@@ -367,9 +369,7 @@ async def test_an_agent_loop_keeps_its_earlier_turns_stable(tmp_path: Path) -> N
 @pytest.mark.timeout(600)
 async def test_record_the_local_model_and_replay_it_without(tmp_path: Path) -> None:
     """Against the real local model (`make test-live`): record, stop the model, replay."""
-    import sys
-
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
+    sys.path.insert(0, SCRIPTS)
     from local_model import local_llm, local_model
 
     path = tmp_path / "local.jsonl"
