@@ -145,11 +145,15 @@ class Interaction:
     response: dict[str, Any] | None = None
     error: dict[str, str] | None = None
     used: bool = field(default=False, compare=False)
+    _fields: dict[str, Any] | None = field(default=None, compare=False, repr=False)
 
     @property
     def fields(self) -> dict[str, Any]:
-        request = self.request
-        return request_fields(request["method"], request["path"], request.get("body"))
+        """The request's :func:`request_fields` (computed once)."""
+        if self._fields is None:
+            request = self.request
+            self._fields = request_fields(request["method"], request["path"], request.get("body"))
+        return self._fields
 
     def to_json(self) -> dict[str, Any]:
         line: dict[str, Any] = {"request": self.request}
