@@ -1,9 +1,9 @@
 """Cassettes: record the provider exchanges of a run to a JSONL file, replay them offline.
 
 A cassette sits at the httpx transport level, under every provider (OpenAI chat, Responses,
-Anthropic, embeddings; the official SDKs too): in recording it forwards a request to the real
-transport and keeps the request and the response, a streamed one chunk by chunk with the time
-each chunk arrived; in replay it answers from the file and never opens a socket.
+Anthropic, embeddings; any other client built on ``httpx``): in recording it forwards a request
+to the real transport and keeps the request and the response, a streamed one chunk by chunk
+with the time each chunk arrived; in replay it answers from the file and never opens a socket.
 
 The file is JSON Lines: a header line, then one interaction per line::
 
@@ -545,9 +545,9 @@ def use_cassette(
     paths: Sequence[str] = LLM_PATHS,
     check_prefix: bool = False,
 ) -> Iterator[Cassette]:
-    """Record or replay every model API request of the block, from any httpx client in the
-    process (our providers, the official SDKs): ``httpx.AsyncHTTPTransport`` is patched for
-    the block and put back after, and the file is written when the block ends.
+    """Record or replay every model API request of the block, from any async ``httpx`` client
+    in the process (our providers and anything else on httpx): ``httpx.AsyncHTTPTransport`` is
+    patched for the block and put back after, and the file is written when the block ends.
 
     Example:
         >>> with use_cassette("tests/cassettes/review.jsonl") as cassette:  # doctest: +SKIP
