@@ -402,3 +402,31 @@ async def test_record_the_local_model_and_replay_it_without(tmp_path: Path) -> N
     assert events == recorded_events
     assert result.text == recorded.text
     assert result.messages == recorded.messages
+
+
+async def test_replay_checks_the_prefix_against_the_recording(tmp_path: Path) -> None:
+    path = tmp_path / "stamped.jsonl"
+
+    def make(llm: LLMInterface) -> Any:
+        @llm_function(llm)
+        async def stamped(question: str) -> str:
+            """Answer the question. The time is {now}."""
+
+        return stamped
+
+    async with MockLLMServer(default=Reply.text("ok")) as server:
+        with use_cassette(path, mode="record", check_prefix=True):  # one call: stable
+            async with FACTORIES["chat"](server.url) as llm:
+                await make(llm)("q", _template_params={"now": "10:00:01"})
+        url = server.url
+    # A loose matcher answers the drifted prompt; the prefix check still catches the drift.
+    loose = ("method", "path", "model")
+    with (
+        pytest.raises(AssertionError, match=r"request 0 vs 0: the stable prefix differs at byte"),
+        use_cassette(path, mode="none", match_on=loose, check_prefix=True) as replay,
+    ):
+        async with FACTORIES["chat"](url) as llm:
+            assert await make(llm)("q", _template_params={"now": "10:00:02"}) == "ok"
+    assert replay.all_played
+    drift = replay.prefix_drifts()[0]
+    assert (drift.segment, drift.expected[-5:], drift.actual[-5:]) == ("system", '01."}', '02."}')
