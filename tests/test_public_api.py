@@ -13,6 +13,7 @@ import pytest
 import simplellmfunc
 import simplellmfunc.decorators
 import simplellmfunc.engine
+import simplellmfunc.evals
 import simplellmfunc.events
 import simplellmfunc.hooks
 import simplellmfunc.http_server
@@ -31,6 +32,7 @@ import simplellmfunc.runtime.skills
 import simplellmfunc.runtime.stores
 import simplellmfunc.runtime.trace
 import simplellmfunc.sandbox
+import simplellmfunc.testing
 import simplellmfunc.tools
 import simplellmfunc.types
 import simplellmfunc.webchat
@@ -72,6 +74,7 @@ PUBLIC_PACKAGES = [
     simplellmfunc,
     simplellmfunc.decorators,
     simplellmfunc.engine,
+    simplellmfunc.evals,
     simplellmfunc.events,
     simplellmfunc.hooks,
     simplellmfunc.providers,
@@ -90,6 +93,7 @@ PUBLIC_PACKAGES = [
     simplellmfunc.runtime.stores,
     simplellmfunc.runtime.trace,
     simplellmfunc.sandbox,
+    simplellmfunc.testing,
     simplellmfunc.tools,
     simplellmfunc.types,
     simplellmfunc.webchat,

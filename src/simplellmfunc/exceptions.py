@@ -15,6 +15,8 @@ Every error the library raises derives from :class:`SimpleLLMFuncError`::
     │   ├── UnsupportedError       a SimpleLLMFunc name with no counterpart (names the replacement)
     │   ├── SharedMemoryTypeError  a change of type of a key of an append-only SharedMemory
     │   ├── InputRefusedError      an answer to input() came too late, twice, or for no request
+    │   ├── CassetteError          a cassette that cannot be read, or a request it cannot answer
+    │   │   └── CassetteMismatchError  a replayed request drifted from the recording (``diff``)
     │   ├── SessionError           an unknown, busy or closed session, or too many sessions
     │   └── RequestRefusedError    an HTTP request refused at a server's edge (has ``status``)
     ├── RunError                   a run failed for a reason outside the caller's code
@@ -75,6 +77,8 @@ __all__ = [
     "AuthenticationError",
     "BridgeError",
     "CapacityError",
+    "CassetteError",
+    "CassetteMismatchError",
     "ChannelClosedError",
     "ChannelError",
     "ChannelTimeoutError",
@@ -182,6 +186,19 @@ class UnsupportedError(UserError, NotImplementedError):
 
 class SharedMemoryTypeError(UserError, TypeError):
     """A write would change the JSON type of a key of an append-only ``SharedMemory``."""
+
+
+class CassetteError(UserError):
+    """A cassette (``simplellmfunc.testing``) that cannot be read or written, or a request it
+    cannot answer in its mode (no network in ``none`` mode)."""
+
+
+class CassetteMismatchError(CassetteError):
+    """A request in replay matched no recorded one; ``diff`` shows how it drifted."""
+
+    def __init__(self, message: str, diff: str = "") -> None:
+        super().__init__(f"{message}\n{diff}" if diff else message)
+        self.diff = diff
 
 
 class InputRefusedError(UserError):
