@@ -40,6 +40,7 @@ EXPECTED_TOP = {
     "APIKeyPool",
     "AbortSignal",
     "AnthropicCompatible",
+    "ApprovalDecision",
     "EngineOptions",
     "FallbackLLM",
     "FileToolset",
@@ -161,6 +162,8 @@ EXPECTED_SANDBOX = {
     "usable",
 }
 EXPECTED_TOOLS = {
+    "ApprovalFlag",
+    "check_approval_flag",
     "ArgumentsError",
     "FunctionTool",
     "ParsedDocstring",
@@ -217,6 +220,11 @@ def test_sandbox_and_tools_surface() -> None:
 
 
 EXPECTED_ENGINE = {
+    "ApprovalDecision",
+    "ApprovalPolicy",
+    "Approver",
+    "answer_request",
+    "parse_answer",
     "DEFAULT_SIGNALS",
     "FINAL_ANSWER_INSTRUCTION",
     "HIDDEN_OBSERVATION",

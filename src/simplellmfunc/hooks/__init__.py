@@ -10,6 +10,8 @@ thing: objects that plug into the loop. This module holds no hooks of that kind.
 
 from .._lazy import publish
 from ..events import (
+    ApprovalRequestEvent,
+    ApprovalResolvedEvent,
     CustomEvent,
     EventOrigin,
     EventStamp,
@@ -45,6 +47,8 @@ from .stream import ReactOutput
 __all__ = [
     "ABORT_SIGNAL_PARAM",
     "AbortSignal",
+    "ApprovalRequestEvent",
+    "ApprovalResolvedEvent",
     "CustomEvent",
     "EventOrigin",
     "EventStamp",

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING
 from ..._lazy import lazy_exports, publish
 
 if TYPE_CHECKING:
+    from ._approval import code_touches_system
     from ._input import submit_kernel_input
     from ._pack import Primitive, PrimitiveCallContext, PrimitivePack
     from ._pool import KernelPool
@@ -49,6 +50,7 @@ __all__ = [
     "ReplBackend",
     "ReplTool",
     "ResetReplTool",
+    "code_touches_system",
     "fork_repl_tools",
     "render_execution",
     "submit_kernel_input",
@@ -67,6 +69,7 @@ __getattr__, __dir__ = lazy_exports(
         "ReplBackend": "._tools",
         "ReplTool": "._tools",
         "ResetReplTool": "._tools",
+        "code_touches_system": "._approval",
         "fork_repl_tools": "._tools",
         "render_execution": "._tools",
         "submit_kernel_input": "._input",
