@@ -355,3 +355,23 @@ def test_wire_form() -> None:
     ]:
         with pytest.raises(AnswerRefusedError, match=match):
             parse_answer(bad)
+
+
+def test_code_touches_system_reads_the_cell() -> None:
+    from simplellmfunc.builtin import code_touches_system as check
+
+    asks = {
+        "import subprocess": "imports subprocess",
+        "from shutil import rmtree": "imports shutil",
+        "import os\nos.remove('x')": "calls remove()",
+        "from pathlib import Path\nPath('a').write_text('b')": "calls write_text()",
+        "open('a', 'w')": "for writing",
+        "open('a', mode=m)": "for writing",
+        "!ls": "shell or magic",
+        "%%bash\nls": "shell or magic",
+        "def (": "does not parse",
+    }
+    for code, reason in asks.items():
+        assert reason in (check({"code": code}) or ""), code
+    for code in ("x = 1 + 1", "open('a').read()", "import math\nmath.sqrt(2)", "print('rm')"):
+        assert check({"code": code}) is None, code
