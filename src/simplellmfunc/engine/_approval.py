@@ -39,6 +39,7 @@ __all__ = [
     "Approver",
     "Refusal",
     "answer_request",
+    "approval_reason",
     "gate",
     "needs_gate",
     "parse_answer",
@@ -197,8 +198,8 @@ def needs_gate(run: RunContext, tool: Tool) -> bool:
     return tool.requires_approval is not False or run.invocation.options.approval is not None
 
 
-def _reason(run: RunContext, tool: Tool, arguments: Mapping[str, Any]) -> str | None:
-    """Why the call needs approval (``None``: it does not)."""
+def approval_reason(run: RunContext, tool: Tool, arguments: Mapping[str, Any]) -> str | None:
+    """Why the call needs approval (``None``: it does not); only after :func:`needs_gate`."""
     own = tool.requires_approval
     verdict: bool | str | None = own(arguments) if callable(own) else own
     policy = run.invocation.options.approval
@@ -210,12 +211,10 @@ def _reason(run: RunContext, tool: Tool, arguments: Mapping[str, Any]) -> str | 
 
 
 async def gate(
-    run: RunContext, tool: Tool, call: ToolCall, arguments: dict[str, Any]
+    run: RunContext, tool: Tool, call: ToolCall, arguments: dict[str, Any], reason: str
 ) -> dict[str, Any] | Refusal:
-    """The arguments to run the call with, or why it does not run (after asking if needed)."""
-    reason = _reason(run, tool, arguments)
-    if reason is None:
-        return arguments
+    """Ask for approval of the call (it needs it for ``reason``): the arguments to run it
+    with (the model's, or the edited ones), or why it does not run."""
     options = run.invocation.options
     emitter = run.emitter
     request = ApprovalRequestEvent(

@@ -39,7 +39,7 @@ from ..tools import (
     render_result,
     render_unknown_tool,
 )
-from ._approval import Refusal, edited_note, gate, needs_gate
+from ._approval import Refusal, approval_reason, edited_note, gate, needs_gate
 from ._emit import Emitter, in_tool_call
 from ._invocation import Invocation, RunContext, running_tools
 from ._pump import being_cancelled
@@ -217,8 +217,9 @@ async def _run_call(run: RunContext, call: ToolCall, slot: StepSlot | None) -> _
         text = f"Error: the arguments of {call.name} are not valid JSON: {problem}"
         return await _failure(call, emitter, "InvalidArguments", text, started)
     edited = False
-    if needs_gate(run, tool):  # approval: this call waits in its own task, siblings run on
-        gated = await gate(run, tool, call, arguments)
+    if needs_gate(run, tool) and (reason := approval_reason(run, tool, arguments)):
+        # Approval: this call waits in its own task while its siblings run on.
+        gated = await gate(run, tool, call, arguments, reason)
         if isinstance(gated, Refusal):
             return await _failure(call, emitter, gated.error_type, gated.text, started)
         edited, arguments = gated is not arguments, gated
