@@ -16,7 +16,8 @@ from starlette.responses import HTMLResponse, JSONResponse, Response, StreamingR
 from starlette.routing import BaseRoute, Mount, Route
 from starlette.staticfiles import StaticFiles
 
-from ..exceptions import CapacityError, InputRefusedError, SessionError
+from ..engine import parse_answer
+from ..exceptions import AnswerRefusedError, CapacityError, InputRefusedError, SessionError
 from ..runtime.sessions import SessionStore, check_session_id
 from ..runtime.stores import Store
 from ..wire import WirePolicy
@@ -199,6 +200,18 @@ def web_chat_routes(
             return error_response(409, str(exc))
         return JSONResponse({"ok": True})
 
+    async def decide(request: Request) -> Response:
+        # One wire form for every wait (docs/wire.md): an approval or an input() answer.
+        try:
+            request_id, reply = parse_answer(await _json(request))
+        except AnswerRefusedError as exc:
+            return error_response(400, str(exc))
+        try:
+            store_of(request).answer(request.path_params["sid"], request_id, reply)
+        except (AnswerRefusedError, InputRefusedError) as exc:
+            return error_response(409, str(exc))
+        return JSONResponse({"ok": True})
+
     async def abort(request: Request) -> Response:
         sid = request.path_params["sid"]
         if sid not in store_of(request):
@@ -225,6 +238,7 @@ def web_chat_routes(
         Mount("/static", StaticFiles(directory=_STATIC), name="static"),
         Route("/api/chat/{sid}", guard(chat), methods=["POST"]),
         Route("/api/input/{sid}", guard(answer), methods=["POST"]),
+        Route("/api/answer/{sid}", guard(decide), methods=["POST"]),
         Route("/api/abort/{sid}", guard(abort), methods=["POST"]),
         Route("/api/history/{sid}", guard(history)),
         Route("/api/sessions", guard(overview)),
