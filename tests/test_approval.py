@@ -375,3 +375,26 @@ def test_code_touches_system_reads_the_cell() -> None:
         assert reason in (check({"code": code}) or ""), code
     for code in ("x = 1 + 1", "open('a').read()", "import math\nmath.sqrt(2)", "print('rm')"):
         assert check({"code": code}) is None, code
+
+
+async def test_failing_policy_and_approver_fail_closed(mock_server: MockLLMServer) -> None:
+
+    def broken_policy(tool: Tool, arguments: Mapping[str, Any]) -> bool:
+        raise RuntimeError("policy bug")
+
+    def broken_approver(request: ApprovalRequestEvent) -> ApprovalDecision:
+        assert "policy bug" in request.reason  # the failing policy asked
+        raise RuntimeError("approver bug")
+
+    async with OpenAICompatible(KEY, "mock", mock_server.url) as llm:
+
+        @llm_chat(llm, toolkit=[add], approval=broken_policy, approver=broken_approver)
+        async def agent(message: str, history: list[dict[str, Any]]) -> None:
+            """You help."""
+
+        mock_server.script(
+            Reply.tool_calls(ToolCallSpec("add", {"a": 1, "b": 2}, id="c1")), Reply.text("ok")
+        )
+        items = [item async for item in agent("go", history=[])]
+    result = _tool_result(items[-1][1], "c1")
+    assert "the approver failed (RuntimeError: approver bug)" in result

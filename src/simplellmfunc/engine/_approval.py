@@ -201,10 +201,13 @@ def needs_gate(run: RunContext, tool: Tool) -> bool:
 def approval_reason(run: RunContext, tool: Tool, arguments: Mapping[str, Any]) -> str | None:
     """Why the call needs approval (``None``: it does not); only after :func:`needs_gate`."""
     own = tool.requires_approval
-    verdict: bool | str | None = own(arguments) if callable(own) else own
     policy = run.invocation.options.approval
-    if not verdict and policy is not None:
-        verdict = policy(tool, arguments)
+    try:
+        verdict: bool | str | None = own(arguments) if callable(own) else own
+        if not verdict and policy is not None:
+            verdict = policy(tool, arguments)
+    except Exception as exc:  # boundary: a failing policy asks (fails closed), never runs
+        return f"the approval policy failed ({type(exc).__name__}: {exc})"
     if not verdict:
         return None
     return verdict if isinstance(verdict, str) else f"{tool.name} needs approval"
@@ -261,13 +264,8 @@ async def _wait(
     try:
         await run.emitter.event(request)
         with anyio.move_on_after(request.timeout_s):
-            if approver is not None:
-                answer = approver(request)
-                if inspect.isawaitable(answer):
-                    answer = await answer
-                if not isinstance(answer, ApprovalDecision):
-                    answer = ApprovalDecision.deny(f"the approver returned {answer!r}")
-                wait.take(answer)
+            if approver is not None and not wait.done.is_set():
+                wait.take(await _ask(approver, request))
             await wait.done.wait()
     finally:
         if remove is not None:
@@ -281,6 +279,19 @@ async def _wait(
         return None, "cancelled"
     wait.done.set()  # a late answer is refused
     return None, "timeout"
+
+
+async def _ask(approver: Approver, request: ApprovalRequestEvent) -> ApprovalDecision:
+    """The approver's answer; one that fails or answers something else denies the call."""
+    try:
+        answer = approver(request)
+        if inspect.isawaitable(answer):
+            answer = await answer
+    except Exception as exc:  # boundary: a failing approver denies, the run goes on
+        return ApprovalDecision.deny(f"the approver failed ({type(exc).__name__}: {exc})")
+    if not isinstance(answer, ApprovalDecision):
+        return ApprovalDecision.deny(f"the approver returned {answer!r}, not a decision")
+    return answer
 
 
 async def _resolved(
