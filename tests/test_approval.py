@@ -398,3 +398,28 @@ async def test_failing_policy_and_approver_fail_closed(mock_server: MockLLMServe
         items = [item async for item in agent("go", history=[])]
     result = _tool_result(items[-1][1], "c1")
     assert "the approver failed (RuntimeError: approver bug)" in result
+
+
+async def test_file_and_shell_tools_pass_the_option_through(
+    mock_server: MockLLMServer, tmp_path: Any
+) -> None:
+    from simplellmfunc import FileToolset
+    from simplellmfunc.runtime.commands import ShellTool
+
+    files = {t.name: t for t in FileToolset(tmp_path, requires_approval=True).toolset}
+    assert [n for n, t in files.items() if t.requires_approval] == ["sed", "echo_into"]
+    with pytest.raises(ToolDefinitionError):
+        ShellTool("touch", "touch {}", requires_approval="always")  # type: ignore[arg-type]
+    touch = ShellTool("touch", f"touch {tmp_path}/{{}}", requires_approval=True)
+    mock_server.script(
+        Reply.tool_calls(ToolCallSpec("touch", {"input": "made"}, id="c1")), Reply.text("ok")
+    )
+    async with OpenAICompatible(KEY, "mock", mock_server.url) as llm:
+
+        @llm_chat(llm, toolkit=[touch], approver=lambda _r: ApprovalDecision.deny("no"))
+        async def agent(message: str, history: list[dict[str, Any]]) -> None:
+            """You touch files."""
+
+        items = [item async for item in agent("go", history=[])]
+    assert "denied" in _tool_result(items[-1][1], "c1")
+    assert not (tmp_path / "made").exists()
