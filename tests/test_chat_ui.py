@@ -38,6 +38,7 @@ def brain(request: RecordedRequest) -> Reply:
     last = request.json["messages"][-1]
     codes = {"ask": INPUT_CODE, "loop": LOOP_CODE, "calc": "print(6 * 7)", "draw": DRAW_CODE}
     codes["fail"] = "len(5)"
+    codes["write"] = "open('note.txt', 'w').write('hi')\nprint('wrote')"
     if last["role"] == "user" and isinstance(last["content"], str) and last["content"] in codes:
         return Reply.tool_calls(ToolCallSpec("execute_code", {"code": codes[last["content"]]}))
     return Reply.text(f"**ok**: {str(last['content'])[:60]}", chunks=3)
@@ -282,3 +283,32 @@ async def test_a_kernel_image_is_drawn_in_its_card(llm: OpenAICompatible, images
         assert "38;2;200;0;0" in styled  # in its own colour
     else:
         assert "▀" not in drawn
+
+
+async def test_approval_is_answered_from_the_prompt(llm: OpenAICompatible) -> None:
+    """A cell that writes a file waits on its card; the prompt answers it: a bad answer is
+    refused on the card, ``n <reason>`` denies (the model reads the reason), ``y`` approves."""
+    from simplellmfunc.builtin import code_touches_system
+
+    app = chat_app(make_agent(llm), pyrepl={"requires_approval": code_touches_system})
+    async with app.run_test() as pilot:
+        await until(lambda: "Ready" in str(app.query_one("#status", Static).render()), pilot)
+        for answer, outcome in (("n not now", "[denied: not now]"), ("y", "[approved]")):
+            await send(pilot, "write")
+            await until(
+                lambda: app.view is not None and app.view.pending_input() is not None, pilot
+            )
+            assert "needs approval" in str(app.query_one("#status", Static).render())
+            assert app.view is not None
+            (card,) = app.view.cards.values()
+            assert card.status == "waiting-approval"
+            await send(pilot, "maybe")
+            await until(lambda c=card: "answer the approval with" in c.output, pilot)
+            await send(pilot, answer)
+            await until(lambda: not app.busy, pilot)
+            assert outcome in card.output
+        assert card.status == "success"
+        assert "wrote" in card.output
+        history = app.sessions.get("default").history
+    tools = [m["content"] for m in history if m["role"] == "tool"]
+    assert "not now" in tools[0]

@@ -304,3 +304,27 @@ async def test_chat_tui_in_a_terminal(mock_server: MockLLMServer, tmp_path: Path
     assert "Hello, Ada!" in screen
     assert "execute_code (success)" in screen
     assert "sk-test-123456789" not in screen
+
+
+async def test_approval_chatbot_against_the_mock_server(
+    mock_server: MockLLMServer, tmp_path: Path
+) -> None:
+    """examples/approval_chatbot.py: a computing cell runs, a file-writing cell is denied (the
+    model reads the reason), then approved; the kernel holds the file afterwards."""
+    save = "with open('result.txt', 'w') as f:\n    f.write(str(2 ** 10))\nprint('saved')"
+    mock_server.script(
+        Reply.tool_calls(ToolCallSpec("execute_code", {"code": "print(2 ** 10)"})),
+        Reply.text("1024."),
+        Reply.tool_calls(ToolCallSpec("execute_code", {"code": save})),
+        Reply.text("Not saved."),
+        Reply.tool_calls(ToolCallSpec("execute_code", {"code": save})),
+        Reply.text("Saved."),
+    )
+    out = await run_with_provider("approval_chatbot", mock_server, tmp_path)
+    assert out.count("⚠ execute_code wants to run (the cell opens a file for writing):") == 2
+    assert "[app answers: deny: not before I say please]" in out
+    assert "[denied]" in out
+    assert "[approved]" in out
+    assert "result.txt holds '1024'" in out
+    denied = mock_server.requests[3].json["messages"][-1]
+    assert "The user denied this call of execute_code: not before I say please" in denied["content"]

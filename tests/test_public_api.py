@@ -42,6 +42,7 @@ EXPECTED_TOP = {
     "APIKeyPool",
     "AbortSignal",
     "AnthropicCompatible",
+    "ApprovalDecision",
     "EngineOptions",
     "FallbackLLM",
     "FileToolset",
@@ -169,6 +170,8 @@ EXPECTED_SANDBOX = {
     "warning_event",
 }
 EXPECTED_TOOLS = {
+    "ApprovalFlag",
+    "check_approval_flag",
     "ArgumentsError",
     "FunctionTool",
     "ParsedDocstring",
@@ -225,6 +228,11 @@ def test_sandbox_and_tools_surface() -> None:
 
 
 EXPECTED_ENGINE = {
+    "ApprovalDecision",
+    "ApprovalPolicy",
+    "Approver",
+    "answer_request",
+    "parse_answer",
     "DEFAULT_SIGNALS",
     "FINAL_ANSWER_INSTRUCTION",
     "HIDDEN_OBSERVATION",

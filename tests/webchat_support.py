@@ -43,6 +43,7 @@ CODE = {
     "x?": "print(x + 1)",
     "set x": "x = 100",
     "len": "len(5)",
+    "write": "open('note.txt', 'w').write('hi')\nprint('wrote')",
 }
 
 

@@ -16,7 +16,7 @@ if TYPE_CHECKING:
     from ._content import ImgPath, ImgUrl, Text
     from .builtin import FileToolset, PyRepl, SelfReference
     from .decorators import llm_chat, llm_function
-    from .engine import EngineOptions, HistoryWindow, TerminationPolicy
+    from .engine import ApprovalDecision, EngineOptions, HistoryWindow, TerminationPolicy
     from .logger import app_log
     from .mcp import MCPToolset
     from .providers import (
@@ -37,6 +37,7 @@ __all__ = [
     "APIKeyPool",
     "AbortSignal",
     "AnthropicCompatible",
+    "ApprovalDecision",
     "EngineOptions",
     "FallbackLLM",
     "FileToolset",
@@ -72,6 +73,7 @@ __getattr__, __dir__ = lazy_exports(
         "APIKeyPool": ".providers",
         "AbortSignal": "._abort",
         "AnthropicCompatible": ".providers",
+        "ApprovalDecision": ".engine",
         "EngineOptions": ".engine",
         "FallbackLLM": ".providers",
         "FileToolset": ".builtin",

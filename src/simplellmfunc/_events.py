@@ -15,6 +15,9 @@ from typing import Any, Literal, TypeAlias, TypeGuard
 from ._usage import Usage
 
 __all__ = [
+    "ApprovalOutcome",
+    "ApprovalRequestEvent",
+    "ApprovalResolvedEvent",
     "CustomEvent",
     "EventOrigin",
     "EventStamp",
@@ -360,6 +363,45 @@ class ReactEndEvent(EventStamp):
 
 
 @dataclass(frozen=True, slots=True)
+class ApprovalRequestEvent(EventStamp):
+    """A tool call waits for a person's answer before it runs (approve, deny, edit).
+
+    Answer it by ``request_id`` (the call id): ``Run.answer``, ``SessionStore.answer`` or
+    :func:`simplellmfunc.answer_request`; the wait ends with an :class:`ApprovalResolvedEvent`.
+    """
+
+    tool_call_id: str
+    tool_name: str
+    arguments: Mapping[str, Any]
+    reason: str
+    session_id: str
+    timeout_s: float | None = None
+    kind: Literal["approval_request"] = "approval_request"
+
+    @property
+    def request_id(self) -> str:
+        """The id to answer it by (the tool call id)."""
+        return self.tool_call_id
+
+
+ApprovalOutcome: TypeAlias = Literal["approved", "edited", "denied", "timeout", "cancelled"]
+
+
+@dataclass(frozen=True, slots=True)
+class ApprovalResolvedEvent(EventStamp):
+    """The wait of an :class:`ApprovalRequestEvent` ended: ``outcome`` says how (``approved``,
+    ``edited`` with the new ``arguments``, ``denied`` with the ``reason``, ``timeout`` or
+    ``cancelled`` by an abort); only approved and edited calls run."""
+
+    tool_call_id: str
+    tool_name: str
+    outcome: ApprovalOutcome
+    reason: str = ""
+    arguments: Mapping[str, Any] | None = None
+    kind: Literal["approval_resolved"] = "approval_resolved"
+
+
+@dataclass(frozen=True, slots=True)
 class CustomEvent(EventStamp):
     """An event a tool emits through its ``ToolEventEmitter``."""
 
@@ -384,6 +426,8 @@ ReactEvent: TypeAlias = (
     | ToolCallStartEvent
     | ToolCallEndEvent
     | ToolCallErrorEvent
+    | ApprovalRequestEvent
+    | ApprovalResolvedEvent
     | ReactEndEvent
     | CustomEvent
 )

@@ -8,6 +8,9 @@ from collections.abc import AsyncIterable, AsyncIterator
 from typing import Any
 
 from ._events import (
+    ApprovalOutcome,
+    ApprovalRequestEvent,
+    ApprovalResolvedEvent,
     CustomEvent,
     EventOrigin,
     EventStamp,
@@ -35,6 +38,9 @@ from ._events import (
 from ._lazy import publish
 
 __all__ = [
+    "ApprovalOutcome",
+    "ApprovalRequestEvent",
+    "ApprovalResolvedEvent",
     "CustomEvent",
     "EventOrigin",
     "EventStamp",

@@ -73,6 +73,7 @@ __all__ = [
     "A2AConnectionError",
     "A2AError",
     "AbortedError",
+    "AnswerRefusedError",
     "ArgumentValueError",
     "AuthenticationError",
     "BridgeError",
@@ -204,6 +205,12 @@ class CassetteMismatchError(CassetteError):
 class InputRefusedError(UserError):
     """An answer to a kernel's ``input()`` request was not taken; the message says why (it
     timed out, was already answered, its execution ended, or no request has that id)."""
+
+
+class AnswerRefusedError(UserError):
+    """An answer to a waiting request (a tool approval) was not taken, or is malformed; the
+    message says why (no request waits under that id, it was answered or timed out, or the
+    answer's form is wrong)."""
 
 
 class SessionError(UserError):

@@ -20,10 +20,17 @@ from .._lazy import lazy_exports, publish
 
 if TYPE_CHECKING:
     from .files import FileToolset
-    from .pyrepl import KernelPool, PrimitivePack, PyRepl
+    from .pyrepl import KernelPool, PrimitivePack, PyRepl, code_touches_system
     from .selfref import SelfReference
 
-__all__ = ["FileToolset", "KernelPool", "PrimitivePack", "PyRepl", "SelfReference"]
+__all__ = [
+    "FileToolset",
+    "KernelPool",
+    "PrimitivePack",
+    "PyRepl",
+    "SelfReference",
+    "code_touches_system",
+]
 
 _export, __dir__ = lazy_exports(
     __name__,
@@ -33,6 +40,7 @@ _export, __dir__ = lazy_exports(
         "PrimitivePack": ".pyrepl",
         "PyRepl": ".pyrepl",
         "SelfReference": ".selfref",
+        "code_touches_system": ".pyrepl",
     },
 )
 

@@ -13,16 +13,18 @@ from textual.widget import Widget
 from textual.widgets import Footer, Header, Static
 
 from ..builtin.pyrepl import submit_kernel_input
-from ..exceptions import InputRefusedError, SimpleLLMFuncError
+from ..exceptions import AnswerRefusedError, InputRefusedError, SimpleLLMFuncError
 from ..runtime.sessions import SessionStore
 from ..runtime.stores import Store
 from ._view import (
+    APPROVAL_HELP,
     Block,
     ReplyBlock,
     ToolCustomEventHook,
     ToolRenderSnapshot,
     TurnView,
     format_usage,
+    typed_decision,
 )
 from ._widgets import PromptArea, ReplyView, ToolCard, load_images
 
@@ -173,6 +175,9 @@ class ChatApp(App[None]):
         self.run_worker(self._turn(text), exclusive=True, group="turn")
 
     async def _answer(self, card: ToolRenderSnapshot, value: str) -> None:
+        if card.approval_request is not None:
+            await self._decide(card, value)
+            return
         assert card.input_request is not None
         request_id = card.input_request[0]
         session = self.sessions.get(self.session_id)
@@ -189,6 +194,15 @@ class ChatApp(App[None]):
             card.status = "running"
         card.input_request = None
         await self._show(card)
+
+    async def _decide(self, card: ToolRenderSnapshot, text: str) -> None:
+        """Answer the card's approval request with what was typed (see ``typed_decision``)."""
+        assert card.approval_request is not None
+        try:
+            self.sessions.answer(self.session_id, card.approval_request[0], typed_decision(text))
+        except AnswerRefusedError as exc:
+            card.output += f"({exc})\n"
+            await self._show(card)
 
     def action_abort(self) -> None:
         """Abort the running turn (the history stays valid)."""
@@ -240,6 +254,8 @@ class ChatApp(App[None]):
             widget.show(block)
             if block.input_request is not None:
                 self._set_status(f"input() asks: {block.input_request[1]!r}: type the answer")
+            elif block.approval_request is not None:
+                self._set_status(f"{block.tool_name} needs approval: {APPROVAL_HELP}")
         self.query_one("#log", VerticalScroll).scroll_end(animate=False)
 
     async def _mount(self, widget: Widget) -> None:

@@ -15,7 +15,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeAlias
 
+from ..engine import ApprovalDecision
 from ..events import (
+    ApprovalRequestEvent,
+    ApprovalResolvedEvent,
     CustomEvent,
     EventYield,
     LLMCallEndEvent,
@@ -28,9 +31,11 @@ from ..events import (
     ToolCallErrorEvent,
     ToolCallStartEvent,
 )
+from ..exceptions import AnswerRefusedError
 from ..types import Usage
 
 __all__ = [
+    "APPROVAL_HELP",
     "Block",
     "ReplyBlock",
     "ToolCustomEventHook",
@@ -38,6 +43,7 @@ __all__ = [
     "ToolRenderSnapshot",
     "TurnView",
     "format_usage",
+    "typed_decision",
 ]
 
 logger = logging.getLogger(__name__)
@@ -52,12 +58,14 @@ class ToolRenderSnapshot:
         tool_call_id: The call's id.
         arguments: The call's arguments (streamed fragments under ``"…"`` until they parse).
         output: Live output (kernel stdout/stderr, progress lines of custom events).
-        status: ``running``, ``waiting-input``, ``stderr``, ``success``, ``error``, ``cancelled``.
+        status: ``running``, ``waiting-input``, ``waiting-approval``, ``stderr``, ``success``,
+            ``error``, ``cancelled``.
         state: Free room for custom hooks.
         result: What the model reads (``None`` while running).
         duration_s: How long it ran (``None`` while running).
         images: Images shown (``(mime type, base64 data)``).
         input_request: The pending ``input()``: ``(request_id, prompt)``.
+        approval_request: The pending approval: ``(tool_call_id, reason)``.
         forks: The sub-runs this call started (SelfReference forks, an agent used as a tool),
             by their agent call id: each a :class:`TurnView` of its own events, drawn inside
             the card.
@@ -73,6 +81,7 @@ class ToolRenderSnapshot:
     duration_s: float | None = None
     images: list[tuple[str, str]] = field(default_factory=list)
     input_request: tuple[str, str] | None = None
+    approval_request: tuple[str, str] | None = None
     forks: dict[str, TurnView] = field(default_factory=dict)
 
 
@@ -258,6 +267,8 @@ class TurnView:
             return card
         if isinstance(event, CustomEvent):
             return self._custom(event)
+        if isinstance(event, ApprovalRequestEvent | ApprovalResolvedEvent):
+            return self._approval(event)
         if isinstance(event, ToolCallErrorEvent):
             card = self._card(event.tool_call_id, event.tool_name)
             card.status = "cancelled" if event.error_type == "Cancelled" else "error"
@@ -307,9 +318,51 @@ class TurnView:
             card.status = update.status
         return card
 
+    def _approval(self, event: ApprovalRequestEvent | ApprovalResolvedEvent) -> Block:
+        card = self._card(event.tool_call_id, event.tool_name)
+        if isinstance(event, ApprovalRequestEvent):
+            card.arguments = dict(event.arguments)
+            card.approval_request = (event.tool_call_id, event.reason)
+            card.status = "waiting-approval"
+            return card
+        card.approval_request = None
+        why = f": {event.reason}" if event.reason else ""
+        card.output += f"[{event.outcome}{why}]\n"
+        if event.arguments is not None:
+            card.arguments = dict(event.arguments)
+        card.status = "running" if event.outcome in ("approved", "edited") else "error"
+        return card
+
     def pending_input(self) -> ToolRenderSnapshot | None:
-        """The card whose ``input()`` waits for an answer, if any."""
+        """The card whose ``input()`` or approval waits for an answer, if any."""
         for card in self.cards.values():
-            if card.input_request is not None:
+            if card.input_request is not None or card.approval_request is not None:
                 return card
         return None
+
+
+APPROVAL_HELP = "y: approve · n <reason>: deny · e <json arguments>: edit"
+
+
+def typed_decision(text: str) -> ApprovalDecision:
+    """The answer typed at the prompt to an approval: ``y`` (approve), ``n <reason>`` (deny)
+    or ``e <json object>`` (edit).
+
+    Raises:
+        AnswerRefusedError: For anything else (the message says what to type).
+    """
+    word, _, rest = text.strip().partition(" ")
+    word = word.lower()
+    if word in ("y", "yes", "a", "approve"):
+        return ApprovalDecision.approve()
+    if word in ("n", "no", "d", "deny"):
+        return ApprovalDecision.deny(rest.strip())
+    if word in ("e", "edit"):
+        try:
+            arguments = json.loads(rest)
+        except ValueError as exc:
+            raise AnswerRefusedError(f"the edited arguments are not JSON: {exc}") from None
+        if not isinstance(arguments, dict):
+            raise AnswerRefusedError("the edited arguments must be a JSON object")
+        return ApprovalDecision.edit(arguments)
+    raise AnswerRefusedError(f"answer the approval with {APPROVAL_HELP}")

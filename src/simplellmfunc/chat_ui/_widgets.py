@@ -14,7 +14,7 @@ from textual import events
 from textual.message import Message
 from textual.widgets import Collapsible, Markdown, Static, TextArea
 
-from ._view import ReplyBlock, ToolRenderSnapshot, TurnView
+from ._view import APPROVAL_HELP, ReplyBlock, ToolRenderSnapshot, TurnView
 
 __all__ = [
     "ImageRenderer",
@@ -33,6 +33,7 @@ _IMAGE_CELLS = 60  # widest image, in terminal cells
 _STATUS_MARK = {
     "running": "⋯",
     "waiting-input": "⌨",
+    "waiting-approval": "⚠",
     "stderr": "⋯",
     "success": "✓",
     "error": "✗",
@@ -154,6 +155,9 @@ class ToolCard(Collapsible):
         if card.input_request is not None:
             prompt = card.input_request[1] or "input()"
             parts.append(Text(f"⌨ {prompt}  (type the answer below)", style="bold yellow"))
+        if card.approval_request is not None:
+            reason = card.approval_request[1] or "this call needs approval"
+            parts.append(Text(f"⚠ {reason}  ({APPROVAL_HELP})", style="bold yellow"))
         for view in card.forks.values():
             parts.extend(_sub_run(view, 1))
         if card.result is not None:

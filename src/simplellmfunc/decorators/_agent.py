@@ -288,7 +288,7 @@ class ChatAgent:
             tools=await call.resolve_tools(list(settings.tools), list(settings.providers)),
             session_id=call.session_id,
             stream=settings.stream,
-            options=settings.options,
+            options=call.engine_options(settings.options),
             params=settings.params,
             hooks=settings.hooks + call.run_hooks(settings.providers),
             func_name=self.__name__,

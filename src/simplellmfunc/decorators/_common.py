@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import replace
 from typing import Any, Protocol, runtime_checkable
 
 from .._abort import AbortSignal, PauseSignal
 from .._compat import FORK_TASK_PARAM, KEY_OVERRIDE_PARAM, TOOLKIT_OVERRIDE_PARAM
-from ..engine import RunHook
+from ..engine import EngineOptions, RunHook
 from ..exceptions import DecoratorError, ToolDefinitionError, UnsupportedError
 from ..tools import FunctionTool, Tool, ToolProvider
 
@@ -189,10 +190,12 @@ def toolkit_hooks(providers: Iterable[ToolProvider]) -> tuple[RunHook, ...]:
 
 class CallOptions:
     """The framework keyword arguments of one call (``_template_params``, ``_abort_signal``,
-    ``_pause_signal``, ``_toolkit``, ``_session_id``, ``_hooks``)."""
+    ``_pause_signal``, ``_toolkit``, ``_session_id``, ``_hooks``, ``_approval``,
+    ``_approver``)."""
 
     __slots__ = (
         "abort",
+        "approval",
         "hooks",
         "pause",
         "providers",
@@ -229,6 +232,11 @@ class CallOptions:
         self.tools, self.providers = static_tools(toolkit)
         self.hooks = tuple(hooks) + toolkit_hooks(self.providers)
         self.session_id = session_id
+        self.approval: dict[str, Any] = {}
+
+    def engine_options(self, options: EngineOptions) -> EngineOptions:
+        """``options`` with this call's ``_approval`` policy and ``_approver``, if given."""
+        return replace(options, **self.approval) if self.approval else options
 
     def run_hooks(self, providers: Iterable[ToolProvider]) -> tuple[RunHook, ...]:
         """The call's run hooks: those of the decorator's toolkit ``providers`` (skills), unless
@@ -281,7 +289,16 @@ def split_call_kwargs(kwargs: dict[str, Any], *, pausable: bool = True) -> CallO
         raise DecoratorError("_pause_signal must be a PauseSignal")
     if pause is not None and not pausable:
         raise DecoratorError("only @llm_chat calls can pause (they return a history to resume)")
-    return CallOptions(params, abort, pause, toolkit=toolkit, session_id=session_id, hooks=hooks)
+    approval: dict[str, Any] = {}
+    for name in ("approval", "approver"):
+        value = kwargs.pop(f"_{name}", None)
+        if value is not None and not callable(value):
+            raise DecoratorError(f"_{name} must be a callable (see docs/human-in-the-loop.md)")
+        if value is not None:
+            approval[name] = value
+    options = CallOptions(params, abort, pause, toolkit=toolkit, session_id=session_id, hooks=hooks)
+    options.approval = approval
+    return options
 
 
 def self_reference_hook(

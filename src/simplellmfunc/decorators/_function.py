@@ -263,7 +263,7 @@ class LLMFunction(Generic[P, R]):
             tools=await call.resolve_tools(list(settings.tools), list(settings.providers)),
             session_id=call.session_id,
             stream=stream,
-            options=settings.options,
+            options=call.engine_options(settings.options),
             response_format=output.response_format() if self._native else None,
             output_contract="" if self._native else output.contract(),
             params=settings.params,

@@ -6,6 +6,7 @@ Build an :class:`Invocation` (model, tools, prompt, :class:`EngineOptions`, hook
 """
 
 from .._lazy import publish
+from ._approval import ApprovalDecision, ApprovalPolicy, Approver, answer_request, parse_answer
 from ._compile import (
     FINAL_ANSWER_INSTRUCTION,
     HIDDEN_OBSERVATION,
@@ -49,6 +50,9 @@ __all__ = [
     "HIDDEN_OBSERVATION",
     "STEP_REPLAYED",
     "SUMMARY_INSTRUCTION",
+    "ApprovalDecision",
+    "ApprovalPolicy",
+    "Approver",
     "BatchResult",
     "DeferredTool",
     "Emitter",
@@ -77,6 +81,7 @@ __all__ = [
     "ToolCallProtocol",
     "ToolProtocol",
     "answer_deferred",
+    "answer_request",
     "apply_window",
     "compile_request",
     "current_run",
@@ -85,6 +90,7 @@ __all__ = [
     "event_pump",
     "in_tool_call",
     "new_call_id",
+    "parse_answer",
     "parse_reply",
     "pending_calls",
     "render_catalogue",

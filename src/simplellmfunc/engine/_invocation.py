@@ -180,7 +180,16 @@ class RunContext:
         steps: Runs LLM and tool calls as recorded steps (a durable run), if any.
     """
 
-    __slots__ = ("_tasks", "abort", "emitter", "invocation", "pause", "state", "steps")
+    __slots__ = (
+        "_tasks",
+        "abort",
+        "approvals",
+        "emitter",
+        "invocation",
+        "pause",
+        "state",
+        "steps",
+    )
 
     def __init__(
         self,
@@ -198,6 +207,8 @@ class RunContext:
         self.abort = abort
         self.pause = pause
         self._tasks: TaskGroup | None = None
+        # Pending approval waits by call id (engine/_approval.py; answered by Run.answer).
+        self.approvals: dict[str, Any] = {}
 
     @property
     def origin(self) -> EventOrigin:

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field, fields, replace
 from typing import Any, Literal
 
 from ..exceptions import DecoratorError
+from ._approval import ApprovalPolicy, Approver
 from ._termination import TerminationPolicy
 from ._window import HistoryWindow
 
@@ -58,6 +59,16 @@ class EngineOptions:
             ``"raise"`` an :class:`~simplellmfunc.exceptions.IncompleteAnswerError` (it carries
             the text and the valid history), or ``"flag"`` it: the run ends with
             ``terminated_by="empty"`` / ``"truncated"`` and that text.
+        approval: Which calls wait for a person's approval: a callable ``(tool, arguments)``
+            returning falsy (run it) or ``True`` / a reason (ask first); tools marked
+            ``requires_approval`` ask whatever it says. See ``docs/human-in-the-loop.md``.
+        approval_timeout: Seconds a call waits for its answer (``None``: no limit); then it
+            is not run and the model reads that nobody answered.
+        approver: Answers approval requests in the run (a callable taking the
+            ``ApprovalRequestEvent``, returning an ``ApprovalDecision``, sync or async).
+            Without one, answers come by call id (``Run.answer``, ``SessionStore.answer``),
+            which needs someone reading the events: a call with no event consumer and no
+            approver is denied.
     """
 
     max_tool_calls: int | None = None
@@ -73,6 +84,9 @@ class EngineOptions:
     observation_enabled: bool = True
     answer_retries: int = 1
     incomplete_answer: IncompleteAnswerPolicy = "raise"
+    approval: ApprovalPolicy | None = field(default=None, compare=False)
+    approval_timeout: float | None = 300.0
+    approver: Approver | None = field(default=None, compare=False)
 
     def __post_init__(self) -> None:
         if self.tool_protocol not in ("auto", "native", "text", "json"):
@@ -94,6 +108,11 @@ class EngineOptions:
             value = getattr(self, name)
             if value is not None and (not isinstance(value, int) or value < 0):
                 raise DecoratorError(f"{name} must be a non-negative int, got {value!r}")
+        if self.approval is not None and not callable(self.approval):
+            raise DecoratorError(f"approval must be a callable policy, got {self.approval!r}")
+        if self.approver is not None and not callable(self.approver):
+            raise DecoratorError(f"approver must be a callable, got {self.approver!r}")
+        _positive("approval_timeout", self.approval_timeout)
         timeout = self.request_timeout
         if timeout is not None and (
             isinstance(timeout, bool) or not isinstance(timeout, int | float) or timeout <= 0
@@ -114,6 +133,13 @@ class EngineOptions:
                 f"known: {', '.join(sorted(OPTION_NAMES))}"
             )
         return cls(**dict(values))
+
+
+def _positive(name: str, value: object) -> None:
+    if value is not None and (
+        isinstance(value, bool) or not isinstance(value, int | float) or value <= 0
+    ):
+        raise DecoratorError(f"{name} must be a positive number, got {value!r}")
 
 
 OPTION_NAMES = frozenset(f.name for f in fields(EngineOptions))

@@ -37,6 +37,7 @@ from .._events import EventOrigin, EventYield, ReactEndEvent, ReactStartEvent
 from .._messages import ToolCall
 from .._transcript import Transcript
 from ..exceptions import IncompleteAnswerError, ProviderError, UserError
+from ._approval import ApprovalDecision, answer_pending
 from ._deferred import act_or_defer
 from ._emit import Emitter, current_tool_call_id
 from ._invocation import Invocation, RunContext, RunHook
@@ -146,6 +147,15 @@ class Run:
         )
         emitter = parent.emitter.derive(origin)
         return cls(invocation, transcript, emitter, abort, user_input=user_input)
+
+    def answer(self, request_id: str, answer: ApprovalDecision) -> None:
+        """Answer the approval request ``request_id`` (a call id) of this run.
+
+        Raises:
+            AnswerRefusedError: If no call of this run waits under that id (answered, timed
+                out, never asked).
+        """
+        answer_pending(self.context.approvals, request_id, answer)
 
     @property
     def state(self) -> RunState:

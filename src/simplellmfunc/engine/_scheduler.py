@@ -13,7 +13,7 @@ from __future__ import annotations
 import inspect
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import anyio
@@ -39,6 +39,7 @@ from ..tools import (
     render_result,
     render_unknown_tool,
 )
+from ._approval import Refusal, approval_reason, edited_note, gate, needs_gate
 from ._emit import Emitter, in_tool_call
 from ._invocation import Invocation, RunContext, running_tools
 from ._pump import being_cancelled
@@ -215,6 +216,13 @@ async def _run_call(run: RunContext, call: ToolCall, slot: StepSlot | None) -> _
     if arguments is None:
         text = f"Error: the arguments of {call.name} are not valid JSON: {problem}"
         return await _failure(call, emitter, "InvalidArguments", text, started)
+    edited = False
+    if needs_gate(run, tool) and (reason := approval_reason(run, tool, arguments)):
+        # Approval: this call waits in its own task while its siblings run on.
+        gated = await gate(run, tool, call, arguments, reason)
+        if isinstance(gated, Refusal):
+            return await _failure(call, emitter, gated.error_type, gated.text, started)
+        edited, arguments = gated is not arguments, gated
     if emitter.wants_events:
         await emitter.event(ToolCallStartEvent(call.id, call.name, arguments))
     timeout = tool.timeout or invocation.options.tool_timeout
@@ -233,6 +241,8 @@ async def _run_call(run: RunContext, call: ToolCall, slot: StepSlot | None) -> _
         return await _failure(call, emitter, "Timeout", text, started)
     if isinstance(rendered, _Failure):
         return await _failure(call, emitter, rendered.error_type, rendered.text, started)
+    if edited:
+        rendered = replace(rendered, text=edited_note(arguments) + rendered.text)
     end = ToolCallEndEvent(call.id, call.name, rendered.text, True, time.perf_counter() - started)
     await emitter.event(end)
     return _Outcome(_mutation(call, rendered), True, end)

@@ -12,6 +12,8 @@ thing: objects that plug into the loop. This module holds no hooks of that kind.
 
 from .._lazy import publish
 from ..events import (
+    ApprovalRequestEvent,
+    ApprovalResolvedEvent,
     CustomEvent,
     EventOrigin,
     EventStamp,
@@ -51,6 +53,8 @@ __all__ = [
     "ABORT_SIGNAL_PARAM",
     "AbortSignal",
     "AgentInputRouter",
+    "ApprovalRequestEvent",
+    "ApprovalResolvedEvent",
     "CustomEvent",
     "EventBus",
     "EventOrigin",

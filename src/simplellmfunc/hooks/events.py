@@ -7,6 +7,8 @@ from enum import StrEnum
 from typing import TypeAlias
 
 from ..events import (
+    ApprovalRequestEvent,
+    ApprovalResolvedEvent,
     CustomEvent,
     EventStamp,
     LLMCallEndEvent,
@@ -27,6 +29,8 @@ from ..events import (
 )
 
 __all__ = [
+    "ApprovalRequestEvent",
+    "ApprovalResolvedEvent",
     "CustomEvent",
     "EventStamp",
     "LLMCallEndEvent",
@@ -68,6 +72,8 @@ class ReActEventType(StrEnum):
     TOOL_CALL_END = "tool_call_end"
     TOOL_CALL_ERROR = "tool_call_error"
     TOOL_CALLS_BATCH_END = "tool_calls_batch_end"
+    APPROVAL_REQUEST = "approval_request"
+    APPROVAL_RESOLVED = "approval_resolved"
     REACT_ITERATION_END = "react_iteration_end"
     REACT_END = "react_end"
     CUSTOM_EVENT = "custom"

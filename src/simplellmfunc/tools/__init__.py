@@ -14,9 +14,18 @@ from ._render import (
 from ._sandboxed import SandboxedTool, sandboxed
 from ._schema import ArgumentsError
 from ._task import TaskTool
-from ._tool import FunctionTool, Tool, ToolContext, ToolProvider, check_tool_name
+from ._tool import (
+    ApprovalFlag,
+    FunctionTool,
+    Tool,
+    ToolContext,
+    ToolProvider,
+    check_approval_flag,
+    check_tool_name,
+)
 
 __all__ = [
+    "ApprovalFlag",
     "ArgumentsError",
     "FunctionTool",
     "ParsedDocstring",
@@ -27,6 +36,7 @@ __all__ = [
     "ToolContext",
     "ToolEventEmitter",
     "ToolProvider",
+    "check_approval_flag",
     "check_tool_name",
     "parse_docstring",
     "render_error",

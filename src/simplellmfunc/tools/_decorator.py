@@ -7,7 +7,7 @@ from typing import Any, overload
 
 from ..sandbox import SandboxPolicy
 from ._sandboxed import SandboxedTool
-from ._tool import FunctionTool, PromptInjectionBuilder
+from ._tool import ApprovalFlag, FunctionTool, PromptInjectionBuilder
 
 __all__ = ["tool"]
 
@@ -30,6 +30,7 @@ def tool(
     result_budget: int | None = None,
     abort_grace: float = 0.0,
     idempotent: bool = True,
+    requires_approval: ApprovalFlag = False,
     sandbox: SandboxPolicy | None = None,
 ) -> Callable[[Callable[..., Any]], FunctionTool]: ...
 

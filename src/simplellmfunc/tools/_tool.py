@@ -19,7 +19,15 @@ from ._docstring import ParsedDocstring, parse_docstring
 from ._emitter import ToolContext, ToolEventEmitter
 from ._schema import SignatureSchema, build_schema
 
-__all__ = ["FunctionTool", "Tool", "ToolContext", "ToolProvider", "check_tool_name"]
+__all__ = [
+    "ApprovalFlag",
+    "FunctionTool",
+    "Tool",
+    "ToolContext",
+    "ToolProvider",
+    "check_approval_flag",
+    "check_tool_name",
+]
 
 _NAME = re.compile(r"[a-zA-Z0-9_-]{1,64}")
 _CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])")
@@ -49,6 +57,21 @@ class ToolProvider(Protocol):
         ...
 
 
+ApprovalFlag = bool | Callable[[Mapping[str, Any]], bool | str | None]
+"""A tool's ``requires_approval``: always, never, or a callable over the call's arguments."""
+
+
+def check_approval_flag(value: object) -> ApprovalFlag:
+    """``value`` if it is a usable ``requires_approval`` (a bool or a callable).
+
+    Raises:
+        ToolDefinitionError: For anything else.
+    """
+    if isinstance(value, bool) or callable(value):
+        return value
+    raise ToolDefinitionError(f"requires_approval must be a bool or a callable, got {value!r}")
+
+
 class Tool:
     """A tool the model can call.
 
@@ -76,6 +99,9 @@ class Tool:
         idempotent: Running the tool twice with the same arguments does no harm. A durable
             run re-runs an idempotent call that a crash interrupted (at least once); a call
             of a non-idempotent tool is not re-run, the model is told it was interrupted.
+        requires_approval: A call waits for a person's approval before it runs: ``True``,
+            or a callable over the call's arguments returning falsy (run it) or ``True`` / a
+            reason (ask). See ``docs/human-in-the-loop.md``.
 
     Raises:
         ToolDefinitionError: For an invalid name, an unsupported signature, or neither
@@ -85,6 +111,7 @@ class Tool:
     name: str = ""
     description: str = ""
     idempotent: bool = True
+    requires_approval: ApprovalFlag = False
 
     def __init__(
         self,
@@ -99,6 +126,7 @@ class Tool:
         result_budget: int | None = None,
         abort_grace: float = 0.0,
         idempotent: bool = True,
+        requires_approval: ApprovalFlag = False,
     ) -> None:
         if func is None and not self._overrides_run():
             raise ToolDefinitionError(f"{type(self).__name__}: pass func= or override run()")
@@ -115,6 +143,8 @@ class Tool:
         self.result_budget = result_budget
         self.abort_grace = abort_grace
         self.idempotent = idempotent
+        if requires_approval is not False:  # else the class attribute stands
+            self.requires_approval = check_approval_flag(requires_approval)
 
     def _doc_text(self, func: Callable[..., Any] | None) -> ParsedDocstring:
         """The docstring that documents the tool: the function's, or the subclass's + run()'s."""

@@ -16,7 +16,14 @@ from starlette.responses import HTMLResponse, JSONResponse, Response, StreamingR
 from starlette.routing import BaseRoute, Mount, Route
 from starlette.staticfiles import StaticFiles
 
-from ..exceptions import CapacityError, InputRefusedError, RequestRefusedError, SessionError
+from ..engine import parse_answer
+from ..exceptions import (
+    AnswerRefusedError,
+    CapacityError,
+    InputRefusedError,
+    RequestRefusedError,
+    SessionError,
+)
 from ..runtime.serving import EdgeGuard, EdgePolicy, Principals, principal_of, read_json
 from ..runtime.sessions import SessionStore
 from ..runtime.stores import Store
@@ -210,6 +217,18 @@ def web_chat_routes(
             return error_response(409, str(exc))
         return JSONResponse({"ok": True})
 
+    async def decide(request: Request) -> Response:
+        # One wire form for every wait (docs/wire.md): an approval or an input() answer.
+        try:
+            request_id, reply = parse_answer(await _json(request))
+        except AnswerRefusedError as exc:
+            return error_response(400, str(exc))
+        try:
+            store_of(request).answer(request.path_params["sid"], request_id, reply)
+        except (AnswerRefusedError, InputRefusedError) as exc:
+            return error_response(409, str(exc))
+        return JSONResponse({"ok": True})
+
     async def abort(request: Request) -> Response:
         sid = request.path_params["sid"]
         if sid not in store_of(request):
@@ -247,6 +266,7 @@ def web_chat_routes(
         Mount("/static", StaticFiles(directory=_STATIC), name="static"),
         Route("/api/chat/{sid}", guard(chat), methods=["POST"]),
         Route("/api/input/{sid}", guard(answer), methods=["POST"]),
+        Route("/api/answer/{sid}", guard(decide), methods=["POST"]),
         Route("/api/abort/{sid}", guard(abort), methods=["POST"]),
         Route("/api/history/{sid}", guard(history)),
         Route("/api/sessions", guard(overview)),

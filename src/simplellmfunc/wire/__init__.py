@@ -20,11 +20,12 @@ from ._json import WirePolicy, jsonable, to_wire
 from ._sse import encode_sse, sse_stream
 
 if TYPE_CHECKING:
-    from ._agui import AGUIAdapter, agui_sse_stream
+    from ._agui import AGUIAdapter, agui_resume_answers, agui_sse_stream
 
 __all__ = [
     "AGUIAdapter",
     "WirePolicy",
+    "agui_resume_answers",
     "agui_sse_stream",
     "encode_sse",
     "jsonable",
@@ -36,6 +37,7 @@ __getattr__, __dir__ = lazy_exports(
     __name__,
     {
         "AGUIAdapter": "._agui",
+        "agui_resume_answers": "._agui",
         "agui_sse_stream": "._agui",
     },
 )

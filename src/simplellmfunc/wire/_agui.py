@@ -13,6 +13,11 @@ events, so an AG-UI front end can drive our agents:
   ``CustomEvent``): ``CUSTOM`` with ``name`` = the event name and ``value`` =
   ``{"tool_call_id", "tool_name", "data"}``; an ``LLMCallErrorEvent`` is ``CUSTOM``
   ``llm_call_error``;
+* approvals: ``CUSTOM`` ``approval_request`` (its value AG-UI's ``Interrupt``: ``id`` = the
+  call id, ``tool_call_id``, ``message`` = the reason, ``metadata`` = tool name, arguments,
+  session id, timeout) and ``CUSTOM`` ``approval_resolved``; :func:`agui_resume_answers` reads a
+  client's ``resume`` entries as answers (the run waits live, so it does not finish with an
+  interrupt outcome);
 * SelfReference forks: ``SUBAGENT_STARTED`` / ``SUBAGENT_FINISHED`` and a ``STATE_DELTA`` on
   ``/forks/<fork_id>``; every event of a fork carries ``subagent_run_id`` (the fork's call id).
 """
@@ -20,13 +25,15 @@ events, so an AG-UI front end can drive our agents:
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterable, AsyncIterator
+from collections.abc import AsyncIterable, AsyncIterator, Mapping, Sequence
 from typing import Any
 
 from ag_ui import core
 from ag_ui.encoder import EventEncoder
 
 from .._events import (
+    ApprovalRequestEvent,
+    ApprovalResolvedEvent,
     CustomEvent,
     EventOrigin,
     EventYield,
@@ -43,10 +50,12 @@ from .._events import (
     ToolCallErrorEvent,
     ToolCallStartEvent,
 )
+from ..engine import ApprovalDecision, parse_answer
+from ..exceptions import AnswerRefusedError
 from ._json import WirePolicy, jsonable
 from ._sse import close_source
 
-__all__ = ["AGUIAdapter", "agui_sse_stream"]
+__all__ = ["AGUIAdapter", "agui_resume_answers", "agui_sse_stream"]
 
 
 class _Reply:
@@ -156,6 +165,17 @@ class AGUIAdapter:
                 ]
             case LLMCallErrorEvent():
                 return [self._custom("llm_call_error", None, None, jsonable(event))]
+            case ApprovalRequestEvent():
+                return [core.CustomEvent(name="approval_request", value=_interrupt(event))]
+            case ApprovalResolvedEvent():
+                value = {
+                    "tool_call_id": event.tool_call_id,
+                    "tool_name": event.tool_name,
+                    "outcome": event.outcome,
+                    "reason": event.reason,
+                    "arguments": jsonable(event.arguments),
+                }
+                return [core.CustomEvent(name="approval_resolved", value=value)]
             case CustomEvent():
                 return [
                     self._custom(event.event_name, event.tool_name, event.tool_call_id, event.data)
@@ -299,6 +319,69 @@ class AGUIAdapter:
             args = json.dumps(jsonable(arguments), ensure_ascii=False)
             out.append(core.ToolCallArgsEvent(tool_call_id=call_id, delta=args))
         return out
+
+
+def _interrupt(event: ApprovalRequestEvent) -> dict[str, Any]:
+    """The request as AG-UI's ``Interrupt`` (JSON, camelCase like the rest of the stream)."""
+    interrupt = core.Interrupt(
+        id=event.tool_call_id,
+        reason="tool_approval",
+        message=event.reason,
+        tool_call_id=event.tool_call_id,
+        metadata={
+            "tool_name": event.tool_name,
+            "arguments": jsonable(event.arguments),
+            "session_id": event.session_id,
+            "timeout_s": event.timeout_s,
+        },
+    )
+    return interrupt.model_dump(mode="json", by_alias=True, exclude_none=True)
+
+
+def agui_resume_answers(
+    resume: Sequence[core.ResumeEntry | Mapping[str, Any]],
+) -> list[tuple[str, ApprovalDecision]]:
+    """The answers in the ``resume`` entries of an AG-UI ``RunAgentInput``, as ``(call id,
+    decision)`` pairs for ``SessionStore.answer`` / ``answer_request``.
+
+    An entry's ``interruptId`` is the call id; ``status="cancelled"`` denies the call; a
+    ``resolved`` entry's ``payload`` is our wire form without the id (``{"decision": "deny",
+    "reason": ...}``), or ``{"approved": bool, "editedArgs"?: {...}, "reason"?: str}``.
+
+    Raises:
+        AnswerRefusedError: For an entry or payload of another form.
+    """
+    answers: list[tuple[str, ApprovalDecision]] = []
+    for raw in resume:
+        try:
+            entry = raw if isinstance(raw, core.ResumeEntry) else core.ResumeEntry(**raw)
+        except (TypeError, ValueError) as exc:
+            raise AnswerRefusedError(f"not an AG-UI resume entry: {exc}") from None
+        call_id = entry.interrupt_id
+        if entry.status == "cancelled":
+            answers.append((call_id, ApprovalDecision.deny("cancelled by the client")))
+            continue
+        payload = entry.payload
+        if not isinstance(payload, Mapping):
+            raise AnswerRefusedError(f"resume entry {call_id!r}: the payload is not an object")
+        if "decision" in payload:
+            _, answer = parse_answer({**payload, "request_id": call_id})
+            if not isinstance(answer, ApprovalDecision):
+                raise AnswerRefusedError(f"resume entry {call_id!r}: not an approval answer")
+            answers.append((call_id, answer))
+            continue
+        approved, edited = payload.get("approved"), payload.get("editedArgs")
+        if not isinstance(approved, bool):
+            raise AnswerRefusedError(f"resume entry {call_id!r}: give decision or approved")
+        if not approved:
+            answers.append((call_id, ApprovalDecision.deny(str(payload.get("reason") or ""))))
+        elif edited is not None:
+            if not isinstance(edited, Mapping):
+                raise AnswerRefusedError(f"resume entry {call_id!r}: editedArgs is no object")
+            answers.append((call_id, ApprovalDecision.edit(edited)))
+        else:
+            answers.append((call_id, ApprovalDecision.approve()))
+    return answers
 
 
 async def agui_sse_stream(

@@ -23,7 +23,7 @@ from pydantic import Field
 from ..._content import ImgPath
 from ..._persist import atomic_write
 from ...exceptions import WorkspaceError
-from ...tools import Tool, parse_docstring
+from ...tools import ApprovalFlag, Tool, parse_docstring
 from ._grep import GrepLimits, grep_workspace
 from ._image import load_image
 from ._paths import (
@@ -64,6 +64,9 @@ class FileToolset:
         workspace: The directory the tools may use; it must exist.
         read_limits: Bounds on reads and edits.
         grep_limits: Bounds on grep results.
+        requires_approval: The writing tools (``sed``, ``echo_into``) wait for a person's
+            approval before each call: ``True``, or a callable over the call's arguments (see
+            ``docs/human-in-the-loop.md``); reads never ask.
 
     Raises:
         WorkspaceError: If ``workspace`` is not an existing directory.
@@ -75,6 +78,7 @@ class FileToolset:
         *,
         read_limits: ReadLimits | None = None,
         grep_limits: GrepLimits | None = None,
+        requires_approval: ApprovalFlag = False,
     ) -> None:
         self.workspace: Path = resolve_root(workspace)
         self._read_limits = read_limits or ReadLimits()
@@ -82,7 +86,16 @@ class FileToolset:
         self._baselines: dict[str, bytes] = {}
         self._locks: dict[str, anyio.Lock] = {}
         methods = (self.read_file, self.read_image, self.grep, self.sed, self.echo_into)
-        self._tools = tuple(Tool(m.__name__, _description(m), m) for m in methods)
+        writes = (self.sed, self.echo_into)
+        self._tools = tuple(
+            Tool(
+                m.__name__,
+                _description(m),
+                m,
+                requires_approval=requires_approval if m in writes else False,
+            )
+            for m in methods
+        )
 
     @property
     def toolset(self) -> list[Tool]:

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING
 from ..._lazy import lazy_exports, publish
 
 if TYPE_CHECKING:
+    from ._approval import code_touches_system
     from ._input import submit_kernel_input
     from ._pack import (
         Primitive,
@@ -56,6 +57,7 @@ __all__ = [
     "ReplBackend",
     "ReplTool",
     "ResetReplTool",
+    "code_touches_system",
     "fork_repl_tools",
     "register_default_backend",
     "render_execution",
@@ -76,6 +78,7 @@ __getattr__, __dir__ = lazy_exports(
         "ReplBackend": "._tools",
         "ReplTool": "._tools",
         "ResetReplTool": "._tools",
+        "code_touches_system": "._approval",
         "fork_repl_tools": "._tools",
         "register_default_backend": "._pack",
         "render_execution": "._tools",

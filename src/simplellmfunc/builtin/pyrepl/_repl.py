@@ -18,7 +18,7 @@ import anyio
 from ..._abort import AbortSignal
 from ...exceptions import ArgumentValueError, InputRefusedError, UnsupportedError, UserError
 from ...sandbox import SandboxPolicy, as_policy
-from ...tools import Tool, ToolEventEmitter
+from ...tools import ApprovalFlag, Tool, ToolEventEmitter, check_approval_flag
 from ._audit import AuditLog, resolve_log_dir
 from ._exec import CellLimits, CellOutcome, CellRun
 from ._input import InputBroker, delivers_live, submit_kernel_input
@@ -156,6 +156,10 @@ class PyRepl:
         sandbox: The kernel's sandbox policy: ``True`` (the default: the default policy), a
             :class:`~simplellmfunc.sandbox.SandboxPolicy`, or ``False`` for none (the kernel
             then runs with the host user's access to every file and the network).
+        requires_approval: ``execute_code`` calls wait for a person's approval before they
+            run: ``True``, or a callable over the call's arguments (``{"code": ...}``), e.g.
+            :func:`~simplellmfunc.builtin.code_touches_system` (see
+            ``docs/human-in-the-loop.md``).
 
     Raises:
         ArgumentValueError: For a non-positive timeout, or a ``working_directory`` that is not
@@ -186,6 +190,7 @@ class PyRepl:
         max_capture_chars: int = 4_000_000,
         max_output_file_chars: int = 100_000_000,
         sandbox: SandboxPolicy | bool = True,
+        requires_approval: ApprovalFlag = False,
     ) -> None:
         for name, value in (
             ("execution_timeout_seconds", execution_timeout_seconds),
@@ -229,6 +234,7 @@ class PyRepl:
         self._toolset: list[Tool] | None = None
         # Garbage-collected unclosed: the kernel goes too (without an event loop, never hanging).
         weakref.finalize(self, self._kernel.close_now)
+        self._requires_approval = check_approval_flag(requires_approval)
 
     # -- properties ---------------------------------------------------------------------------
 
@@ -289,13 +295,13 @@ class PyRepl:
     def toolset(self) -> list[Tool]:
         """The tools for an agent: ``execute_code``, ``reset_repl``, ``list_variables``."""
         if self._toolset is None:
-            self._toolset = [
-                # An abort interrupts the cell: wait for its partial output (interrupt grace,
-                # plus the watchdog's poll and the result's assembly).
-                ExecuteCodeTool(self, self._max_output_tokens, self._limits.interrupt_grace + 5.0),
-                ResetReplTool(self),
-                ListVariablesTool(self),
-            ]
+            # An abort interrupts the cell: wait for its partial output (interrupt grace,
+            # plus the watchdog's poll and the result's assembly).
+            execute = ExecuteCodeTool(
+                self, self._max_output_tokens, self._limits.interrupt_grace + 5.0
+            )
+            execute.requires_approval = self._requires_approval
+            self._toolset = [execute, ResetReplTool(self), ListVariablesTool(self)]
         return list(self._toolset)
 
     def _sandbox_dict(self) -> dict[str, Any] | None:

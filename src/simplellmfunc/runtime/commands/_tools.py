@@ -28,7 +28,14 @@ from typing import Any, Literal
 
 from ...exceptions import ToolExecutionError, UserError
 from ...sandbox import SandboxPolicy
-from ...tools import ArgumentsError, Tool, ToolContext, check_tool_name
+from ...tools import (
+    ApprovalFlag,
+    ArgumentsError,
+    Tool,
+    ToolContext,
+    check_approval_flag,
+    check_tool_name,
+)
 from ._process import CommandOutput, check_output, run_command, with_note
 
 __all__ = ["CLIAgentTool", "ShellTool"]
@@ -146,6 +153,8 @@ class ShellTool(_CommandTool):
         kill_grace: Seconds between SIGTERM and SIGKILL.
         sandbox: Run the command in a sandbox under this policy (``cwd``, or a fresh private
             directory per call, is its workspace; see ``docs/sandbox.md``).
+        requires_approval: Each call waits for a person's approval before it runs: ``True``,
+            or a callable over the call's arguments (see ``docs/human-in-the-loop.md``).
 
     Raises:
         UserError: For an empty command, a bad timeout or a bad parameter name.
@@ -164,6 +173,7 @@ class ShellTool(_CommandTool):
         max_output_chars: int = 20_000,
         kill_grace: float = 2.0,
         sandbox: SandboxPolicy | None = None,
+        requires_approval: ApprovalFlag = False,
     ) -> None:
         if parameters is None:
             parameters = ("input",) if "{}" in command else ()
@@ -185,6 +195,7 @@ class ShellTool(_CommandTool):
             kill_grace=kill_grace,
             sandbox=sandbox,
         )
+        self.requires_approval = check_approval_flag(requires_approval)
 
     @property
     def parameters(self) -> dict[str, Any]:

@@ -9,7 +9,8 @@ from typing import TYPE_CHECKING, Any
 import anyio
 
 from ..._abort import AbortSignal
-from ...exceptions import InputRefusedError, SessionError
+from ...engine import ApprovalDecision, answer_request
+from ...exceptions import AnswerRefusedError, InputRefusedError, SessionError
 
 if TYPE_CHECKING:
     from ...builtin import PyRepl
@@ -97,6 +98,24 @@ class Session:
             self.repl.answer_input(request_id, value)
         except InputRefusedError as exc:
             raise InputRefusedError(f"session {self.id!r}: {exc}") from None
+
+    def answer(self, request_id: str, answer: ApprovalDecision | str) -> None:
+        """Answer what this session's running turn waits for: a tool approval (an
+        :class:`ApprovalDecision`, by call id) or the kernel's ``input()`` (a string, by the
+        ``kernel_input_request``'s id). ``parse_answer`` reads both from their wire form.
+
+        Raises:
+            AnswerRefusedError: If no approval request waits under that id.
+            InputRefusedError: If the ``input()`` request timed out, was answered or ended.
+            SessionError: If the session has no kernel (an ``input()`` answer).
+        """
+        if isinstance(answer, str):
+            self.submit_input(request_id, answer)
+            return
+        try:
+            answer_request(request_id, answer, session_id=self.id)
+        except AnswerRefusedError as exc:
+            raise AnswerRefusedError(f"session {self.id!r}: {exc}") from None
 
     async def wait_idle(self) -> None:
         """Wait until the running turn (if any) has ended and its history is kept."""

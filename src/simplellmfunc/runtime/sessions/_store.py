@@ -24,6 +24,7 @@ from anyio.streams.memory import MemoryObjectSendStream
 
 from ..._abort import AbortSignal
 from ..._events import ResponseYield
+from ...engine import ApprovalDecision
 from ...exceptions import SessionError
 from ..stores import InMemoryStore, Namespace, Store
 from ._session import Session, check_session_id
@@ -293,6 +294,19 @@ class SessionStore:
             InputRefusedError: If the request timed out, was answered, ended or is unknown.
         """
         self.get(session_id).submit_input(request_id, value)
+
+    def answer(self, session_id: str, request_id: str, answer: ApprovalDecision | str) -> None:
+        """Answer what ``session_id``'s turn waits for, by request id: a tool approval (an
+        :class:`~simplellmfunc.ApprovalDecision`; the id is the call id of the
+        ``ApprovalRequestEvent``) or a kernel ``input()`` (a string; the id of the
+        ``kernel_input_request``). Front ends read the wire form with ``parse_answer``.
+
+        Raises:
+            SessionError: If no such session is open (or it has no kernel, for ``input()``).
+            AnswerRefusedError: If no approval request waits under that id.
+            InputRefusedError: If the ``input()`` request cannot take the value.
+        """
+        self.get(session_id).answer(request_id, answer)
 
     # -- turns --------------------------------------------------------------------------------
 

@@ -143,6 +143,66 @@ class ToolCard {
     field.focus();
     follow();
   }
+  // A call waiting for the user's approval: Approve / Deny (with a reason) / Edit (the
+  // arguments as JSON); the answer goes to /api/answer in the wire form of docs/wire.md.
+  approval(event) {
+    this.setArguments(event.arguments);
+    this.node.classList.add("waiting");
+    this.state.textContent = "waiting for approval: " + (event.reason || "");
+    const form = element("form", "approval");
+    form.appendChild(element("div", "approval-reason", event.reason || "this call needs approval"));
+    const reason = element("input");
+    reason.name = "reason";
+    reason.placeholder = "reason (for a denial)";
+    reason.autocomplete = "off";
+    const edited = element("textarea", "approval-edit");
+    edited.name = "arguments";
+    edited.hidden = true;
+    edited.value = JSON.stringify(event.arguments || {}, null, 2);
+    const buttons = element("div", "approval-buttons");
+    const approve = element("button", "approve", "Approve");
+    const deny = element("button", "deny", "Deny");
+    const edit = element("button", "edit", "Edit");
+    for (const button of [approve, deny, edit]) button.type = "button";
+    buttons.append(approve, deny, edit, reason);
+    form.append(buttons, edited);
+    const send = async (answer) => {
+      for (const button of [approve, deny, edit]) button.disabled = true;
+      const response = await api("answer", {request_id: event.tool_call_id, ...answer});
+      if (!response.ok) {
+        for (const button of [approve, deny, edit]) button.disabled = false;
+        form.appendChild(element("div", "error", await errorOf(response)));
+      }
+    };
+    approve.addEventListener("click", () => {
+      if (edited.hidden) { send({decision: "approve"}); return; }
+      let args;
+      try { args = JSON.parse(edited.value); } catch (error) {
+        form.appendChild(element("div", "error", "the arguments are not JSON: " + error.message));
+        return;
+      }
+      send({decision: "edit", arguments: args});
+    });
+    deny.addEventListener("click", () => send({decision: "deny", reason: reason.value}));
+    edit.addEventListener("click", () => {
+      edited.hidden = false;
+      approve.textContent = "Run edited";
+      edit.disabled = true;
+      edited.focus();
+    });
+    this.node.insertBefore(form, this.output);
+    follow();
+  }
+  resolved(event) {
+    this.node.classList.remove("waiting");
+    for (const form of this.node.querySelectorAll("form.approval")) form.remove();
+    const words = {approved: "approved", edited: "approved with edited arguments",
+      denied: "denied", timeout: "no answer in time", cancelled: "cancelled"};
+    const line = (words[event.outcome] || event.outcome) + (event.reason ? ": " + event.reason : "");
+    this.node.insertBefore(element("div", "approval-outcome " + event.outcome, line), this.output);
+    if (event.arguments) this.setArguments(event.arguments);
+    this.state.textContent = event.outcome === "approved" || event.outcome === "edited" ? "running" : event.outcome;
+  }
   fail(event) { this.failure = errorLine(event.error_type, event.message); }
   end(event) {
     this.node.classList.remove("running");
@@ -234,6 +294,11 @@ class Turn {
         this.replies.delete(origin.agent_call_id);
         this.card(event.tool_call_id, event.tool_name).setArguments(event.arguments);
         break;
+      case "approval_request":
+        this.replies.delete(origin.agent_call_id);
+        this.card(event.tool_call_id, event.tool_name).approval(event);
+        break;
+      case "approval_resolved": this.card(event.tool_call_id, event.tool_name).resolved(event); break;
       case "tool_call_error": this.card(event.tool_call_id, event.tool_name).fail(event); break;
       case "tool_call_end": this.card(event.tool_call_id, event.tool_name).end(event); break;
       case "custom": this.custom(event); break;
