@@ -104,6 +104,7 @@ async def test_records_stats_and_timeline_of_a_tool_run(
     assert not tools["broken"].success
     assert tools["broken"].error is not None
     assert "no station in Rome" in tools["broken"].error
+    assert tools["broken"].error.count("Error") == 1  # the type once, no "Error: " before it
     end = records[-1]
     assert (end.terminated_by, end.name, end.success) == ("answer", "answer", True)
     assert end.output == "Sunny in Oslo; no data for Rome."
