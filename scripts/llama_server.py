@@ -78,7 +78,6 @@ X86_BASELINE = ("avx", "avx2", "fma", "f16c", "bmi2")
 COMMON_FLAGS = (
     "-DCMAKE_BUILD_TYPE=Release",
     "-DBUILD_SHARED_LIBS=OFF",
-    "-DGGML_NATIVE=OFF",
     "-DGGML_BACKEND_DL=OFF",
     "-DLLAMA_BUILD_TESTS=OFF",
     "-DLLAMA_BUILD_EXAMPLES=OFF",
@@ -119,7 +118,16 @@ def cmake_flags(machine: str, flags: frozenset[str], *, ccache: bool = False) ->
     advertised (else SSE4.2 only), never AVX-512 or AMX; on arm64 ARMv8.2-A with dot product and
     FP16 when advertised, else plain ARMv8-A.
     """
-    out = [*COMMON_FLAGS, f"-DGGML_CCACHE={'ON' if ccache else 'OFF'}"]
+    return [
+        *COMMON_FLAGS,
+        f"-DGGML_CCACHE={'ON' if ccache else 'OFF'}",
+        *cpu_options(machine, flags),
+    ]
+
+
+def cpu_options(machine: str, flags: frozenset[str]) -> list[str]:
+    """The CPU-feature part of :func:`cmake_flags` (also given to llama-cpp-python's build)."""
+    out = ["-DGGML_NATIVE=OFF"]
     arch = machine.lower()
     if arch in ("x86_64", "amd64"):
         v3 = all(f in flags for f in X86_BASELINE)
