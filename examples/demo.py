@@ -21,7 +21,7 @@ from pydantic import BaseModel
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
 
 from llama_server import BuildError
-from local_model import ServerExitedError
+from local_model import DEFAULT_MODEL, ServerExitedError
 
 from simplellmfunc import (
     EngineOptions,
@@ -142,7 +142,7 @@ def _uses(answer: str, tool_results: list[str]) -> bool:
 
 def run(argv: list[str]) -> int:
     """Parse ``[--model smollm2|gemma3]``, run, print the checks; the exit status."""
-    model = argv[argv.index("--model") + 1] if "--model" in argv else "smollm2"
+    model = argv[argv.index("--model") + 1] if "--model" in argv else DEFAULT_MODEL
     try:
         failed = anyio.run(main, model)
     except KeyboardInterrupt:

@@ -41,9 +41,10 @@ SDIST = f"llama_cpp_python-{VERSION}"
 BINARY = CACHE / "llama-server"
 LOG = CACHE / "build.log"
 BUILD_MINUTES = "5"
-DEFAULT_MODEL = "smollm2"
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from local_model import DEFAULT_MODEL  # noqa: E402  (the folder above is on the path now)
 
 
 def _sources() -> Path:

@@ -95,7 +95,8 @@ MODELS = {
         ),
     )
 }
-DEFAULT_MODEL = "smollm2"
+# The model the demo, the tests and the benchmarks use: LOCAL_MODEL=gemma3 picks Gemma 3 270M.
+DEFAULT_MODEL = os.environ.get("LOCAL_MODEL", "smollm2")
 
 
 def install_model(key: str = DEFAULT_MODEL) -> None:
