@@ -6,8 +6,8 @@ Messages API there; the examples and the demo use the OpenAI one.
     python scripts/llama_server.py start [--model smollm2|gemma3] [--port 8080]
     python scripts/llama_server.py status | stop | build
 
-``start`` builds the server once (about 5 minutes on 2 cores, from the llama.cpp sources vendored
-in the ``llama-cpp-python`` sdist, into ``.cache/llama-server/``; its output goes to
+``start`` builds the server once (about 9 minutes on 2 idle cores, from the llama.cpp sources
+vendored in the ``llama-cpp-python`` sdist, into ``.cache/llama-server/``; its output goes to
 ``build.log`` there), starts it in the background and prints the ``.env`` lines that point
 ``OpenAICompatible.from_env()``, ``make_llm("llamacpp:...")``, the examples and the agent configs
 at it; ``stop`` stops it. The build is portable: never ``-march=native`` (a CPU may advertise
@@ -40,7 +40,7 @@ VERSION = "0.3.36"
 SDIST = f"llama_cpp_python-{VERSION}"
 BINARY = CACHE / "llama-server"
 LOG = CACHE / "build.log"
-BUILD_MINUTES = "5"
+BUILD_MINUTES = "9"
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
