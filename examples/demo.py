@@ -155,7 +155,8 @@ def run(argv: list[str]) -> int:
         return 1
     if failed:
         print("\ndemo checks FAILED: " + "; ".join(failed), file=sys.stderr)
-        print("(a model this small gets it wrong at times: run it again, or try --model gemma3)")
+        other = "smollm2" if model == "gemma3" else "gemma3"
+        print(f"(a model this small gets it wrong at times: try the other one, --model {other})")
         return 1
     print("\ndemo checks passed: a valid typed result, a tool call, an answer from the tool")
     return 0
