@@ -13,6 +13,11 @@ itself, so with one the run may take another path than the script.
 
 from __future__ import annotations
 
+import sys
+from collections.abc import Awaitable, Callable
+
+import anyio
+
 from simplellmfunc import LLMInterface, OpenAICompatible, make_llm
 from simplellmfunc.providers import env_settings
 from simplellmfunc.testing import Canned, ScriptedLLM
@@ -29,7 +34,43 @@ def pick_model(*script: Canned, default: Canned | None = None) -> LLMInterface:
         print("(no model configured: a scripted model plays its part; see examples/_model.py)")
         return ScriptedLLM(script, default=default)
     print(f"(model: {llm.provider_name}:{llm.model_name})")
+    _REAL.append(llm.model_name)
     return llm
+
+
+_REAL: list[str] = []  # the real models picked so far (none: every part is scripted)
+BUDGET_S = 60.0
+
+
+def run(main: Callable[[], Awaitable[object]], budget: float = BUDGET_S) -> None:
+    """``anyio.run(main)`` for an example: Ctrl-C ends it with one line instead of a traceback,
+    and on a real model it gets ``budget`` seconds, then says the model did not finish rather
+    than look hung (a small local model may call a tool in a loop or never give its answer)."""
+
+    async def bounded() -> bool:
+        if not _REAL:
+            await main()
+            return True
+        with anyio.move_on_after(budget):
+            await main()
+            return True
+        return False
+
+    try:
+        finished = anyio.run(bounded)
+    except KeyboardInterrupt:
+        sys.exit("\ninterrupted")
+    if not finished:
+        sys.exit(
+            f"\n(stopped after {budget:.0f} s: the model did not finish; a small local model "
+            "often loops on a tool or never gives its answer; try a larger one)"
+        )
+
+
+def note_if(wrong: bool, what: str) -> None:
+    """On a real model, say that it got the example's task wrong (``what`` it did instead)."""
+    if wrong and _REAL:
+        print(f"(the model got this wrong: {what}; small local models often do)")
 
 
 def last_tool_result(request: object) -> str:

@@ -1,8 +1,7 @@
 """An agent as a tool of another: `researcher.as_tool()`; its events stream into the caller's,
 tagged with its name and depth, and its tokens count in the caller's total."""
 
-import anyio
-from _model import pick_model
+from _model import pick_model, run
 
 from simplellmfunc import llm_chat
 from simplellmfunc.events import EventYield, ReactEndEvent, ToolCallStartEvent
@@ -42,4 +41,4 @@ async def main() -> None:
 
 
 if __name__ == "__main__":
-    anyio.run(main)
+    run(main)

@@ -2,7 +2,7 @@
 RedisStore and use RedisChannel for several processes: the interface is the same)."""
 
 import anyio
-from _model import pick_model
+from _model import pick_model, run
 
 from simplellmfunc import llm_chat
 from simplellmfunc.runtime.multiagent import Channel, SharedMemory
@@ -55,4 +55,4 @@ async def main() -> None:
 
 
 if __name__ == "__main__":
-    anyio.run(main)
+    run(main)

@@ -11,8 +11,7 @@ The model comes from .env (see _model.py); without one a scripted model plays it
 
 import tempfile
 
-import anyio
-from _model import last_tool_result, pick_model
+from _model import last_tool_result, pick_model, run
 
 from simplellmfunc import PyRepl, llm_chat
 from simplellmfunc.chat_ui import chat_app
@@ -39,4 +38,4 @@ async def main() -> None:
 
 
 if __name__ == "__main__":
-    anyio.run(main)
+    run(main, budget=float("inf"))  # an interactive session: no time limit

@@ -1,11 +1,13 @@
 """`make demo`: a typed LLM function and a tool-using agent, their events streamed to the terminal.
 
 It uses the provider configured in `.env` (OPENAI_API_KEY, OPENAI_MODEL, OPENAI_BASE_URL). With none
-configured it runs a real local model: SmolLM2-135M on llama.cpp's `llama-server` (built once from
-source, about 6 minutes on 2 cores; started and stopped by the demo). A model that small follows a
-shape only when decoding is constrained, so the local run uses the JSON tool protocol: every step's
-reply is forced by a JSON schema to be one tool call or the final answer, and a repeated call makes
-the next step the answer.
+configured it runs a real local model: SmolLM2-135M (`--model gemma3` or LOCAL_MODEL=gemma3: Gemma 3
+270M) on llama.cpp's `llama-server` (built once from source, about 9 minutes on 2 idle cores;
+started and stopped by the demo). A model that small follows a shape only when decoding is
+constrained, so the local run uses the JSON tool protocol: every step's reply is forced by a JSON
+schema to be one tool call or the final answer, and a repeated call makes the next step the
+answer. It exits 1 unless the typed result validates, the agent calls the tool and its answer uses
+what the tool returned.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from pydantic import BaseModel
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
 
 from llama_server import BuildError
-from local_model import ServerExitedError
+from local_model import DEFAULT_MODEL, ServerExitedError
 
 from simplellmfunc import (
     EngineOptions,
@@ -142,7 +144,7 @@ def _uses(answer: str, tool_results: list[str]) -> bool:
 
 def run(argv: list[str]) -> int:
     """Parse ``[--model smollm2|gemma3]``, run, print the checks; the exit status."""
-    model = argv[argv.index("--model") + 1] if "--model" in argv else "smollm2"
+    model = argv[argv.index("--model") + 1] if "--model" in argv else DEFAULT_MODEL
     try:
         failed = anyio.run(main, model)
     except KeyboardInterrupt:
@@ -153,7 +155,8 @@ def run(argv: list[str]) -> int:
         return 1
     if failed:
         print("\ndemo checks FAILED: " + "; ".join(failed), file=sys.stderr)
-        print("(a model this small gets it wrong at times: run it again, or try --model gemma3)")
+        other = "smollm2" if model == "gemma3" else "gemma3"
+        print(f"(a model this small gets it wrong at times: try the other one, --model {other})")
         return 1
     print("\ndemo checks passed: a valid typed result, a tool call, an answer from the tool")
     return 0

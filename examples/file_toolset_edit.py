@@ -15,7 +15,7 @@ import tempfile
 from pathlib import Path
 
 import anyio
-from _model import pick_model
+from _model import pick_model, run
 
 from simplellmfunc import FileToolset, llm_chat
 from simplellmfunc.events import ToolCallEndEvent, ToolCallStartEvent, is_event_yield
@@ -84,4 +84,4 @@ async def main() -> None:
 
 
 if __name__ == "__main__":
-    anyio.run(main)
+    run(main)

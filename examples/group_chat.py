@@ -1,7 +1,6 @@
 """A group chat: a writer and a critic take turns (round-robin) until the critic approves."""
 
-import anyio
-from _model import pick_model
+from _model import note_if, pick_model, run
 
 from simplellmfunc import llm_chat
 from simplellmfunc.runtime.multiagent import GroupChat
@@ -28,7 +27,8 @@ async def main() -> None:
     for message in result.messages:
         print(f"{message.speaker:>6}: {message.text}")
     print(f"({result.rounds} rounds, ended by {result.terminated_by})")
+    note_if("APPROVED" not in result.messages[-1].text, "the critic never said APPROVED")
 
 
 if __name__ == "__main__":
-    anyio.run(main)
+    run(main)

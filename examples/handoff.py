@@ -1,8 +1,7 @@
 """Handoff: the triage agent transfers the conversation to billing, which answers with a valid
 history (its own system prompt first); the result says who answered."""
 
-import anyio
-from _model import pick_model
+from _model import note_if, pick_model, run
 
 from simplellmfunc import llm_chat
 from simplellmfunc.runtime.multiagent import Handoff
@@ -32,7 +31,8 @@ async def main() -> None:
     print("path:", " -> ".join(result.path))
     print(f"{result.agent} answered: {result.text}")
     print("history roles:", [m["role"] for m in result.history])
+    note_if(result.agent != "billing", "triage answered itself instead of handing off to billing")
 
 
 if __name__ == "__main__":
-    anyio.run(main)
+    run(main)

@@ -13,8 +13,7 @@ import importlib.util
 import json
 import sys
 
-import anyio
-from _model import pick_model
+from _model import pick_model, run
 
 from simplellmfunc import MCPToolset, llm_chat
 from simplellmfunc.events import ToolCallEndEvent, ToolCallStartEvent, is_event_yield
@@ -70,4 +69,4 @@ async def main() -> None:
 
 
 if __name__ == "__main__":
-    anyio.run(main)
+    run(main)

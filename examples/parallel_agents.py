@@ -1,8 +1,7 @@
 """Parallel agents: three translators at once, at most two running; a failing one is reported,
 the others still answer."""
 
-import anyio
-from _model import pick_model
+from _model import pick_model, run
 
 from simplellmfunc import llm_chat
 from simplellmfunc.exceptions import ProviderError
@@ -34,4 +33,4 @@ async def main() -> None:
 
 
 if __name__ == "__main__":
-    anyio.run(main)
+    run(main)

@@ -11,7 +11,7 @@ import sys
 import tempfile
 
 import anyio
-from _model import last_tool_result, pick_model
+from _model import last_tool_result, pick_model, run
 
 from simplellmfunc import PyRepl, llm_chat
 from simplellmfunc.events import (
@@ -82,4 +82,4 @@ async def main() -> None:
 
 
 if __name__ == "__main__":
-    anyio.run(main)
+    run(main)

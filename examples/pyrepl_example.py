@@ -8,8 +8,7 @@ The model comes from .env (see _model.py); without one a scripted model plays it
 
 import sys
 
-import anyio
-from _model import pick_model
+from _model import pick_model, run
 
 from simplellmfunc import llm_chat
 from simplellmfunc.builtin import PyRepl
@@ -95,4 +94,4 @@ async def main() -> None:
 
 
 if __name__ == "__main__":
-    anyio.run(main)
+    run(main)

@@ -7,8 +7,7 @@ with one isolated memory per key. The same calls with the package name changed
 The model comes from .env (see _model.py); without one a scripted model plays its part.
 """
 
-import anyio
-from _model import last_tool_result, pick_model
+from _model import last_tool_result, pick_model, run
 
 from simplellmfunc import SelfReference, llm_chat
 from simplellmfunc.builtin import PyRepl
@@ -84,4 +83,4 @@ async def main() -> None:
 
 
 if __name__ == "__main__":
-    anyio.run(main)
+    run(main)

@@ -11,8 +11,7 @@ import json
 import re
 import tempfile
 
-import anyio
-from _model import last_tool_result, pick_model
+from _model import last_tool_result, pick_model, run
 
 from simplellmfunc import PyRepl, SelfReference, llm_chat
 from simplellmfunc.events import CustomEvent, ReactEndEvent, ToolCallStartEvent, is_event_yield
@@ -74,4 +73,4 @@ async def main() -> None:
 
 
 if __name__ == "__main__":
-    anyio.run(main)
+    run(main)

@@ -12,8 +12,7 @@ The model comes from .env (see _model.py); without one a scripted model plays it
 import tempfile
 from pathlib import Path
 
-import anyio
-from _model import pick_model
+from _model import pick_model, run
 
 from simplellmfunc import PyRepl, SelfReference, llm_chat
 from simplellmfunc.testing import ScriptedLLM, ToolCallSpec
@@ -83,4 +82,4 @@ async def main() -> None:
 
 
 if __name__ == "__main__":
-    anyio.run(main)
+    run(main)

@@ -4,8 +4,7 @@ agent. Needs the [serve] and [a2a] extras. `simplellmfunc serve agent.yml` serve
 agent the same way (see docs/serving.md).
 """
 
-import anyio
-from _model import pick_model
+from _model import pick_model, run
 
 from simplellmfunc import OpenAICompatible, llm_chat
 from simplellmfunc.events import EventYield, ToolCallStartEvent
@@ -73,4 +72,4 @@ async def main() -> None:
 
 
 if __name__ == "__main__":
-    anyio.run(main)
+    run(main)

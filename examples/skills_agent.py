@@ -12,11 +12,11 @@ one with a Python skill that a `skill_agent` finds by itself before answering.
 The model comes from .env (see _model.py); without one a scripted model plays its part.
 """
 
+import json
 import tempfile
 from pathlib import Path
 
-import anyio
-from _model import pick_model
+from _model import pick_model, run
 
 from simplellmfunc import llm_chat
 from simplellmfunc.events import ToolCallEndEvent, ToolCallStartEvent, is_event_yield
@@ -69,7 +69,7 @@ async def show(agent: object, question: str) -> None:
     async for item in agent(question, history=[]):  # type: ignore[operator]
         if not is_event_yield(item):
             loads = [
-                call["function"]["arguments"]
+                json.loads(call["function"]["arguments"]).get("name")
                 for message in item.messages
                 for call in message.get("tool_calls", [])
                 if call["function"]["name"] == "load_skill"
@@ -108,4 +108,4 @@ async def main() -> None:
 
 
 if __name__ == "__main__":
-    anyio.run(main)
+    run(main)

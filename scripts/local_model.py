@@ -39,6 +39,14 @@ def install() -> None:
         WHEELS.mkdir(parents=True, exist_ok=True)
         if not list(WHEELS.glob("llama_cpp_python-*.whl")):
             print("building llama-cpp-python once (about 6 minutes on 2 cores)...", flush=True)
+            import platform
+
+            from llama_server import cpu_flags, cpu_options
+
+            # Portable, as llama-server's build: never -march=native (a CPU may advertise AMX
+            # without running it).
+            options = " ".join(cpu_options(platform.machine(), cpu_flags()))
+            cmake_args = f"{os.environ.get('CMAKE_ARGS', '')} {options}".strip()
             subprocess.run(
                 [
                     sys.executable,
@@ -51,6 +59,7 @@ def install() -> None:
                     "llama-cpp-python",
                 ],
                 check=True,
+                env={**os.environ, "CMAKE_ARGS": cmake_args},
             )
         _pip("--find-links", str(WHEELS), "llama-cpp-python[server]")
     install_model()
@@ -86,7 +95,8 @@ MODELS = {
         ),
     )
 }
-DEFAULT_MODEL = "smollm2"
+# The model the demo, the tests and the benchmarks use: LOCAL_MODEL=gemma3 picks Gemma 3 270M.
+DEFAULT_MODEL = os.environ.get("LOCAL_MODEL", "smollm2")
 
 
 def install_model(key: str = DEFAULT_MODEL) -> None:

@@ -3,7 +3,7 @@
 ``make test-live``.
 
 Correct answers are not required from a 135M model; a clean run through the whole stack is.
-The first run builds the server (about 5-8 minutes on 2 cores; see ``scripts/llama_server.py``).
+The first run builds the server (about 9 minutes on 2 idle cores; see ``scripts/llama_server.py``).
 """
 
 from __future__ import annotations

@@ -112,7 +112,10 @@ async def test_every_example_config_validates_offline_without_a_key(
     done = await cli("validate", AGENTS / name, env=clean_env(), cwd=tmp_path)
     assert done.code == 0, done.stdout + done.stderr
     assert done.stdout.startswith(f"ok: {AGENTS / name}: ")
-    assert "model key: not set (DEEPSEEK_API_KEY); not checked online" in done.stdout
+    if name == "local.yml":  # the local model's server takes no key
+        assert "model key: none needed (LLAMACPP_API_KEY not set)" in done.stdout
+    else:
+        assert "model key: not set (DEEPSEEK_API_KEY); not checked online" in done.stdout
     assert "problem" not in done.stdout
 
 
@@ -339,6 +342,27 @@ async def test_the_readme_agent_config_runs_as_shipped(
     assert "5050" in done.stdout
     # The SQLite memory store made its folder; the next run remembers.
     assert (shipped_agents / ".simplellmfunc" / "memory.db").is_file()
+
+
+@pytest.mark.parametrize("name", sorted(p.name for p in AGENTS.glob("*.yml")))
+async def test_every_example_config_runs_on_the_local_model_unedited(
+    name: str, server: MockLLMServer, shipped_agents: Path, tmp_path: Path
+) -> None:
+    """``SIMPLELLMFUNC_MODEL`` and ``LLAMACPP_BASE_URL`` (the lines ``llama_server.py start``
+    prints) move every shipped config to the local server, played here by the mock."""
+    server.default = Reply.text("Final answer: 5.")
+    path = f"{fake_python(tmp_path / 'bin')}:{os.environ.get('PATH', '/usr/bin:/bin')}"
+    model = "SmolLM2-135M-Instruct"
+    env = clean_env(
+        {"SIMPLELLMFUNC_MODEL": f"llamacpp:{model}", "LLAMACPP_BASE_URL": server.url, "PATH": path}
+    )
+    done = await cli("run", shipped_agents / name, "What is 2 + 3?", env=env, cwd=tmp_path)
+    assert done.code == 0, done.stderr
+    assert "5" in done.stdout
+    sent = [r.json for r in server.requests]
+    assert sent
+    assert all(r["model"] == model for r in sent)
+    assert all(0 < r["max_tokens"] <= 512 for r in sent)  # bounded replies
 
 
 # --- precedence, end to end ---------------------------------------------------------------

@@ -73,7 +73,7 @@ BUILTINS: dict[str, list[str]] = {
         "skills: ['csv-stats', 'unit-convert']",
         "  → load_skill({'name': 'csv-stats'})",
         "  ← rows=3 mean_x=2.333 mean_y=23.333",
-        'loaded skills: [\'{"name": "unit-convert"}\']',  # found by search, before the model
+        "loaded skills: ['unit-convert']",  # found by search, before the model
         "  ← 70.7",
     ],
     "agent_as_tool": [

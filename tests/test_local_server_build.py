@@ -78,3 +78,23 @@ async def test_a_server_that_dies_at_start_up_shows_its_output_and_a_hint(tmp_pa
     assert "loading model" in message
     assert HINT in message
     assert caught.value.__context__ is None  # no second traceback chained to it
+
+
+def test_the_printed_env_lines_configure_from_env_and_the_preset() -> None:
+    """What ``llama_server.py start`` prints works as ``.env`` for both ways of naming a model."""
+    from llama_server import env_lines
+
+    from simplellmfunc import OpenAICompatible, make_llm
+
+    environ = dict(line.split("=", 1) for line in env_lines("http://127.0.0.1:8080", "gemma3"))
+    llm = OpenAICompatible.from_env(environ)
+    assert (llm.model_name, llm.base_url) == ("gemma-3-270m-it", "http://127.0.0.1:8080/v1")
+    assert llm.capabilities.json_schema
+    assert not llm.capabilities.native_tools
+    assert llm.default_params["max_tokens"] == 512
+    preset = make_llm(environ["EXAMPLE_MODEL"], environ=environ)
+    assert preset.base_url == llm.base_url
+    assert preset.capabilities.json_schema
+    assert not preset.capabilities.native_tools
+    assert preset.default_params["max_tokens"] == 512
+    assert environ["SIMPLELLMFUNC_MODEL"] == environ["EXAMPLE_MODEL"]

@@ -104,6 +104,7 @@ async def test_records_stats_and_timeline_of_a_tool_run(
     assert not tools["broken"].success
     assert tools["broken"].error is not None
     assert "no station in Rome" in tools["broken"].error
+    assert tools["broken"].error.count("Error") == 1  # the type once, no "Error: " before it
     # The seed's ReAct view of each step (§9.1): thought, action, action_input, observation.
     assert (first.thought, first.action, first.action_input) == (
         "Let me check.",

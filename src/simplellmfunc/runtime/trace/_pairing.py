@@ -139,7 +139,7 @@ class EventPairing:
                     event.tool_call_id,
                     _Open(now, mono, event.tool_name, call.arguments.get(event.tool_call_id, "")),
                 )
-                pending.error = f"{event.error_type}: {event.message}"
+                pending.error = _error_text(event.error_type, event.message)
             case ToolCallEndEvent():
                 pending = call.tools.pop(event.tool_call_id, None)
                 call.arguments.pop(event.tool_call_id, None)
@@ -266,3 +266,12 @@ class EventPairing:
             terminated_by=event.terminated_by,
             terminated=True,
         )
+
+
+def _error_text(error_type: str, message: str) -> str:
+    """``"<type>: <message>"``, the type once: a tool's message reads ``"Error: <type>: ..."``;
+    a ``ToolRetry`` (a failed PyRepl cell) is its message alone."""
+    text = message.removeprefix("Error: ")
+    if error_type == "ToolRetry" or text.startswith(f"{error_type}:"):
+        return text
+    return f"{error_type}: {text}"
