@@ -20,6 +20,7 @@ SURFACES = {
         "PrimitivePack",
         "PyRepl",
         "SelfReference",
+        "code_touches_system",
     },
     simplellmfunc.builtin.files: {"STALE_FILE_MESSAGE", "FileToolset", "GrepLimits", "ReadLimits"},
     simplellmfunc.builtin.pyrepl: {
@@ -34,6 +35,7 @@ SURFACES = {
         "ReplBackend",
         "ReplTool",
         "ResetReplTool",
+        "code_touches_system",
         "fork_repl_tools",
         "register_default_backend",
         "render_execution",

@@ -96,7 +96,7 @@ BUILTINS: dict[str, list[str]] = {
         "Always include one actionable next step.",
         "keys: ['agent_1', 'agent_2', 'agent_main']",
         "my_key: ['You are helpful.', 'remember this']",
-        "after clear: 0",
+        "after clear: 1",  # clear() keeps the system prompt, as in SimpleLLMFunc
     ],
 }
 
@@ -265,8 +265,17 @@ def test_every_example_is_tested() -> None:
     scripts = {p.stem for p in EXAMPLES.glob("*.py") if not p.name.startswith("_")}
     # demo: tested above, as `make demo`; serve_agent: against a provider above; web_chatbot:
     # over HTTP in tests/test_web_chatbot.py; web_chat: in a headless Chromium in
-    # tests/test_webchat_browser.py; chat_tui: under tmux
-    tested = {"demo", "serve_agent", "web_chatbot", "web_chat", "chat_tui"}
+    # tests/test_webchat_browser.py; chat_tui: under tmux; approval_chatbot: against the mock
+    # server below; evaluate_review: in tests/test_evals.py
+    tested = {
+        "demo",
+        "serve_agent",
+        "web_chatbot",
+        "web_chat",
+        "chat_tui",
+        "approval_chatbot",
+        "evaluate_review",
+    }
     assert scripts == {*tested, *OFFLINE, *SCRIPTED, *BUILTINS, *SHOWN}
 
 

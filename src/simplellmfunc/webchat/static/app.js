@@ -406,7 +406,11 @@ $("abort").addEventListener("click", async () => {
 
 async function restore() {
   const response = await api("history");
-  if (response.status === 404) { document.body.dataset.ready = "true"; return; }  // a new tab
+  if (response.status === 404) {  // a new tab: nothing said yet
+    emptyHint();
+    document.body.dataset.ready = "true";
+    return;
+  }
   if (!response.ok) { notice(await errorOf(response), "error"); return; }
   const {messages} = await response.json();
   const cards = new Map();
