@@ -2,7 +2,7 @@
 
 A call needs approval when its tool says so (``@tool(requires_approval=True)``, or a callable
 over the arguments) or the run's :attr:`EngineOptions.approval` policy says so (a callable that
-sees the tool and the arguments). Such a call is not run: the scheduler calls :func:`gate` at
+sees the tool and the arguments). Such a call is not run: the scheduler calls ``_gate.gate`` at
 the tool-execution boundary, inside the call's own task, so its siblings in the batch run on
 while it waits. The run emits an :class:`ApprovalRequestEvent` and waits for an
 :class:`ApprovalDecision` by call id (:meth:`Run.answer`, :func:`answer_request`,
@@ -16,32 +16,26 @@ The answer's wire form (one JSON object for approvals and for PyRepl ``input()``
 
 from __future__ import annotations
 
-import inspect
 import json
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal, TypeAlias
+from typing import Any, Literal, TypeAlias
 from weakref import WeakValueDictionary
 
 import anyio
 
-from .._events import ApprovalOutcome, ApprovalRequestEvent, ApprovalResolvedEvent
-from .._messages import ToolCall
+from .._events import ApprovalRequestEvent
 from ..exceptions import AnswerRefusedError
 from ..tools import Tool
-
-if TYPE_CHECKING:
-    from ._invocation import RunContext
 
 __all__ = [
     "ApprovalDecision",
     "ApprovalPolicy",
     "Approver",
     "Refusal",
+    "answer_pending",
     "answer_request",
-    "approval_reason",
-    "gate",
-    "needs_gate",
+    "edited_note",
     "parse_answer",
 ]
 
@@ -127,23 +121,21 @@ class _Wait:
 _OPEN: WeakValueDictionary[tuple[str, str], _Wait] = WeakValueDictionary()
 
 
-def answer_request(
-    request_id: str, answer: ApprovalDecision | str, *, session_id: str = ""
-) -> None:
-    """Answer a waiting request of this process: an approval (``ApprovalDecision``) by its
-    call id and session id, or a PyRepl ``input()`` request (a string) by its request id.
+def answer_request(request_id: str, answer: ApprovalDecision, *, session_id: str = "") -> None:
+    """Answer a waiting approval request of this process by its call id and session id.
+
+    A PyRepl ``input()`` request is answered where its kernel is: ``SessionStore.answer`` /
+    ``Session.answer`` (the one answer API for both kinds of wait) or ``PyRepl.answer_input``.
 
     Raises:
-        AnswerRefusedError: If no request of that kind waits under that id (answered, timed
-            out, ended, unknown).
-        InputRefusedError: If the ``input()`` request cannot take the value.
+        AnswerRefusedError: If no approval waits under that id (answered, timed out, ended,
+            unknown), or ``answer`` is not an :class:`ApprovalDecision`.
     """
-    if isinstance(answer, str):
-        from ..builtin.pyrepl._input import submit_kernel_input  # only input() needs PyRepl
-
-        if not submit_kernel_input(request_id, answer):
-            raise AnswerRefusedError(f"no input() request {request_id!r} is waiting")
-        return
+    if not isinstance(answer, ApprovalDecision):
+        raise AnswerRefusedError(
+            f"answer_request takes an ApprovalDecision, got {type(answer).__name__}: an input() "
+            "answer goes to SessionStore.answer or PyRepl.answer_input"
+        )
     wait = _OPEN.get((session_id, request_id))
     if wait is None or not wait.take(answer):
         where = f" in session {session_id!r}" if session_id else ""
@@ -191,119 +183,6 @@ def parse_answer(data: object) -> tuple[str, ApprovalDecision | str]:
     if arguments is not None and not isinstance(arguments, Mapping):
         raise AnswerRefusedError("arguments must be a JSON object")
     return request_id, ApprovalDecision(data.get("decision"), reason, arguments)  # type: ignore[arg-type]
-
-
-def needs_gate(run: RunContext, tool: Tool) -> bool:
-    """Whether a call of ``tool`` must be checked (the hot path: two attribute reads)."""
-    return tool.requires_approval is not False or run.invocation.options.approval is not None
-
-
-def approval_reason(run: RunContext, tool: Tool, arguments: Mapping[str, Any]) -> str | None:
-    """Why the call needs approval (``None``: it does not); only after :func:`needs_gate`."""
-    own = tool.requires_approval
-    policy = run.invocation.options.approval
-    try:
-        verdict: bool | str | None = own(arguments) if callable(own) else own
-        if not verdict and policy is not None:
-            verdict = policy(tool, arguments)
-    except Exception as exc:  # boundary: a failing policy asks (fails closed), never runs
-        return f"the approval policy failed ({type(exc).__name__}: {exc})"
-    if not verdict:
-        return None
-    return verdict if isinstance(verdict, str) else f"{tool.name} needs approval"
-
-
-async def gate(
-    run: RunContext, tool: Tool, call: ToolCall, arguments: dict[str, Any], reason: str
-) -> dict[str, Any] | Refusal:
-    """Ask for approval of the call (it needs it for ``reason``): the arguments to run it
-    with (the model's, or the edited ones), or why it does not run."""
-    options = run.invocation.options
-    emitter = run.emitter
-    request = ApprovalRequestEvent(
-        call.id, call.name, dict(arguments), reason, emitter.origin.session_id,
-        options.approval_timeout,
-    )  # fmt: skip
-    approver = options.approver
-    if approver is None and not emitter.wants_events:
-        text = f"Error: {call.name} needs approval ({reason}) and nobody can be asked; not run"
-        await _resolved(run, call, "denied", "nobody to ask")
-        return Refusal("ApprovalDenied", text)
-    answer, outcome = await _wait(run, call, request, approver)
-    if answer is None:
-        await _resolved(run, call, outcome)
-        if outcome == "cancelled":
-            why = run.abort.reason if run.abort is not None else ""
-            text = f"Error: the run was aborted ({why}) while {call.name} waited for approval"
-            return Refusal("Cancelled", text + "; not run")
-        text = f"Error: no answer to the approval request within {options.approval_timeout:g} s"
-        return Refusal("ApprovalTimeout", text + f"; {call.name} was not run")
-    if answer.decision == "deny":
-        await _resolved(run, call, "denied", answer.reason)
-        why = f": {answer.reason}" if answer.reason else ""
-        return Refusal("ApprovalDenied", f"The user denied this call of {call.name}{why}")
-    if answer.decision == "edit":
-        edited = dict(answer.arguments or {})
-        await _resolved(run, call, "edited", arguments=edited)
-        return edited
-    await _resolved(run, call, "approved")
-    return arguments
-
-
-async def _wait(
-    run: RunContext, call: ToolCall, request: ApprovalRequestEvent, approver: Approver | None
-) -> tuple[ApprovalDecision | None, ApprovalOutcome]:
-    """Wait for the answer: ``(answer, "approved")``, or ``(None, "timeout" | "cancelled")``."""
-    wait = _Wait()
-    key = (request.session_id, call.id)
-    pending = run.approvals
-    pending[call.id] = wait
-    _OPEN[key] = wait
-    abort = run.abort
-    remove = abort.add_callback(lambda _r: wait.done.set()) if abort is not None else None
-    try:
-        await run.emitter.event(request)
-        with anyio.move_on_after(request.timeout_s):
-            if approver is not None and not wait.done.is_set():
-                wait.take(await _ask(approver, request))
-            await wait.done.wait()
-    finally:
-        if remove is not None:
-            remove()
-        pending.pop(call.id, None)
-        if _OPEN.get(key) is wait:
-            del _OPEN[key]
-    if wait.answer is not None:
-        return wait.answer, "approved"
-    if abort is not None and abort.aborted:
-        return None, "cancelled"
-    wait.done.set()  # a late answer is refused
-    return None, "timeout"
-
-
-async def _ask(approver: Approver, request: ApprovalRequestEvent) -> ApprovalDecision:
-    """The approver's answer; one that fails or answers something else denies the call."""
-    try:
-        answer = approver(request)
-        if inspect.isawaitable(answer):
-            answer = await answer
-    except Exception as exc:  # boundary: a failing approver denies, the run goes on
-        return ApprovalDecision.deny(f"the approver failed ({type(exc).__name__}: {exc})")
-    if not isinstance(answer, ApprovalDecision):
-        return ApprovalDecision.deny(f"the approver returned {answer!r}, not a decision")
-    return answer
-
-
-async def _resolved(
-    run: RunContext,
-    call: ToolCall,
-    outcome: ApprovalOutcome,
-    reason: str = "",
-    arguments: Mapping[str, Any] | None = None,
-) -> None:
-    if run.emitter.wants_events:
-        event = ApprovalResolvedEvent(call.id, call.name, outcome, reason, arguments)
-        await run.emitter.event(event)
 
 
 def edited_note(arguments: Mapping[str, Any]) -> str:

@@ -39,8 +39,9 @@ from ..tools import (
     render_result,
     render_unknown_tool,
 )
-from ._approval import Refusal, approval_reason, edited_note, gate, needs_gate
+from ._approval import Refusal, edited_note
 from ._emit import Emitter, in_tool_call
+from ._gate import approval_reason, gate, needs_gate
 from ._invocation import Invocation, RunContext, running_tools
 from ._pump import being_cancelled
 from ._steps import StepSlot, run_in_slot

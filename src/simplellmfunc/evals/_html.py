@@ -4,10 +4,7 @@ from __future__ import annotations
 
 import json
 from html import escape
-from typing import TYPE_CHECKING, Final
-
-if TYPE_CHECKING:
-    from ._report import Comparison, Report
+from typing import Any, Final
 
 __all__ = ["render"]
 
@@ -54,7 +51,7 @@ def _bars(title: str, items: list[tuple[str, float]], *, unit: str = "%", top: f
     return "".join(parts)
 
 
-def _comparison(comparison: Comparison) -> str:
+def _comparison(comparison: Any) -> str:  # a _report.Comparison (typed there: no circle)
     style = {"improved": "pass", "regressed": "fail"}
     rows = "".join(
         f"<tr><td>{escape(c.name)}</td><td class='{style.get(c.status, '')}'>{c.status}</td>"
@@ -73,7 +70,7 @@ def _comparison(comparison: Comparison) -> str:
     )
 
 
-def render(report: Report, comparison: Comparison | None) -> str:
+def render(report: Any, comparison: Any | None) -> str:  # _report.Report / Comparison
     """The page of ``report`` (and of its ``comparison`` with a baseline)."""
     summary = report.summary()
     k = report.repeats

@@ -34,6 +34,7 @@ if TYPE_CHECKING:
     from ._openai import OpenAICompatible
     from ._presets import PRESETS, Preset, make_llm
     from ._ratelimit import TokenBucket
+    from ._redact import fingerprint, redact
     from ._responses import OpenAIResponsesCompatible
     from ._retry import RetryPolicy
     from ._tokens import count_message_tokens, count_text_tokens
@@ -67,9 +68,11 @@ __all__ = [
     "count_message_tokens",
     "count_text_tokens",
     "env_settings",
+    "fingerprint",
     "load_provider_json",
     "make_llm",
     "parse_arguments",
+    "redact",
 ]
 
 __getattr__, __dir__ = lazy_exports(
@@ -103,9 +106,11 @@ __getattr__, __dir__ = lazy_exports(
         "count_message_tokens": "._tokens",
         "count_text_tokens": "._tokens",
         "env_settings": "._config",
+        "fingerprint": "._redact",
         "load_provider_json": "._config",
         "make_llm": "._presets",
         "parse_arguments": "._assembly",
+        "redact": "._redact",
     },
 )
 

@@ -32,7 +32,7 @@ import anyio
 import httpx
 
 from ..exceptions import CassetteError, CassetteMismatchError
-from ..providers._redact import fingerprint, redact
+from ..providers import fingerprint, redact
 from ._prefix import PrefixDrift, compare_prefixes, prefix_drifts
 
 __all__ = [
