@@ -41,10 +41,11 @@ def _children() -> set[int]:
     return {p.pid for p in psutil.Process().children(recursive=True)}
 
 
-def _leaked(before: set[int]) -> set[int]:
-    """Children started since ``before`` still running 10 s later, the browser's own left out
-    (it starts a renderer per page and ends them in its own time). The wait: a kernel stopped
-    as the app shuts down may still be on its way out when the server thread ends."""
+def _leaked(before: set[int]) -> dict[int, str]:
+    """Children started since ``before`` still running 30 s later (pid: command line), the
+    browser's own left out (it starts a renderer per page and ends them in its own time). The
+    wait: a sandboxed kernel stopped as the app shuts down may still be on its way out when the
+    server thread ends, and under a full test run on two cores that has taken over 10 s."""
     started = []
     for pid in _children() - before:
         try:
@@ -53,8 +54,15 @@ def _leaked(before: set[int]) -> set[int]:
                 started.append(process)
         except psutil.NoSuchProcess:
             continue
-    _, alive = psutil.wait_procs(started, timeout=10)
-    return {p.pid for p in alive if p.is_running() and p.status() != psutil.STATUS_ZOMBIE}
+    _, alive = psutil.wait_procs(started, timeout=30)
+    left: dict[int, str] = {}
+    for process in alive:
+        try:
+            if process.is_running() and process.status() != psutil.STATUS_ZOMBIE:
+                left[process.pid] = " ".join(process.cmdline()[:6])
+        except psutil.NoSuchProcess:
+            continue
+    return left
 
 
 @pytest.fixture(scope="module")
