@@ -13,9 +13,7 @@ into the caller's total, the caller's abort stopping it.
 from __future__ import annotations
 
 import copy
-import functools
 import inspect
-import types
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import aclosing
 from dataclasses import dataclass, replace
@@ -41,9 +39,10 @@ from ..engine import (
 from ..exceptions import DecoratorError, UserError
 from ..providers import LLMInterface
 from ..tools import TaskTool, Tool, ToolContext, ToolProvider
-from ._common import CallOptions, binder, split_call_kwargs, unbound
+from ._common import CallOptions, split_call_kwargs, unbound
+from ._decorated import Decorated
 from ._history import HistoryView, chat_output, initial_messages
-from ._prompt import HISTORY_NAMES, docstring_of, fill_template, render_arguments
+from ._prompt import HISTORY_NAMES, fill_template, render_arguments
 
 __all__ = ["AgentTool", "ChatAgent", "ChatSettings", "agent_run", "run_under"]
 
@@ -63,7 +62,7 @@ class ChatSettings:
     hooks: tuple[RunHook, ...]
 
 
-class ChatAgent:
+class ChatAgent(Decorated):
     """An ``@llm_chat`` agent: call it for the SimpleLLMFunc shapes, :meth:`run` it for the
     engine's :class:`~simplellmfunc.engine.Run`.
 
@@ -79,25 +78,9 @@ class ChatAgent:
             history parameter.
     """
 
-    # The agent's own state is in slots: ``functools.update_wrapper`` copies a wrapped
-    # object's ``__dict__``, so a ``@tool`` over an agent must not take these with it.
-    __slots__ = (
-        "__dict__",
-        "__weakref__",
-        "_bind",
-        "_bound",
-        "_doc",
-        "_func",
-        "_history_name",
-        "_history_position",
-        "_settings",
-        "_signature",
-    )
+    __slots__ = ("_history_name", "_history_position")
 
-    # set by functools.update_wrapper
-    __wrapped__: Callable[..., Any]
-    __name__: str
-    __qualname__: str
+    _settings: ChatSettings
 
     def __init__(self, func: Callable[..., Any], settings: ChatSettings) -> None:
         if not inspect.iscoroutinefunction(func) and not inspect.isasyncgenfunction(func):
@@ -106,27 +89,11 @@ class ChatAgent:
         history_name = next((n for n in HISTORY_NAMES if n in signature.parameters), None)
         if history_name is None:
             raise DecoratorError("@llm_chat functions need a 'history' or 'chat_history' parameter")
-        functools.update_wrapper(self, func)
-        self._func = func
-        self._settings = settings
-        self._signature = signature
-        self._bind = binder(signature)
+        super().__init__(func, settings)
         self._history_name = history_name
         self._history_position = list(signature.parameters).index(history_name)
-        self._doc = docstring_of(func)
-        self._bound: tuple[Any, ...] = ()
 
     # -- what the decorator was given ----------------------------------------------------------
-
-    @property
-    def options(self) -> EngineOptions:
-        """The agent's engine options."""
-        return self._settings.options
-
-    @property
-    def llm(self) -> LLMInterface:
-        """The model the agent calls."""
-        return self._settings.llm
 
     @property
     def name(self) -> str:
@@ -212,17 +179,6 @@ class ChatAgent:
         return invocation, transcript
 
     # -- methods of a class ---------------------------------------------------------------------
-
-    def __get__(self, instance: object, owner: type | None = None) -> ChatAgent:
-        if instance is None:
-            return self
-        bound = copy.copy(self)
-        bound._bound = (*self._bound, instance)
-        bound.__wrapped__ = types.MethodType(self.__wrapped__, instance)  # signature: no self
-        return bound
-
-    def __repr__(self) -> str:
-        return f"<ChatAgent {self.__qualname__}>"
 
     # -- inside ---------------------------------------------------------------------------------
 

@@ -3,10 +3,7 @@ typed LLM call."""
 
 from __future__ import annotations
 
-import copy
-import functools
 import inspect
-import types
 import typing
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from contextlib import aclosing
@@ -20,9 +17,10 @@ from ..engine import EngineOptions, Invocation, Run, RunResult, ToolProtocol, sp
 from ..exceptions import AbortedError, OutputParseError
 from ..providers import LLMInterface
 from ..tools import Tool, ToolProvider
-from ._common import ToolkitItem, binder, check_async, split_call_kwargs, static_tools, unbound
+from ._common import ToolkitItem, check_async, split_call_kwargs, static_tools, unbound
+from ._decorated import Decorated
 from ._output import OutputSpec, PartialParser
-from ._prompt import docstring_of, fill_template, render_arguments
+from ._prompt import fill_template, render_arguments
 
 __all__ = ["LLMFunction", "llm_function"]
 
@@ -111,7 +109,7 @@ class _FunctionSettings:
     retries: int
 
 
-class LLMFunction(Generic[P, R]):
+class LLMFunction(Decorated, Generic[P, R]):
     """An ``@llm_function``: a typed LLM call.
 
     ``await f(...)`` is the parsed return value (with ``enable_event=True``, ``f(...)`` is an
@@ -125,48 +123,16 @@ class LLMFunction(Generic[P, R]):
         DecoratorError: (at decoration) If the function is not ``async def``.
     """
 
-    # The function's own state is in slots: ``functools.update_wrapper`` copies a wrapped
-    # object's ``__dict__``, so a ``@tool`` over it must not take these with it.
-    __slots__ = (
-        "__dict__",
-        "__weakref__",
-        "_bind",
-        "_bound",
-        "_doc",
-        "_func",
-        "_native",
-        "_output",
-        "_settings",
-        "_signature",
-    )
+    __slots__ = ("_native", "_output")
 
-    # set by functools.update_wrapper
-    __wrapped__: Callable[..., Any]
-    __name__: str
-    __qualname__: str
+    _settings: _FunctionSettings
 
     def __init__(self, func: Callable[P, Awaitable[R]], settings: _FunctionSettings) -> None:
         check_async(func, "llm_function")
-        functools.update_wrapper(self, func)
-        self._func = func
-        self._settings = settings
-        self._signature = inspect.signature(func)
-        self._bind = binder(self._signature)
+        super().__init__(func, settings)
         hints = typing.get_type_hints(func)
         self._output = OutputSpec.for_annotation(hints.get("return", inspect.Signature.empty))
         self._native = settings.llm.capabilities.json_schema
-        self._doc = docstring_of(func)
-        self._bound: tuple[Any, ...] = ()
-
-    @property
-    def options(self) -> EngineOptions:
-        """The function's engine options."""
-        return self._settings.options
-
-    @property
-    def llm(self) -> LLMInterface:
-        """The model the function calls."""
-        return self._settings.llm
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         """Call the model: a coroutine of the parsed value, or with ``enable_event=True`` an
@@ -214,17 +180,6 @@ class LLMFunction(Generic[P, R]):
                     yield partial.value
         assert result is not None  # a run always ends with its result
         yield _value(result, parser, self._output)
-
-    def __get__(self, instance: object, owner: type | None = None) -> LLMFunction[P, R]:
-        if instance is None:
-            return self
-        bound = copy.copy(self)
-        bound._bound = (*self._bound, instance)
-        bound.__wrapped__ = types.MethodType(self.__wrapped__, instance)  # signature: no self
-        return bound
-
-    def __repr__(self) -> str:
-        return f"<LLMFunction {self.__qualname__}>"
 
     async def _value(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> R:
         run, parser = await self._prepare(args, kwargs, events=False)
