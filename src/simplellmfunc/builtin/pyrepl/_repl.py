@@ -10,12 +10,12 @@ import weakref
 from collections.abc import Callable, Generator, Mapping
 from datetime import UTC, datetime
 from pathlib import Path
-from types import TracebackType
 from typing import Any
 
 import anyio
 
 from ..._abort import AbortSignal
+from ..._resource import AsyncResource
 from ...exceptions import ArgumentValueError, InputRefusedError, UnsupportedError, UserError
 from ...sandbox import SandboxPolicy, as_policy
 from ...tools import ApprovalFlag, Tool, ToolEventEmitter, check_approval_flag
@@ -93,7 +93,7 @@ def _new_self_reference() -> Any:
     return factory()
 
 
-class PyRepl:
+class PyRepl(AsyncResource):
     """A persistent Python REPL: one Jupyter kernel (ipykernel) per instance.
 
     Variables, imports and definitions persist across executions. The kernel starts lazily on
@@ -366,17 +366,9 @@ class PyRepl:
             await self._kernel.restart()
             await self._kernel.ready()
 
-    async def __aenter__(self) -> PyRepl:
+    async def open(self) -> None:
+        """Start the kernel (what ``async with repl:`` does; :meth:`start` is the same)."""
         await self.start()
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.aclose()
 
     # -- executing ----------------------------------------------------------------------------
 

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from types import TracebackType
 from typing import Any
 
 import anyio
 from dbos import DBOS
 
+from ..._resource import AsyncResource
 from ...exceptions import DurableError
 from ._config import DurableConfig, QueueConfig
 from ._journal import close_writers
@@ -18,7 +18,7 @@ from ._workflow import durable_workflow
 __all__ = ["DurableRuntime"]
 
 
-class DurableRuntime:
+class DurableRuntime(AsyncResource):
     """DBOS for this process: ``async with DurableRuntime(config):`` around durable runs.
 
     Launching resumes the unfinished runs recorded under this process's ``executor_id`` (a
@@ -39,16 +39,12 @@ class DurableRuntime:
         self._listen = None if listen is None else tuple(listen)
         self._launched = False
 
-    async def __aenter__(self) -> DurableRuntime:
+    async def open(self) -> None:
+        """Launch (what ``async with runtime:`` does; :meth:`launch` is the same)."""
         await self.launch()
-        return self
 
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    async def aclose(self) -> None:
+        """Shut down (what leaving ``async with runtime:`` does; :meth:`shutdown` is the same)."""
         await self.shutdown()
 
     async def launch(self) -> None:
