@@ -23,8 +23,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from types import TracebackType
-from typing import Any, Self
+from typing import Any
 
 import anyio
 import httpx
@@ -41,6 +40,7 @@ from a2a.types import (
 from a2a.utils.errors import A2AError as SDKError
 from anyio.lowlevel import RunVar
 
+from ..._resource import AsyncResource
 from ...exceptions import A2AConnectionError, A2AError, UserError
 from ...tools import TaskTool, ToolContext
 from ._origins import OriginAuth, origin_of, refused_target
@@ -64,7 +64,7 @@ class _Session:
     client: Any = None  # the SDK's client, over ``http``
 
 
-class A2AAgentTool(TaskTool):
+class A2AAgentTool(TaskTool, AsyncResource):
     """A remote A2A agent as a tool of a local one.
 
     The tool keeps its HTTP connections between calls: close it when done (``await
@@ -199,17 +199,6 @@ class A2AAgentTool(TaskTool):
                 await client.close()
             if http is not None:
                 await http.aclose()
-
-    async def __aenter__(self) -> Self:
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.aclose()
 
     @contextmanager
     def _errors(self) -> Iterator[None]:

@@ -21,13 +21,13 @@ import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from types import TracebackType
-from typing import Any, Final, Literal, Protocol, Self, TypeVar
+from typing import Any, Final, Literal, Protocol, TypeVar
 
 import anyio
 import anyio.to_thread
 
 from ..._persist import DatabaseLike, SQLiteDatabase, open_database
+from ..._resource import AsyncResource
 from ..._unicode import replace_surrogates
 from ...exceptions import ConfigError, ProviderError, UserError
 from . import _index as idx
@@ -175,7 +175,7 @@ def rrf(rankings: Sequence[Sequence[Row]], k: int) -> list[Passage]:
     return [_passage(rows[ident], scores[ident]) for ident in best]
 
 
-class KnowledgeBase:
+class KnowledgeBase(AsyncResource):
     """A searchable collection of passages in one SQLite file.
 
     Args:
@@ -605,17 +605,6 @@ class KnowledgeBase:
     async def aclose(self) -> None:
         """:meth:`close` (the embedder is the caller's to close)."""
         self.close()
-
-    async def __aenter__(self) -> Self:
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.aclose()
 
     def __repr__(self) -> str:
         return f"KnowledgeBase({self._db.path!r}, mode={self.default_mode!r})"
