@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import inspect
 import typing
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Iterable
 from contextlib import aclosing
 from dataclasses import dataclass
 from typing import Any, Generic, ParamSpec, TypeVar
@@ -143,7 +143,7 @@ class LLMFunction(Decorated, Generic[P, R]):
             AbortedError: If the call was aborted.
         """
         if self._settings.enable_event:
-            return self._events(args, kwargs)
+            return self.events(*args, **kwargs)
         return self._value(args, kwargs)
 
     async def run(self, *args: Any, **kwargs: Any) -> Run:
@@ -186,7 +186,14 @@ class LLMFunction(Decorated, Generic[P, R]):
         value: R = _value(await run.result(), parser, self._output)
         return value
 
-    async def _events(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> AsyncIterator[Any]:
+    async def events(self, *args: Any, **kwargs: Any) -> AsyncGenerator[Any, None]:
+        """A call with its events, whatever ``enable_event`` says: every ``EventYield`` as it
+        happens, then one ``ResponseYield`` with the parsed value and the history.
+
+        Raises:
+            OutputParseError: If the reply does not parse after the retries.
+            AbortedError: If the call was aborted.
+        """
         run, parser = await self._prepare(args, kwargs, events=True)
         # aclosing: a consumer leaving early closes the run here, in this task.
         async with aclosing(run.__aiter__()) as items:

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import copy
-import dataclasses
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from contextlib import aclosing
@@ -28,16 +26,6 @@ from ._report import Attempt, CaseResult, Report
 __all__ = ["call_target", "evaluate"]
 
 Target = LLMFunction[Any, Any] | ChatAgent | Callable[..., Awaitable[Any]]
-
-
-def _with_events(function: LLMFunction[Any, Any]) -> LLMFunction[Any, Any]:
-    """The same function, yielding its events (``enable_event=True``)."""
-    settings = function._settings
-    if settings.enable_event:
-        return function
-    twin = copy.copy(function)
-    twin._settings = dataclasses.replace(settings, enable_event=True)
-    return twin
 
 
 async def call_target(target: Target, inputs: Mapping[str, Any]) -> Outcome:
@@ -65,7 +53,7 @@ async def call_target(target: Target, inputs: Mapping[str, Any]) -> Outcome:
 
     try:
         if isinstance(target, LLMFunction):
-            stream = _with_events(target)(**inputs)
+            stream = target.events(**inputs)
             async with aclosing(stream) as items:
                 async for item in items:
                     see(item)
