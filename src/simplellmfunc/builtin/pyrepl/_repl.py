@@ -16,15 +16,15 @@ import anyio
 
 from ..._abort import AbortSignal
 from ..._resource import AsyncResource
-from ...exceptions import ArgumentValueError, InputRefusedError, UnsupportedError, UserError
+from ...exceptions import ArgumentValueError, InputRefusedError
 from ...sandbox import SandboxPolicy, as_policy
 from ...tools import ApprovalFlag, Tool, ToolEventEmitter, check_approval_flag
 from ._audit import AuditLog, resolve_log_dir
 from ._exec import CellLimits, CellOutcome, CellRun
+from ._host import PrimitiveHost
 from ._input import InputBroker, delivers_live, submit_kernel_input
 from ._managed import KernelSettings, ManagedKernel
 from ._output import CHARS_PER_TOKEN, present_streams
-from ._pack import PrimitivePack, default_backend, pack_backends
 from ._pool import KernelPool
 from ._result import ResultContext, build_result
 from ._tools import ExecuteCodeTool, ListVariablesTool, ResetReplTool
@@ -77,23 +77,7 @@ class _InputAnswer:
         return obj._submit_input
 
 
-def _new_self_reference() -> Any:
-    """A fresh in-memory SelfReference: what ``selfref`` registered as the default backend (it
-    builds on this package, so this package never imports it).
-
-    Raises:
-        UserError: If ``simplellmfunc.builtin.selfref`` was not imported.
-    """
-    factory = default_backend(PyRepl.DEFAULT_SELF_REFERENCE_BACKEND_NAME)
-    if factory is None:
-        raise UserError(
-            "no SelfReference is registered: import simplellmfunc.builtin.selfref (the "
-            "simplellmfunc.builtin names do), or attach one with repl.attach_self_reference()"
-        )
-    return factory()
-
-
-class PyRepl(AsyncResource):
+class PyRepl(PrimitiveHost, AsyncResource):
     """A persistent Python REPL: one Jupyter kernel (ipykernel) per instance.
 
     Variables, imports and definitions persist across executions. The kernel starts lazily on
@@ -166,8 +150,8 @@ class PyRepl(AsyncResource):
             an existing directory (a ``UserError`` and a ``ValueError``).
     """
 
-    #: The namespace of the SelfReference pack (SimpleLLMFunc's name for it).
-    DEFAULT_SELF_REFERENCE_BACKEND_NAME = "selfref"
+    #: DEFAULT_SELF_REFERENCE_BACKEND_NAME (from PrimitiveHost): the SelfReference pack's
+    #: namespace, SimpleLLMFunc's name for it.
     DEFAULT_EXECUTION_TIMEOUT_SECONDS = 120.0
     DEFAULT_INPUT_IDLE_TIMEOUT_SECONDS = 300.0
 
@@ -552,82 +536,6 @@ class PyRepl(AsyncResource):
             session = await self._kernel.ready()
             variables = await session.control("variables")
             return [{"name": str(v["name"]), "type": str(v["type"])} for v in variables]
-
-    # -- host primitives ----------------------------------------------------------------------
-
-    def install_primitive_pack(self, pack: PrimitivePack) -> None:
-        """Make ``pack`` callable from kernel code as ``runtime.<pack.namespace>.<name>(...)``.
-
-        Takes effect at the next execution; replaces a pack with the same namespace.
-        """
-        self._kernel.packs[pack.namespace] = pack
-        self._kernel.invalidate()
-
-    def install_pack(self, pack: PrimitivePack, *, replace: bool = False) -> None:
-        """:meth:`install_primitive_pack`, refusing to replace a pack unless ``replace``
-        (SimpleLLMFunc's name).
-
-        Raises:
-            UserError: If a pack is installed under the namespace and ``replace`` is false.
-        """
-        if pack.namespace in self._kernel.packs and not replace:
-            raise UserError(f"a primitive pack is already installed under {pack.namespace!r}")
-        self.install_primitive_pack(pack)
-
-    def pack(
-        self, name: str, *, backend: Any, backend_name: str | None = None, guidance: str = ""
-    ) -> PrimitivePack:
-        """A new :class:`PrimitivePack` under namespace ``name`` whose handlers get ``ctx``
-        (a :class:`PrimitiveCallContext`; ``ctx.backend`` is ``backend``) as their first
-        argument, as SimpleLLMFunc's ``repl.pack`` makes them; install it with
-        :meth:`install_pack`.
-
-        Raises:
-            UnsupportedError: For a ``backend_name`` other than ``name``.
-        """
-        if backend_name not in (None, name):
-            raise UnsupportedError(
-                "a primitive pack's backend is named by its namespace here: use "
-                f"repl.pack({backend_name!r}, backend=...)"
-            )
-        return PrimitivePack(name, description=guidance, backend=backend, pass_context=True)
-
-    def get_runtime_backend(self, name: str) -> Any:
-        """The backend object of the pack installed under namespace ``name`` (or the pack
-        itself when it has none); ``None`` when no such pack is installed.
-
-        ``"selfref"`` is always there, as in SimpleLLMFunc: when no SelfReference is attached,
-        asking for it attaches a fresh in-memory one (:meth:`attach_self_reference`).
-        """
-        pack = self._kernel.packs.get(name)
-        default = name == self.DEFAULT_SELF_REFERENCE_BACKEND_NAME
-        if pack is None and default and self._self_reference is None:
-            self.attach_self_reference(_new_self_reference())
-            pack = self._kernel.packs.get(name)
-        if pack is None:
-            return None
-        return pack.backend if pack.backend is not None else pack
-
-    def list_runtime_backends(self) -> list[str]:
-        """The namespaces of the installed packs that have a backend object, sorted."""
-        return sorted(pack_backends(self._kernel.packs))
-
-    def attach_self_reference(self, obj: Any, *, namespace: str = "selfref") -> None:
-        """Attach a SelfReference-like object; kernel code reaches it as ``self_reference``.
-
-        ``self_reference`` in the kernel is ``runtime.<namespace>``: attribute access and calls
-        go to the primitives of the pack installed under ``namespace``. If ``obj`` has an
-        ``as_primitive_pack()`` method, the pack it returns is installed. Survives ``reset()``.
-        """
-        self._self_reference = obj
-        make_pack = getattr(obj, "as_primitive_pack", None)
-        if callable(make_pack):
-            pack = make_pack()
-            if isinstance(pack, PrimitivePack):
-                self.install_primitive_pack(pack)
-                namespace = pack.namespace
-        self._kernel.selfref_namespace = namespace
-        self._kernel.invalidate()
 
     def fork(self) -> PyRepl:
         """A new, unstarted PyRepl with this one's settings, primitive packs and attached
