@@ -6,7 +6,7 @@ Messages API there; the examples and the demo use the OpenAI one.
     python scripts/llama_server.py start [--model smollm2|gemma3] [--port 8080]
     python scripts/llama_server.py status | stop | build
 
-``start`` builds the server once (about 9 minutes on 2 idle cores, from the llama.cpp sources
+``start`` builds the server once (about 6 minutes on 2 idle cores, from the llama.cpp sources
 vendored in the ``llama-cpp-python`` sdist, into ``.cache/llama-server/``; its output goes to
 ``build.log`` there), starts it in the background and prints the ``.env`` lines that point
 ``OpenAICompatible.from_env()``, ``make_llm("llamacpp:...")``, the examples and the agent configs
