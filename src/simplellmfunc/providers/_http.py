@@ -11,6 +11,7 @@ from typing import Any, Final, TypeVar, cast
 import anyio
 import httpx
 
+from .._resource import AsyncResource
 from .._unicode import loads_reply, replace_surrogates
 from ..exceptions import (
     AuthenticationError,
@@ -232,8 +233,8 @@ class HTTPTransport:
         return b"".join(parts)
 
     def open(self, path: str, body: Body, deadline: float, attempt: int = 0) -> OpenResponse:
-        """``async with transport.open(...) as response``: send the request, retrying until a
-        2xx response's headers arrive.
+        """``async with transport.open(...) as opened``: send the request, retrying until a
+        2xx response's headers arrive (``opened.response``).
 
         The body is not read; nothing is retried once the block is entered. The response is
         closed (and the key released) when the block exits, however it exits. ``attempt`` is
@@ -492,9 +493,10 @@ class _Content:
         return self._encoded
 
 
-class OpenResponse:
-    """The async context manager :meth:`HTTPTransport.open` returns (a class, not a generator:
-    it is on every streamed call's path)."""
+class OpenResponse(AsyncResource):
+    """What :meth:`HTTPTransport.open` returns: ``async with`` sends the request (retrying until
+    the response's headers arrive), :attr:`response` is the response, and leaving closes it and
+    releases what it holds (a class, not a generator: it is on every streamed call's path)."""
 
     __slots__ = ("_content", "_deadline", "_hold", "_path", "_response", "_transport", "attempt")
 
@@ -514,20 +516,34 @@ class OpenResponse:
         self._hold: Hold | None = None
         self.attempt = attempt
 
-    async def __aenter__(self) -> httpx.Response:
+    @property
+    def response(self) -> httpx.Response:
+        """The response, body unread (once opened).
+
+        Raises:
+            UserError: Before the opener is entered.
+        """
+        if self._response is None:
+            raise UserError("the response is there once `async with transport.open(...)` entered")
+        return self._response
+
+    async def open(self) -> None:
+        """Send the request, retrying until a 2xx response's headers arrive."""
         connect = self._transport._connect
         self._response, self._hold, self.attempt = await connect(
             self._path, self._content, self._deadline, self.attempt
         )
-        return self._response
 
-    async def __aexit__(self, *exc_info: object) -> None:
+    async def aclose(self) -> None:
+        """Close the response and release its key and connection slot (idempotent)."""
+        response, self._response = self._response, None
+        hold, self._hold = self._hold, None
         try:
-            if self._response is not None:
-                await self._response.aclose()
+            if response is not None:
+                await response.aclose()
         finally:
-            if self._hold is not None:
-                self._transport._release(self._hold)
+            if hold is not None:
+                self._transport._release(hold)
 
 
 _DEFAULT_PORTS: Final = {"http": 80, "https": 443}

@@ -236,8 +236,8 @@ class HTTPInterface(LLMInterface):
             body, opened, yielded = self._wire_body(request, True), False, False
             opener = self._http.open(self.endpoint_path, body, deadline, attempt)
             try:
-                async with opener as response:
-                    opened = True
+                async with opener:
+                    response, opened = opener.response, True
                     request_id = self._request_id(response.headers)
                     if is_json(response):
                         data = await self._http.read_json(response, deadline, opener.attempt)

@@ -20,11 +20,11 @@ import json
 from collections import deque
 from collections.abc import Iterator
 from itertools import count
-from types import TracebackType
 from typing import Any, Final, Self
 
 import anyio
 
+from .._resource import AsyncResource
 from ..exceptions import UserError
 from ._render_anthropic import CountTokensRenderer, MessagesRenderer
 from ._render_embeddings import EmbeddingsRenderer
@@ -146,7 +146,7 @@ class _Connection(asyncio.Protocol):
         return _DONE
 
 
-class MockLLMServer:
+class MockLLMServer(AsyncResource):
     """A real HTTP/1.1 LLM API server on ``127.0.0.1``, scripted per test.
 
     Example:
@@ -167,8 +167,8 @@ class MockLLMServer:
     sent back as escapes wherever a reply echoes them.
 
     A scripted callable that raises makes the server answer HTTP 500; the first such exception is
-    raised again when the ``async with`` block exits, so failed assertions inside callables are
-    not lost.
+    raised again by :meth:`aclose` (so when the ``async with`` block exits; noted on the block's
+    own error when one is leaving), so failed assertions inside callables are not lost.
 
     Args:
         default: The reply (or callable) used when the script is empty.
@@ -253,7 +253,7 @@ class MockLLMServer:
         self._requests.clear()
         self._callable_errors.clear()
 
-    async def start(self) -> Self:
+    async def open(self) -> None:
         """Start listening (``async with`` does this).
 
         Raises:
@@ -266,10 +266,19 @@ class MockLLMServer:
         self._server = await loop.create_server(
             lambda: _Connection(self), "127.0.0.1", self._port, backlog=4096
         )
+
+    async def start(self) -> Self:
+        """:meth:`open`, returning the server (``server = await MockLLMServer().start()``)."""
+        await self.open()
         return self
 
     async def aclose(self) -> None:
-        """Stop listening, drop every connection and wait for the response tasks (idempotent)."""
+        """Stop listening, drop every connection and wait for the response tasks (idempotent).
+
+        Raises:
+            Exception: The first exception a scripted callable raised since the server opened
+                (once), so that a failed assertion inside a callable is not lost.
+        """
         server, self._server = self._server, None
         if server is None:
             return
@@ -282,19 +291,10 @@ class MockLLMServer:
                 lost = [conn.lost for conn in connections]
                 await asyncio.gather(*tasks, *lost, return_exceptions=True)
             await server.wait_closed()
-
-    async def __aenter__(self) -> Self:
-        return await self.start()
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.aclose()
-        if exc_type is None and self._callable_errors:
-            raise self._callable_errors[0]
+        if self._callable_errors:
+            first = self._callable_errors[0]
+            self._callable_errors.clear()
+            raise first
 
     def _respond(self, head: RequestHead, body: bytes) -> Iterator[Step]:
         seq = next(self._seq)

@@ -21,6 +21,7 @@ import anyio
 import anyio.lowlevel
 from pydantic import TypeAdapter, ValidationError
 
+from ..._resource import AsyncResource
 from ...exceptions import ChannelClosedError, ChannelError, ChannelTimeoutError, UserError
 from ..stores import RedisStore
 
@@ -48,8 +49,11 @@ class ChannelRecord:
     time: float
 
 
-class Channel(Generic[T]):
+class Channel(AsyncResource, Generic[T]):
     """A channel in this process.
+
+    ``async with channel:`` releases it on leaving (:meth:`aclose`); :meth:`close` alone says
+    "no more values" and lets receivers drain what was sent.
 
     Args:
         item_type: The type of the values (checked on send); ``Any`` by default.
@@ -129,10 +133,8 @@ class Channel(Generic[T]):
             except ChannelClosedError:
                 return
 
-    async def __aenter__(self) -> Channel[T]:
-        return self
-
-    async def __aexit__(self, *exc_info: object) -> None:
+    async def aclose(self) -> None:
+        """Release the channel: close it and drop what no one received (idempotent)."""
         await self.close()
         self._out.close()
 
@@ -186,8 +188,9 @@ class RedisChannel(Channel[T]):
         """Close the channel for every process (idempotent)."""
         await self._call("rpush", self._key, _CLOSED)
 
-    async def __aexit__(self, *exc_info: object) -> None:
-        return None  # the channel outlives this process's handle: close() closes it
+    async def aclose(self) -> None:
+        """Nothing to release: the channel outlives this process's handle (:meth:`close`
+        closes it for every process)."""
 
     async def clear(self) -> None:
         """Forget everything queued, and a close (the channel can be used anew)."""
