@@ -17,8 +17,9 @@ from hypothesis import strategies as st
 
 import simplellmfunc.engine as engine_pkg
 from simplellmfunc import OpenAICompatible, llm_chat, llm_function, tool
-from simplellmfunc.engine._json_protocol import AnswerStream, parse_step
-from simplellmfunc.engine._text_protocol import HeldCalls
+from simplellmfunc.engine._json_protocol import AnswerStream, JSONProtocol, parse_step
+from simplellmfunc.engine._protocol import NativeProtocol, ToolCallProtocol
+from simplellmfunc.engine._text_protocol import HeldCalls, TextProtocol
 from simplellmfunc.events import EventYield, ReactEndEvent
 from simplellmfunc.exceptions import IncompleteAnswerError
 from simplellmfunc.providers import Capabilities
@@ -75,6 +76,15 @@ def test_the_engine_reads_no_protocol_flag() -> None:
                     readers.add((path.name, function.name))
     # The resolver (once per invocation) and the option's own validation; nothing else.
     assert readers == {("_invocation.py", "resolve_protocol"), ("_options.py", "__post_init__")}
+
+
+def test_the_protocols_read_replies_through_one_entry() -> None:
+    """``plan``'s signature is written once (the engine's entry); a protocol implements
+    ``read(ReplyContext)``."""
+    for cls in (NativeProtocol, TextProtocol, JSONProtocol):
+        assert "plan" not in vars(cls), cls
+        assert "read" in vars(cls), cls
+    assert ToolCallProtocol.__abstractmethods__ == frozenset({"read"})
 
 
 async def test_auto_picks_native_then_json_then_text(mock_server: MockLLMServer) -> None:

@@ -36,12 +36,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .._events import TerminatedBy
 from .._messages import AssistantMessage, Message, ToolCall
 from .._mutations import UserMessageMutation
 from ..providers import ResponseFormat, ToolSpec
-from ._options import EngineOptions
-from ._protocol import ReplyPlan, StepInfo, StreamView, ToolCallProtocol, scan_json
+from ._protocol import ReplyContext, ReplyPlan, StepInfo, StreamView, ToolCallProtocol, scan_json
 
 __all__ = [
     "FINAL_ACTION",
@@ -285,16 +283,8 @@ class JSONProtocol(ToolCallProtocol):
     ) -> ResponseFormat | None:
         return step_format(tools, base.schema if base is not None else None, final=final)
 
-    def plan(
-        self,
-        message: AssistantMessage,
-        *,
-        tools: Sequence[str],
-        options: EngineOptions,
-        iteration: int,
-        final: TerminatedBy | None,
-    ) -> ReplyPlan:
-        text = message.content or ""
+    def read(self, reply: ReplyContext) -> ReplyPlan:
+        text, final, iteration = reply.text, reply.final, reply.iteration
         step = parse_step(text)
         if step.answer is not None:
             reason = final or "answer"

@@ -6,8 +6,9 @@ once, :attr:`Invocation.protocol`) to do the protocol's part of each step:
 * **render**: the system-prompt section that describes the tools (:meth:`catalogue`), the
   transcript as the provider is sent it (:meth:`to_wire`), the request's native tools and
   ``response_format`` (:meth:`request_tools`, :meth:`response_format`);
-* **parse**: what a reply asks for (:meth:`plan` → :class:`ReplyPlan`) and what the history keeps
-  of it (:meth:`stored`);
+* **parse**: what a reply asks for (:meth:`plan`, the engine's one entry, hands the reply and
+  where the run stands to the protocol's :meth:`read` as a :class:`ReplyContext` and gets a
+  :class:`ReplyPlan`) and what the history keeps of it (:meth:`stored`);
 * **stream**: what a reader sees of a reply while it arrives (:meth:`stream_view`) and once it is
   read (:meth:`visible`, :meth:`rest_of_answer`);
 * **repeat handling**: whether a batch that repeats the previous one is answered, not run
@@ -35,6 +36,7 @@ from ._options import EngineOptions
 
 __all__ = [
     "NativeProtocol",
+    "ReplyContext",
     "ReplyPlan",
     "StepInfo",
     "StreamView",
@@ -68,6 +70,30 @@ class ReplyPlan:
     feedback: ContextMutation | None = None
     stop_after: bool = False
     truncated: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class ReplyContext:
+    """A reply to read, and where the run stands (what :meth:`ToolCallProtocol.read` gets).
+
+    Attributes:
+        message: The reply.
+        tools: The names of the tools the model may call.
+        options: The run's engine options.
+        iteration: The run's iteration (call ids are numbered by it).
+        final: Why this was a forced final-answer call (``None``: an ordinary step).
+    """
+
+    message: AssistantMessage
+    tools: Sequence[str]
+    options: EngineOptions
+    iteration: int
+    final: TerminatedBy | None
+
+    @property
+    def text(self) -> str:
+        """The reply's text (``""`` when it has none)."""
+        return self.message.content or ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -129,7 +155,6 @@ class ToolCallProtocol(ABC):
         """The request's ``response_format`` (``base``: the answer's own, if any)."""
         return base
 
-    @abstractmethod
     def plan(
         self,
         message: AssistantMessage,
@@ -139,7 +164,13 @@ class ToolCallProtocol(ABC):
         iteration: int,
         final: TerminatedBy | None,
     ) -> ReplyPlan:
-        """What ``message`` asks for (``final``: why this was a forced final-answer call)."""
+        """What ``message`` asks for (``final``: why this was a forced final-answer call); the
+        protocol's :meth:`read` decides."""
+        return self.read(ReplyContext(message, tools, options, iteration, final))
+
+    @abstractmethod
+    def read(self, reply: ReplyContext) -> ReplyPlan:
+        """What ``reply`` asks for: calls to run, the answer, or feedback."""
 
     def stored(self, message: AssistantMessage, plan: ReplyPlan) -> AssistantMessage:
         """What the history keeps of the reply (the reply itself here)."""
@@ -238,21 +269,13 @@ class NativeProtocol(ToolCallProtocol):
     def request_tools(self, tools: Sequence[ToolSpec], *, final: bool) -> tuple[ToolSpec, ...]:
         return () if final else tuple(tools)
 
-    def plan(
-        self,
-        message: AssistantMessage,
-        *,
-        tools: Sequence[str],
-        options: EngineOptions,
-        iteration: int,
-        final: TerminatedBy | None,
-    ) -> ReplyPlan:
-        text = message.content or ""
-        if final is not None:
-            return ReplyPlan(answer=text, terminated_by=final)
-        if not message.tool_calls:
+    def read(self, reply: ReplyContext) -> ReplyPlan:
+        text, calls, options = reply.text, reply.message.tool_calls, reply.options
+        if reply.final is not None:
+            return ReplyPlan(answer=text, terminated_by=reply.final)
+        if not calls:
             return ReplyPlan(answer=text)
         if implicit_stop(options, text, self.implicit_signals):
             answer = final_answer_after(text, options.termination.signals)
-            return ReplyPlan(message.tool_calls, answer, "implicit", stop_after=True)
-        return ReplyPlan(calls=message.tool_calls)
+            return ReplyPlan(calls, answer, "implicit", stop_after=True)
+        return ReplyPlan(calls=calls)

@@ -28,12 +28,11 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from .._events import TerminatedBy
 from .._messages import AssistantMessage, Message, ToolCall, ToolMessage, UserMessage
 from .._mutations import UserMessageMutation
 from ..providers import ToolSpec
-from ._options import EngineOptions
 from ._protocol import (
+    ReplyContext,
     ReplyPlan,
     StepInfo,
     StreamView,
@@ -383,17 +382,9 @@ class TextProtocol(ToolCallProtocol):
     def to_wire(self, messages: Sequence[Message]) -> Sequence[Message]:
         return to_text_transcript(messages)
 
-    def plan(
-        self,
-        message: AssistantMessage,
-        *,
-        tools: Sequence[str],
-        options: EngineOptions,
-        iteration: int,
-        final: TerminatedBy | None,
-    ) -> ReplyPlan:
-        text = message.content or ""
-        parsed = parse_reply(text, tools, keyword_heuristic=options.keyword_heuristic)
+    def read(self, reply: ReplyContext) -> ReplyPlan:
+        text, final, iteration, options = reply.text, reply.final, reply.iteration, reply.options
+        parsed = parse_reply(text, reply.tools, keyword_heuristic=options.keyword_heuristic)
         if final is not None:
             answer = parsed.terminate_answer
             answer = prose_of(text) if answer is None else answer
