@@ -21,14 +21,9 @@ from ..memory import AutoSave, KeyValueExtraction, LLMSummary, MemoryHook, StepT
 from ..skills import SkillRegistry, Skills
 from ..stores import ScopedStore, open_store
 from ..trace import JSONLSink, SQLiteTraceSink, TraceRecorder, TraceSink
-from ._schema import (
-    AgentConfig,
-    HistoryConfig,
-    KnowledgeConfig,
-    MemoryConfig,
-    ModelConfig,
-    TerminationConfig,
-)
+from ._knowledge import KnowledgeConfig, MemoryConfig
+from ._policies import HistoryConfig, TerminationConfig
+from ._schema import AgentConfig, ModelConfig
 
 __all__ = [
     "build_knowledge",

@@ -33,7 +33,8 @@ from ...providers import PRESETS, env_settings
 from ...sandbox import Isolation, isolation
 from ..skills import SkillRegistry
 from ._build import build_llm
-from ._schema import AgentConfig, ModelConfig, SandboxConfig
+from ._schema import AgentConfig, ModelConfig
+from ._toolkit import SandboxConfig
 
 __all__ = ["Finding", "check_config"]
 
