@@ -39,7 +39,7 @@ def llm_chat(
     termination: TerminationPolicy | None = None,
     history_window: HistoryWindow | None = None,
     hooks: Sequence[RunHook] = (),
-    **llm_kwargs: Any,
+    **llm_kwargs: object,
 ) -> Callable[[Callable[..., Any]], ChatAgent]:
     """Turn an ``async def`` into a :class:`ChatAgent` that yields ``(text, updated_history)``.
 
@@ -107,7 +107,7 @@ def llm_chat(
         hooks=((memory,) if memory is not None else ()) + tuple(hooks),
     )
 
-    def decorate(func: Callable[..., Any]) -> ChatAgent:
+    def decorate(func: Callable[..., object]) -> ChatAgent:
         return ChatAgent(func, settings)
 
     return decorate

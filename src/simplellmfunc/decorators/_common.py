@@ -103,7 +103,7 @@ def unbound(arguments: dict[str, Any], bound: tuple[Any, ...]) -> dict[str, Any]
     return arguments
 
 
-def check_async(func: Callable[..., Any], decorator: str) -> None:
+def check_async(func: Callable[..., object], decorator: str) -> None:
     """Refuse anything but an ``async def``.
 
     Raises:

@@ -41,7 +41,7 @@ def llm_function(
     *,
     options: EngineOptions | None = None,
     tool_protocol: ToolProtocol | None = None,
-    **llm_kwargs: Any,
+    **llm_kwargs: object,
 ) -> Callable[[Callable[P, Awaitable[R]]], LLMFunction[P, R]]:
     """Turn a typed, docstring-only ``async def`` into an :class:`LLMFunction`.
 
@@ -134,7 +134,7 @@ class LLMFunction(Decorated, Generic[P, R]):
         self._output = OutputSpec.for_annotation(hints.get("return", inspect.Signature.empty))
         self._native = settings.llm.capabilities.json_schema
 
-    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+    def __call__(self, *args: object, **kwargs: object) -> Any:
         """Call the model: a coroutine of the parsed value, or with ``enable_event=True`` an
         async iterator of events and one final ``ResponseYield``.
 
@@ -146,14 +146,14 @@ class LLMFunction(Decorated, Generic[P, R]):
             return self.events(*args, **kwargs)
         return self._value(args, kwargs)
 
-    async def run(self, *args: Any, **kwargs: Any) -> Run:
+    async def run(self, *args: object, **kwargs: object) -> Run:
         """The run of a call with these arguments, not started: iterate it for its
         ``EventYield`` items and the :class:`~simplellmfunc.engine.RunResult` last (the
         reply's text; the parsed value is what :meth:`__call__` returns)."""
         run, _ = await self._prepare(args, kwargs, events=True)
         return run
 
-    async def stream(self, *args: Any, **kwargs: Any) -> AsyncIterator[R]:
+    async def stream(self, *args: object, **kwargs: object) -> AsyncIterator[R]:
         """Call the model with the reply streamed: yields the value parsed so far each time
         it grows (pydantic's partial validation: a list without its unfinished last item, a
         model once its required fields are there, a string cut short), then the final,
@@ -186,7 +186,7 @@ class LLMFunction(Decorated, Generic[P, R]):
         value: R = _value(await run.result(), parser, self._output)
         return value
 
-    async def events(self, *args: Any, **kwargs: Any) -> AsyncGenerator[Any, None]:
+    async def events(self, *args: object, **kwargs: object) -> AsyncGenerator[Any, None]:
         """A call with its events, whatever ``enable_event`` says: every ``EventYield`` as it
         happens, then one ``ResponseYield`` with the parsed value and the history.
 

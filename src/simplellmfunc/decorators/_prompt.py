@@ -22,7 +22,7 @@ _PLACEHOLDER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
 _QUALIFIED = re.compile(r"(?:[A-Za-z_][A-Za-z0-9_]*\.)+([A-Za-z_][A-Za-z0-9_]*)")
 
 
-def fill_template(text: str, params: Mapping[str, Any] | None) -> str:
+def fill_template(text: str, params: Mapping[str, object] | None) -> str:
     """Replace ``{name}`` for each ``name`` in ``params``; every other brace is left alone.
 
     Docstrings often contain JSON examples, so ``str.format`` (which chokes on them) is not used.
@@ -34,12 +34,12 @@ def fill_template(text: str, params: Mapping[str, Any] | None) -> str:
     )
 
 
-def docstring_of(func: Callable[..., Any]) -> str:
+def docstring_of(func: Callable[..., object]) -> str:
     """The cleaned docstring (empty if there is none)."""
     return inspect.cleandoc(func.__doc__ or "")
 
 
-def render_value(value: Any) -> str:
+def render_value(value: object) -> str:
     """A value as text for the prompt: strings as-is, models and containers as compact JSON."""
     if isinstance(value, str):
         return value
@@ -53,13 +53,13 @@ def render_value(value: Any) -> str:
         return repr(value)
 
 
-def _json_default(value: Any) -> Any:
+def _json_default(value: object) -> Any:
     if isinstance(value, BaseModel):
         return value.model_dump(mode="json")
     return str(value)
 
 
-def _images(value: Any) -> list[ImgUrl | ImgPath] | None:
+def _images(value: object) -> list[ImgUrl | ImgPath] | None:
     if isinstance(value, ImgUrl | ImgPath):
         return [value]
     if (
@@ -75,7 +75,7 @@ _TYPE_NAMES: dict[Any, str] = {}  # annotation -> label: the same few, on every 
 _TYPE_NAMES_MAX = 1024
 
 
-def _type_name(annotation: Any) -> str:
+def _type_name(annotation: object) -> str:
     """A short type label: ``int``, ``list[ImgUrl]``, ``Optional[Address]`` (no module paths)."""
     if annotation is inspect.Parameter.empty:
         return ""
@@ -94,7 +94,7 @@ def _type_name(annotation: Any) -> str:
 
 async def render_arguments(
     signature: inspect.Signature,
-    arguments: Mapping[str, Any],
+    arguments: Mapping[str, object],
     *,
     bare_single_text: bool,
 ) -> UserMessage:

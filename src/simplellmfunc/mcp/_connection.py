@@ -180,7 +180,7 @@ async def _streamable_http(spec: HttpSpec, watch: SessionWatch) -> AsyncIterator
 
 
 def _message_handler(on_changed: OnChanged) -> Any:
-    async def handle(message: Any) -> None:
+    async def handle(message: object) -> None:
         match message:
             case types.ToolListChangedNotification():
                 on_changed("tools")

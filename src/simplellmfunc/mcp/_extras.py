@@ -90,7 +90,7 @@ async def extra_tools(toolset: ResourceSource) -> list[Extra]:
 
 
 def _builder(
-    func: Callable[..., Any], intro: str, toolset: ResourceSource, listed: Sequence[str]
+    func: Callable[..., object], intro: str, toolset: ResourceSource, listed: Sequence[str]
 ) -> Callable[[str], Tool]:
     description = f"{intro} {toolset.name}."
     if listed:

@@ -26,7 +26,7 @@ def _toolset(url: str, options: dict[str, Any]) -> MCPToolset:
 
 
 @asynccontextmanager
-async def mcp_tools(url: str, **options: Any) -> AsyncIterator[list[Tool]]:
+async def mcp_tools(url: str, **options: object) -> AsyncIterator[list[Tool]]:
     """Every tool of the streamable-HTTP MCP server at ``url``, while the session is open.
 
     Args:
@@ -41,7 +41,7 @@ async def mcp_tools(url: str, **options: Any) -> AsyncIterator[list[Tool]]:
 
 
 @asynccontextmanager
-async def mcp_tool(url: str, name: str, **options: Any) -> AsyncIterator[Tool]:
+async def mcp_tool(url: str, name: str, **options: object) -> AsyncIterator[Tool]:
     """The tool called ``name`` (its name on the server, or the name the model sees) of the
     MCP server at ``url``, while the session is open.
 

@@ -47,11 +47,11 @@ class _Call:
     arguments: list[str] = field(default_factory=list)
 
 
-def _text(value: Any) -> str | None:
+def _text(value: object) -> str | None:
     return value if isinstance(value, str) and value else None
 
 
-def _arguments_text(value: Any) -> str:
+def _arguments_text(value: object) -> str:
     if value is None:
         return ""
     if isinstance(value, str):
@@ -90,7 +90,7 @@ class ToolCallAssembler:
         self._by_id_index: dict[tuple[str, int], int] = {}
         self._current: int | None = None
 
-    def add(self, delta: Mapping[str, Any]) -> ToolCallDelta | None:
+    def add(self, delta: Mapping[str, object]) -> ToolCallDelta | None:
         """Route one raw ``delta.tool_calls[i]`` entry to its call.
 
         Returns:
@@ -267,7 +267,7 @@ def _looks_truncated(raw: str, exc: json.JSONDecodeError) -> bool:
     return False
 
 
-def _json_type(value: Any) -> str:
+def _json_type(value: object) -> str:
     if isinstance(value, str):
         return "string"
     if isinstance(value, bool):

@@ -94,7 +94,7 @@ class OpenAIEmbeddings(AsyncResource):
             "/embeddings", body, deadline, lambda data, _: self._vectors(data, len(texts))
         )
 
-    def _vectors(self, data: Mapping[str, Any], count: int) -> list[list[float]]:
+    def _vectors(self, data: Mapping[str, object], count: int) -> list[list[float]]:
         items = data.get("data")
         if not isinstance(items, list) or len(items) != count:
             got = len(items) if isinstance(items, list) else "no"

@@ -49,7 +49,7 @@ _DETAIL: Final = 300
 _ENCODE: Final = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
 
 
-def encode_json(body: Mapping[str, Any]) -> bytes:
+def encode_json(body: Mapping[str, object]) -> bytes:
     """A request body as compact UTF-8 JSON (non-ASCII characters kept, as the SDKs send).
 
     Text that UTF-8 cannot encode (lone surrogates, e.g. a file name from ``os.listdir()``

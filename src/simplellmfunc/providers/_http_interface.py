@@ -102,7 +102,7 @@ class HTTPInterface(LLMInterface):
         headers: Mapping[str, str] | None = None,
         provider_name: str | None = None,
         http_client: httpx.AsyncClient | None = None,
-        **default_params: Any,
+        **default_params: object,
     ) -> None:
         self.model_name = model_name
         self.provider_name = provider_name or self.default_provider_name
@@ -167,7 +167,7 @@ class HTTPInterface(LLMInterface):
         """A parser for the events of one streamed reply."""
         raise NotImplementedError(f"{type(self).__name__} must implement _stream_parser")
 
-    def _retry_refused(self, error: ProviderError, body: Mapping[str, Any]) -> bool:
+    def _retry_refused(self, error: ProviderError, body: Mapping[str, object]) -> bool:
         """Whether to send a stream request again after the server refused ``body`` with
         ``error`` (before any event). An adapter that says yes changes what :meth:`_body`
         sends next; by default a refusal is final."""

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from typing import Any, Final
+from typing import Final
 
 import httpx
 
@@ -68,7 +68,7 @@ def reply_events(response: LLMResponse) -> list[StreamEvent]:
 
 
 def malformed_reply(
-    provider: str, missing: str, data: Mapping[str, Any], request_id: str | None
+    provider: str, missing: str, data: Mapping[str, object], request_id: str | None
 ) -> ProviderError:
     """The error for a 200 body without the part every reply of its API has (``missing``)."""
     return ProviderError(

@@ -43,7 +43,7 @@ class ToolEventEmitter:
         self.live = True if live is None else live
         self._events: list[EventYield] = []
 
-    async def emit(self, event_name: str, data: Any = None) -> None:
+    async def emit(self, event_name: str, data: object = None) -> None:
         """Emit one custom event (delivered before this returns when a run consumes it)."""
         event = CustomEvent(event_name, data, self.tool_name, self.tool_call_id)
         if self._sink is not None:

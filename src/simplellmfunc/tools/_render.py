@@ -76,7 +76,7 @@ def default_spill_dir() -> Path:
 
 
 def render_result(
-    value: Any,
+    value: object,
     *,
     budget_tokens: int = 8000,
     too_long_to_file: bool = False,
@@ -128,7 +128,7 @@ def _marker(omitted: int, note: str) -> str:
 
 
 async def render_result_async(
-    value: Any,
+    value: object,
     *,
     budget_tokens: int = 8000,
     too_long_to_file: bool = False,
@@ -192,7 +192,7 @@ def _clip(text: str, limit: int) -> str:
 # --- values → text and images -------------------------------------------------------------
 
 
-def _split(value: Any) -> tuple[str, list[Image]]:
+def _split(value: object) -> tuple[str, list[Image]]:
     """Separate a raw result into its text and its images."""
     if isinstance(value, str):
         return str.__str__(value), []  # a str subclass (str enums) as its plain value
@@ -207,7 +207,7 @@ def _split(value: Any) -> tuple[str, list[Image]]:
     return _to_text(value), []
 
 
-def _as_images(value: Any) -> list[Image] | None:
+def _as_images(value: object) -> list[Image] | None:
     """``value`` as a list of images: one image, or a non-empty list / tuple of images."""
     if isinstance(value, ImgUrl | ImgPath):
         return [value]
@@ -235,7 +235,7 @@ def _image_urls(images: list[Image]) -> tuple[tuple[ImgUrl, ...], list[str]]:
     return tuple(urls), problems
 
 
-def _to_text(value: Any) -> str:
+def _to_text(value: object) -> str:
     if isinstance(value, BaseModel):
         try:
             return value.model_dump_json()
@@ -247,14 +247,14 @@ def _to_text(value: Any) -> str:
     return converted if isinstance(converted, str) else _dumps(converted)
 
 
-def _dumps(value: Any) -> str:
+def _dumps(value: object) -> str:
     try:
         return json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=_json_default)
     except (TypeError, ValueError, RecursionError):  # unsortable keys, cycles: still show it
         return repr(value)
 
 
-def _json_default(obj: Any) -> Any:
+def _json_default(obj: object) -> Any:
     """Convert what :mod:`json` cannot encode into something it can (``str`` as last resort)."""
     if isinstance(obj, BaseModel):
         try:
@@ -273,7 +273,7 @@ def _json_default(obj: Any) -> Any:
     return _plain_default(obj)
 
 
-def _plain_default(obj: Any) -> Any:
+def _plain_default(obj: object) -> Any:
     if isinstance(obj, enum.Enum):
         return obj.value
     if isinstance(obj, PurePath):

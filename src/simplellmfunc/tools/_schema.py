@@ -45,7 +45,7 @@ class SignatureSchema:
     accepts_var_kwargs: bool
     fields: Mapping[str, str]
 
-    def validate(self, arguments: Mapping[str, Any]) -> dict[str, Any]:
+    def validate(self, arguments: Mapping[str, object]) -> dict[str, Any]:
         """Validate and coerce model arguments into keyword arguments.
 
         Raises:
@@ -71,14 +71,14 @@ def _describe(exc: ValidationError) -> str:
     return "invalid arguments: " + "; ".join(problems)
 
 
-def _unwrap_annotated(annotation: Any) -> tuple[Any, tuple[Any, ...]]:
+def _unwrap_annotated(annotation: object) -> tuple[Any, tuple[Any, ...]]:
     if get_origin(annotation) is Annotated:
         base, *metadata = get_args(annotation)
         return base, tuple(metadata)
     return annotation, ()
 
 
-def _injection_kind(name: str, annotation: Any) -> str | None:
+def _injection_kind(name: str, annotation: object) -> str | None:
     """Return what the framework injects for this parameter, or None for a model parameter."""
     base, _ = _unwrap_annotated(annotation)
     # A tuple, not a set: annotation arguments (Literal values, metadata) need not be hashable.
@@ -93,7 +93,7 @@ def _injection_kind(name: str, annotation: Any) -> str | None:
     return None
 
 
-def _type_hints(func: Callable[..., Any]) -> dict[str, Any]:
+def _type_hints(func: Callable[..., object]) -> dict[str, Any]:
     """Resolved annotations of a function, method, ``functools.partial`` or callable object."""
     target: Any = func
     while isinstance(target, functools.partial):
@@ -103,7 +103,7 @@ def _type_hints(func: Callable[..., Any]) -> dict[str, Any]:
     return typing.get_type_hints(target, include_extras=True)
 
 
-def build_signature_schema(func: Callable[..., Any], name: str) -> SignatureSchema:
+def build_signature_schema(func: Callable[..., object], name: str) -> SignatureSchema:
     """Build the schema of ``func``'s parameters.
 
     Raises:
@@ -113,7 +113,7 @@ def build_signature_schema(func: Callable[..., Any], name: str) -> SignatureSche
     return build_schema(func, name, parse_docstring(getattr(func, "__doc__", None)))
 
 
-def build_schema(func: Callable[..., Any], name: str, doc: ParsedDocstring) -> SignatureSchema:
+def build_schema(func: Callable[..., object], name: str, doc: ParsedDocstring) -> SignatureSchema:
     """Build the schema of ``func``'s parameters, documented by ``doc``.
 
     Raises:

@@ -61,7 +61,7 @@ class OpenAICompatible(HTTPInterface):
     def _stream_parser(self, request_id: str | None) -> ChatStreamParser:
         return ChatStreamParser(self.provider_name, request_id)
 
-    def _retry_refused(self, error: ProviderError, body: Mapping[str, Any]) -> bool:
+    def _retry_refused(self, error: ProviderError, body: Mapping[str, object]) -> bool:
         if "stream_options" in body and error.status == 400 and "stream_options" in str(error):
             self._stream_usage = False  # this server refuses include_usage: count locally
             return True

@@ -202,7 +202,7 @@ class ResponsesStreamParser:
         return rebuilt
 
 
-def _string(value: Any) -> str | None:
+def _string(value: object) -> str | None:
     return value if isinstance(value, str) and value else None
 
 

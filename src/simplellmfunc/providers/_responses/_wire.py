@@ -171,7 +171,7 @@ def build_responses_body(
     model: str,
     caps: Capabilities,
     stream: bool,
-    defaults: Mapping[str, Any],
+    defaults: Mapping[str, object],
 ) -> dict[str, Any]:
     """The JSON body of a ``/responses`` call."""
     instructions, items = input_items(request.messages)
@@ -207,7 +207,7 @@ def build_responses_body(
     return body
 
 
-def _merge_params(body: dict[str, Any], params: Mapping[str, Any]) -> None:
+def _merge_params(body: dict[str, Any], params: Mapping[str, object]) -> None:
     for key, value in params.items():
         if key in _MAX_TOKEN_ALIASES:
             body.setdefault("max_output_tokens", value)
@@ -220,7 +220,7 @@ def _merge_params(body: dict[str, Any], params: Mapping[str, Any]) -> None:
 # -- response --------------------------------------------------------------------------------------
 
 
-def _arguments(value: Any) -> str:
+def _arguments(value: object) -> str:
     if isinstance(value, str):
         return value
     return "" if value is None else json.dumps(value, ensure_ascii=False)
@@ -238,7 +238,7 @@ def _message_text(item: Mapping[str, Any]) -> str:
     return "".join(pieces)
 
 
-def parse_output(output: Sequence[Any]) -> AssistantMessage:
+def parse_output(output: Sequence[object]) -> AssistantMessage:
     """The assistant message made of a response's ``output`` items.
 
     Items other than messages, function calls and reasoning (built-in tool calls) are skipped.
@@ -275,7 +275,7 @@ def parse_output(output: Sequence[Any]) -> AssistantMessage:
     return AssistantMessage(text or None, tuple(calls), tuple(reasoning))
 
 
-def failure_message(data: Mapping[str, Any]) -> str | None:
+def failure_message(data: Mapping[str, object]) -> str | None:
     """The error of a failed response object, or ``None`` when it did not fail."""
     error = data.get("error")
     if data.get("status") != "failed" and not error:
@@ -287,7 +287,7 @@ def failure_message(data: Mapping[str, Any]) -> str | None:
     return str(error) if error else "response failed"
 
 
-def _finish_reason(data: Mapping[str, Any], has_calls: bool) -> str:
+def _finish_reason(data: Mapping[str, object], has_calls: bool) -> str:
     if data.get("status") == "incomplete":
         details = data.get("incomplete_details")
         reason = details.get("reason") if isinstance(details, dict) else None

@@ -145,7 +145,7 @@ def _json(text: str, path: Path) -> tuple[Any, LineMap]:
     return data, lines
 
 
-def _scan_json_keys(text: str, data: Any) -> LineMap:
+def _scan_json_keys(text: str, data: object) -> LineMap:
     """Lines of keys found by searching ``"key":`` after the parent's line (an approximation)."""
     starts = [0, *(m.end() for m in re.finditer("\n", text))]
     lines: LineMap = {}
@@ -153,7 +153,7 @@ def _scan_json_keys(text: str, data: Any) -> LineMap:
     def line_at(offset: int) -> int:
         return sum(1 for start in starts if start <= offset)
 
-    def visit(value: Any, prefix: KeyPath, offset: int) -> None:
+    def visit(value: object, prefix: KeyPath, offset: int) -> None:
         if isinstance(value, dict):
             for key, item in value.items():
                 found = re.compile(re.escape(json.dumps(str(key))) + r"\s*:").search(text, offset)

@@ -46,7 +46,7 @@ class ConfigProblem:
 def load_agent_config(
     path: str | Path,
     *,
-    overrides: Mapping[str, Any] | None = None,
+    overrides: Mapping[str, object] | None = None,
     environ: Mapping[str, str] | None = None,
 ) -> AgentConfig:
     """Read ``path`` and apply the environment and ``overrides`` over it (see :mod:`._precedence`).
@@ -106,7 +106,7 @@ def _where(key: KeyPath, owners: Mapping[KeyPath, Layer], file: Layer) -> str:
     return file.where(key) if key[:1] in file.lines else file.label
 
 
-def _clean_loc(loc: tuple[Any, ...], data: Any, names_key: bool) -> KeyPath:
+def _clean_loc(loc: tuple[Any, ...], data: object, names_key: bool) -> KeyPath:
     """The error's location as a path of the data, without the tags of union branches
     (``dict[str,any]``); ``names_key``: the last part is a key (missing or unknown)."""
     path: list[str | int] = []
@@ -135,7 +135,7 @@ def _model_at(key: KeyPath) -> type[BaseModel] | None:
     return model
 
 
-def _model_in(annotation: Any) -> type[BaseModel] | None:
+def _model_in(annotation: object) -> type[BaseModel] | None:
     if isinstance(annotation, type) and issubclass(annotation, BaseModel):
         return annotation
     origin = typing.get_origin(annotation)
@@ -147,7 +147,7 @@ def _model_in(annotation: Any) -> type[BaseModel] | None:
     return None
 
 
-def _message(error: Mapping[str, Any], key: KeyPath) -> str:
+def _message(error: Mapping[str, object], key: KeyPath) -> str:
     if error["type"] == "extra_forbidden":
         model = _model_at(key[:-1])
         known = list(model.model_fields) if model is not None else []
@@ -161,7 +161,7 @@ def _message(error: Mapping[str, Any], key: KeyPath) -> str:
 
 
 def _validation_problems(
-    exc: ValidationError, data: Any, owners: Mapping[KeyPath, Layer], file: Layer
+    exc: ValidationError, data: object, owners: Mapping[KeyPath, Layer], file: Layer
 ) -> list[ConfigProblem]:
     by_key: dict[KeyPath, list[str]] = {}
     for error in exc.errors(include_url=False):

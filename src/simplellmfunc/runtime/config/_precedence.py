@@ -90,7 +90,7 @@ def _known_preset(spec: str) -> bool:
 # --- layers ---------------------------------------------------------------------------------
 
 
-def file_layer(data: Mapping[str, Any], path: Path, lines: LineMap) -> Layer:
+def file_layer(data: Mapping[str, object], path: Path, lines: LineMap) -> Layer:
     """The file's settings: shorthands expanded, paths relative to the file's directory, and
     each stdio MCP server started in that directory unless it says otherwise."""
     base = path.resolve().parent
@@ -120,7 +120,7 @@ def _env_value(text: str) -> Any:
     return text
 
 
-def _set_path(data: dict[str, Any], key: KeyPath, value: Any) -> None:
+def _set_path(data: dict[str, Any], key: KeyPath, value: object) -> None:
     node = data
     for part in key[:-1]:
         child = node.get(str(part))
@@ -207,7 +207,7 @@ def _add_tools(data: dict[str, Any], origins: dict[KeyPath, str], tools: Any) ->
 # --- merging --------------------------------------------------------------------------------
 
 
-def _resolve_model(lower: Any, upper: Any) -> tuple[Any, Any]:
+def _resolve_model(lower: object, upper: object) -> tuple[Any, Any]:
     """Apply a model given as text (``@spec``) to the lower layers' model section."""
     if not isinstance(upper, dict) or SPEC not in upper:
         return lower, upper
@@ -227,7 +227,9 @@ def _resolve_model(lower: Any, upper: Any) -> tuple[Any, Any]:
     return base, rest
 
 
-def _merge(lower: Any, upper: Any, key: KeyPath, owners: dict[KeyPath, Layer], layer: Layer) -> Any:
+def _merge(
+    lower: object, upper: object, key: KeyPath, owners: dict[KeyPath, Layer], layer: Layer
+) -> Any:
     if key == ("model",) and isinstance(upper, dict) and SPEC in upper:
         lower, upper = _resolve_model(lower, upper)
         for name in _SELECTION:

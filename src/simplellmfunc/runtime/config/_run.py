@@ -74,7 +74,7 @@ async def run_config(
     abort: AbortSignal | None = None,
     observer: RunObserver | None = None,
     environ: Mapping[str, str] | None = None,
-    **overrides: Any,
+    **overrides: object,
 ) -> ConfigRunResult:
     """Load the agent config at ``path``, open the agent, run it once on ``input``, close it.
 

@@ -85,7 +85,7 @@ def resolve_paths(data: dict[str, Any], base: Path) -> None:
         data["toolkit"]["mcpServers"] = _absolute(servers, base)
 
 
-def is_dict(data: Mapping[str, Any], key: str) -> bool:
+def is_dict(data: Mapping[str, object], key: str) -> bool:
     return isinstance(data.get(key), dict)
 
 
@@ -96,7 +96,7 @@ def _absolute(value: str, base: Path) -> str:
     return str(path if path.is_absolute() else base / path)
 
 
-def _resolve_at(node: Any, pattern: KeyPath, base: Path) -> None:
+def _resolve_at(node: object, pattern: KeyPath, base: Path) -> None:
     if not pattern:
         return
     head, rest = pattern[0], pattern[1:]

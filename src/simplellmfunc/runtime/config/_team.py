@@ -77,7 +77,7 @@ def _as_chat(team: Team[Any]) -> ChatFunction:
         message: str,
         history: list[dict[str, Any]] | None = None,
         _abort_signal: AbortSignal | None = None,
-        **_call_options: Any,  # _session_id ...: a team's members take their own
+        **_call_options: object,  # _session_id ...: a team's members take their own
     ) -> AsyncIterator[Any]:
         previous = list(history or [])
         async for item in team.stream(message, history=previous, abort=_abort_signal):
@@ -98,7 +98,7 @@ def _text(result: Any) -> str:
     )
 
 
-def _history(result: Any, previous: list[dict[str, Any]], message: str) -> list[dict[str, Any]]:
+def _history(result: object, previous: list[dict[str, Any]], message: str) -> list[dict[str, Any]]:
     if isinstance(result, HandoffResult | GroupChatResult):
         return result.history
     turn = [{"role": "user", "content": message}, {"role": "assistant", "content": _text(result)}]

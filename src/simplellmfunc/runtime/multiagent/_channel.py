@@ -138,7 +138,7 @@ class Channel(AsyncResource, Generic[T]):
         await self.close()
         self._out.close()
 
-    def _check(self, value: Any) -> T:
+    def _check(self, value: object) -> T:
         try:
             return self._type.validate_python(value)
         except ValidationError as exc:
@@ -173,7 +173,7 @@ class RedisChannel(Channel[T]):
         self,
         store: RedisStore,
         name: str,
-        item_type: Any = Any,
+        item_type: object = Any,
         *,
         capacity: int = 0,
         history_size: int = 1000,
@@ -228,7 +228,7 @@ class RedisChannel(Channel[T]):
         except ValidationError as exc:
             raise ChannelError(f"{self.name}: a value of the wrong type: {exc}") from None
 
-    async def _call(self, command: str, *args: Any) -> Any:
+    async def _call(self, command: str, *args: object) -> Any:
         from redis.exceptions import RedisError
 
         try:

@@ -30,7 +30,7 @@ _HEADING = "## Shared Memory"
 _TYPES = "shared-memory-types"  # the first JSON type of each key of an append-only memory
 
 
-def json_kind(value: Any) -> str:
+def json_kind(value: object) -> str:
     """The JSON type of ``value``: null, boolean, number, string, array or object."""
     if value is None:
         return "null"
@@ -68,12 +68,12 @@ class SharedMemory:
         """A view of namespace ``name`` on the same store."""
         return SharedMemory(self.store, namespace=name, append_only=self.append_only)
 
-    async def get(self, key: str, default: Any = None) -> Any:
+    async def get(self, key: str, default: object = None) -> Any:
         """The value of ``key`` (``default`` when it has none)."""
         item = await self.store.get(self._ns, key)
         return default if item is None else item.value
 
-    async def set(self, key: str, value: Any) -> None:
+    async def set(self, key: str, value: object) -> None:
         """Write ``value`` (a JSON value) under ``key``.
 
         Raises:

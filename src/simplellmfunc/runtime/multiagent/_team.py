@@ -120,7 +120,7 @@ async def play_turn(
     member: Member,
     root: Emitter,
     abort: AbortSignal | None,
-    *args: Any,
+    *args: object,
     history: list[dict[str, Any]] | None = None,
     resume: bool = False,
     tools: Sequence[Tool] = (),

@@ -101,7 +101,7 @@ class SkillRegistry:
         *,
         tools: Iterable[Tool | Callable[..., Any]] = (),
         instructions: str | None = None,
-        examples: Iterable[Any] = (),
+        examples: Iterable[object] = (),
     ) -> Callable[[Callable[..., Any]], Skill]:
         """:func:`skill`, registering the skill here."""
         make = skill(

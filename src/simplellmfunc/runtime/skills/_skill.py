@@ -74,7 +74,7 @@ class SkillSignature:
         return self.parameters[0][1] if self.parameters else Any
 
     @classmethod
-    def of(cls, func: Callable[..., Any]) -> SkillSignature:
+    def of(cls, func: Callable[..., object]) -> SkillSignature:
         """The signature of ``func`` (string annotations resolved where they can be)."""
         try:
             hints = typing.get_type_hints(func)
@@ -166,7 +166,7 @@ class Skill:
         """The Python skill's type (``None`` for a folder skill)."""
         return None if self.function is None else SkillSignature.of(self.function)
 
-    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+    def __call__(self, *args: object, **kwargs: object) -> Any:
         """Call the skill's function (an ``async`` one returns its awaitable), counted in
         :attr:`stats`.
 
@@ -186,7 +186,7 @@ class Skill:
         finally:
             self.stats.record(time.perf_counter() - start, failed=failed)
 
-    async def _timed_async(self, *args: Any, **kwargs: Any) -> Any:
+    async def _timed_async(self, *args: object, **kwargs: object) -> Any:
         assert self.function is not None
         start = time.perf_counter()
         failed = True
@@ -197,7 +197,7 @@ class Skill:
         finally:
             self.stats.record(time.perf_counter() - start, failed=failed)
 
-    def bind(self, **kwargs: Any) -> Skill:
+    def bind(self, **kwargs: object) -> Skill:
         """This skill with some keyword arguments fixed (partial application, seed §18.2): the
         new skill's function and first tool take the other parameters only.
 
@@ -242,7 +242,7 @@ def _bound(
         wrapper = call_async
     else:
 
-        def call(*args: Any, **kwargs: Any) -> Any:
+        def call(*args: object, **kwargs: object) -> Any:
             return partial(*args, **kwargs)
 
         wrapper = call
@@ -265,7 +265,7 @@ def skill(
     *,
     tools: Iterable[Tool | Callable[..., Any]] = (),
     instructions: str | None = None,
-    examples: Iterable[Any] = (),
+    examples: Iterable[object] = (),
 ) -> Callable[[Callable[..., Any]], Skill]:
     """Make a Python skill from a function: the function becomes the skill's first tool, and
     the skill stays callable like the function (``summarize("text")``).
@@ -296,7 +296,7 @@ def skill(
         ToolDefinitionError: If the function cannot be a tool.
     """
 
-    def decorate(func: Callable[..., Any]) -> Skill:
+    def decorate(func: Callable[..., object]) -> Skill:
         body = instructions if instructions is not None else (func.__doc__ or description)
         return Skill(
             name,
