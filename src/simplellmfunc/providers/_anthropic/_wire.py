@@ -13,10 +13,11 @@ import base64
 import json
 from collections.abc import Mapping, Sequence
 from types import MappingProxyType
-from typing import Any, Final
+from typing import Any, Final, Literal, TypedDict
 from urllib.parse import unquote_to_bytes
 
 from ..._content import ImgPath, ImgUrl, Text
+from ..._json import JSONObject, JSONValue
 from ..._messages import AssistantMessage, Message, SystemMessage, ToolCall, ToolMessage
 from ..._usage import Usage
 from ...exceptions import StreamError
@@ -48,7 +49,16 @@ _RETRYABLE_ERRORS: Final = frozenset({"overloaded_error", "api_error", "rate_lim
 # Reasoning blocks sent back as they came (the API checks their signature).
 REASONING_BLOCKS: Final = frozenset({"thinking", "redacted_thinking"})
 
-Block = dict[str, Any]
+Block = JSONObject
+"""A content block, a tool or a tool choice of a request."""
+
+
+class Turn(TypedDict):
+    """One turn of a request's ``messages``: a role and its blocks (one text block in its
+    short form, the text)."""
+
+    role: Literal["user", "assistant"]
+    content: Sequence[Block] | str
 
 
 def finish_reason(stop_reason: Any) -> str | None:
@@ -96,7 +106,7 @@ def _blocks(content: str | Sequence[Any]) -> list[Block]:
     return blocks
 
 
-def _tool_input(call: ToolCall) -> dict[str, Any]:
+def _tool_input(call: ToolCall) -> JSONObject:
     arguments, _problem = parse_arguments(call.arguments)
     return arguments if arguments is not None else {}  # broken arguments cannot be sent back
 
@@ -125,7 +135,7 @@ def _tool_result(message: ToolMessage) -> Block:
     return block
 
 
-def wire_messages(messages: Sequence[Message]) -> tuple[str | None, list[Block]]:
+def wire_messages(messages: Sequence[Message]) -> tuple[str | None, list[Turn]]:
     """Split ``messages`` into the top-level ``system`` text and alternating Messages turns.
 
     Tool results become ``tool_result`` blocks of a user turn; consecutive turns of one role are
@@ -133,10 +143,11 @@ def wire_messages(messages: Sequence[Message]) -> tuple[str | None, list[Block]]
     send (an aborted empty reply) are left out.
     """
     system = [m.content for m in messages if isinstance(m, SystemMessage) and m.content]
-    turns: list[Block] = []
+    grouped: list[tuple[Literal["user", "assistant"], list[Block]]] = []
     for message in messages:
         if isinstance(message, SystemMessage):
             continue
+        role: Literal["user", "assistant"]
         if isinstance(message, AssistantMessage):
             role, blocks = "assistant", _assistant_blocks(message)
         elif isinstance(message, ToolMessage):
@@ -145,15 +156,21 @@ def wire_messages(messages: Sequence[Message]) -> tuple[str | None, list[Block]]
             role, blocks = "user", _blocks(message.content)
         if not blocks:
             continue
-        if turns and turns[-1]["role"] == role:
-            turns[-1]["content"].extend(blocks)
+        if grouped and grouped[-1][0] == role:
+            grouped[-1][1].extend(blocks)
         else:
-            turns.append({"role": role, "content": blocks})
-    for turn in turns:  # a turn of one text block in its short form, as people write it
-        content = turn["content"]
-        if len(content) == 1 and content[0] == {"type": "text", "text": content[0].get("text")}:
-            turn["content"] = content[0]["text"]
+            grouped.append((role, blocks))
+    turns = [Turn(role=role, content=_short(blocks)) for role, blocks in grouped]
     return ("\n\n".join(system) or None), turns
+
+
+def _short(blocks: list[Block]) -> list[Block] | str:
+    """A turn of one text block in its short form, the text (as people write it)."""
+    if len(blocks) == 1:
+        text = blocks[0].get("text")
+        if isinstance(text, str) and blocks[0] == {"type": "text", "text": text}:
+            return text
+    return blocks
 
 
 def _tool(spec: ToolSpec) -> Block:
@@ -164,11 +181,13 @@ def _tool(spec: ToolSpec) -> Block:
     }
 
 
-def _tool_choice(choice: str | Mapping[str, Any], parallel: bool) -> Block:
+def _tool_choice(choice: str | Mapping[str, JSONValue], parallel: bool) -> Block:
+    function = None if isinstance(choice, str) else choice.get("function")
+    out: Block
     if isinstance(choice, str):
-        out: Block = {"type": _TOOL_CHOICE.get(choice, choice)}
-    elif choice.get("type") == "function" and isinstance(choice.get("function"), Mapping):
-        out = {"type": "tool", "name": choice["function"].get("name")}  # the OpenAI shape
+        out = {"type": _TOOL_CHOICE.get(choice, choice)}
+    elif choice.get("type") == "function" and isinstance(function, Mapping):
+        out = {"type": "tool", "name": function.get("name")}  # the OpenAI shape
     else:
         out = dict(choice)
     if not parallel and out["type"] != "none":
@@ -176,7 +195,7 @@ def _tool_choice(choice: str | Mapping[str, Any], parallel: bool) -> Block:
     return out
 
 
-def _params(params: Mapping[str, Any]) -> dict[str, Any]:
+def _params(params: Mapping[str, object]) -> dict[str, object]:
     """Body parameters, with the chat-completions names the Messages API spells differently."""
     out = dict(params)
     if "max_completion_tokens" in out:
@@ -194,11 +213,11 @@ def build_messages_body(
     caps: Capabilities,
     stream: bool,
     max_tokens: int,
-    defaults: Mapping[str, Any],
-) -> dict[str, Any]:
+    defaults: Mapping[str, object],
+) -> dict[str, object]:
     """The JSON body of a ``/messages`` call (``max_tokens`` is required by the API)."""
     system, messages = wire_messages(request.messages)
-    body: dict[str, Any] = {"model": model, "max_tokens": max_tokens, "messages": messages}
+    body: dict[str, object] = {"model": model, "max_tokens": max_tokens, "messages": messages}
     if system is not None:
         body["system"] = system
     if request.tools and caps.native_tools:

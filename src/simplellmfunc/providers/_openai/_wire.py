@@ -7,6 +7,7 @@ import uuid
 from collections.abc import Mapping
 from typing import Any
 
+from ..._json import JSONObject
 from ..._messages import AssistantMessage, Message, ToolCall, ToolMessage, UserMessage
 from ..._usage import Usage
 from .._base import Capabilities, LLMRequest, LLMResponse
@@ -27,9 +28,9 @@ def _content(content: Any) -> Any:
     return [p.to_part() for p in content]
 
 
-def wire_message(message: Message, caps: Capabilities) -> dict[str, Any]:
+def wire_message(message: Message, caps: Capabilities) -> JSONObject:
     """One message as chat completions accepts it (framework metadata left out)."""
-    out: dict[str, Any] = {"role": message.role}
+    out: JSONObject = {"role": message.role}
     if isinstance(message, AssistantMessage):
         content = message.content
         out["content"] = content if content is not None or caps.null_assistant_content else ""
@@ -55,10 +56,11 @@ def build_chat_body(
     caps: Capabilities,
     stream: bool,
     include_usage: bool,
-    defaults: Mapping[str, Any],
-) -> dict[str, Any]:
-    """The JSON body of a ``/chat/completions`` call."""
-    body: dict[str, Any] = {
+    defaults: Mapping[str, object],
+) -> dict[str, object]:
+    """The JSON body of a ``/chat/completions`` call (the caller's ``params`` as they are
+    given)."""
+    body: dict[str, object] = {
         "model": model,
         "messages": [wire_message(m, caps) for m in request.messages],
     }

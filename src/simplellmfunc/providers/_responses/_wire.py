@@ -23,6 +23,7 @@ from types import MappingProxyType
 from typing import Any, Final
 
 from ..._content import ContentPart, ImgPath, Text
+from ..._json import JSONObject, JSONValue
 from ..._messages import (
     AssistantMessage,
     Message,
@@ -53,28 +54,28 @@ _INCOMPLETE_REASONS: Final = {"max_output_tokens": "length", "content_filter": "
 # -- request ---------------------------------------------------------------------------------------
 
 
-def _part(part: ContentPart) -> dict[str, Any]:
+def _part(part: ContentPart) -> JSONObject:
     if isinstance(part, Text):
         return {"type": "input_text", "text": part.text}
     image = part.to_img_url() if isinstance(part, ImgPath) else part
     return {"type": "input_image", "image_url": image.url, "detail": image.detail}
 
 
-def _input_content(content: str | tuple[ContentPart, ...]) -> list[dict[str, Any]]:
+def _input_content(content: str | tuple[ContentPart, ...]) -> list[JSONObject]:
     if isinstance(content, str):
         return [{"type": "input_text", "text": content}]
     return [_part(p) for p in content]
 
 
-def _tool_output(message: ToolMessage) -> str | list[dict[str, Any]]:
+def _tool_output(message: ToolMessage) -> str | list[JSONObject]:
     content = message.content
     if isinstance(content, str) or all(isinstance(p, Text) for p in content):
         return message.text  # the common case: plain text, as every server accepts it
     return [_part(p) for p in content]
 
 
-def _assistant_text(text: str, item_id: str | None) -> dict[str, Any]:
-    item: dict[str, Any] = {
+def _assistant_text(text: str, item_id: str | None) -> JSONObject:
+    item: JSONObject = {
         "type": "message",
         "role": "assistant",
         "content": [{"type": "output_text", "text": text, "annotations": []}],
@@ -85,8 +86,8 @@ def _assistant_text(text: str, item_id: str | None) -> dict[str, Any]:
     return item
 
 
-def _function_call(call: ToolCall, item_id: str | None) -> dict[str, Any]:
-    item = {
+def _function_call(call: ToolCall, item_id: str | None) -> JSONObject:
+    item: JSONObject = {
         "type": "function_call",
         "call_id": call.id,
         "name": call.name,
@@ -97,11 +98,11 @@ def _function_call(call: ToolCall, item_id: str | None) -> dict[str, Any]:
     return item
 
 
-def _assistant_items(message: AssistantMessage) -> Iterator[dict[str, Any]]:
+def _assistant_items(message: AssistantMessage) -> Iterator[JSONObject]:
     """The items of one assistant turn, in the order the model produced them when known."""
-    reasoning: dict[str, dict[str, Any]] = {}
-    order: Sequence[Mapping[str, Any]] = ()
-    loose: list[dict[str, Any]] = []
+    reasoning: dict[str, JSONObject] = {}
+    order: Sequence[Mapping[str, JSONValue]] = ()
+    loose: list[JSONObject] = []
     for detail in message.reasoning_details:
         kind = detail.get("type")
         if kind == "reasoning":
@@ -132,10 +133,10 @@ def _assistant_items(message: AssistantMessage) -> Iterator[dict[str, Any]]:
         yield _function_call(call, None)
 
 
-def input_items(messages: Sequence[Message]) -> tuple[str | None, list[dict[str, Any]]]:
+def input_items(messages: Sequence[Message]) -> tuple[str | None, list[JSONObject]]:
     """Split a transcript into ``instructions`` and the ``input`` items."""
     instructions: str | None = None
-    items: list[dict[str, Any]] = []
+    items: list[JSONObject] = []
     for n, message in enumerate(messages):
         if isinstance(message, SystemMessage):
             if n == 0:
@@ -155,7 +156,7 @@ def input_items(messages: Sequence[Message]) -> tuple[str | None, list[dict[str,
     return instructions, items
 
 
-def _tool_choice(choice: str | Mapping[str, Any]) -> str | dict[str, Any]:
+def _tool_choice(choice: str | Mapping[str, JSONValue]) -> str | JSONObject:
     if isinstance(choice, str):
         return choice
     function = choice.get("function")
@@ -172,10 +173,10 @@ def build_responses_body(
     caps: Capabilities,
     stream: bool,
     defaults: Mapping[str, object],
-) -> dict[str, Any]:
-    """The JSON body of a ``/responses`` call."""
+) -> dict[str, object]:
+    """The JSON body of a ``/responses`` call (the caller's ``params`` as they are given)."""
     instructions, items = input_items(request.messages)
-    body: dict[str, Any] = {"model": model, "input": items}
+    body: dict[str, object] = {"model": model, "input": items}
     if instructions is not None:
         body["instructions"] = instructions
     if request.tools and caps.native_tools:
@@ -207,12 +208,16 @@ def build_responses_body(
     return body
 
 
-def _merge_params(body: dict[str, Any], params: Mapping[str, object]) -> None:
+def _merge_params(body: dict[str, object], params: Mapping[str, object]) -> None:
     for key, value in params.items():
         if key in _MAX_TOKEN_ALIASES:
             body.setdefault("max_output_tokens", value)
-        elif key == "text" and isinstance(value, Mapping) and isinstance(body.get("text"), dict):
-            body["text"] = {**body["text"], **value}  # e.g. verbosity next to the schema format
+        elif (
+            key == "text"
+            and isinstance(value, Mapping)
+            and isinstance(text := body.get("text"), dict)
+        ):
+            body["text"] = {**text, **value}  # e.g. verbosity next to the schema format
         else:
             body[key] = value
 
