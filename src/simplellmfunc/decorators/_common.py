@@ -27,7 +27,7 @@ __all__ = [
     "unbound",
 ]
 
-ToolkitItem = Tool | ToolProvider | Callable[..., Any] | Sequence["ToolkitItem"]
+ToolkitItem = Tool | ToolProvider | Callable[..., object] | Sequence["ToolkitItem"]
 """What a ``toolkit`` holds: tools, tool providers (MCP servers, skills), plain functions
 (wrapped with ``@tool``) and lists of them."""
 

@@ -14,6 +14,7 @@ from typing import Any, Self
 import anyio
 import httpx2
 import mcp.types as types
+from mcp.shared.dispatcher import ProgressFnT
 
 from .._abort import AbortSignal
 from ..exceptions import UserError
@@ -341,7 +342,7 @@ class MCPServerGroup(LinkGroup[MCPToolset]):
         )
 
 
-def _progress_callback(emitter: ToolEventEmitter, server: str, tool: str) -> Any:
+def _progress_callback(emitter: ToolEventEmitter, server: str, tool: str) -> ProgressFnT:
     async def on_progress(progress: float, total: float | None, message: str | None) -> None:
         data = {"server": server, "tool": tool, "progress": progress, "total": total}
         if message is not None:

@@ -14,6 +14,7 @@ import httpx2
 import mcp.types as types
 from anyio.abc import TaskStatus
 from mcp import Client
+from mcp.client.session import LoggingFnT, MessageHandlerFnT
 from mcp.client.sse import sse_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.client.subscriptions import (
@@ -179,7 +180,7 @@ async def _streamable_http(spec: HttpSpec, watch: SessionWatch) -> AsyncIterator
         yield streams
 
 
-def _message_handler(on_changed: OnChanged) -> Any:
+def _message_handler(on_changed: OnChanged) -> MessageHandlerFnT:
     async def handle(message: object) -> None:
         match message:
             case types.ToolListChangedNotification():
@@ -194,7 +195,7 @@ def _message_handler(on_changed: OnChanged) -> Any:
     return handle
 
 
-def _logging_callback(label: str) -> Any:
+def _logging_callback(label: str) -> LoggingFnT:
     async def log(params: types.LoggingMessageNotificationParams) -> None:
         level = _LOG_LEVELS.get(params.level, logging.ERROR)
         logger.log(level, "[%s] %s: %s", label, params.logger or "server", params.data)
