@@ -25,7 +25,7 @@ import os
 import signal
 import sys
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, overload
 
 import anyio
 import anyio.to_thread
@@ -157,7 +157,19 @@ class SandboxedTool(FunctionTool):
         await anyio.to_thread.run_sync(WORKERS.close, self.policy)
 
 
-def sandboxed(policy: SandboxPolicy | Callable[..., Any] | None = None, **options: Any) -> Any:
+@overload
+def sandboxed(policy: Callable[..., object], /) -> SandboxedTool: ...
+
+
+@overload
+def sandboxed(
+    policy: SandboxPolicy | None = None, **options: object
+) -> Callable[[Callable[..., object]], SandboxedTool]: ...
+
+
+def sandboxed(
+    policy: SandboxPolicy | Callable[..., object] | None = None, **options: Any
+) -> SandboxedTool | Callable[[Callable[..., object]], SandboxedTool]:
     """Decorator: ``@sandboxed``, ``@sandboxed(policy)``, ``@sandboxed(timeout=10, memory_mb=64)``.
 
     Makes a :class:`SandboxedTool` of a function. Keyword arguments that name policy fields
