@@ -1,10 +1,10 @@
-"""The steps a durable run recorded before this attempt, read once when the attempt starts.
+"""The steps a durable run recorded before this attempt, read once if the attempt resumes.
 
 A workflow executed again (resumed after a crash, taken over from a dead worker, forked) gets
 each recorded step's result back from DBOS when it runs that step again; what the runner needs
-beforehand is only *which* steps were recorded: whether the attempt resumes, which step was the
-last one recorded (the resume note goes before the first LLM call after it), and whether a
-non-idempotent tool's "began" marker is there without its result. One query through DBOS's
+besides is *which* steps were recorded: which step was the last one (the resume note goes
+before the first LLM call after it). The runner reads it when the attempt's first step was
+replayed (a fresh run never reads it): one query through DBOS's
 public ``DBOS.list_workflow_steps``, run where DBOS sees no workflow context (so that the query
 is not itself recorded as a step of the run).
 """

@@ -19,6 +19,7 @@ from ..._events import ApprovalRequestEvent
 from ..._mutations import ContextMutation, UserMessageMutation
 from ...engine import ApprovalDecision, RunHook, RunView, StepKind, running_steps
 from ...exceptions import StepInterruptedError
+from ._journal import recorded_steps
 from ._waits import DurableWaits, asked_record
 
 __all__ = ["RESUME_NOTE", "DBOSStepRunner"]
@@ -41,16 +42,21 @@ class DBOSStepRunner(RunHook):
     approver (:meth:`approve`) it makes a tool call's wait for a person durable: the request
     is recorded as a step, the answer comes as a DBOS message (see :mod:`._waits`).
 
+    Which steps an earlier attempt recorded is read only when the attempt turns out to resume
+    one: when its first step (the first LLM call, which comes before any other) is replayed. A
+    fresh run, the common case, never reads it.
+
     Args:
-        recorded: The steps recorded when this attempt started (id -> name).
+        workflow_id: The run's workflow id.
         note: The note for a resumed run (``None``: no note).
     """
 
-    def __init__(self, recorded: dict[int, str], note: str | None = RESUME_NOTE) -> None:
-        self.recorded = recorded
-        self._last_recorded = max(recorded, default=-1)
+    def __init__(self, workflow_id: str, note: str | None = RESUME_NOTE) -> None:
+        self.workflow_id = workflow_id
+        self.recorded: dict[int, str] | None = None  # unknown until the first step ran
+        self._last_recorded = -1
         self._last_reserved = -1
-        self._noted = not recorded or note is None
+        self._noted = note is None
         self._note = note or ""
         self._asks: dict[str, StepReservation] = {}
         self.waits = DurableWaits()
@@ -97,8 +103,13 @@ class DBOSStepRunner(RunHook):
             await ask.run_async({"name": f"approval:{request.tool_name}"}, asked)
         return await self.waits.answer(request.tool_call_id)
 
+    async def first_step(self, replayed: bool) -> None:
+        """The attempt's first step ran (or was replayed): learn whether the attempt resumes."""
+        self.recorded = await recorded_steps(self.workflow_id) if replayed else {}
+        self._last_recorded = max(self.recorded, default=-1)
+
     async def before_llm_call(self, run: RunView) -> Sequence[ContextMutation]:
-        if self._noted or self._last_reserved < self._last_recorded:
+        if self._noted or not self.recorded or self._last_reserved < self._last_recorded:
             return ()
         self._noted = True
         return (UserMessageMutation({"role": "user", "content": self._note}),)
@@ -122,9 +133,10 @@ class _Slot:
     async def run(self, func: Callable[[], Awaitable[T]]) -> tuple[T, bool]:
         runner = self._runner
         interrupted = False
-        if self._began is not None and self._main.step_id not in runner.recorded:
+        if self._began is not None:
             # Recorded before the call: found on resume without the call's result, the call
-            # may or may not have taken effect; it is not run again.
+            # may or may not have taken effect; it is not run again. (With the result recorded
+            # too, DBOS returns that below and the call is not made either.)
             interrupted = not await _ran(self._began, f"began {self._name}", _true)
         called = False
 
@@ -146,6 +158,8 @@ class _Slot:
                 runner.executed += 1
             else:
                 runner.replayed += 1
+            if runner.recorded is None:
+                await runner.first_step(replayed=not called)
         return value, not called
 
 

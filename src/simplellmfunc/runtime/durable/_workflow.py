@@ -19,7 +19,6 @@ from ..._events import EventYield, ResponseYield
 from ...engine import running_steps
 from ...exceptions import DurableError
 from ..otel import GenAITracing
-from ._journal import recorded_steps
 from ._local import local_abort
 from ._result import DurableResult
 from ._runner import RESUME_NOTE, DBOSStepRunner
@@ -71,8 +70,7 @@ async def _run_agent(
     if entry is None:
         raise DurableError(f"no durable agent named {name!r} is registered in this process")
     workflow_id = DBOS.workflow_id or ""
-    recorded = await recorded_steps(workflow_id)
-    runner = DBOSStepRunner(recorded, RESUME_NOTE if entry.resume_note else None)
+    runner = DBOSStepRunner(workflow_id, RESUME_NOTE if entry.resume_note else None)
     # Approvals are answered durably (DurableHandle.answer, DurableClient.answer) unless the
     # caller gave an approver of its own.
     kwargs = {"_approver": runner.approve, **kwargs}
