@@ -122,6 +122,8 @@ async def test_answers_reach_their_calls_in_any_order_and_replay_without_a_wait(
             handle = await agent.start("tidy", history=[], workflow_id="tidy-1")
             while len(await handle.waiting()) < 2:  # noqa: ASYNC110 - state in the database
                 await anyio.sleep(0.02)
+            with pytest.raises(AnswerRefusedError, match="ApprovalDecision"):
+                await handle.answer("call_1", "yes")  # type: ignore[arg-type]
             # The second call is answered first; each answer reaches its own call.
             await handle.answer("call_2", ApprovalDecision.deny("keep b"))
             await handle.answer("call_1", ApprovalDecision.edit({"path": "c.txt"}))
