@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import signal
-import sqlite3
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -200,52 +199,37 @@ async def test_a_run_cancelled_elsewhere_records_no_further_step(
     assert len(mock_server.requests) == 1
 
 
-async def test_a_sqlite_step_record_never_waits_for_the_lock_on_the_event_loop(
-    mock_server: MockLLMServer, runtime: DurableRuntime, tmp_path: Path
-) -> None:
-    from dbos._dbos import _get_dbos_instance
+def test_the_durable_layer_uses_only_dbos_public_api() -> None:
+    # The dbos pin is a major version (pyproject.toml): nothing here may reach into DBOS's
+    # private modules or attributes, which change between minor releases.
+    import ast
 
-    from simplellmfunc.runtime.durable._journal import _writer
+    import dbos
 
-    mock_server.script(Reply.text("done"))
-    async with OpenAICompatible("sk-test", "mock", mock_server.url) as llm:
+    import simplellmfunc.runtime.durable as durable
 
-        @llm_chat(llm)
-        async def quick(message: str, history: list[dict[str, Any]] | None = None) -> None:
-            """Answer."""
-
-        agent = DurableAgent(quick, name="test_durable.quick")
-        with anyio.fail_after(GUARD):
-            await agent.run("hi", history=[], workflow_id="lock-1")
-    writer = _writer(_get_dbos_instance()._sys_db)
-    database = sqlite3.connect(tmp_path / "durable.sqlite", isolation_level=None)
-    try:
-        database.execute(
-            "UPDATE workflow_status SET owner_xid = 'me' WHERE workflow_uuid = 'lock-1'"
-        )
-        row = {
-            "workflow_uuid": "lock-1",
-            "function_id": 99,
-            "function_name": "tool:late",
-            "output": None,
-            "error": None,
-            "serialization": None,
-            "started_at_epoch_ms": 1,
-            "completed_at_epoch_ms": 2,
-            "owner_xid": "me",
-        }
-        database.execute("BEGIN IMMEDIATE")  # another writer holds the lock: no waiting here
-        assert writer.write_here(row) is False
-        database.execute("COMMIT")
-        with pytest.raises(DurableError, match="no longer owned"):  # cancelled or taken over
-            writer.write_here({**row, "owner_xid": "someone else"})
-        assert writer.write_here(row) is True
-        recorded = database.execute(
-            "SELECT function_id FROM operation_outputs WHERE workflow_uuid = 'lock-1'"
-        ).fetchall()
-    finally:
-        database.close()
-    assert [step for (step,) in recorded] == [1, 99]
+    folder = Path(durable.__file__).parent
+    private: list[str] = []
+    for source in sorted(folder.glob("*.py")):
+        for node in ast.walk(ast.parse(source.read_text())):
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("dbos"):
+                if node.module != "dbos":
+                    private.append(f"{source.name}: from {node.module} import ...")
+                names = [a.name for a in node.names]
+                private += [f"{source.name}: dbos.{n}" for n in names if n not in dbos.__all__]
+            elif isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+                private += [f"{source.name}: import {n}" for n in names if n.startswith("dbos.")]
+            elif (
+                isinstance(node, ast.Attribute)
+                and node.attr.startswith("_")
+                and not node.attr.startswith("__")
+                and isinstance(node.value, ast.Name)
+                and node.value.id in {"DBOS", "dbos"}
+            ):
+                private.append(f"{source.name}: {node.value.id}.{node.attr}")
+    assert private == []
+    assert "sqlite3" not in (folder / "_journal.py").read_text()
 
 
 async def test_cli_worker_runs_queued_sessions_of_a_config_agent(tmp_path: Path) -> None:

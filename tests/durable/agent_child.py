@@ -3,7 +3,8 @@
 ``python agent_child.py start|resume|worker DB_URL LLM_URL DIR [QUEUE]``: ``start`` runs the
 session ``w1`` (its ``hang`` and ``charge`` tools print ``blocked`` and block until the process
 is killed), ``resume`` launches the runtime (which resumes ``w1``) and waits for it,
-``worker`` consumes QUEUE until killed. Results are printed as one JSON line.
+``worker`` consumes QUEUE until killed. Its ``wipe`` tool asks for approval (a durable wait).
+Results are printed as one JSON line.
 """
 
 from __future__ import annotations
@@ -66,10 +67,17 @@ async def charge(amount: int) -> str:
     return f"charged {amount}"
 
 
+@tool(requires_approval=True)
+async def wipe(path: str) -> str:
+    """Wipe a file (asks a person first)."""
+    _log("wipe", path)
+    return f"wiped {path}"
+
+
 llm = OpenAICompatible("sk-test", "mock", LLM_URL)
 
 
-@llm_chat(llm, toolkit=[record, hang, charge])
+@llm_chat(llm, toolkit=[record, hang, charge, wipe])
 async def clerk(message: str, history: list | None = None):  # type: ignore[no-untyped-def]
     """You are a careful clerk."""
 

@@ -167,7 +167,8 @@ def _slots(run: RunContext, calls: Sequence[ToolCall]) -> list[StepSlot | None]:
     for call in calls:
         tool = run.invocation.tool_named(call.name)
         idempotent = tool.idempotent if tool is not None else True
-        slots.append(steps.slot("tool", call.name, idempotent=idempotent))
+        asks = call.id if tool is not None and needs_gate(run, tool) else None
+        slots.append(steps.slot("tool", call.name, idempotent=idempotent, approval_id=asks))
     return slots
 
 

@@ -56,8 +56,14 @@ class StepSlot(Protocol):
 class StepRunner(Protocol):
     """Hands out step slots, in the order the loop asks for them."""
 
-    def slot(self, kind: StepKind, name: str, *, idempotent: bool = True) -> StepSlot:
-        """Reserve the next step (called synchronously, in a deterministic order)."""
+    def slot(
+        self, kind: StepKind, name: str, *, idempotent: bool = True, approval_id: str | None = None
+    ) -> StepSlot:
+        """Reserve the next step (called synchronously, in a deterministic order).
+
+        ``approval_id`` is the call id of a tool call that may wait for approval (its tool or
+        the run's policy may ask): a runner that records the wait reserves a step for it too.
+        """
         ...
 
 

@@ -8,10 +8,13 @@ from typing import Any
 import anyio
 from dbos import DBOSClient, EnqueueOptions, WorkflowHandleAsync
 
+from ..._events import ApprovalRequestEvent
+from ...engine import ApprovalDecision
 from ...exceptions import DurableError
 from ..otel import GenAITracing
 from ._config import DurableConfig
-from ._result import DurableResult, wait_result
+from ._result import DurableResult, check_waiting, wait_result
+from ._waits import ANSWER_TOPIC, answer_message, waiting_requests
 from ._workflow import WORKFLOW_NAME
 
 __all__ = ["DurableClient"]
@@ -86,6 +89,22 @@ class DurableClient:
         handle: WorkflowHandleAsync[Any] = await self._dbos.retrieve_workflow_async(workflow_id)
         status = await handle.get_status()
         return str(status.status)
+
+    async def waiting(self, workflow_id: str) -> list[ApprovalRequestEvent]:
+        """The session's tool calls waiting for approval now."""
+        steps = await self._dbos.list_workflow_steps_async(workflow_id)
+        return waiting_requests(steps)
+
+    async def answer(self, workflow_id: str, request_id: str, answer: ApprovalDecision) -> None:
+        """Answer the session's approval request ``request_id`` (its call id), durably: the
+        session gets it wherever and whenever it runs next, after a worker died too.
+
+        Raises:
+            AnswerRefusedError: If no request of the session waits under that id.
+        """
+        message = answer_message(request_id, answer)
+        await check_waiting(workflow_id, request_id, await self.waiting(workflow_id))
+        await self._dbos.send_async(workflow_id, message, ANSWER_TOPIC, request_id)
 
     async def cancel(self, workflow_id: str) -> None:
         """Cancel the session: it stops at its next step and is not resumed."""

@@ -125,7 +125,12 @@ class DurableConfig:
         }
         url = config["system_database_url"]
         if url.startswith("sqlite:///"):
-            config["db_engine_kwargs"] = {"creator": _sqlite_connector(url[len("sqlite:///") :])}
+            # No ping before each use of a pooled connection (DBOS's default, for a database
+            # server that can drop connections): a SQLite file has no server to lose.
+            config["db_engine_kwargs"] = {
+                "creator": _sqlite_connector(url[len("sqlite:///") :]),
+                "pool_pre_ping": False,
+            }
         if self.executor_id:
             config["executor_id"] = self.executor_id
         if self.app_version:

@@ -9,10 +9,13 @@ from typing import Any
 import anyio
 from dbos import DBOS, WorkflowHandleAsync
 
-from ...exceptions import DurableError
+from ..._events import ApprovalRequestEvent
+from ...engine import ApprovalDecision
+from ...exceptions import AnswerRefusedError, DurableError
 from ._local import abort_local
+from ._waits import ANSWER_TOPIC, answer_message, waiting_requests
 
-__all__ = ["DurableHandle", "DurableResult"]
+__all__ = ["DurableHandle", "DurableResult", "check_waiting", "wait_result"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,12 +66,43 @@ class DurableHandle:
             raise DurableError(f"no durable run {self.workflow_id!r}")
         return str(status.status)
 
+    async def waiting(self) -> list[ApprovalRequestEvent]:
+        """The run's tool calls waiting for approval now (whichever process runs it, or none
+        while it waits to be resumed)."""
+        steps = await DBOS.list_workflow_steps_async(self.workflow_id)
+        return waiting_requests(steps)
+
+    async def answer(self, request_id: str, answer: ApprovalDecision) -> None:
+        """Answer the run's approval request ``request_id`` (its call id), durably: the run
+        gets the answer wherever and whenever it runs next, after a crash too.
+
+        Raises:
+            AnswerRefusedError: If no request of the run waits under that id.
+        """
+        message = answer_message(request_id, answer)
+        await check_waiting(self.workflow_id, request_id, await self.waiting())
+        await DBOS.send_async(self.workflow_id, message, ANSWER_TOPIC, idempotency_key=request_id)
+
     async def abort(self) -> None:
         """Cancel the run durably: it stops at its next step, wherever it runs, and is not
         resumed; a run of this process also stops its current LLM or tool call."""
         # Cancelled in the database first: the run, stopped next, cannot record a success.
         await DBOS.cancel_workflow_async(self.workflow_id)
         abort_local(self.workflow_id, "aborted through its durable handle")
+
+
+async def check_waiting(
+    workflow_id: str, request_id: str, waiting: list[ApprovalRequestEvent]
+) -> None:
+    """Refuse an answer to a request the run does not wait for.
+
+    Raises:
+        AnswerRefusedError: If no request ``request_id`` of ``workflow_id`` waits.
+    """
+    if not any(request.request_id == request_id for request in waiting):
+        raise AnswerRefusedError(
+            f"durable run {workflow_id!r} has no approval request {request_id!r} waiting"
+        )
 
 
 async def wait_result(

@@ -11,7 +11,6 @@ from dbos import DBOS
 from ..._resource import AsyncResource
 from ...exceptions import DurableError
 from ._config import DurableConfig, QueueConfig
-from ._journal import close_writers
 from ._result import DurableHandle, DurableResult, wait_result
 from ._workflow import durable_workflow
 
@@ -111,5 +110,4 @@ async def _register(queue: QueueConfig) -> None:
 
 
 def _destroy() -> None:
-    close_writers()
     DBOS.destroy(destroy_registry=False)

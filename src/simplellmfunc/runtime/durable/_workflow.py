@@ -19,7 +19,6 @@ from ..._events import EventYield, ResponseYield
 from ...engine import running_steps
 from ...exceptions import DurableError
 from ..otel import GenAITracing
-from ._journal import StepJournal
 from ._local import local_abort
 from ._result import DurableResult
 from ._runner import RESUME_NOTE, DBOSStepRunner
@@ -71,8 +70,10 @@ async def _run_agent(
     if entry is None:
         raise DurableError(f"no durable agent named {name!r} is registered in this process")
     workflow_id = DBOS.workflow_id or ""
-    journal = await StepJournal.load(workflow_id)
-    runner = DBOSStepRunner(journal, RESUME_NOTE if entry.resume_note else None)
+    runner = DBOSStepRunner(workflow_id, RESUME_NOTE if entry.resume_note else None)
+    # Approvals are answered durably (DurableHandle.answer, DurableClient.answer) unless the
+    # caller gave an approver of its own.
+    kwargs = {"_approver": runner.approve, **kwargs}
     with local_abort(workflow_id) as abort, running_steps(runner), _traced(entry, name, carrier):
         text, history, value = await _drive(entry, args, {**kwargs, "_abort_signal": abort})
     return DurableResult(

@@ -108,8 +108,14 @@ class TracedSteps(RunHook):
         self._inner = inner
         self.needs_task_group = isinstance(inner, RunHook) and inner.needs_task_group
 
-    def slot(self, kind: StepKind, name: str, *, idempotent: bool = True) -> StepSlot:
-        inner = self._inner.slot(kind, name, idempotent=idempotent) if self._inner else None
+    def slot(
+        self, kind: StepKind, name: str, *, idempotent: bool = True, approval_id: str | None = None
+    ) -> StepSlot:
+        inner = (
+            self._inner.slot(kind, name, idempotent=idempotent, approval_id=approval_id)
+            if self._inner
+            else None
+        )
         return _TracedSlot(self._tracing, kind, name, inner)
 
     # The inner runner's hook (a durable run's resume note) still runs.
