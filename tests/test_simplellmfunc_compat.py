@@ -633,6 +633,43 @@ def test_pyrepl_bad_arguments_are_value_errors(tmp_path: Path) -> None:
     assert repl.input_idle_timeout_seconds == PyRepl.DEFAULT_INPUT_IDLE_TIMEOUT_SECONDS
 
 
+def test_pyrepl_option_bags_and_flat_names_are_one_shape(tmp_path: Path) -> None:
+    """``PyRepl(limits=..., kernel=...)`` (the public bags) and SimpleLLMFunc's flat keywords
+    build the same REPL; a flat keyword given overrides its field; the defaults are the bags'
+    (sandboxed); ``fork()`` keeps both bags; a wrong bag is a ``ValueError``."""
+    from simplellmfunc.builtin import CellLimits, KernelSettings, PyRepl
+    from simplellmfunc.sandbox import SandboxPolicy
+
+    flat = PyRepl(tmp_path, 7, 9, max_output_tokens=500, startup_timeout_seconds=30)
+    bags = PyRepl(
+        limits=CellLimits(execution_timeout=7, input_idle_timeout=9, max_output_tokens=500),
+        kernel=KernelSettings(cwd=str(tmp_path), startup_timeout=30),
+    )
+    for repl in (flat, bags):
+        assert (repl.execution_timeout_seconds, repl.input_idle_timeout_seconds) == (7, 9)
+        assert repl.working_directory == tmp_path
+        assert isinstance(repl.sandbox, SandboxPolicy)  # secure by default, either way
+        assert repl._kernel.settings == bags._kernel.settings
+        assert repl._limits == bags._limits
+    override = PyRepl(limits=CellLimits(execution_timeout=7), execution_timeout_seconds=3)
+    assert override.execution_timeout_seconds == 3
+    unsandboxed = PyRepl(kernel=KernelSettings(sandbox=SandboxPolicy()), sandbox=False)
+    assert unsandboxed.sandbox is None
+    assert unsandboxed.working_directory == Path.cwd()  # no sandbox: the current directory
+    clone = bags.fork()
+    assert (clone._limits, clone._kernel.settings) == (bags._limits, bags._kernel.settings)
+    with pytest.raises(ValueError, match=r"CellLimits\.execution_timeout"):
+        CellLimits(execution_timeout=0)
+    with pytest.raises(ValueError, match=r"KernelSettings\.max_deaths"):
+        KernelSettings(max_deaths=0)
+    with pytest.raises(ValueError, match="limits must be a CellLimits"):
+        PyRepl(limits={"execution_timeout": 5})  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="working_directory"):
+        PyRepl(kernel=KernelSettings(cwd=str(tmp_path / "missing")))
+    for repl in (flat, bags, override, unsandboxed, clone):
+        repl.close()
+
+
 def test_provider_json_accepts_a_zero_retry_delay(tmp_path: Path) -> None:
     entry = {"model_name": "m", "api_keys": ["sk-x"], "base_url": "http://127.0.0.1:9"}
     path = tmp_path / "provider.json"
@@ -661,9 +698,10 @@ async def test_pyrepl_behaves_as_simplellmfuncs(tmp_path: Path) -> None:
     execute_code, one kernel_stdout event per print, input() through a hand-made emitter
     answered with ``PyRepl.submit_input`` on the class (waiting not counted in the timeout),
     the idle timeout message, ``remember(text=...)``, and a synchronous ``close()``."""
-    from simplellmfunc.builtin import PyRepl
+    from simplellmfunc.builtin import CellLimits, PyRepl
 
-    repl = PyRepl(tmp_path, input_idle_timeout_seconds=1.5, log_dir=tmp_path / "logs")
+    # The idle timeout comes from the option bag (the flat name is the same field).
+    repl = PyRepl(tmp_path, limits=CellLimits(input_idle_timeout=1.5), log_dir=tmp_path / "logs")
     try:
         timed = await repl.execute("import time\ntime.sleep(2)", timeout_seconds=0.3)
         assert timed["success"] is False
