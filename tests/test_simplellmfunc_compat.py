@@ -693,11 +693,37 @@ async def _input_request(emitter: ToolEventEmitter, seen: set[str]) -> tuple[str
             await anyio.sleep(0.02)
 
 
+SELF_DESCRIPTION = """\
+specs = runtime.list_primitive_specs(format='dict')
+names = [item['name'] for item in specs]
+one = runtime.get_primitive_spec('selfref.context.remember', format='dict')
+params = [(p['name'], p['kind'], p['required']) for p in one['parameters']]
+print(params[0] == ('text', 'positional_or_keyword', True))
+print({'runtime.list_primitives', 'runtime.get_primitive_spec'} <= set(names))
+print('selfref.context.inspect' in names)
+picked = runtime.list_primitive_specs(names=['selfref.context.inspect'], format='dict')
+print([item['name'] for item in picked] == ['selfref.context.inspect'])
+prefixed = runtime.list_primitive_specs(prefix='runtime.', format='dict')
+print(len(prefixed) >= 3 and all(i['name'].startswith('runtime.') for i in prefixed))
+xml = runtime.get_primitive_spec('runtime.list_primitives')
+print(xml.startswith('<primitive_spec>') and '<name>runtime.list_primitives</name>' in xml)
+print('<primitive_specs>' in runtime.list_primitive_specs(names=['selfref.context.inspect']))
+print(runtime.selfref.context.inspect()['active_key'] == 'agent_main')
+try:
+    runtime.get_primitive_spec('nope.nothing')
+except KeyError:
+    print(True)
+"""
+
+
 async def test_pyrepl_behaves_as_simplellmfuncs(tmp_path: Path) -> None:
     """One kernel, SimpleLLMFunc's behaviours: per-call timeout, the text summary of
     execute_code, one kernel_stdout event per print, input() through a hand-made emitter
     answered with ``PyRepl.submit_input`` on the class (waiting not counted in the timeout),
-    the idle timeout message, ``remember(text=...)``, and a synchronous ``close()``."""
+    the idle timeout message, ``remember(text=...)``, the kernel's self-description
+    (``runtime.get_primitive_spec``, ``names=`` / ``prefix=``, parameter kinds, XML, the
+    "Parameter requirements" hint of a bad call, ``inspect()["active_key"]``), and a
+    synchronous ``close()``."""
     from simplellmfunc.builtin import CellLimits, PyRepl
 
     # The idle timeout comes from the option bag (the flat name is the same field).
@@ -753,6 +779,18 @@ async def test_pyrepl_behaves_as_simplellmfuncs(tmp_path: Path) -> None:
             "print(runtime.selfref.context.inspect()['experiences'][0]['text'])"
         )
         assert remembered["stdout"].strip() == "Rule B", remembered
+
+        described = await repl.execute(SELF_DESCRIPTION)
+        assert described["success"] is True, described
+        assert described["stdout"].split() == ["True"] * 9, described["stdout"]
+        for code, needs in (
+            ("runtime.get_primitive_spec()", "name(str, required)"),
+            ("runtime.selfref.context.remember()", "text(str, required)"),
+        ):
+            refused = await repl.execute(code)
+            assert refused["success"] is False
+            assert "Parameter requirements:" in str(refused["error"]), refused
+            assert needs in str(refused["error"])
         pid = repl._kernel.session.pid  # type: ignore[union-attr]
     finally:
         closing = repl.close()  # synchronous: the kernel is gone when it returns

@@ -224,7 +224,8 @@ class MemoryBank:
 
     def inspect(self, key: str) -> dict[str, Any]:
         """Return an overview of ``key``: counts by role, system prompt, experiences, summaries,
-        and ``messages`` (a copy of the stored history)."""
+        and ``messages`` (a copy of the stored history); ``active_key`` is ``key`` (SimpleLLMFunc's
+        name for the key the context primitives act on)."""
         state = self.state(key)
         roles: dict[str, int] = {}
         for message in state.messages:
@@ -233,6 +234,7 @@ class MemoryBank:
         system = state.messages[0] if state.messages else None
         return {
             "key": key,
+            "active_key": key,
             "message_count": len(state.messages),
             "messages_by_role": roles,
             "system_prompt": system.get("content")
