@@ -590,6 +590,10 @@ async def test_hooks_input_router_observer_and_bus() -> None:
     await collecting.emit_batch([("step1", 1), ("step2", 2)])
     assert collecting.has_events()
     assert [o.event.event_name for o in await collecting.get_events()] == ["step1", "step2"]
+    assert not collecting.has_events()  # get_events() drains, as SimpleLLMFunc's does
+    assert await collecting.get_events() == []
+    await collecting.emit("step3")
+    assert [o.event.event_name for o in await collecting.get_events()] == ["step3"]
     silent = NoOpEventEmitter()
     await silent.emit("x")
     assert await silent.get_events() == []
@@ -611,6 +615,34 @@ def test_memory_clear_keeps_the_system_prompt_and_unbound_keys_raise() -> None:
     handle = ref.memory["agent_main"]
     assert handle.clear() == 1
     assert handle.all() == [{"role": "system", "content": "Rule A"}]
+    ref.close()
+
+
+def test_a_history_bound_inside_a_tool_call_stores_its_settled_part() -> None:
+    """SimpleLLMFunc binds the history of a turn caught inside ``execute_code`` (the assistant
+    tool call has no result yet) before a fork: it is accepted, and what is stored (what forks
+    and ``snapshot_history`` see) is the valid history before the call in flight."""
+    from simplellmfunc.builtin import SelfReference
+    from simplellmfunc.exceptions import InvalidHistoryError
+
+    def call(call_id: str) -> dict[str, object]:
+        return {"id": call_id, "type": "function", "function": {"name": "f", "arguments": "{}"}}
+
+    seed = [{"role": "system", "content": "S"}, {"role": "user", "content": "seed"}]
+    in_flight = {"role": "assistant", "content": None, "tool_calls": [call("a"), call("b")]}
+    ref = SelfReference()
+    ref.bind_history("agent_main", [*seed, in_flight])
+    assert ref.snapshot_history("agent_main") == seed
+    partly = [*seed, in_flight, {"role": "tool", "tool_call_id": "a", "content": "1"}]
+    ref.bind_history("agent_main", partly)
+    assert ref.snapshot_history("agent_main") == seed
+    answered = [*partly, {"role": "tool", "tool_call_id": "b", "content": "2"}]
+    ref.bind_history("agent_main", answered)
+    assert ref.snapshot_history("agent_main") == answered  # a settled turn is kept whole
+    with pytest.raises(InvalidHistoryError, match="has no result"):
+        ref.bind_history("k", [*seed, in_flight, {"role": "user", "content": "next"}])
+    with pytest.raises(InvalidHistoryError):
+        ref.bind_history("k", [{"role": "robot"}, in_flight])
     ref.close()
 
 

@@ -33,7 +33,7 @@ from ..._mutations import (
     ExperienceRememberMutation,
 )
 from ...exceptions import InvalidHistoryError, UserError
-from ._history import normalise_edited, normalise_history
+from ._history import normalise_bound, normalise_edited
 from ._store import KeyState, StateStore
 from ._summary import summary_text
 
@@ -92,10 +92,14 @@ class MemoryBank:
     def bind_history(self, key: str, history: Sequence[Mapping[str, Any]]) -> None:
         """Store ``history`` (chat dicts) as the conversation of ``key``.
 
+        A history caught inside a tool call (its last assistant message has tool calls without
+        results, followed only by tool results) is stored without that turn in flight, as the
+        valid history before it.
+
         Raises:
-            InvalidHistoryError: If ``history`` is not a valid history.
+            InvalidHistoryError: If ``history`` is not a valid history otherwise.
         """
-        messages = normalise_history(history)
+        messages = normalise_bound(history)
         self.edit_messages(key, lambda ms: ms.__setitem__(slice(None), list(messages)))
 
     def get_history(self, key: str) -> list[dict[str, Any]]:
