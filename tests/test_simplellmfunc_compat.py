@@ -646,6 +646,15 @@ def test_a_history_bound_inside_a_tool_call_stores_its_settled_part() -> None:
     ref.close()
 
 
+def test_a_bad_file_workspace_is_a_value_error(tmp_path: Path) -> None:
+    from simplellmfunc.builtin.file_tools import FileToolset
+
+    (tmp_path / "file.txt").write_text("x")
+    for bad in (tmp_path / "missing", tmp_path / "file.txt"):
+        with pytest.raises(ValueError, match="workspace is not an existing directory"):
+            FileToolset(bad)
+
+
 def test_pyrepl_bad_arguments_are_value_errors(tmp_path: Path) -> None:
     from simplellmfunc.builtin import PyRepl
     from simplellmfunc.exceptions import ArgumentValueError, UserError
