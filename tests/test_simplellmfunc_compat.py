@@ -37,7 +37,12 @@ from simplellmfunc.hooks.events import (
     ToolCallsBatchEndEvent,
     ToolCallsBatchStartEvent,
 )
-from simplellmfunc.hooks.stream import is_event_yield, is_response_yield
+from simplellmfunc.hooks.stream import (
+    filter_events,
+    is_event_yield,
+    is_response_yield,
+    responses_only,
+)
 from simplellmfunc.interface.llm_interface import LLM_Interface
 from simplellmfunc.interface.openai_compatible import OpenAICompatible
 from simplellmfunc.llm_decorator import llm_chat, llm_function
@@ -152,6 +157,17 @@ async def test_chat_events_carry_simplellmfunc_fields(
     assert final.messages[-1]["content"] == "Sunny, meow."
     # timeout= is the request timeout: never a body field
     assert all("timeout" not in r.json for r in mock_server.requests)
+
+    async def replay() -> AsyncIterator[ReactOutput]:
+        for output in outputs:
+            yield output
+
+    # SimpleLLMFunc's shapes: (response, messages) pairs; event_types= yields the events
+    pairs = [(response, messages) async for response, messages in responses_only(replay())]
+    assert pairs == [("Sunny, meow.", final.messages)]
+    wanted = {ReActEventType.TOOL_CALL_END}
+    picked = [e async for e in filter_events(replay(), event_types=wanted)]
+    assert picked == ends
 
 
 class Review(BaseModel):
