@@ -662,6 +662,24 @@ def test_a_history_bound_inside_a_tool_call_stores_its_settled_part() -> None:
     ref.close()
 
 
+def test_primitive_packs_install_by_name(tmp_path: Path) -> None:
+    from simplellmfunc.builtin import PyRepl, SelfReference
+    from simplellmfunc.exceptions import UnknownPackError, UserError
+
+    repl = PyRepl(tmp_path)
+    for name in ("unknown_pack", "self_reference"):  # self_reference: SimpleLLMFunc's old name
+        with pytest.raises(KeyError, match="primitive pack") as caught:
+            repl.install_primitive_pack(name)
+        assert isinstance(caught.value, UnknownPackError | UserError)
+    with pytest.raises(ValueError, match="PrimitivePack"):
+        repl.install_primitive_pack(42)  # type: ignore[arg-type]
+    memory = SelfReference()
+    repl.install_primitive_pack("selfref", backend=memory)
+    assert repl.get_runtime_backend("selfref") is memory
+    assert repl.list_runtime_backends() == ["selfref"]
+    repl.close()
+
+
 def test_a_bad_file_workspace_is_a_value_error(tmp_path: Path) -> None:
     from simplellmfunc.builtin.file_tools import FileToolset
 
@@ -843,11 +861,13 @@ async def test_pyrepl_behaves_as_simplellmfuncs(tmp_path: Path) -> None:
         for code, needs in (
             ("runtime.get_primitive_spec()", "name(str, required)"),
             ("runtime.selfref.context.remember()", "text(str, required)"),
+            ("import runtime", "'runtime' cannot be imported"),
         ):
             refused = await repl.execute(code)
             assert refused["success"] is False
-            assert "Parameter requirements:" in str(refused["error"]), refused
-            assert needs in str(refused["error"])
+            assert needs in str(refused["error"]), refused
+            if "import" not in code:
+                assert "Parameter requirements:" in str(refused["error"])
         pid = repl._kernel.session.pid  # type: ignore[union-attr]
     finally:
         closing = repl.close()  # synchronous: the kernel is gone when it returns
