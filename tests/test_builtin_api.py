@@ -15,8 +15,10 @@ import simplellmfunc.builtin.selfref
 
 SURFACES = {
     simplellmfunc.builtin: {
+        "CellLimits",
         "FileToolset",
         "KernelPool",
+        "KernelSettings",
         "PrimitivePack",
         "PyRepl",
         "SelfReference",
@@ -24,9 +26,11 @@ SURFACES = {
     },
     simplellmfunc.builtin.files: {"STALE_FILE_MESSAGE", "FileToolset", "GrepLimits", "ReadLimits"},
     simplellmfunc.builtin.pyrepl: {
+        "CellLimits",
         "ExecuteCodeTool",
         "ExecutionSummary",
         "KernelPool",
+        "KernelSettings",
         "ListVariablesTool",
         "Primitive",
         "PrimitiveCallContext",

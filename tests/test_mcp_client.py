@@ -149,11 +149,14 @@ async def test_progress_streams_as_custom_events_with_the_call_id(
         result = await progress.invoke({"steps": 3}, ToolContext("call-7", "progress", emitter))
         assert result.text == "done 3"
 
+        collected = []
+
         async def three() -> bool:
-            return len(await emitter.get_events()) >= 3
+            collected.extend(await emitter.get_events())  # each call hands out new events
+            return len(collected) >= 3
 
         assert await eventually(three)
-        events = [e.event for e in await emitter.get_events()]
+        events = [e.event for e in collected]
         assert [e.event_name for e in events] == ["mcp_progress"] * 3
         assert {e.tool_call_id for e in events} == {"call-7"}
         assert sorted(e.data["progress"] for e in events) == [1.0, 2.0, 3.0]

@@ -37,7 +37,12 @@ from simplellmfunc.hooks.events import (
     ToolCallsBatchEndEvent,
     ToolCallsBatchStartEvent,
 )
-from simplellmfunc.hooks.stream import is_event_yield, is_response_yield
+from simplellmfunc.hooks.stream import (
+    filter_events,
+    is_event_yield,
+    is_response_yield,
+    responses_only,
+)
 from simplellmfunc.interface.llm_interface import LLM_Interface
 from simplellmfunc.interface.openai_compatible import OpenAICompatible
 from simplellmfunc.llm_decorator import llm_chat, llm_function
@@ -152,6 +157,17 @@ async def test_chat_events_carry_simplellmfunc_fields(
     assert final.messages[-1]["content"] == "Sunny, meow."
     # timeout= is the request timeout: never a body field
     assert all("timeout" not in r.json for r in mock_server.requests)
+
+    async def replay() -> AsyncIterator[ReactOutput]:
+        for output in outputs:
+            yield output
+
+    # SimpleLLMFunc's shapes: (response, messages) pairs; event_types= yields the events
+    pairs = [(response, messages) async for response, messages in responses_only(replay())]
+    assert pairs == [("Sunny, meow.", final.messages)]
+    wanted = {ReActEventType.TOOL_CALL_END}
+    picked = [e async for e in filter_events(replay(), event_types=wanted)]
+    assert picked == ends
 
 
 class Review(BaseModel):
@@ -590,6 +606,10 @@ async def test_hooks_input_router_observer_and_bus() -> None:
     await collecting.emit_batch([("step1", 1), ("step2", 2)])
     assert collecting.has_events()
     assert [o.event.event_name for o in await collecting.get_events()] == ["step1", "step2"]
+    assert not collecting.has_events()  # get_events() drains, as SimpleLLMFunc's does
+    assert await collecting.get_events() == []
+    await collecting.emit("step3")
+    assert [o.event.event_name for o in await collecting.get_events()] == ["step3"]
     silent = NoOpEventEmitter()
     await silent.emit("x")
     assert await silent.get_events() == []
@@ -614,6 +634,61 @@ def test_memory_clear_keeps_the_system_prompt_and_unbound_keys_raise() -> None:
     ref.close()
 
 
+def test_a_history_bound_inside_a_tool_call_stores_its_settled_part() -> None:
+    """SimpleLLMFunc binds the history of a turn caught inside ``execute_code`` (the assistant
+    tool call has no result yet) before a fork: it is accepted, and what is stored (what forks
+    and ``snapshot_history`` see) is the valid history before the call in flight."""
+    from simplellmfunc.builtin import SelfReference
+    from simplellmfunc.exceptions import InvalidHistoryError
+
+    def call(call_id: str) -> dict[str, object]:
+        return {"id": call_id, "type": "function", "function": {"name": "f", "arguments": "{}"}}
+
+    seed = [{"role": "system", "content": "S"}, {"role": "user", "content": "seed"}]
+    in_flight = {"role": "assistant", "content": None, "tool_calls": [call("a"), call("b")]}
+    ref = SelfReference()
+    ref.bind_history("agent_main", [*seed, in_flight])
+    assert ref.snapshot_history("agent_main") == seed
+    partly = [*seed, in_flight, {"role": "tool", "tool_call_id": "a", "content": "1"}]
+    ref.bind_history("agent_main", partly)
+    assert ref.snapshot_history("agent_main") == seed
+    answered = [*partly, {"role": "tool", "tool_call_id": "b", "content": "2"}]
+    ref.bind_history("agent_main", answered)
+    assert ref.snapshot_history("agent_main") == answered  # a settled turn is kept whole
+    with pytest.raises(InvalidHistoryError, match="has no result"):
+        ref.bind_history("k", [*seed, in_flight, {"role": "user", "content": "next"}])
+    with pytest.raises(InvalidHistoryError):
+        ref.bind_history("k", [{"role": "robot"}, in_flight])
+    ref.close()
+
+
+def test_primitive_packs_install_by_name(tmp_path: Path) -> None:
+    from simplellmfunc.builtin import PyRepl, SelfReference
+    from simplellmfunc.exceptions import UnknownPackError, UserError
+
+    repl = PyRepl(tmp_path)
+    for name in ("unknown_pack", "self_reference"):  # self_reference: SimpleLLMFunc's old name
+        with pytest.raises(KeyError, match="primitive pack") as caught:
+            repl.install_primitive_pack(name)
+        assert isinstance(caught.value, UnknownPackError | UserError)
+    with pytest.raises(ValueError, match="PrimitivePack"):
+        repl.install_primitive_pack(42)  # type: ignore[arg-type]
+    memory = SelfReference()
+    repl.install_primitive_pack("selfref", backend=memory)
+    assert repl.get_runtime_backend("selfref") is memory
+    assert repl.list_runtime_backends() == ["selfref"]
+    repl.close()
+
+
+def test_a_bad_file_workspace_is_a_value_error(tmp_path: Path) -> None:
+    from simplellmfunc.builtin.file_tools import FileToolset
+
+    (tmp_path / "file.txt").write_text("x")
+    for bad in (tmp_path / "missing", tmp_path / "file.txt"):
+        with pytest.raises(ValueError, match="workspace is not an existing directory"):
+            FileToolset(bad)
+
+
 def test_pyrepl_bad_arguments_are_value_errors(tmp_path: Path) -> None:
     from simplellmfunc.builtin import PyRepl
     from simplellmfunc.exceptions import ArgumentValueError, UserError
@@ -631,6 +706,43 @@ def test_pyrepl_bad_arguments_are_value_errors(tmp_path: Path) -> None:
     repl = PyRepl(tmp_path, execution_timeout_seconds=7)
     assert repl.execution_timeout_seconds == 7
     assert repl.input_idle_timeout_seconds == PyRepl.DEFAULT_INPUT_IDLE_TIMEOUT_SECONDS
+
+
+def test_pyrepl_option_bags_and_flat_names_are_one_shape(tmp_path: Path) -> None:
+    """``PyRepl(limits=..., kernel=...)`` (the public bags) and SimpleLLMFunc's flat keywords
+    build the same REPL; a flat keyword given overrides its field; the defaults are the bags'
+    (sandboxed); ``fork()`` keeps both bags; a wrong bag is a ``ValueError``."""
+    from simplellmfunc.builtin import CellLimits, KernelSettings, PyRepl
+    from simplellmfunc.sandbox import SandboxPolicy
+
+    flat = PyRepl(tmp_path, 7, 9, max_output_tokens=500, startup_timeout_seconds=30)
+    bags = PyRepl(
+        limits=CellLimits(execution_timeout=7, input_idle_timeout=9, max_output_tokens=500),
+        kernel=KernelSettings(cwd=str(tmp_path), startup_timeout=30),
+    )
+    for repl in (flat, bags):
+        assert (repl.execution_timeout_seconds, repl.input_idle_timeout_seconds) == (7, 9)
+        assert repl.working_directory == tmp_path
+        assert isinstance(repl.sandbox, SandboxPolicy)  # secure by default, either way
+        assert repl._kernel.settings == bags._kernel.settings
+        assert repl._limits == bags._limits
+    override = PyRepl(limits=CellLimits(execution_timeout=7), execution_timeout_seconds=3)
+    assert override.execution_timeout_seconds == 3
+    unsandboxed = PyRepl(kernel=KernelSettings(sandbox=SandboxPolicy()), sandbox=False)
+    assert unsandboxed.sandbox is None
+    assert unsandboxed.working_directory == Path.cwd()  # no sandbox: the current directory
+    clone = bags.fork()
+    assert (clone._limits, clone._kernel.settings) == (bags._limits, bags._kernel.settings)
+    with pytest.raises(ValueError, match=r"CellLimits\.execution_timeout"):
+        CellLimits(execution_timeout=0)
+    with pytest.raises(ValueError, match=r"KernelSettings\.max_deaths"):
+        KernelSettings(max_deaths=0)
+    with pytest.raises(ValueError, match="limits must be a CellLimits"):
+        PyRepl(limits={"execution_timeout": 5})  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="working_directory"):
+        PyRepl(kernel=KernelSettings(cwd=str(tmp_path / "missing")))
+    for repl in (flat, bags, override, unsandboxed, clone):
+        repl.close()
 
 
 def test_provider_json_accepts_a_zero_retry_delay(tmp_path: Path) -> None:
@@ -656,14 +768,41 @@ async def _input_request(emitter: ToolEventEmitter, seen: set[str]) -> tuple[str
             await anyio.sleep(0.02)
 
 
+SELF_DESCRIPTION = """\
+specs = runtime.list_primitive_specs(format='dict')
+names = [item['name'] for item in specs]
+one = runtime.get_primitive_spec('selfref.context.remember', format='dict')
+params = [(p['name'], p['kind'], p['required']) for p in one['parameters']]
+print(params[0] == ('text', 'positional_or_keyword', True))
+print({'runtime.list_primitives', 'runtime.get_primitive_spec'} <= set(names))
+print('selfref.context.inspect' in names)
+picked = runtime.list_primitive_specs(names=['selfref.context.inspect'], format='dict')
+print([item['name'] for item in picked] == ['selfref.context.inspect'])
+prefixed = runtime.list_primitive_specs(prefix='runtime.', format='dict')
+print(len(prefixed) >= 3 and all(i['name'].startswith('runtime.') for i in prefixed))
+xml = runtime.get_primitive_spec('runtime.list_primitives')
+print(xml.startswith('<primitive_spec>') and '<name>runtime.list_primitives</name>' in xml)
+print('<primitive_specs>' in runtime.list_primitive_specs(names=['selfref.context.inspect']))
+print(runtime.selfref.context.inspect()['active_key'] == 'agent_main')
+try:
+    runtime.get_primitive_spec('nope.nothing')
+except KeyError:
+    print(True)
+"""
+
+
 async def test_pyrepl_behaves_as_simplellmfuncs(tmp_path: Path) -> None:
     """One kernel, SimpleLLMFunc's behaviours: per-call timeout, the text summary of
     execute_code, one kernel_stdout event per print, input() through a hand-made emitter
     answered with ``PyRepl.submit_input`` on the class (waiting not counted in the timeout),
-    the idle timeout message, ``remember(text=...)``, and a synchronous ``close()``."""
-    from simplellmfunc.builtin import PyRepl
+    the idle timeout message, ``remember(text=...)``, the kernel's self-description
+    (``runtime.get_primitive_spec``, ``names=`` / ``prefix=``, parameter kinds, XML, the
+    "Parameter requirements" hint of a bad call, ``inspect()["active_key"]``), and a
+    synchronous ``close()``."""
+    from simplellmfunc.builtin import CellLimits, PyRepl
 
-    repl = PyRepl(tmp_path, input_idle_timeout_seconds=1.5, log_dir=tmp_path / "logs")
+    # The idle timeout comes from the option bag (the flat name is the same field).
+    repl = PyRepl(tmp_path, limits=CellLimits(input_idle_timeout=1.5), log_dir=tmp_path / "logs")
     try:
         timed = await repl.execute("import time\ntime.sleep(2)", timeout_seconds=0.3)
         assert timed["success"] is False
@@ -715,6 +854,20 @@ async def test_pyrepl_behaves_as_simplellmfuncs(tmp_path: Path) -> None:
             "print(runtime.selfref.context.inspect()['experiences'][0]['text'])"
         )
         assert remembered["stdout"].strip() == "Rule B", remembered
+
+        described = await repl.execute(SELF_DESCRIPTION)
+        assert described["success"] is True, described
+        assert described["stdout"].split() == ["True"] * 9, described["stdout"]
+        for code, needs in (
+            ("runtime.get_primitive_spec()", "name(str, required)"),
+            ("runtime.selfref.context.remember()", "text(str, required)"),
+            ("import runtime", "'runtime' cannot be imported"),
+        ):
+            refused = await repl.execute(code)
+            assert refused["success"] is False
+            assert needs in str(refused["error"]), refused
+            if "import" not in code:
+                assert "Parameter requirements:" in str(refused["error"])
         pid = repl._kernel.session.pid  # type: ignore[union-attr]
     finally:
         closing = repl.close()  # synchronous: the kernel is gone when it returns

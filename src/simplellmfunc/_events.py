@@ -7,7 +7,7 @@ where they come from; the final answer travels as :class:`ResponseYield`.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Literal, TypeAlias, TypeGuard
@@ -468,11 +468,18 @@ class EventYield:
 
 @dataclass(frozen=True, slots=True)
 class ResponseYield:
-    """The result: the response (text or parsed value) and the updated history."""
+    """The result: the response (text or parsed value) and the updated history.
+
+    It unpacks as ``response, messages = item``, so SimpleLLMFunc's
+    ``async for response, messages in responses_only(stream)`` works unchanged.
+    """
 
     response: Any
     messages: list[dict[str, Any]] = field(default_factory=list)
     type: Literal["response"] = "response"
+
+    def __iter__(self) -> Iterator[Any]:
+        return iter((self.response, self.messages))
 
 
 def is_event_yield(item: object) -> TypeGuard[EventYield]:

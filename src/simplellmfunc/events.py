@@ -4,7 +4,7 @@ Every event is a frozen dataclass with a literal ``kind``; consumers ``match`` o
 on ``kind``. ``simplellmfunc.hooks`` offers the same names under SimpleLLMFunc's module name.
 """
 
-from collections.abc import AsyncIterable, AsyncIterator
+from collections.abc import AsyncIterable, AsyncIterator, Collection
 from typing import Any
 
 from ._events import (
@@ -36,6 +36,7 @@ from ._events import (
     is_response_yield,
 )
 from ._lazy import publish
+from .exceptions import ArgumentValueError
 
 __all__ = [
     "ApprovalOutcome",
@@ -85,9 +86,23 @@ async def events_only(stream: AsyncIterable[Any]) -> AsyncIterator[EventYield]:
 
 
 async def filter_events(
-    stream: AsyncIterable[Any], *kinds: type[ReactEvent]
-) -> AsyncIterator[EventYield]:
-    """Keep the :class:`EventYield` items whose event is an instance of one of ``kinds``."""
+    stream: AsyncIterable[Any],
+    *kinds: type[ReactEvent],
+    event_types: Collection[str] | None = None,
+) -> AsyncIterator[Any]:
+    """Keep the :class:`EventYield` items whose event is an instance of one of ``kinds``.
+
+    With SimpleLLMFunc's ``event_types=`` (a set of ``ReActEventType`` / ``kind`` strings)
+    instead, yield the matching events themselves, as SimpleLLMFunc's ``filter_events`` does.
+    """
+    if event_types is not None:
+        if kinds:
+            raise ArgumentValueError("filter_events: give event classes or event_types=, not both")
+        wanted = {str(kind) for kind in event_types}
+        async for item in stream:
+            if isinstance(item, EventYield) and item.event.kind in wanted:
+                yield item.event
+        return
     async for item in stream:
         if isinstance(item, EventYield) and isinstance(item.event, kinds):
             yield item

@@ -6,6 +6,7 @@ Every error the library raises derives from :class:`SimpleLLMFuncError`::
     ├── UserError                  the caller did something wrong; fix the code or the config
     │   ├── ArgumentValueError     a bad argument value (also a ``ValueError``, as in SimpleLLMFunc)
     │   ├── UnboundKeyError        a SelfReference memory key with no history bound (a ``KeyError``)
+    │   ├── UnknownPackError       a PyRepl primitive pack name that is not known (a ``KeyError``)
     │   ├── ConfigError            bad provider.json / .env / agent config
     │   ├── ContentError           invalid Text / ImgUrl / ImgPath
     │   ├── InvalidHistoryError    a history that no provider would accept (has ``index``)
@@ -119,6 +120,7 @@ __all__ = [
     "ToolRetry",
     "ToolSignal",
     "UnboundKeyError",
+    "UnknownPackError",
     "UnsupportedError",
     "UserError",
     "WorkspaceError",
@@ -142,6 +144,15 @@ class UnboundKeyError(UserError, KeyError):
     """``self_reference.memory[key]`` for a key with no history bound (as SimpleLLMFunc, a
     ``KeyError``): bind one with ``bind_history(key, ...)`` or run a turn with that
     ``self_reference_key``."""
+
+    def __str__(self) -> str:  # KeyError quotes its message; this one is a sentence
+        return str(self.args[0]) if self.args else ""
+
+
+class UnknownPackError(UserError, KeyError):
+    """``repl.install_primitive_pack(name)`` for a name no pack is registered under (as
+    SimpleLLMFunc, a ``KeyError``): ``"selfref"`` is the named pack; others are installed as a
+    :class:`~simplellmfunc.builtin.pyrepl.PrimitivePack`."""
 
     def __str__(self) -> str:  # KeyError quotes its message; this one is a sentence
         return str(self.args[0]) if self.args else ""

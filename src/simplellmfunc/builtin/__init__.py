@@ -20,12 +20,21 @@ from .._lazy import lazy_exports, publish
 
 if TYPE_CHECKING:
     from .files import FileToolset
-    from .pyrepl import KernelPool, PrimitivePack, PyRepl, code_touches_system
+    from .pyrepl import (
+        CellLimits,
+        KernelPool,
+        KernelSettings,
+        PrimitivePack,
+        PyRepl,
+        code_touches_system,
+    )
     from .selfref import SelfReference
 
 __all__ = [
+    "CellLimits",
     "FileToolset",
     "KernelPool",
+    "KernelSettings",
     "PrimitivePack",
     "PyRepl",
     "SelfReference",
@@ -35,8 +44,10 @@ __all__ = [
 _export, __dir__ = lazy_exports(
     __name__,
     {
+        "CellLimits": ".pyrepl",
         "FileToolset": ".files",
         "KernelPool": ".pyrepl",
+        "KernelSettings": ".pyrepl",
         "PrimitivePack": ".pyrepl",
         "PyRepl": ".pyrepl",
         "SelfReference": ".selfref",

@@ -62,8 +62,10 @@ class ToolEventEmitter:
         return bool(self._events)
 
     async def get_events(self) -> list[EventYield]:
-        """Return the events collected so far (only a standalone emitter collects them)."""
-        return list(self._events)
+        """Return the events collected since the last call and forget them, as SimpleLLMFunc's
+        does (only a standalone emitter collects them): polling it yields each event once."""
+        events, self._events = self._events, []
+        return events
 
     def clear(self) -> None:
         """Forget the collected events."""

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import ParamSpec, TypeVar
 
-from ...exceptions import WorkspaceError
+from ...exceptions import ArgumentValueError, WorkspaceError
 
 __all__ = [
     "WorkspacePath",
@@ -85,11 +85,12 @@ def resolve_root(workspace: str | os.PathLike[str]) -> Path:
     """Resolve the workspace directory.
 
     Raises:
-        WorkspaceError: If it does not exist or is not a directory.
+        ArgumentValueError: If it does not exist or is not a directory (a ``UserError`` and a
+            ``ValueError``, as SimpleLLMFunc raises).
     """
     root = Path(os.path.realpath(Path(workspace).expanduser()))
     if not root.is_dir():
-        raise WorkspaceError(f"workspace is not an existing directory: {workspace}")
+        raise ArgumentValueError(f"workspace is not an existing directory: {workspace}")
     return root
 
 

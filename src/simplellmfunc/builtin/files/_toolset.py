@@ -69,7 +69,8 @@ class FileToolset:
             ``docs/human-in-the-loop.md``); reads never ask.
 
     Raises:
-        WorkspaceError: If ``workspace`` is not an existing directory.
+        ArgumentValueError: If ``workspace`` is not an existing directory (a ``UserError`` and
+            a ``ValueError``).
     """
 
     def __init__(

@@ -25,7 +25,9 @@ from ..._lazy import lazy_exports, publish
 
 if TYPE_CHECKING:
     from ._approval import code_touches_system
+    from ._exec import CellLimits
     from ._input import submit_kernel_input
+    from ._managed import KernelSettings
     from ._pack import (
         Primitive,
         PrimitiveCallContext,
@@ -46,9 +48,11 @@ if TYPE_CHECKING:
     )
 
 __all__ = [
+    "CellLimits",
     "ExecuteCodeTool",
     "ExecutionSummary",
     "KernelPool",
+    "KernelSettings",
     "ListVariablesTool",
     "Primitive",
     "PrimitiveCallContext",
@@ -67,9 +71,11 @@ __all__ = [
 __getattr__, __dir__ = lazy_exports(
     __name__,
     {
+        "CellLimits": "._exec",
         "ExecuteCodeTool": "._tools",
         "ExecutionSummary": "._tools",
         "KernelPool": "._pool",
+        "KernelSettings": "._managed",
         "ListVariablesTool": "._tools",
         "Primitive": "._pack",
         "PrimitiveCallContext": "._pack",

@@ -156,6 +156,7 @@ class BridgeServer:
             backends = pack_backends(packs)
             ctx = PrimitiveCallContext(target, namespace, pack.backend, call_id, backends)
             args = [ctx, *args]
+        primitive.check_arguments(args, kwargs, target)
         return await _call(primitive, pack.timeout, args, kwargs)
 
     def _listing(self, namespace: str | None) -> list[dict[str, Any]]:
@@ -170,6 +171,7 @@ class BridgeServer:
                         "contract": primitive.contract,
                         "description": primitive.description,
                         "pack": pack.description,
+                        "parameters": [dict(p) for p in primitive.parameters],
                     }
                 )
         return listing

@@ -18,6 +18,7 @@ from typing import Any, Literal
 import anyio
 
 from ..._abort import AbortSignal
+from ...exceptions import ArgumentValueError
 from ...tools import ToolEventEmitter
 from ._capture import Spool, StreamCapture
 from ._in_kernel._boot import ERROR_MIME, IMAGE_MIME
@@ -36,13 +37,45 @@ _REPLY_TIMEOUT = 5.0
 
 @dataclass(frozen=True, slots=True)
 class CellLimits:
-    """Timeouts of one execution (seconds) and how much of its output is kept (characters)."""
+    """The limits of one PyRepl execution: ``PyRepl(limits=CellLimits(...))``.
 
-    execution_timeout: float
-    input_idle_timeout: float
-    interrupt_grace: float
-    max_capture_chars: int
+    Timeouts are in seconds, sizes in characters (tokens for ``max_output_tokens``). The
+    flat ``PyRepl`` keywords (``execution_timeout_seconds=``, ``max_capture_chars=``...)
+    override the matching field when given.
+
+    Attributes:
+        execution_timeout: Active-time limit of one execution (waiting for ``input()`` is not
+            counted; each answered input restarts the window).
+        input_idle_timeout: How long one ``input()`` waits for an answer.
+        interrupt_grace: How long an interrupted execution may take to stop before the kernel
+            is restarted (losing its state).
+        max_capture_chars: Characters kept in memory per output stream and execution.
+        max_file_chars: Characters saved per output stream and execution in its output file.
+        max_output_tokens: About how much output the model reads per execution.
+
+    Raises:
+        ArgumentValueError: For a non-positive timeout or size (a ``UserError`` and a
+            ``ValueError``).
+    """
+
+    execution_timeout: float = 120.0
+    input_idle_timeout: float = 300.0
+    interrupt_grace: float = 5.0
+    max_capture_chars: int = 4_000_000
     max_file_chars: int = 100_000_000
+    max_output_tokens: int = 20_000
+
+    def __post_init__(self) -> None:
+        for name in ("execution_timeout", "input_idle_timeout", "interrupt_grace"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
+                raise ArgumentValueError(
+                    f"CellLimits.{name} must be a positive number of seconds, got {value!r}"
+                )
+        for name in ("max_capture_chars", "max_file_chars", "max_output_tokens"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+                raise ArgumentValueError(f"CellLimits.{name} must be a positive int, got {value!r}")
 
 
 @dataclass(slots=True)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ...exceptions import UnsupportedError, UserError
+from ...exceptions import ArgumentValueError, UnknownPackError, UnsupportedError, UserError
 from ._managed import ManagedKernel
 from ._pack import PrimitivePack, default_backend, pack_backends
 
@@ -40,11 +40,27 @@ class PrimitiveHost:
     _kernel: ManagedKernel
     _self_reference: Any
 
-    def install_primitive_pack(self, pack: PrimitivePack) -> None:
+    def install_primitive_pack(self, pack: PrimitivePack | str, *, backend: Any = None) -> None:
         """Make ``pack`` callable from kernel code as ``runtime.<pack.namespace>.<name>(...)``.
 
-        Takes effect at the next execution; replaces a pack with the same namespace.
+        Takes effect at the next execution; replaces a pack with the same namespace. A name
+        instead of a pack installs the pack registered under it, as SimpleLLMFunc does:
+        ``"selfref"`` attaches ``backend`` (a SelfReference; default: a fresh one).
+
+        Raises:
+            UnknownPackError: For a name no pack is registered under (a ``KeyError``).
+            ArgumentValueError: For anything else than a pack or a name.
         """
+        if isinstance(pack, str):
+            if pack != SELF_REFERENCE:
+                raise UnknownPackError(
+                    f"no primitive pack named {pack!r}: the named pack is {SELF_REFERENCE!r}; "
+                    "install others as a PrimitivePack (repl.pack(name, backend=...))"
+                )
+            self.attach_self_reference(backend if backend is not None else _new_self_reference())
+            return
+        if not isinstance(pack, PrimitivePack):
+            raise ArgumentValueError(f"install_primitive_pack needs a PrimitivePack, got {pack!r}")
         self._kernel.packs[pack.namespace] = pack
         self._kernel.invalidate()
 

@@ -16,20 +16,18 @@ from __future__ import annotations
 import time
 from collections import deque
 from collections.abc import Callable, Coroutine, Mapping
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass, field
+from typing import Any
 
 import anyio
 
-from ...exceptions import KernelError
+from ...exceptions import ArgumentValueError, KernelError
+from ...sandbox import SandboxPolicy
 from ._bridge import BridgeServer
 from ._exec import CellOutcome
 from ._pack import PrimitivePack
+from ._pool import KernelPool
 from ._session import KernelSession, SessionOptions
-
-if TYPE_CHECKING:
-    from ...sandbox import SandboxPolicy
-    from ._pool import KernelPool
 
 __all__ = ["KernelSettings", "ManagedKernel"]
 
@@ -41,17 +39,54 @@ _LOST_STATE = (
 
 @dataclass(frozen=True, slots=True)
 class KernelSettings:
-    """How the kernels of one PyRepl are started and configured (``cwd`` None: private)."""
+    """How the kernels of one PyRepl are started: ``PyRepl(kernel=KernelSettings(...))``.
 
-    cwd: str | None
-    env: Mapping[str, str]
-    memory_limit_mb: int | None
-    cpu_time_limit_s: int | None
-    pool: KernelPool | None
-    startup_timeout: float
-    max_deaths: int
-    death_window: float
-    sandbox: SandboxPolicy | None = None
+    The flat ``PyRepl`` keywords (``working_directory``, ``env=``, ``memory_limit_mb=``,
+    ``sandbox=``...) override the matching field when given.
+
+    Attributes:
+        cwd: The kernel's working directory (None: with a sandbox, a private directory that
+            lives as long as the kernel; without, the current directory).
+        env: Environment variables for the kernel, on top of a small allowlist of the host's.
+        memory_limit_mb: Address-space limit of the kernel process (``RLIMIT_AS``), if any.
+        cpu_time_limit_s: CPU-time limit of the kernel process in seconds (``RLIMIT_CPU``).
+        pool: A started :class:`KernelPool` to take a pre-started kernel from.
+        startup_timeout: Seconds a kernel may take to start.
+        max_deaths: Kernel deaths within ``death_window`` seconds after which executions raise
+            :class:`KernelError` instead of starting yet another kernel.
+        death_window: The window of ``max_deaths``, in seconds.
+        sandbox: The kernel's sandbox policy (default: the default
+            :class:`~simplellmfunc.sandbox.SandboxPolicy`; None: no sandbox).
+
+    Raises:
+        ArgumentValueError: For a non-positive timeout, window or death count.
+    """
+
+    cwd: str | None = None
+    env: Mapping[str, str] = field(default_factory=dict)
+    memory_limit_mb: int | None = None
+    cpu_time_limit_s: int | None = None
+    pool: KernelPool | None = None
+    startup_timeout: float = 60.0
+    max_deaths: int = 3
+    death_window: float = 300.0
+    sandbox: SandboxPolicy | None = field(default_factory=SandboxPolicy)
+
+    def __post_init__(self) -> None:
+        for name in ("startup_timeout", "death_window"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
+                raise ArgumentValueError(
+                    f"KernelSettings.{name} must be a positive number of seconds, got {value!r}"
+                )
+        if (
+            isinstance(self.max_deaths, bool)
+            or not isinstance(self.max_deaths, int)
+            or self.max_deaths < 1
+        ):
+            raise ArgumentValueError(
+                f"KernelSettings.max_deaths must be a positive int, got {self.max_deaths!r}"
+            )
 
 
 class ManagedKernel:

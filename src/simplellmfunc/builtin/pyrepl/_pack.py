@@ -25,15 +25,59 @@ _SEGMENT = r"[A-Za-z][A-Za-z0-9_]*(\[\])?"
 _NAME = re.compile(rf"^{_SEGMENT}(\.{_SEGMENT})*$")
 
 
+_KINDS = {
+    inspect.Parameter.POSITIONAL_ONLY: "positional_only",
+    inspect.Parameter.POSITIONAL_OR_KEYWORD: "positional_or_keyword",
+    inspect.Parameter.KEYWORD_ONLY: "keyword_only",
+    inspect.Parameter.VAR_POSITIONAL: "var_positional",
+    inspect.Parameter.VAR_KEYWORD: "var_keyword",
+}
+
+
 @dataclass(frozen=True, slots=True)
 class Primitive:
-    """One host function: its dotted ``name`` inside the pack, and its contract for the model."""
+    """One host function: its dotted ``name`` inside the pack, and its contract for the model.
+
+    ``parameters`` describes the arguments the model passes (``ctx`` of a ``pass_context``
+    pack left out): ``{"name", "kind", "type", "required"}`` and ``"default"`` when optional,
+    ``kind`` being one of SimpleLLMFunc's ``positional_only`` / ``positional_or_keyword`` /
+    ``keyword_only`` / ``var_positional`` / ``var_keyword`` (``*args`` and ``**kwargs`` are
+    named ``"*args"`` / ``"**kwargs"``).
+    """
 
     name: str
     func: Callable[..., Any]
     contract: str
     timeout: float | None = None
     description: str = ""
+    parameters: tuple[Mapping[str, Any], ...] = ()
+    signature: inspect.Signature | None = None
+
+    @property
+    def requirements(self) -> str:
+        """``"Parameter requirements: text(str, required), key(str, optional, default
+        None)"``: the hint a bad call gets."""
+        if not self.parameters:
+            return "Parameter requirements: no arguments."
+        parts = []
+        for item in self.parameters:
+            need = "required" if item["required"] else f"optional, default {item['default']}"
+            parts.append(f"{item['name']}({item['type']}, {need})")
+        return "Parameter requirements: " + ", ".join(parts)
+
+    def check_arguments(
+        self, args: list[Any], kwargs: Mapping[str, Any], target: str | None = None
+    ) -> None:
+        """Raise a ``TypeError`` naming :attr:`requirements` when the arguments do not fit the
+        signature (``args`` includes ``ctx`` for a ``pass_context`` pack; ``target``: the
+        ``"namespace.name"`` the message names)."""
+        if self.signature is None:
+            return
+        try:
+            self.signature.bind(*args, **kwargs)
+        except TypeError as exc:
+            name = target or self.name
+            raise TypeError(f"runtime.{name}(): {exc}. {self.requirements}") from None
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,25 +103,59 @@ class PrimitiveCallContext:
         return self.backends.get(name)
 
 
-def _signature(func: Callable[..., Any], skip_first: bool) -> str:
+def _full_signature(func: Callable[..., Any]) -> inspect.Signature | None:
     try:
-        signature = inspect.signature(func, eval_str=True)
+        return inspect.signature(func, eval_str=True)
     except Exception:  # boundary: unresolvable annotations only make the contract less pretty
         try:
-            signature = inspect.signature(func)
+            return inspect.signature(func)
         except (TypeError, ValueError):
-            return "(...)"
+            return None
+
+
+def _model_signature(signature: inspect.Signature, skip_first: bool) -> inspect.Signature:
     if skip_first:
-        signature = signature.replace(parameters=list(signature.parameters.values())[1:])
-    return str(signature)
+        return signature.replace(parameters=list(signature.parameters.values())[1:])
+    return signature
+
+
+def _type_name(annotation: Any) -> str:
+    if annotation is inspect.Parameter.empty:
+        return "any"
+    if isinstance(annotation, type):
+        return annotation.__name__
+    return str(annotation).replace("typing.", "")
+
+
+_STARS: dict[Any, str] = {
+    inspect.Parameter.VAR_POSITIONAL: "*",
+    inspect.Parameter.VAR_KEYWORD: "**",
+}
+
+
+def _parameters(signature: inspect.Signature) -> tuple[dict[str, Any], ...]:
+    out = []
+    prefix = _STARS
+    for param in signature.parameters.values():
+        required = param.default is inspect.Parameter.empty and param.kind not in prefix
+        item: dict[str, Any] = {
+            "name": prefix.get(param.kind, "") + param.name,
+            "kind": _KINDS[param.kind],
+            "type": _type_name(param.annotation),
+            "required": required,
+        }
+        if param.default is not inspect.Parameter.empty:
+            item["default"] = repr(param.default)
+        out.append(item)
+    return tuple(out)
 
 
 def _summary(func: Callable[..., Any]) -> str:
     return (inspect.getdoc(func) or "").strip().split("\n\n", 1)[0].replace("\n", " ")
 
 
-def _contract(name: str, func: Callable[..., Any], description: str, skip_first: bool) -> str:
-    head = f"{name}{_signature(func, skip_first)}"
+def _contract(name: str, signature: inspect.Signature | None, description: str) -> str:
+    head = f"{name}{'(...)' if signature is None else signature}"
     return f"{head}: {description}" if description else head
 
 
@@ -153,8 +231,13 @@ class PrimitivePack:
         if not callable(func):
             raise UserError(f"primitive {name!r} is not callable")
         description = description or _summary(func)
-        contract = contract or _contract(name, func, description, self.pass_context)
-        self._primitives[name] = Primitive(name, func, contract, timeout, description)
+        full = _full_signature(func)
+        shown = None if full is None else _model_signature(full, self.pass_context)
+        contract = contract or _contract(name, shown, description)
+        parameters = () if shown is None else _parameters(shown)
+        self._primitives[name] = Primitive(
+            name, func, contract, timeout, description, parameters, full
+        )
 
     def primitive(
         self,

@@ -10,7 +10,7 @@ import weakref
 from collections.abc import Callable, Generator, Mapping
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import anyio
 
@@ -30,6 +30,8 @@ from ._result import ResultContext, build_result
 from ._tools import ExecuteCodeTool, ListVariablesTool, ResetReplTool
 
 __all__ = ["PyRepl"]
+
+_Bag = TypeVar("_Bag", CellLimits, KernelSettings)
 
 _RESET_MESSAGE = (
     "REPL reset: all variables were cleared (the attached self_reference and runtime "
@@ -53,6 +55,21 @@ def _directory(path: Any) -> str:
             f"working_directory must be an existing directory: {str(absolute)!r} {what}"
         )
     return str(absolute)
+
+
+def _bag(value: Any, kind: type[_Bag], name: str) -> _Bag:
+    """``value`` when it is a ``kind``, a default one for None."""
+    if value is None:
+        return kind()
+    if not isinstance(value, kind):
+        raise ArgumentValueError(f"{name} must be a {kind.__name__}, got {value!r}")
+    return value
+
+
+def _override(bag: _Bag, **fields: Any) -> _Bag:
+    """``bag`` with the fields given (not None) replaced: a flat keyword overrides the bag."""
+    given = {name: value for name, value in fields.items() if value is not None}
+    return dataclasses.replace(bag, **given) if given else bag
 
 
 class _Closing:
@@ -111,9 +128,18 @@ class PyRepl(PrimitiveHost, AsyncResource):
     warning, its first execution emits a ``sandbox_warning`` event, and only the policy's
     resource limits, the seccomp filter and the clean environment apply.
 
+    Options come in two bags, as httpx's ``Timeout`` and ``Limits`` do: ``limits=``
+    (:class:`CellLimits`: the timeouts and output sizes of one execution) and ``kernel=``
+    (:class:`KernelSettings`: how the kernel starts: directory, environment, resource limits,
+    pool, sandbox). The flat keywords below are SimpleLLMFunc's names; each one given overrides
+    the matching field of its bag (``PyRepl(limits=CellLimits(execution_timeout=5))`` and
+    ``PyRepl(execution_timeout_seconds=5)`` are the same REPL). Defaults are the bags'.
+
     Args:
         working_directory: The kernel's working directory (default: with a sandbox, a private
             directory that lives as long as the kernel; without, the current directory).
+        limits: A :class:`CellLimits` (default: ``CellLimits()``).
+        kernel: A :class:`KernelSettings` (default: ``KernelSettings()``, sandboxed).
         execution_timeout_seconds: Active-time limit of one execution; time spent waiting for
             ``input()`` does not count, and each answered input restarts the window.
         input_idle_timeout_seconds: How long one ``input()`` waits for ``submit_input``.
@@ -137,17 +163,19 @@ class PyRepl(PrimitiveHost, AsyncResource):
             head and the tail; the output file holds the rest).
         max_output_file_chars: Characters saved per output stream and execution in its file;
             past that, the model is told how much of the output the file holds.
-        sandbox: The kernel's sandbox policy: ``True`` (the default: the default policy), a
+        sandbox: The kernel's sandbox policy: ``True`` (the default policy), a
             :class:`~simplellmfunc.sandbox.SandboxPolicy`, or ``False`` for none (the kernel
-            then runs with the host user's access to every file and the network).
+            then runs with the host user's access to every file and the network); default:
+            the ``kernel`` bag's (the default policy).
         requires_approval: ``execute_code`` calls wait for a person's approval before they
             run: ``True``, or a callable over the call's arguments (``{"code": ...}``), e.g.
             :func:`~simplellmfunc.builtin.code_touches_system` (see
             ``docs/human-in-the-loop.md``).
 
     Raises:
-        ArgumentValueError: For a non-positive timeout, or a ``working_directory`` that is not
-            an existing directory (a ``UserError`` and a ``ValueError``).
+        ArgumentValueError: For a non-positive timeout, a ``working_directory`` that is not
+            an existing directory, or a ``limits`` / ``kernel`` of the wrong type (a
+            ``UserError`` and a ``ValueError``).
     """
 
     #: DEFAULT_SELF_REFERENCE_BACKEND_NAME (from PrimitiveHost): the SelfReference pack's
@@ -158,22 +186,24 @@ class PyRepl(PrimitiveHost, AsyncResource):
     def __init__(
         self,
         working_directory: str | os.PathLike[str] | None = None,
-        execution_timeout_seconds: float = DEFAULT_EXECUTION_TIMEOUT_SECONDS,
-        input_idle_timeout_seconds: float = DEFAULT_INPUT_IDLE_TIMEOUT_SECONDS,
+        execution_timeout_seconds: float | None = None,
+        input_idle_timeout_seconds: float | None = None,
         *,
+        limits: CellLimits | None = None,
+        kernel: KernelSettings | None = None,
         env: Mapping[str, str] | None = None,
         memory_limit_mb: int | None = None,
         cpu_time_limit_s: int | None = None,
-        max_output_tokens: int = 20_000,
-        interrupt_grace_seconds: float = 5.0,
+        max_output_tokens: int | None = None,
+        interrupt_grace_seconds: float | None = None,
         pool: KernelPool | None = None,
         log_dir: str | os.PathLike[str] | None = None,
-        startup_timeout_seconds: float = 60.0,
-        max_kernel_deaths: int = 3,
-        kernel_death_window_seconds: float = 300.0,
-        max_capture_chars: int = 4_000_000,
-        max_output_file_chars: int = 100_000_000,
-        sandbox: SandboxPolicy | bool = True,
+        startup_timeout_seconds: float | None = None,
+        max_kernel_deaths: int | None = None,
+        kernel_death_window_seconds: float | None = None,
+        max_capture_chars: int | None = None,
+        max_output_file_chars: int | None = None,
+        sandbox: SandboxPolicy | bool | None = None,
         requires_approval: ApprovalFlag = False,
     ) -> None:
         for name, value in (
@@ -181,32 +211,35 @@ class PyRepl(PrimitiveHost, AsyncResource):
             ("input_idle_timeout_seconds", input_idle_timeout_seconds),
             ("interrupt_grace_seconds", interrupt_grace_seconds),
         ):
-            _check_positive(name, value)
-        policy = as_policy(sandbox)
-        if working_directory is None and policy is None:
-            working_directory = os.getcwd()
-        self._cwd = None if working_directory is None else _directory(working_directory)
-        self._max_output_tokens = max_output_tokens
-        self._limits = CellLimits(
-            execution_timeout_seconds,
-            input_idle_timeout_seconds,
-            interrupt_grace_seconds,
-            max_capture_chars,
-            max_output_file_chars,
+            if value is not None:
+                _check_positive(name, value)
+        self._limits = _override(
+            _bag(limits, CellLimits, "limits"),
+            execution_timeout=execution_timeout_seconds,
+            input_idle_timeout=input_idle_timeout_seconds,
+            interrupt_grace=interrupt_grace_seconds,
+            max_capture_chars=max_capture_chars,
+            max_file_chars=max_output_file_chars,
+            max_output_tokens=max_output_tokens,
         )
-        self._kernel = ManagedKernel(
-            KernelSettings(
-                cwd=self._cwd,
-                env=dict(env or {}),
-                memory_limit_mb=memory_limit_mb,
-                cpu_time_limit_s=cpu_time_limit_s,
-                pool=pool,
-                startup_timeout=startup_timeout_seconds,
-                max_deaths=max_kernel_deaths,
-                death_window=kernel_death_window_seconds,
-                sandbox=policy,
-            )
+        settings = _override(
+            _bag(kernel, KernelSettings, "kernel"),
+            env=None if env is None else dict(env),
+            memory_limit_mb=memory_limit_mb,
+            cpu_time_limit_s=cpu_time_limit_s,
+            pool=pool,
+            startup_timeout=startup_timeout_seconds,
+            max_deaths=max_kernel_deaths,
+            death_window=kernel_death_window_seconds,
         )
+        if sandbox is not None:
+            settings = dataclasses.replace(settings, sandbox=as_policy(sandbox))
+        cwd = settings.cwd if working_directory is None else working_directory
+        if cwd is None and settings.sandbox is None:
+            cwd = os.getcwd()
+        self._cwd = None if cwd is None else _directory(cwd)
+        self._max_output_tokens = self._limits.max_output_tokens
+        self._kernel = ManagedKernel(dataclasses.replace(settings, cwd=self._cwd))
         self._log_dir = log_dir
         self._instance_id = f"{datetime.now(UTC):%Y%m%d-%H%M%S}-{uuid.uuid4().hex[:8]}"
         self._audit: AuditLog | None = None
@@ -543,25 +576,7 @@ class PyRepl(PrimitiveHost, AsyncResource):
 
         SelfReference forks give each child agent one. The caller owns the copy: close it.
         """
-        settings, limits = self._kernel.settings, self._limits
-        clone = PyRepl(
-            self._cwd,
-            limits.execution_timeout,
-            limits.input_idle_timeout,
-            env=settings.env,
-            memory_limit_mb=settings.memory_limit_mb,
-            cpu_time_limit_s=settings.cpu_time_limit_s,
-            max_output_tokens=self._max_output_tokens,
-            interrupt_grace_seconds=limits.interrupt_grace,
-            pool=settings.pool,
-            log_dir=self._log_dir,
-            startup_timeout_seconds=settings.startup_timeout,
-            max_kernel_deaths=settings.max_deaths,
-            kernel_death_window_seconds=settings.death_window,
-            max_capture_chars=limits.max_capture_chars,
-            max_output_file_chars=limits.max_file_chars,
-            sandbox=settings.sandbox or False,
-        )
+        clone = PyRepl(limits=self._limits, kernel=self._kernel.settings, log_dir=self._log_dir)
         clone._kernel.packs.update(self._kernel.packs)
         clone._kernel.selfref_namespace = self._kernel.selfref_namespace
         clone._self_reference = self._self_reference

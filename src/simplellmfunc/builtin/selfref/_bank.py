@@ -33,7 +33,7 @@ from ..._mutations import (
     ExperienceRememberMutation,
 )
 from ...exceptions import InvalidHistoryError, UserError
-from ._history import normalise_edited, normalise_history
+from ._history import normalise_bound, normalise_edited
 from ._store import KeyState, StateStore
 from ._summary import summary_text
 
@@ -92,10 +92,14 @@ class MemoryBank:
     def bind_history(self, key: str, history: Sequence[Mapping[str, Any]]) -> None:
         """Store ``history`` (chat dicts) as the conversation of ``key``.
 
+        A history caught inside a tool call (its last assistant message has tool calls without
+        results, followed only by tool results) is stored without that turn in flight, as the
+        valid history before it.
+
         Raises:
-            InvalidHistoryError: If ``history`` is not a valid history.
+            InvalidHistoryError: If ``history`` is not a valid history otherwise.
         """
-        messages = normalise_history(history)
+        messages = normalise_bound(history)
         self.edit_messages(key, lambda ms: ms.__setitem__(slice(None), list(messages)))
 
     def get_history(self, key: str) -> list[dict[str, Any]]:
@@ -224,7 +228,8 @@ class MemoryBank:
 
     def inspect(self, key: str) -> dict[str, Any]:
         """Return an overview of ``key``: counts by role, system prompt, experiences, summaries,
-        and ``messages`` (a copy of the stored history)."""
+        and ``messages`` (a copy of the stored history); ``active_key`` is ``key`` (SimpleLLMFunc's
+        name for the key the context primitives act on)."""
         state = self.state(key)
         roles: dict[str, int] = {}
         for message in state.messages:
@@ -233,6 +238,7 @@ class MemoryBank:
         system = state.messages[0] if state.messages else None
         return {
             "key": key,
+            "active_key": key,
             "message_count": len(state.messages),
             "messages_by_role": roles,
             "system_prompt": system.get("content")

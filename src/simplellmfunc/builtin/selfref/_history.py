@@ -21,7 +21,7 @@ from ..._messages import (
 )
 from ...exceptions import InvalidHistoryError
 
-__all__ = ["normalise_edited", "normalise_history"]
+__all__ = ["normalise_bound", "normalise_edited", "normalise_history"]
 
 
 def normalise_history(
@@ -40,6 +40,40 @@ def normalise_history(
     items = copy.deepcopy(list(messages)) if deep_copy else list(messages)
     parsed = history_from_dicts(items)
     return tuple(history_to_dicts(parsed))
+
+
+def normalise_bound(messages: Sequence[Any]) -> tuple[dict[str, Any], ...]:
+    """:func:`normalise_history` for ``bind_history``, which also takes a history caught in the
+    middle of a tool call (SimpleLLMFunc binds one when a fork starts inside ``execute_code``):
+    a last assistant message whose tool calls are not all answered, followed only by tool
+    results, is the turn in flight; it is left out and the settled history before it is stored,
+    so what is stored and what forks see is a valid history.
+
+    Raises:
+        InvalidHistoryError: If the history is invalid otherwise.
+    """
+    try:
+        return normalise_history(messages)
+    except InvalidHistoryError as error:
+        if isinstance(messages, str | bytes | Mapping) or not isinstance(messages, Sequence):
+            raise
+        items = list(messages)
+        start = len(items)
+        while start > 0 and _role(items[start - 1]) == "tool":
+            start -= 1
+        last = items[start - 1] if start > 0 else None
+        if not (
+            _role(last) == "assistant" and isinstance(last, Mapping) and last.get("tool_calls")
+        ):
+            raise
+        try:
+            return normalise_history(items[: start - 1])
+        except InvalidHistoryError:
+            raise error from None
+
+
+def _role(item: Any) -> Any:
+    return item.get("role") if isinstance(item, Mapping) else None
 
 
 def normalise_edited(

@@ -206,7 +206,20 @@ def describe(
         details = _runtime(exc, shell, current)
     _as_written(details, raw_cell, current)
     details["summary"] = _summary(details, current)
+    preset = getattr(exc, "name", None) if isinstance(exc, ImportError) else None
+    if preset in _PRESET:
+        details["summary"] += (
+            f"\n  hint: {preset!r} cannot be imported: it is not a module but a name already "
+            f"defined in every cell; use it directly ({_PRESET[preset]})."
+        )
     return details
+
+
+# Names the kernel defines in every cell, which models try to import.
+_PRESET = {
+    "runtime": "runtime.list_primitives(), runtime.<namespace>.<name>(...)",
+    "self_reference": "self_reference.memory[key]...",
+}
 
 
 def _summary(details: dict[str, Any], current: int | None) -> str:

@@ -80,15 +80,120 @@ class PrimitiveListing(list):  # type: ignore[type-arg]
         return [str(entry.get("name")) for entry in self]
 
 
+def _param(name: str, kind: str, type_: str, default: str | None = None) -> dict[str, Any]:
+    item: dict[str, Any] = {"name": name, "kind": kind, "type": type_, "required": default is None}
+    if default is not None:
+        item["default"] = default
+    return item
+
+
+_OPTIONAL_STR = "str | None"
+_BUILTIN_PACK = "the runtime's own primitives: how to find and read the host primitives"
+_LISTED = "list of {name, contract, description, pack, parameters} dicts"
+_BUILTINS: tuple[dict[str, Any], ...] = (
+    {
+        "name": "runtime.list_primitives",
+        "contract": "list_primitives(namespace=None, *, prefix=None, contains=None) -> list",
+        "description": "List the callable primitives (of one namespace; whose name starts "
+        "with prefix / contains a text).",
+        "parameters": [
+            _param("namespace", "positional_or_keyword", _OPTIONAL_STR, "None"),
+            _param("prefix", "keyword_only", _OPTIONAL_STR, "None"),
+            _param("contains", "keyword_only", _OPTIONAL_STR, "None"),
+        ],
+        "input_type": "optional filters",
+        "output_type": _LISTED + "; `'ns.name' in listing` tests a name",
+        "output_parsing": "Iterate the list and read item['name'] and item['contract'].",
+        "best_practices": [
+            "Call it once to see what is installed, then read one spec with "
+            "runtime.get_primitive_spec(name) before calling an unfamiliar primitive.",
+        ],
+    },
+    {
+        "name": "runtime.list_primitive_specs",
+        "contract": "list_primitive_specs(names=None, prefix=None, contains=None, "
+        "format='xml') -> str | list",
+        "description": "Structured specs of the primitives (name, contract, description, "
+        "parameters), as XML or, with format='dict', as a list of dicts.",
+        "parameters": [
+            _param("names", "positional_or_keyword", "list[str] | None", "None"),
+            _param("prefix", "positional_or_keyword", _OPTIONAL_STR, "None"),
+            _param("contains", "positional_or_keyword", _OPTIONAL_STR, "None"),
+            _param("format", "positional_or_keyword", "str", "'xml'"),
+        ],
+        "input_type": "optional exact names or filters, and the format",
+        "output_type": "XML <primitive_specs> text, or (format='dict') a " + _LISTED,
+        "output_parsing": "With format='dict', iterate the list of dicts and read the "
+        "'parameters' of the primitive you need.",
+        "best_practices": ["Ask only for the names you need (names=[...] or prefix=...)."],
+    },
+    {
+        "name": "runtime.get_primitive_spec",
+        "contract": "get_primitive_spec(name, format='xml') -> str | dict",
+        "description": "The structured spec of one primitive, by its exact name.",
+        "parameters": [
+            _param("name", "positional_or_keyword", "str"),
+            _param("format", "positional_or_keyword", "str", "'xml'"),
+        ],
+        "input_type": "the primitive's exact name ('namespace.name')",
+        "output_type": "XML <primitive_spec> text, or (format='dict') one spec dict",
+        "output_parsing": "Read 'parameters' (name, kind, type, required) before calling it.",
+        "best_practices": ["Use the exact names runtime.list_primitives() returns."],
+    },
+    {
+        "name": "runtime.list_backends",
+        "contract": "list_backends() -> list[str]",
+        "description": "The namespaces of the installed packs that have a backend object.",
+        "parameters": [],
+        "input_type": "nothing",
+        "output_type": "list of namespace names",
+        "output_parsing": "Each name is reachable as runtime.<name>.",
+        "best_practices": [],
+    },
+)
+_FIELDS = ("name", "description", "contract", "pack", "input_type", "output_type")
+
+
+def _requirements(spec: dict[str, Any]) -> str:
+    parts = []
+    for item in spec.get("parameters") or []:
+        need = "required" if item.get("required") else f"optional, default {item.get('default')}"
+        parts.append(f"{item.get('name')}({item.get('type')}, {need})")
+    return "Parameter requirements: " + (", ".join(parts) or "no arguments.")
+
+
+def _one_xml(spec: dict[str, Any], tag: str) -> list[str]:
+    lines = [f"<{tag}>"]
+    for field in _FIELDS:
+        if field in spec:
+            lines.append(f"<{field}>{escape(str(spec[field]))}</{field}>")
+    params = spec.get("parameters") or []
+    if params:
+        lines.append("<parameters>")
+        for item in params:
+            need = "required" if item.get("required") else f"default {item.get('default')}"
+            text = f"{item.get('name')} ({item.get('kind')}, {item.get('type')}, {need})"
+            lines.append(f"<parameter>{escape(text)}</parameter>")
+        lines.append("</parameters>")
+    lines.append(f"</{tag}>")
+    return lines
+
+
 def _spec_xml(specs: list[dict[str, Any]]) -> str:
     lines = ["<primitive_specs>"]
     for spec in specs:
-        lines.append("<primitive>")
-        for field in ("name", "description", "contract", "pack"):
-            lines.append(f"<{field}>{escape(str(spec.get(field, '')))}</{field}>")
-        lines.append("</primitive>")
+        lines.extend(_one_xml(spec, "primitive"))
     lines.append("</primitive_specs>")
     return "\n".join(lines)
+
+
+def _wants_dict(format: str) -> bool:
+    if not isinstance(format, str) or format.strip().lower() not in ("dict", "json", "xml"):
+        raise TypeError(
+            f"format must be 'xml' or 'dict', got {format!r}. "
+            "Parameter requirements: format(str, optional, default 'xml')"
+        )
+    return format.strip().lower() != "xml"
 
 
 class Runtime:
@@ -160,15 +265,21 @@ class Runtime:
         prefix: str | None = None,
         contains: str | None = None,
     ) -> PrimitiveListing:
-        """Return ``[{"name", "contract", "description", "pack"}]`` for the installed
-        primitives (of ``namespace``; whose name starts with ``prefix`` / contains
-        ``contains``)."""
-        if self._config is None:
-            return PrimitiveListing()
-        listed = self.call("__list__", namespace)
+        """Return ``[{"name", "contract", "description", "pack", "parameters"}]`` for the
+        installed primitives and the ``runtime.*`` ones (of ``namespace``; whose name starts
+        with ``prefix`` / contains ``contains``)."""
+        listed: Any = []
+        if self._config is not None and namespace != "runtime":
+            listed = self.call("__list__", namespace)
+        entries = list(listed if isinstance(listed, list) else [])
+        if namespace in (None, "runtime"):
+            entries.extend(
+                {**spec, "pack": _BUILTIN_PACK, "parameters": list(spec["parameters"])}
+                for spec in _BUILTINS
+            )
         return PrimitiveListing(
             entry
-            for entry in (listed if isinstance(listed, list) else [])
+            for entry in entries
             if str(entry.get("name", "")).startswith(prefix or "")
             and (contains or "") in str(entry.get("name", ""))
         )
@@ -180,14 +291,39 @@ class Runtime:
         contains: str | None = None,
         format: str = "xml",
     ) -> Any:
-        """The primitives' specs (``name``, ``description``, ``contract``, ``pack``) as XML, or
-        a list of dicts with ``format="dict"``; ``names`` picks exact names."""
+        """The primitives' specs (``name``, ``description``, ``contract``, ``pack``,
+        ``parameters``...) as XML, or a list of dicts with ``format="dict"``; ``names`` picks
+        exact names."""
+        as_dict = _wants_dict(format)
+        if isinstance(names, str):
+            names = [names]
         specs = [
             dict(entry)
             for entry in self.list_primitives(prefix=prefix, contains=contains)
             if names is None or entry.get("name") in names
         ]
-        return specs if format.strip().lower() in ("dict", "json") else _spec_xml(specs)
+        return specs if as_dict else _spec_xml(specs)
+
+    def get_primitive_spec(self, name: str | None = None, format: str = "xml") -> Any:
+        """The spec of the primitive called ``name`` (``"namespace.name"``): XML, or a dict
+        with ``format="dict"``.
+
+        Raises:
+            TypeError: Without a name (the message gives the parameter requirements).
+            KeyError: For a name no primitive has.
+        """
+        as_dict = _wants_dict(format)
+        if not isinstance(name, str) or not name:
+            spec = next(s for s in _BUILTINS if s["name"] == "runtime.get_primitive_spec")
+            raise TypeError(
+                f"runtime.get_primitive_spec() needs the primitive's name, got {name!r}. "
+                + _requirements(spec)
+            )
+        wanted = name.removeprefix("runtime.") if name.count(".") > 1 else name
+        for entry in self.list_primitives():
+            if entry.get("name") in (name, wanted):
+                return dict(entry) if as_dict else "\n".join(_one_xml(entry, "primitive_spec"))
+        raise KeyError(f"no primitive {name!r}; runtime.list_primitives() lists them")
 
     def list_backends(self) -> list[str]:
         """The namespaces of the installed packs that have a backend object (``selfref``...)."""
@@ -199,10 +335,12 @@ class Runtime:
     def help(self, namespace: str | None = None) -> None:
         """Print every installed primitive with its contract."""
         primitives = self.list_primitives(namespace)
-        if not primitives:
+        if not any(not str(p.get("name")).startswith("runtime.") for p in primitives):
             print("No host primitives are installed.")
         for item in primitives:
-            print(f"runtime.{item['name']}: {item.get('contract', '')}")
+            name = str(item.get("name"))
+            shown = name if name.startswith("runtime.") else f"runtime.{name}"
+            print(f"{shown}: {item.get('contract', '')}")
 
     def __getattr__(self, name: str) -> RemotePath:
         if name.startswith("_"):
@@ -210,10 +348,9 @@ class Runtime:
         return RemotePath(self, (name,), ())
 
     def __dir__(self) -> list[str]:
-        names = {str(p["name"]).split(".", 1)[0] for p in self.list_primitives()}
-        return sorted(
-            names | {"call", "help", "list_backends", "list_primitive_specs", "list_primitives"}
-        )
+        names = {str(p["name"]).split(".", 1)[0] for p in self.list_primitives()} - {"runtime"}
+        builtins = {str(s["name"]).split(".", 1)[1] for s in _BUILTINS}
+        return sorted(names | builtins | {"call", "help"})
 
     def __repr__(self) -> str:
         return "<runtime: host primitives; runtime.help() lists them>"
