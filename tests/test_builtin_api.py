@@ -24,7 +24,13 @@ SURFACES = {
         "SelfReference",
         "code_touches_system",
     },
-    simplellmfunc.builtin.files: {"STALE_FILE_MESSAGE", "FileToolset", "GrepLimits", "ReadLimits"},
+    simplellmfunc.builtin.files: {
+        "SECRET_PATTERNS",
+        "STALE_FILE_MESSAGE",
+        "FileToolset",
+        "GrepLimits",
+        "ReadLimits",
+    },
     simplellmfunc.builtin.pyrepl: {
         "CellLimits",
         "ExecuteCodeTool",

@@ -114,7 +114,7 @@ def test_workspace_through_symlink(tmp_path: Path) -> None:
 
 
 def test_root_must_be_a_directory(tmp_path: Path) -> None:
-    with pytest.raises(WorkspaceError):
+    with pytest.raises(ValueError, match="not an existing directory"):
         resolve_root(tmp_path / "missing")
 
 
@@ -302,3 +302,29 @@ def test_property_literal_glob_matches_itself(parts: list[str]) -> None:
 def test_property_star_stays_in_one_component(parts: list[str]) -> None:
     path = "/".join(parts)
     assert compile_glob("*/*").matches(path) is (len(parts) == 2)
+
+
+async def test_credential_files_are_refused_by_every_tool(tmp_path: Path) -> None:
+    """A model cannot read, search, overwrite or alias (by symlink) a workspace's secrets."""
+    from simplellmfunc.builtin.files import FileToolset
+
+    (tmp_path / ".env").write_text("API_KEY=sk-secret\n")
+    (tmp_path / ".ssh").mkdir()
+    (tmp_path / ".ssh" / "config").write_text("IdentityFile sk-secret\n")
+    (tmp_path / "deploy.PEM").write_text("sk-secret\n")
+    (tmp_path / "notes.txt").write_text("sk-secret is not here\n")
+    (tmp_path / "alias.txt").symlink_to(tmp_path / ".env")
+    files = FileToolset(tmp_path)
+    for path in (".env", ".ssh/config", "deploy.PEM", "alias.txt", str(tmp_path / ".env")):
+        with pytest.raises(WorkspaceError, match="protected"):
+            await files.read_file(path)
+    with pytest.raises(WorkspaceError, match="protected"):
+        await files.echo_into(".env", "API_KEY=other\n")
+    assert (tmp_path / ".env").read_text() == "API_KEY=sk-secret\n"
+    found = await files.grep("sk-secret", "**")
+    assert "notes.txt" in found
+    assert ".env" not in found
+    assert "deploy" not in found
+    assert "protected" in await files.grep("sk-secret", ".env")
+    # The application may open them on purpose.
+    assert "API_KEY" in await FileToolset(tmp_path, protected=()).read_file(".env")

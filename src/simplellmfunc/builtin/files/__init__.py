@@ -8,9 +8,10 @@ walk), ``_image`` (image files), ``_text`` (line ranges, sed, limits).
 
 from ..._lazy import publish
 from ._grep import GrepLimits
+from ._paths import SECRET_PATTERNS
 from ._text import ReadLimits
 from ._toolset import STALE_FILE_MESSAGE, FileToolset
 
-__all__ = ["STALE_FILE_MESSAGE", "FileToolset", "GrepLimits", "ReadLimits"]
+__all__ = ["SECRET_PATTERNS", "STALE_FILE_MESSAGE", "FileToolset", "GrepLimits", "ReadLimits"]
 
 publish(__name__, __all__)

@@ -19,7 +19,7 @@ from typing import AnyStr, cast
 
 from ...exceptions import WorkspaceError
 from ._glob import PathGlob, compile_glob
-from ._paths import WorkspacePath, refuse_os_errors, resolve_path
+from ._paths import WorkspacePath, is_protected, refuse_os_errors, resolve_path
 
 __all__ = ["IGNORED_DIRS", "GrepLimits", "grep_workspace"]
 
@@ -49,6 +49,7 @@ class _Scan:
     matched_files: int = 0
     binary: int = 0
     large: int = 0
+    protected: int = 0
     cut: bool = False
 
 
@@ -153,19 +154,26 @@ def _skip_dir(name: str, glob: PathGlob) -> bool:
     return (name.startswith(".") or name in IGNORED_DIRS) and name not in glob.literals
 
 
-def _walk(scan: _Scan, rx: _Regexes, top: WorkspacePath, glob: PathGlob) -> None:
+def _walk(
+    scan: _Scan, rx: _Regexes, top: WorkspacePath, glob: PathGlob, protected: tuple[str, ...]
+) -> None:
     root_len = len(os.path.join(top.root, ""))
     match_all = glob.text == "**"
     # fwalk is a generator (typeshed says Iterator); closing it releases its directory fds.
     fwalk = cast(_FWalk, os.fwalk(top.path, follow_symlinks=False))
     with closing(fwalk) as walk:
         for dirpath, dirnames, filenames, dir_fd in walk:
-            dirnames[:] = sorted(d for d in dirnames if not _skip_dir(d, glob))
+            kept = [d for d in dirnames if not _skip_dir(d, glob)]
+            dirnames[:] = sorted(d for d in kept if not is_protected(d, protected))
+            scan.protected += len(kept) - len(dirnames)
             prefix = dirpath[root_len:]
             prefix = f"{prefix}/" if prefix else ""
             for name in sorted(filenames):
                 rel = prefix + name
                 if not match_all and not glob.matches(rel):
+                    continue
+                if is_protected(name, protected):
+                    scan.protected += 1
                     continue
                 data = _read_candidate(scan, dir_fd, name)
                 if data is not None:
@@ -192,6 +200,8 @@ def _summary(scan: _Scan, pattern: str, glob: PathGlob) -> str:
         )
     if scan.binary:
         notes.append(f"[skipped {scan.binary} binary file(s)]")
+    if scan.protected:
+        notes.append(f"[skipped {scan.protected} protected file(s) or folder(s): credentials]")
     if scan.large:
         notes.append(f"[skipped {scan.large} file(s) over {scan.limits.max_file_bytes} bytes]")
     if not scan.lines:
@@ -205,7 +215,13 @@ def _summary(scan: _Scan, pattern: str, glob: PathGlob) -> str:
 
 
 @refuse_os_errors
-def grep_workspace(root: Path, pattern: str, path_pattern: str, limits: GrepLimits) -> str:
+def grep_workspace(
+    root: Path,
+    pattern: str,
+    path_pattern: str,
+    limits: GrepLimits,
+    protected: tuple[str, ...] = (),
+) -> str:
     """Search files under ``root`` (blocking; run it in a worker thread).
 
     Raises:
@@ -213,8 +229,9 @@ def grep_workspace(root: Path, pattern: str, path_pattern: str, limits: GrepLimi
     """
     rx = _compile(pattern)
     glob = _glob_for(root, path_pattern)
-    top = resolve_path(root, "/".join(glob.base)) if glob.base else WorkspacePath(root, ())
+    base = "/".join(glob.base)
+    top = resolve_path(root, base, protected) if glob.base else WorkspacePath(root, ())
     scan = _Scan(limits)
     if top.path.is_dir():
-        _walk(scan, rx, top, glob)
+        _walk(scan, rx, top, glob, protected)
     return _summary(scan, pattern, glob)

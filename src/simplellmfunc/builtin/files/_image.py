@@ -29,7 +29,7 @@ def _sniff(head: bytes) -> str | None:
 
 
 @refuse_os_errors
-def load_image(root: Path, path: str) -> ImgPath:
+def load_image(root: Path, path: str, protected: tuple[str, ...] = ()) -> ImgPath:
     """Return ``path`` as an :class:`ImgPath` with detail ``"high"`` (blocking).
 
     Providers check that the declared media type matches the bytes, so the content must be a
@@ -38,7 +38,7 @@ def load_image(root: Path, path: str) -> ImgPath:
     Raises:
         WorkspaceError: If the path is outside ``root``, missing, too large or not such an image.
     """
-    wp = resolve_path(root, path)
+    wp = resolve_path(root, path, protected)
     with open_dir(wp) as dir_fd:
         opened = open_regular(dir_fd, wp)
         if opened is None:

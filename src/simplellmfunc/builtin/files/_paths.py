@@ -13,6 +13,7 @@ POSIX only: ``dir_fd`` operations and ``O_NOFOLLOW`` are required.
 from __future__ import annotations
 
 import errno
+import fnmatch
 import functools
 import os
 import stat
@@ -25,7 +26,9 @@ from typing import ParamSpec, TypeVar
 from ...exceptions import ArgumentValueError, WorkspaceError
 
 __all__ = [
+    "SECRET_PATTERNS",
     "WorkspacePath",
+    "is_protected",
     "open_dir",
     "open_regular",
     "read_fd",
@@ -38,6 +41,30 @@ _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 # O_NONBLOCK: opening a FIFO must not hang the worker thread; it changes nothing for files.
 _FILE_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 _PROC_FD = Path("/proc/self/fd")
+
+#: Names (matched case-insensitively against every path component) that the file tools refuse
+#: by default: files and directories that usually hold credentials. ``FileToolset(protected=...)``
+#: replaces the list; ``protected=()`` turns the check off.
+SECRET_PATTERNS: tuple[str, ...] = (
+    ".env",
+    ".env.*",
+    "*.pem",
+    "*.key",
+    "*.p12",
+    "*.pfx",
+    "id_rsa*",
+    "id_dsa*",
+    "id_ecdsa*",
+    "id_ed25519*",
+    ".netrc",
+    ".pgpass",
+    ".git-credentials",
+    ".npmrc",
+    ".pypirc",
+    ".ssh",
+    ".gnupg",
+    ".aws",
+)
 _P = ParamSpec("_P")
 _T = TypeVar("_T")
 
@@ -94,11 +121,18 @@ def resolve_root(workspace: str | os.PathLike[str]) -> Path:
     return root
 
 
-def resolve_path(root: Path, user_path: str) -> WorkspacePath:
+def is_protected(name: str, protected: tuple[str, ...]) -> bool:
+    """Whether one path component matches a protected pattern (case-insensitive)."""
+    low = name.lower()
+    return any(fnmatch.fnmatchcase(low, pattern) for pattern in protected)
+
+
+def resolve_path(root: Path, user_path: str, protected: tuple[str, ...] = ()) -> WorkspacePath:
     """Resolve ``user_path`` (relative to ``root``, or absolute inside it).
 
     Raises:
-        WorkspaceError: For an empty path, a NUL byte, or a path that resolves outside ``root``.
+        WorkspaceError: For an empty path, a NUL byte, a path that resolves outside ``root``,
+            or one with a component matching ``protected`` (checked after symlinks resolve).
     """
     if not user_path or not user_path.strip():
         raise WorkspaceError("empty path: give a file path relative to the workspace root")
@@ -117,7 +151,14 @@ def resolve_path(root: Path, user_path: str) -> WorkspacePath:
             "path or a symlink) and was refused; use a path inside the workspace, relative "
             "to its root"
         )
-    return WorkspacePath(root, real.relative_to(root).parts)
+    wp = WorkspacePath(root, real.relative_to(root).parts)
+    for name in wp.parts:
+        if is_protected(name, protected):
+            raise WorkspaceError(
+                f"{wp.shown!r} is protected: {name!r} usually holds credentials, so the file "
+                "tools do not open it (the application sets this with FileToolset(protected=...))"
+            )
+    return wp
 
 
 def _changed(shown: str) -> WorkspaceError:

@@ -12,7 +12,7 @@ the tools are bound methods, so two toolsets never share it.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -27,6 +27,7 @@ from ...tools import ApprovalFlag, Tool, parse_docstring
 from ._grep import GrepLimits, grep_workspace
 from ._image import load_image
 from ._paths import (
+    SECRET_PATTERNS,
     WorkspacePath,
     open_dir,
     open_regular,
@@ -64,6 +65,10 @@ class FileToolset:
         workspace: The directory the tools may use; it must exist.
         read_limits: Bounds on reads and edits.
         grep_limits: Bounds on grep results.
+        protected: Names no tool opens, reads, searches or writes, matched case-insensitively
+            against every path component: by default ``SECRET_PATTERNS`` (``.env``,
+            ``.env.*``, keys and certificates, ``.ssh``, ``.aws``, ``.netrc`` ...); ``()`` turns
+            the check off.
         requires_approval: The writing tools (``sed``, ``echo_into``) wait for a person's
             approval before each call: ``True``, or a callable over the call's arguments (see
             ``docs/human-in-the-loop.md``); reads never ask.
@@ -79,9 +84,11 @@ class FileToolset:
         *,
         read_limits: ReadLimits | None = None,
         grep_limits: GrepLimits | None = None,
+        protected: Sequence[str] = SECRET_PATTERNS,
         requires_approval: ApprovalFlag = False,
     ) -> None:
         self.workspace: Path = resolve_root(workspace)
+        self.protected: tuple[str, ...] = tuple(p.lower() for p in protected)
         self._read_limits = read_limits or ReadLimits()
         self._grep_limits = grep_limits or GrepLimits()
         self._baselines: dict[str, bytes] = {}
@@ -140,7 +147,7 @@ class FileToolset:
             WorkspaceError: If the path is outside the workspace, missing or not a supported
                 image.
         """
-        return await anyio.to_thread.run_sync(load_image, self.workspace, path)
+        return await anyio.to_thread.run_sync(load_image, self.workspace, path, self.protected)
 
     async def grep(self, pattern: str, path_pattern: str = "**") -> str:
         """Search the workspace's files for a regular expression (Python `re` syntax, matched
@@ -162,7 +169,12 @@ class FileToolset:
             WorkspaceError: For an invalid regex or a path_pattern outside the workspace.
         """
         return await anyio.to_thread.run_sync(
-            grep_workspace, self.workspace, pattern, path_pattern, self._grep_limits
+            grep_workspace,
+            self.workspace,
+            pattern,
+            path_pattern,
+            self._grep_limits,
+            self.protected,
         )
 
     async def sed(
@@ -218,7 +230,7 @@ class FileToolset:
     # ---- worker-thread parts ----
 
     async def _resolve(self, path: str) -> WorkspacePath:
-        return await anyio.to_thread.run_sync(resolve_path, self.workspace, path)
+        return await anyio.to_thread.run_sync(resolve_path, self.workspace, path, self.protected)
 
     def _lock(self, wp: WorkspacePath) -> anyio.Lock:
         lock = self._locks.get(wp.key)
@@ -269,7 +281,7 @@ class FileToolset:
 
     @refuse_os_errors
     def _read_file_sync(self, path: str, start: int | None, end: int | None) -> str:
-        wp = resolve_path(self.workspace, path)
+        wp = resolve_path(self.workspace, path, self.protected)
         with open_dir(wp) as dir_fd:
             data, _mode = self._load_text(dir_fd, wp)
         rendered = render_range(data, wp.shown, start, end, self._read_limits)
