@@ -5,11 +5,11 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from pathlib import Path
-from types import TracebackType
 
 import anyio
 from anyio.abc import TaskGroup
 
+from ..._resource import AsyncResource
 from ...exceptions import KernelError
 from ...sandbox import SandboxPolicy, as_policy
 from ._session import KernelSession, SessionOptions
@@ -17,7 +17,7 @@ from ._session import KernelSession, SessionOptions
 __all__ = ["KernelPool"]
 
 
-class KernelPool:
+class KernelPool(AsyncResource):
     """Keeps ``size`` idle kernels started; ``PyRepl(pool=pool)`` takes one instead of starting.
 
     Use it as an async context manager: entering starts the kernels in the background, leaving
@@ -71,7 +71,7 @@ class KernelPool:
         return len(self._ready)
 
     @property
-    def open(self) -> bool:
+    def is_open(self) -> bool:
         """Whether the pool is open (inside ``async with``)."""
         return self._tg is not None
 
@@ -82,23 +82,22 @@ class KernelPool:
             return False
         return sandbox is None or cwd is None or cwd == options.cwd
 
-    async def __aenter__(self) -> KernelPool:
-        self._tg = anyio.create_task_group()
-        await self._tg.__aenter__()
+    async def open(self) -> None:
+        """Start the kernels in the background (``async with`` does; a no-op when open)."""
+        if self._tg is not None:
+            return
+        tg = anyio.create_task_group()
+        await tg.__aenter__()
+        self._tg = tg
         for _ in range(self.size):
             self._spawn()
-        return self
 
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    async def aclose(self) -> None:
+        """Stop starting kernels and shut the idle ones down (idempotent)."""
         tg, self._tg = self._tg, None
         if tg is not None:
             tg.cancel_scope.cancel()
-            await tg.__aexit__(exc_type, exc, tb)
+            await tg.__aexit__(None, None, None)
         with anyio.CancelScope(shield=True):
             ready, self._ready = self._ready, []
             for session in ready:
