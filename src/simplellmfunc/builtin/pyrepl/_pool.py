@@ -16,6 +16,8 @@ from ._session import KernelSession, SessionOptions
 
 __all__ = ["KernelPool"]
 
+_REPLACE_AFTER_SECONDS = 0.1
+
 
 class KernelPool(AsyncResource):
     """Keeps ``size`` idle kernels started; ``PyRepl(pool=pool)`` takes one instead of starting.
@@ -120,20 +122,24 @@ class KernelPool(AsyncResource):
             await self._wait_change()
         if self._ready:
             session = self._ready.pop(0)
-            self._spawn()
+            # The replacement starts a little later: its launch (command line, process start)
+            # runs on this event loop and would otherwise delay the taken kernel's set-up.
+            self._spawn(_REPLACE_AFTER_SECONDS)
             if not session.closed and await session.is_alive():
                 return session
             await session.destroy()
         return await KernelSession.start(self._options)
 
-    def _spawn(self) -> None:
+    def _spawn(self, delay: float = 0.0) -> None:
         if self._tg is None or len(self._ready) + self._starting >= self.size:
             return
         self._starting += 1
-        self._tg.start_soon(self._start_one)
+        self._tg.start_soon(self._start_one, delay)
 
-    async def _start_one(self) -> None:
+    async def _start_one(self, delay: float = 0.0) -> None:
         try:
+            if delay:
+                await anyio.sleep(delay)
             session = await KernelSession.start(self._options)
         except KernelError as exc:
             # Remember the failure so that acquire() stops waiting; PyRepl will start directly
