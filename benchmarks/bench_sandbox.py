@@ -4,7 +4,8 @@ measured in the same run (the hardening's cost as ratios: after / before).
 
 Sandboxed tool calls are served by a warm worker (each call in a child forked ahead of it); the
 first call of a policy starts the worker. ``--tools-only`` measures only the tool calls: p50 of
-back-to-back calls (a plain call between two), and its ratio to the plain (unsandboxed) floor.
+back-to-back calls (a plain call between two), and its ratio to the plain (unsandboxed) floor,
+and p50 of calls 30 ms apart (as a model's calls come: something else runs between them).
 With ``--baseline`` the rounds interleave (before, after, before, ...), and each figure is the
 median of the rounds' medians. Figures measured on this project's machine are in
 ``docs/sandbox.md``.
@@ -30,6 +31,7 @@ from simplellmfunc.sandbox import SandboxPolicy, isolation
 from simplellmfunc.tools import sandboxed, tool
 
 ROOT = Path(__file__).resolve().parents[1]
+SPACING = 0.03  # seconds between the spaced calls (a model's turn is far longer)
 
 
 @tool
@@ -81,7 +83,15 @@ async def measure(rounds: int, plain: bool, kernels: bool = True) -> dict[str, f
         t = time.perf_counter()
         await plain_add.invoke({"a": 1, "b": 2})
         plain_times.append(time.perf_counter() - t)
+    spaced = []
+    for _ in range(0 if kernels else 10 * rounds):  # calls with something else between them
+        await anyio.sleep(SPACING)
+        t = time.perf_counter()
+        await sandboxed_add.invoke({"a": 1, "b": 2})
+        spaced.append(time.perf_counter() - t)
     await sandboxed_add.aclose()
+    if spaced:
+        out["tool_spaced_sandboxed"] = statistics.median(spaced)
     out["tool_warm_sandboxed"] = statistics.median(times)
     out["tool_warm_plain"] = statistics.median(plain_times)
     return out
@@ -125,6 +135,9 @@ def main() -> None:
     for name, value in before.items():
         print(f"before ({name:<20}): {value * 1e3:8.2f} ms, after {after[name] * 1e3:8.2f} ms, "
               f"ratio {after[name] / value:.2f}x")  # fmt: skip
+    if "tool_spaced_sandboxed" in after:
+        print(f"tool call, spaced : sandboxed {after['tool_spaced_sandboxed'] * 1e3:.2f} ms p50 "
+              f"(calls {SPACING * 1e3:.0f} ms apart)")  # fmt: skip
     if not kernels:
         return
     cold, warm = after["kernel_cold_sandboxed"], after["kernel_warm_sandboxed"]
