@@ -152,12 +152,10 @@ class Worker:
                     return {"ok": False, "too_large": True}
         except (OSError, ValueError):  # a broken pipe, or closed by kill() meanwhile
             return None
-        return self._replied(bytes(line))
-
-    def _replied(self, line: bytes) -> dict[str, Any] | None:
-        if self.key.workspace is None:
-            _empty(self.workspace)  # each call finds the private workspace empty
-        reply = json.loads(line)
+        if self.key.workspace is None and _has_entries(self.workspace):
+            # Each call finds the private workspace empty (in a thread: it may be large).
+            await anyio.to_thread.run_sync(_empty, self.workspace)
+        reply = json.loads(bytes(line))
         return reply if isinstance(reply, dict) else None
 
     def log_tail(self) -> str:
@@ -187,6 +185,14 @@ class Worker:
                 if pipe is not None:
                     pipe.close()
         shutil.rmtree(self.private, ignore_errors=True)
+
+
+def _has_entries(folder: str) -> bool:
+    try:
+        with os.scandir(folder) as entries:
+            return next(entries, None) is not None
+    except OSError:
+        return False
 
 
 def _empty(folder: str) -> None:
