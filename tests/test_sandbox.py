@@ -3,6 +3,7 @@ sandboxed tools and shell commands, and the fallback where bubblewrap cannot run
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -85,11 +86,32 @@ def visit(burn_seconds: float = 0.0, crash: str = "") -> dict[str, object]:
     return {"calls": CALLS[0], "files": found, "cpu": round(time.process_time(), 1)}
 
 
+@sandboxed(SandboxPolicy(timeout_seconds=20))
+def meddle(how: str) -> dict[str, list[str]]:
+    """Reach for the worker and its spares (the children waiting for the next calls)."""
+    import signal
+
+    others = [p for p in os.listdir("/proc") if p.isdigit() and int(p) not in (1, os.getpid())]
+    reached = []
+    for pid in others:
+        for what in ("fd/0", "fd/1", "fd/3", "fd/4", "fd/5", "mem", "environ"):
+            try:
+                open(f"/proc/{pid}/{what}", "rb").close()
+                reached.append(f"{pid}/{what}")
+            except OSError:
+                pass
+    for pid in others:
+        if int(pid) != os.getppid():  # the worker: stopping it only times this call out
+            with contextlib.suppress(OSError):
+                os.kill(int(pid), signal.SIGSTOP if how == "stop" else signal.SIGKILL)
+    return {"others": others, "reached": reached}
+
+
 @pytest.fixture
 async def warm_workers() -> AsyncIterator[None]:
     """Close the warm workers the test started (they would outlive it, until exit)."""
     yield
-    for sandboxed_tool in (add, misbehave, visit):
+    for sandboxed_tool in (add, misbehave, visit, meddle):
         await sandboxed_tool.aclose()
     assert WORKERS.live_count() == 0
 
@@ -296,6 +318,21 @@ async def test_a_warm_worker_serves_each_call_from_a_clean_state() -> None:
 
 @needs_bwrap
 @pytest.mark.usefixtures("warm_workers")
+async def test_a_call_cannot_reach_the_worker_or_the_spares_of_later_calls() -> None:
+    for how in ("stop", "kill", "stop"):
+        found = await meddle.invoke({"how": how})
+        # The worker and a spare waiting for the next call are there, and out of reach: not
+        # dumpable, so none of their pipes or files, memory or environment to open (nor
+        # ptrace).
+        assert len(found["others"]) >= 2
+        assert found["reached"] == []
+    # What the calls stopped or killed is replaced: the next calls are served, on time.
+    with anyio.fail_after(10):
+        assert [await add.invoke({"a": n, "b": 1}) for n in range(3)] == [1, 2, 3]
+
+
+@needs_bwrap
+@pytest.mark.usefixtures("warm_workers")
 async def test_parallel_calls_use_parallel_workers_and_a_timeout_replaces_one() -> None:
     async with anyio.create_task_group() as group:
         for n in range(3):
@@ -322,9 +359,10 @@ async def _none_left(mark: bytes, seconds: float = 5.0) -> bool:
 
 
 def _worker_pids() -> list[int]:
+    """The workers' pids (not their spares: the children a worker forks ahead of calls)."""
     return [
         p.pid for p in psutil.Process().children(recursive=True)
-        if _is_worker(p)
+        if _is_worker(p) and not _is_worker(p.parent())
     ]  # fmt: skip
 
 

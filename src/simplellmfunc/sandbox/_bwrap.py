@@ -43,6 +43,7 @@ __all__ = [
     "Isolation",
     "import_paths",
     "isolation",
+    "known_isolation",
     "launcher_argv",
     "sandbox_argv",
     "task_count",
@@ -65,6 +66,7 @@ _ETC = (
 )  # fmt: skip
 _CODE_SUFFIXES = (".py", ".pyc", ".so", ".pth")
 _NAMESPACE_TASKS = 2  # in the sandbox's own user namespace: bwrap's init, the command
+_SPARE_TASKS = 1  # a tool worker's second child forked ahead of a call
 _HERE = os.path.dirname(os.path.abspath(__file__))
 #: The launcher script (``_launch``) and the module it needs, bound into every sandbox.
 LAUNCHER = os.path.join(_HERE, "_launch.py")
@@ -190,6 +192,11 @@ def isolation() -> Isolation:
         return found
 
 
+def known_isolation() -> Isolation | None:
+    """What :func:`isolation` found already (None: not tried yet, it would block)."""
+    return _CACHE.get(os.environ.get(ENV_BINARY, ""))
+
+
 def usable(policy: SandboxPolicy, what: str = "sandbox") -> Isolation:
     """The isolation for ``policy``; refuse where it is required and missing, else warn.
 
@@ -251,6 +258,8 @@ def launcher_argv(
     limits and the no-process filter themselves (``_worker``).
     """
     tasks = _NAMESPACE_TASKS if own_user_namespace else 0 if os.getuid() == 0 else task_count()
+    if worker and own_user_namespace:
+        tasks += _SPARE_TASKS  # a worker keeps a spare besides the call's child (``_worker``)
     rlimits = policy.rlimits(tasks_now=tasks, per_call=worker)
     limits = ",".join(f"{k}={v}" for k, v in rlimits.items())
     kind = "base" if policy.allow_subprocess or worker else "no-processes"

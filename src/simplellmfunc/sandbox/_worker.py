@@ -1,15 +1,20 @@
 """The sandboxed worker: serves Python tool calls inside a sandbox (``python -m`` this module).
 
-It stays up between calls (a warm worker: its imports are paid once) and forks a child per call,
-so each call still starts from the same clean state with fresh limits (CPU time counts from zero,
-the address-space limit is the child's own) and a crash or limit hit kills only that child.
+It stays up between calls (a warm worker: its imports are paid once) and serves each call in a
+child of its own, so each call still starts from the same clean state with fresh limits (CPU
+time counts from zero, the address-space limit is the child's own) and a crash or limit hit kills
+only that child. The child is forked ahead of the call (a *spare*, forked from the worker's clean
+state once the previous call's processes are gone): it sets its limits and filter, then waits for
+its one request, so a call pays neither a fork nor an exec (forking a worker that has imported
+pydantic costs milliseconds). The worker and its spares are not dumpable (``PR_SET_DUMPABLE`` 0:
+no ``ptrace`` and no ``/proc/<pid>/fd`` or ``mem`` for a call's code); a spare never holds another
+spare's pipe or files, serves exactly one call and is killed after it.
 
 Requests arrive one per line on stdin as JSON (``module``, ``qualname``, ``main_file``,
 ``arguments``; ``"op": "load"`` only imports); the worker imports the tool once (in itself, so
-the children inherit it), forks,
-and the child validates the arguments with the tool's schema, calls it (awaiting coroutines) and
-leaves its reply in a file; what the tool prints goes to another. One JSON line answers each
-request on the stdout the worker started with::
+the children inherit it), and a spare validates the arguments with the tool's schema, calls it
+(awaiting coroutines) and leaves its reply in a file; what the tool prints goes to another. One
+JSON line answers each request on the stdout the worker started with::
 
     {"ok": true, "result": ...}
     {"ok": false, "error": {"type", "message", "builtin", "limit", "violation"}}
@@ -21,8 +26,8 @@ from fork: ``"processes"``; ``EMFILE``: ``"open_files"``; ``EFBIG``: ``"file_siz
 child ended without a reply (killed by a limit, crashed).
 
 After each call, whatever the call left running is killed: its process group, and, in a
-sandbox's own PID namespace (``--pid-namespace``), every process but the worker and the
-namespace's init; without one (the fallback) the worker is a child subreaper, so what a call
+sandbox's own PID namespace (``--pid-namespace``), every process but the worker, its spares
+and the namespace's init; without one (the fallback) the worker is a child subreaper, so what a call
 detached (``setsid``, a double fork) is re-parented to it and killed.
 
 Each call child sets its own limits (``--call-memory-mb``: address space on top of what the
@@ -38,6 +43,7 @@ import builtins
 import contextlib
 import errno
 import functools
+import gc
 import importlib
 import importlib.util
 import inspect
@@ -152,26 +158,116 @@ def _call_limits() -> None:
         resource.setrlimit(resource.RLIMIT_NOFILE, (highest + 1 + files,) * 2)
 
 
+_PR_SET_DUMPABLE = 4
+
+
+class _Spare:
+    """A child forked ahead of its call, waiting for the request on a pipe."""
+
+    __slots__ = ("output", "pid", "reaped", "reply", "request")
+
+    def __init__(self, program: bytes | None, private: tuple[int, ...]) -> None:
+        # Closed by close(), after the call (they outlive this method).
+        self.reply = tempfile.TemporaryFile()  # noqa: SIM115
+        self.output = tempfile.TemporaryFile()  # noqa: SIM115
+        read, self.request = os.pipe()
+        sys.stdout.flush()
+        sys.stderr.flush()
+        self.reaped = False
+        self.pid = os.fork()
+        if self.pid == 0:
+            os.close(self.request)
+            _child(read, self.reply, self.output, program, private)
+        os.close(read)
+
+    def descriptors(self) -> tuple[int, ...]:
+        """The worker's ends of this spare's pipe and files."""
+        return (self.request, self.reply.fileno(), self.output.fileno())
+
+    def waiting(self) -> bool:
+        """Whether the child still waits for its request (not ended, not stopped)."""
+        try:
+            pid, status = os.waitpid(self.pid, os.WNOHANG | os.WUNTRACED)
+        except ChildProcessError:
+            self.reaped = True
+            return False
+        if pid and not os.WIFSTOPPED(status):
+            self.reaped = True
+        return pid == 0
+
+    def run(self, request: bytes) -> int:
+        """Hand the spare its request; its wait status once it replied or ended."""
+        with contextlib.suppress(OSError):  # it died meanwhile: its status says so
+            os.write(self.request, request)
+        os.close(self.request)
+        # The child stops itself once its reply is written: the worker does not wait for its
+        # address space to be torn down (that happens after the reply, on SIGKILL).
+        _, status = os.waitpid(self.pid, os.WUNTRACED)
+        return status
+
+    def close(self) -> None:
+        """Kill the child (unless reaped already) and close its files."""
+        if not self.reaped:  # a reaped pid may be another process's by now
+            with contextlib.suppress(OSError):
+                os.kill(self.pid, signal.SIGKILL)
+        if not self.reply.closed:
+            with contextlib.suppress(OSError):
+                os.close(self.request)
+            self.reply.close()
+            self.output.close()
+
+    def reap(self, wait: bool) -> bool:
+        """Whether the (killed) child is reaped now (``wait``: wait for it)."""
+        if not self.reaped:
+            try:
+                self.reaped = os.waitpid(self.pid, 0 if wait else os.WNOHANG)[0] != 0
+            except ChildProcessError:
+                self.reaped = True
+        return self.reaped
+
+
+def _read_all(fd: int) -> bytes:
+    chunks = []
+    while chunk := os.read(fd, 1 << 16):
+        chunks.append(chunk)
+    os.close(fd)
+    return b"".join(chunks)
+
+
 def _child(
-    target: Any, arguments: dict[str, Any], reply: Any, output: Any, program: bytes | None
+    read: int, reply: Any, output: Any, program: bytes | None, private: tuple[int, ...]
 ) -> None:
-    """Run one call in the forked child; never returns."""
+    """Run one call in the forked child; never returns.
+
+    ``private``: the worker's own descriptors (its replies), closed: a call cannot write to
+    the host's end of the protocol. Its stdin (the host's requests) becomes ``/dev/null``.
+    """
     code = 0
     try:
         libc = _libc()
         if libc is not None:  # Linux: die if the worker dies
             libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
         os.setpgid(0, 0)
+        for fd in private:
+            os.close(fd)
+        null = os.open(os.devnull, os.O_RDONLY)
+        os.dup2(null, 0)
+        os.close(null)
         os.dup2(output.fileno(), 1)
         os.dup2(output.fileno(), 2)
         _call_limits()
         if program is not None:
             _seccomp.install(program)
+        request = json.loads(_read_all(read) or b"null")
+        if not isinstance(request, dict):
+            os._exit(0)  # the worker let this spare go unused
         try:
-            data = _encode({"ok": True, "result": _call(target, arguments)})
+            target = _load(request)
+            data = _encode({"ok": True, "result": _call(target, request["arguments"])})
         except BaseException as exc:  # boundary: every failure goes back to the host, typed
             data = json.dumps({"ok": False, "error": describe(exc)})
         os.write(reply.fileno(), data.encode())
+        os.kill(os.getpid(), signal.SIGSTOP)  # replied: the worker kills this child now
     except BaseException:  # boundary: the parent reports the exit status instead
         code = 1
     finally:
@@ -184,34 +280,119 @@ def _tail(handle: Any) -> str:
     return str(handle.read().decode("utf-8", errors="replace"))
 
 
-def _serve_one(request: dict[str, Any], own_namespace: bool, program: bytes | None) -> str:
-    try:
-        target = _load(request)
-    except BaseException as exc:  # boundary: an import failure is the call's failure
-        return json.dumps({"ok": False, "error": describe(exc)})
-    if request.get("op") == "load":
-        return json.dumps({"ok": True, "result": None})
-    arguments = dict(request.get("arguments") or {})
-    with tempfile.TemporaryFile() as reply, tempfile.TemporaryFile() as output:
-        sys.stdout.flush()
-        sys.stderr.flush()
-        pid = os.fork()
-        if pid == 0:
-            _child(target, arguments, reply, output, program)
-        _, status = os.waitpid(pid, 0)
+class _Server:
+    """The worker's state between requests: the spares for the next calls.
+
+    In a PID namespace of the sandbox's own, two spares wait (one is ready even when calls
+    come back to back: forking a spare and its first steps take longer than a call's round
+    trip); in the fallback one, forked after the previous call's sweep (which kills and reaps
+    every child of the subreaper).
+    """
+
+    def __init__(
+        self, own_namespace: bool, program: bytes | None, private: tuple[int, ...] = ()
+    ) -> None:
+        self.own_namespace = own_namespace
+        self.program = program
+        self.private = private
+        self.count = 2 if own_namespace else 1
+        self.spares: list[_Spare] = []
+        self.dying: list[_Spare] = []  # killed after their call, not reaped yet
+
+    def finish(self, call: _Spare) -> None:
+        """Kill ``call``'s child; reap it now or later (its teardown is not the next call's)."""
+        call.close()
+        if not call.reap(wait=False):
+            self.dying.append(call)
+
+    def _fork(self) -> _Spare:
+        # A spare never holds another's descriptors: no call reads another's request or reply.
+        others = tuple(fd for spare in self.spares for fd in spare.descriptors())
+        gc.freeze()  # the collector never writes to the worker's objects in a child
+        return _Spare(self.program, self.private + others)
+
+    def prepare(self) -> None:
+        """Reap what died; fork spares up to the count (the previous call's processes gone)."""
+        self.dying = [call for call in self.dying if not call.reap(wait=False)]
+        for spare in [spare for spare in self.spares if not spare.waiting()]:
+            self.spares.remove(spare)  # a call's code killed or stopped it: replace it now
+            self.finish(spare)
+        while len(self.spares) < self.count:
+            self.spares.append(self._fork())
+
+    def _take(self) -> _Spare:
+        """The oldest spare still waiting (one a call's code killed or stopped is dropped)."""
+        while self.spares:
+            spare = self.spares.pop(0)
+            if spare.waiting():
+                return spare
+            self.finish(spare)
+        return self._fork()
+
+    def close(self) -> None:
+        for call in [*self.dying, *self.spares]:
+            call.close()
+            call.reap(wait=True)
+        self.dying, self.spares = [], []
+
+    def _sweep(self, call: _Spare) -> None:
+        """Kill what the call left: its process group, and everything it detached."""
         with contextlib.suppress(OSError):
-            os.killpg(pid, signal.SIGKILL)  # what the call left in its process group
-        if own_namespace:
-            with contextlib.suppress(OSError):
-                os.kill(-1, signal.SIGKILL)  # everything else of the namespace, detached too
-        else:
+            os.killpg(call.pid, signal.SIGKILL)  # the call and what it left in its group
+        if not self.own_namespace:
+            with contextlib.suppress(ChildProcessError):
+                os.waitpid(call.pid, 0)
+            call.reaped = True
             _launch.kill_the_rest()  # what the call detached came back to this subreaper
-        reply.seek(0)
-        data = reply.read().decode("utf-8", errors="replace")
-        if data:
-            return data
-        code = -os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.WEXITSTATUS(status)
-        return json.dumps({"ok": False, "exit": code, "output": _tail(output)})
+            return
+        # Everything else of the namespace but its init, this worker and the spares, until
+        # nothing is left running (what forked meanwhile is found in the next round).
+        keep = {1, os.getpid(), call.pid, *(spare.pid for spare in self.spares)}
+        keep.update(dead.pid for dead in self.dying)  # killed, not reaped yet
+        while _kill_all_but(keep):
+            pass
+
+    def serve(self, request: dict[str, Any]) -> tuple[str, _Spare | None]:
+        """The reply to ``request``, and the finished call's child to reap once it is sent."""
+        try:
+            _load(request)
+        except BaseException as exc:  # boundary: an import failure is the call's failure
+            return json.dumps({"ok": False, "error": describe(exc)}), None
+        if request.get("op") == "load":
+            self.close()  # forked before the import: the next spares inherit it
+            return json.dumps({"ok": True, "result": None}), None
+        call = self._take()
+        payload = {**request, "arguments": dict(request.get("arguments") or {})}
+        status = call.run(json.dumps(payload).encode())
+        self._sweep(call)
+        call.reply.seek(0)
+        data = call.reply.read().decode("utf-8", errors="replace")
+        if not data:
+            if os.WIFSTOPPED(status):
+                code = -os.WSTOPSIG(status)
+            elif os.WIFSIGNALED(status):
+                code = -os.WTERMSIG(status)
+            else:
+                code = os.WEXITSTATUS(status)
+            data = json.dumps({"ok": False, "exit": code, "output": _tail(call.output)})
+        return data, call
+
+
+def _kill_all_but(keep: set[int]) -> bool:
+    """SIGKILL every process in ``/proc`` not in ``keep`` and add it there; whether there was one.
+
+    A process SIGKILLed runs no more code, so it is not looked at again (its teardown may
+    take a while); what it forked before is new, and found in the next round. Only in a PID
+    namespace of the sandbox's own (its ``/proc`` shows only the sandbox).
+    """
+    found = False
+    for name in os.listdir("/proc"):
+        if name.isdigit() and int(name) not in keep:
+            found = True
+            keep.add(int(name))
+            with contextlib.suppress(OSError):
+                os.kill(int(name), signal.SIGKILL)
+    return found
 
 
 def main() -> None:
@@ -219,7 +400,12 @@ def main() -> None:
     # `kill(-1)` must only ever run in a PID namespace of the sandbox's own, where the worker
     # is the process the namespace's init started.
     own_namespace = "--pid-namespace" in sys.argv[1:] and os.getpid() == 2 and os.getppid() == 1
-    _libc()  # loaded here, once: the children inherit it
+    libc = _libc()  # loaded here, once: the children inherit it
+    if libc is not None:
+        # Not dumpable, and so neither are the children it forks (inherited from the moment
+        # of the fork): no call's code can ptrace a spare or open /proc/<pid>/fd or mem of
+        # the worker or a spare, which hold other calls' requests and replies.
+        libc.prctl(_PR_SET_DUMPABLE, 0)
     if not own_namespace:
         _launch.become_subreaper()
     program = None
@@ -229,10 +415,18 @@ def main() -> None:
     replies = os.fdopen(os.dup(1), "w", encoding="utf-8")
     os.dup2(2, 1)  # prints at import go to stderr, never into a reply
     sys.stdout = sys.stderr
-    for line in sys.stdin.buffer:
-        if line.strip():
-            replies.write(_serve_one(json.loads(line), own_namespace, program) + "\n")
-            replies.flush()
+    server = _Server(own_namespace, program, (replies.fileno(),))
+    try:
+        for line in sys.stdin.buffer:
+            if line.strip():
+                data, finished = server.serve(json.loads(line))
+                replies.write(data + "\n")
+                replies.flush()
+                if finished is not None:
+                    server.finish(finished)
+                server.prepare()
+    finally:
+        server.close()
 
 
 if __name__ == "__main__":

@@ -39,6 +39,7 @@ from ..exceptions import (
     limit_exceeded,
 )
 from ..sandbox import SEED_NAMES, SandboxPolicy, usable, warning_event
+from ..sandbox._bwrap import known_isolation
 from ._emitter import ToolContext
 from ._tool import FunctionTool
 from ._workers import WORKERS, WorkerKey
@@ -111,30 +112,37 @@ class SandboxedTool(FunctionTool):
 
     async def _sandboxed_call(self, kwargs: dict[str, Any], context: ToolContext | None) -> Any:
         request = _request(self.func, to_jsonable_python(kwargs))
-        isolated = await anyio.to_thread.run_sync(usable, self.policy, f"tool {self.name!r}")
+        # A warm call crosses to a thread once (the call itself); the rest never blocks then.
+        if known_isolation() is not None:
+            isolated = usable(self.policy, f"tool {self.name!r}")
+        else:
+            isolated = await anyio.to_thread.run_sync(usable, self.policy, f"tool {self.name!r}")
         warning = warning_event(isolated, self.policy)
         if warning is not None and context is not None:
             await context.event_emitter.emit("sandbox_warning", warning)
         binds, paths = request.pop("binds"), request.pop("paths")
         key = WorkerKey(self.policy, self.workspace, tuple(binds), tuple(paths), isolated)
-        with anyio.CancelScope(shield=True):  # a worker started must be given back
-            worker = await anyio.to_thread.run_sync(WORKERS.acquire, key)
+        idle = WORKERS.idle(key)
+        if idle is not None:
+            worker = idle
+        else:
+            with anyio.CancelScope(shield=True):  # a worker started must be given back
+                worker = await anyio.to_thread.run_sync(WORKERS.acquire, key)
         healthy = False
         try:
-            # Starting a worker and importing the tool are not the call's time.
-            with anyio.move_on_after(_START_SECONDS) as starting:
-                loaded = await anyio.to_thread.run_sync(
-                    worker.load, request, abandon_on_cancel=True
-                )
-            if starting.cancelled_caught or loaded is None:
-                raise ToolExecutionError(
-                    "the sandboxed tool's worker did not start" + worker.log_tail()
-                )
-            if not loaded.get("ok"):
-                healthy = True
-                return _reply(loaded, self.policy)  # the import failed: raises
+            if (request["module"], request["qualname"]) not in worker.loaded:
+                # Starting a worker and importing the tool are not the call's time.
+                with anyio.move_on_after(_START_SECONDS) as starting:
+                    loaded = await worker.load(request)
+                if starting.cancelled_caught or loaded is None:
+                    raise ToolExecutionError(
+                        "the sandboxed tool's worker did not start" + worker.log_tail()
+                    )
+                if not loaded.get("ok"):
+                    healthy = True
+                    return _reply(loaded, self.policy)  # the import failed: raises
             with anyio.move_on_after(self.policy.timeout_seconds) as deadline:
-                reply = await anyio.to_thread.run_sync(worker.call, request, abandon_on_cancel=True)
+                reply = await worker.call(request)
             if deadline.cancelled_caught:
                 raise limit_exceeded(
                     f"the sandboxed tool ran longer than {self.policy.timeout_seconds:g} s "
@@ -149,8 +157,9 @@ class SandboxedTool(FunctionTool):
             return _reply(reply, self.policy)
         finally:
             # A worker in an unknown state (a call cut short, a crash) is never reused.
-            with anyio.CancelScope(shield=True):
-                await anyio.to_thread.run_sync(WORKERS.release, worker, healthy)
+            if not (healthy and WORKERS.keep(worker)):
+                with anyio.CancelScope(shield=True):
+                    await anyio.to_thread.run_sync(WORKERS.release, worker, False)
 
     async def aclose(self) -> None:
         """Stop the idle warm workers of this tool's policy (new calls start new ones)."""

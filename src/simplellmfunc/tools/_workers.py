@@ -9,7 +9,9 @@ killed and the next call starts a new one. Parallel calls use parallel workers; 
 ``MAX_IDLE`` per key wait for the next call. Workers are killed at interpreter exit (an
 ``atexit`` hook installed with the first worker) or by :meth:`WorkerPool.close`.
 
-Blocking throughout (pipes, process waits): call from worker threads.
+Starting and killing workers blocks (process starts and waits): do it in worker threads.
+:meth:`Worker.call` runs on the event loop (non-blocking pipes), and :meth:`WorkerPool.idle` and
+:meth:`WorkerPool.keep` never block, so a warm call never crosses to a thread.
 """
 
 from __future__ import annotations
@@ -26,6 +28,8 @@ import tempfile
 import threading
 from dataclasses import dataclass
 from typing import Any
+
+import anyio
 
 from ..sandbox import (
     Isolation,
@@ -93,13 +97,14 @@ class Worker:
 
         #: The (module, qualname) pairs this worker has imported.
         self.loaded: set[tuple[str, str]] = set()
+        self._nonblocking = False
 
-    def load(self, request: dict[str, Any]) -> dict[str, Any] | None:
+    async def load(self, request: dict[str, Any]) -> dict[str, Any] | None:
         """Have the worker import the tool of ``request`` (once); its reply, None if it died."""
         target = (str(request["module"]), str(request["qualname"]))
         if target in self.loaded:
             return {"ok": True, "result": None}
-        reply = self.call({**request, "op": "load", "arguments": None})
+        reply = await self.call({**request, "op": "load", "arguments": None})
         if reply is not None and reply.get("ok"):
             self.loaded.add(target)
         return reply
@@ -109,27 +114,48 @@ class Worker:
         """Whether the worker process still runs."""
         return self.process.poll() is None
 
-    def call(self, request: dict[str, Any]) -> dict[str, Any] | None:
-        """Send one request and wait for its reply (None: the worker died)."""
+    async def call(self, request: dict[str, Any]) -> dict[str, Any] | None:
+        """Send one request and wait for its reply (None: the worker died).
+
+        On the event loop, no thread: a thread's wake-ups would be most of a warm call's cost.
+        A call cut short (cancelled, timed out) leaves the worker in an unknown state: the
+        caller kills it.
+        """
         stdin, stdout = self.process.stdin, self.process.stdout
         assert stdin is not None
         assert stdout is not None
         cap = self.key.policy.max_output_bytes
+        limit = None if cap is None else cap + _ENVELOPE
         try:
-            stdin.write(json.dumps(request).encode() + b"\n")
-            stdin.flush()
-            # Bounded: a result over the policy's cap is never read whole into this process.
-            line = stdout.readline(-1 if cap is None else cap + _ENVELOPE)
+            if not self._nonblocking:
+                os.set_blocking(stdin.fileno(), False)
+                os.set_blocking(stdout.fileno(), False)
+                self._nonblocking = True
+            pending = memoryview(json.dumps(request).encode() + b"\n")
+            while pending:
+                try:
+                    pending = pending[os.write(stdin.fileno(), pending) :]
+                except BlockingIOError:
+                    await anyio.wait_writable(stdin.fileno())
+            line = bytearray()
+            while not line.endswith(b"\n"):
+                try:
+                    chunk = os.read(stdout.fileno(), 1 << 16)
+                except BlockingIOError:
+                    await anyio.wait_readable(stdout.fileno())
+                    continue
+                if not chunk:
+                    return None  # the worker died
+                line += chunk
+                if limit is not None and len(line) > limit:
+                    # Over the cap: never read whole into this process; the caller kills us.
+                    return {"ok": False, "too_large": True}
         except (OSError, ValueError):  # a broken pipe, or closed by kill() meanwhile
             return None
-        if not line:
-            return None
-        if not line.endswith(b"\n"):
-            # Over the cap: the rest of the line is still in the pipe; the caller kills us.
-            return {"ok": False, "too_large": True}
-        if self.key.workspace is None:
-            _empty(self.workspace)  # each call finds the private workspace empty
-        reply = json.loads(line)
+        if self.key.workspace is None and _has_entries(self.workspace):
+            # Each call finds the private workspace empty (in a thread: it may be large).
+            await anyio.to_thread.run_sync(_empty, self.workspace)
+        reply = json.loads(bytes(line))
         return reply if isinstance(reply, dict) else None
 
     def log_tail(self) -> str:
@@ -161,6 +187,14 @@ class Worker:
         shutil.rmtree(self.private, ignore_errors=True)
 
 
+def _has_entries(folder: str) -> bool:
+    try:
+        with os.scandir(folder) as entries:
+            return next(entries, None) is not None
+    except OSError:
+        return False
+
+
 def _empty(folder: str) -> None:
     with contextlib.suppress(OSError), os.scandir(folder) as entries:
         for entry in entries:
@@ -179,6 +213,14 @@ class WorkerPool:
         self._live: set[Worker] = set()
         self._lock = threading.Lock()
         self._hooked = False
+
+    def idle(self, key: WorkerKey) -> Worker | None:
+        """An idle live worker for ``key`` that needs nothing killed first (never blocks)."""
+        with self._lock:
+            idle = self._idle.get(key)
+            if idle and idle[-1].alive:
+                return idle.pop()
+        return None
 
     def acquire(self, key: WorkerKey) -> Worker:
         """An idle worker for ``key``, or a new one."""
@@ -204,15 +246,20 @@ class WorkerPool:
             self._live.add(worker)
         return worker
 
-    def release(self, worker: Worker, healthy: bool) -> None:
-        """Give ``worker`` back after a call (``healthy`` False: kill it)."""
-        if healthy and worker.alive:
+    def keep(self, worker: Worker) -> bool:
+        """Put a healthy ``worker`` back among the idle ones, if there is room (never blocks)."""
+        if worker.alive:
             with self._lock:
                 idle = self._idle.setdefault(worker.key, [])
                 if len(idle) < MAX_IDLE:
                     idle.append(worker)
-                    return
-        self._forget(worker)
+                    return True
+        return False
+
+    def release(self, worker: Worker, healthy: bool) -> None:
+        """Give ``worker`` back after a call (``healthy`` False: kill it)."""
+        if not (healthy and self.keep(worker)):
+            self._forget(worker)
 
     def close(self, policy: SandboxPolicy | None = None) -> None:
         """Kill the idle workers (of ``policy`` only, if given); at exit, every worker."""

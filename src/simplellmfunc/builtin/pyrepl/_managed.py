@@ -201,7 +201,7 @@ class ManagedKernel:
                 "directory): create it, or pass an existing working_directory= to PyRepl"
             )
         pool = settings.pool
-        if pool is not None and (pool.fits(settings.cwd, settings.sandbox) or not pool.open):
+        if pool is not None and (pool.fits(settings.cwd, settings.sandbox) or not pool.is_open):
             # acquire() raises for a pool that is not open, even one whose kernels do not fit.
             session = await pool.acquire()
         else:

@@ -5,19 +5,21 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from pathlib import Path
-from types import TracebackType
 
 import anyio
 from anyio.abc import TaskGroup
 
+from ..._resource import AsyncResource
 from ...exceptions import KernelError
 from ...sandbox import SandboxPolicy, as_policy
 from ._session import KernelSession, SessionOptions
 
 __all__ = ["KernelPool"]
 
+_REPLACE_AFTER_SECONDS = 0.1
 
-class KernelPool:
+
+class KernelPool(AsyncResource):
     """Keeps ``size`` idle kernels started; ``PyRepl(pool=pool)`` takes one instead of starting.
 
     Use it as an async context manager: entering starts the kernels in the background, leaving
@@ -71,7 +73,7 @@ class KernelPool:
         return len(self._ready)
 
     @property
-    def open(self) -> bool:
+    def is_open(self) -> bool:
         """Whether the pool is open (inside ``async with``)."""
         return self._tg is not None
 
@@ -82,23 +84,22 @@ class KernelPool:
             return False
         return sandbox is None or cwd is None or cwd == options.cwd
 
-    async def __aenter__(self) -> KernelPool:
-        self._tg = anyio.create_task_group()
-        await self._tg.__aenter__()
+    async def open(self) -> None:
+        """Start the kernels in the background (``async with`` does; a no-op when open)."""
+        if self._tg is not None:
+            return
+        tg = anyio.create_task_group()
+        await tg.__aenter__()
+        self._tg = tg
         for _ in range(self.size):
             self._spawn()
-        return self
 
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    async def aclose(self) -> None:
+        """Stop starting kernels and shut the idle ones down (idempotent)."""
         tg, self._tg = self._tg, None
         if tg is not None:
             tg.cancel_scope.cancel()
-            await tg.__aexit__(exc_type, exc, tb)
+            await tg.__aexit__(None, None, None)
         with anyio.CancelScope(shield=True):
             ready, self._ready = self._ready, []
             for session in ready:
@@ -121,20 +122,24 @@ class KernelPool:
             await self._wait_change()
         if self._ready:
             session = self._ready.pop(0)
-            self._spawn()
+            # The replacement starts a little later: its launch (command line, process start)
+            # runs on this event loop and would otherwise delay the taken kernel's set-up.
+            self._spawn(_REPLACE_AFTER_SECONDS)
             if not session.closed and await session.is_alive():
                 return session
             await session.destroy()
         return await KernelSession.start(self._options)
 
-    def _spawn(self) -> None:
+    def _spawn(self, delay: float = 0.0) -> None:
         if self._tg is None or len(self._ready) + self._starting >= self.size:
             return
         self._starting += 1
-        self._tg.start_soon(self._start_one)
+        self._tg.start_soon(self._start_one, delay)
 
-    async def _start_one(self) -> None:
+    async def _start_one(self, delay: float = 0.0) -> None:
         try:
+            if delay:
+                await anyio.sleep(delay)
             session = await KernelSession.start(self._options)
         except KernelError as exc:
             # Remember the failure so that acquire() stops waiting; PyRepl will start directly

@@ -22,7 +22,7 @@ from __future__ import annotations
 import hashlib
 import itertools
 import re
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Final, Literal
 
@@ -167,12 +167,13 @@ def _cut(block: _Block, max_chars: int) -> Iterator[_Block]:
     """A block longer than ``max_chars``, cut at line ends (no line is longer: see
     :func:`_split_long_lines`)."""
     start, size = 0, 0
-    for i, line in enumerate(block.lines):
-        if size and size + len(line) + 1 > max_chars:
-            yield _Block(block.start + start, block.lines[start:i], False)
+    lines = block.lines
+    for i, length in enumerate(map(len, lines)):
+        if size and size + length + 1 > max_chars:
+            yield _Block(block.start + start, lines[start:i], False)
             start, size = i, 0
-        size += len(line) + 1
-    yield _Block(block.start + start, block.lines[start:], False)
+        size += length + 1
+    yield _Block(block.start + start, lines[start:], False)
 
 
 def _pack(section: _Section, max_chars: int) -> Iterator[list[_Block]]:
@@ -213,19 +214,22 @@ def _pieces(line: str, max_chars: int) -> Iterator[str]:
     yield line[start:]
 
 
-def _split_long_lines(text: str, max_chars: int) -> tuple[list[str], list[int]]:
+def _split_long_lines(text: str, max_chars: int) -> tuple[list[str], Sequence[int]]:
     """The lines of ``text`` (long ones in pieces) and each one's 0-based line number."""
-    lines: list[str] = []
+    lines = text.splitlines()
+    if not lines or max(map(len, lines)) < max_chars:  # the usual case: no line to cut
+        return lines, range(len(lines))
+    pieces: list[str] = []
     numbers: list[int] = []
-    for number, line in enumerate(text.splitlines()):
+    for number, line in enumerate(lines):
         if len(line) < max_chars:
-            lines.append(line)
+            pieces.append(line)
             numbers.append(number)
             continue
         for piece in _pieces(line, max_chars - 1):  # -1: the newline each line counts
-            lines.append(piece)
+            pieces.append(piece)
             numbers.append(number)
-    return lines, numbers
+    return pieces, numbers
 
 
 def chunk_text(

@@ -114,6 +114,8 @@ _STOP: Final = frozenset(
 
 def fts_text(text: str) -> str:
     """``text`` as the index holds it: a space around each CJK character."""
+    if text.isascii():  # the usual case, at C speed: nothing to space out
+        return text
     return _CJK.sub(r" \g<0> ", text) if _CJK.search(text) else text
 
 
@@ -235,10 +237,14 @@ def insert_chunks(conn: sqlite3.Connection, chunks: Sequence[tuple[str, Chunk]])
             for rowid, (path, c) in zip(rowids, chunks, strict=True)
         ],
     )
-    conn.execute(
-        f"INSERT INTO chunks_fts (rowid, heading, text) "
-        f"SELECT rowid, {_FTS_TEXT}(heading), {_FTS_TEXT}(text) FROM chunks WHERE rowid >= ?",
-        (first,),
+    # From the values in hand (not read back through the SQL function: a call into Python per
+    # row and column).
+    conn.executemany(
+        "INSERT INTO chunks_fts (rowid, heading, text) VALUES (?, ?, ?)",
+        [
+            (rowid, fts_text(c.heading), fts_text(c.text))
+            for rowid, (_, c) in zip(rowids, chunks, strict=True)
+        ],
     )
     return rowids
 

@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import hashlib
 import os
+import queue
+import threading
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -145,6 +147,7 @@ class _Plan:
 
 
 Row = idx.Row
+_EMIT_BATCH: Final = 16  # files whose chunks are handed to the writer together
 
 
 def _passage(row: Row, score: float | None = None) -> Passage:
@@ -308,8 +311,67 @@ class KnowledgeBase(AsyncResource):
             known, labels = await self._db.aread(
                 lambda conn: (idx.known_files(conn), idx.root_labels(conn))
             )
+            if self.embedder is None:
+                return await self._ingest_streaming(targets, known, labels, prune, started)
             plan = await anyio.to_thread.run_sync(self._plan, targets, known, labels, prune)
             return await self._apply(plan, started)
+
+    async def _ingest_streaming(
+        self,
+        targets: Sequence[str | os.PathLike[str]],
+        known: dict[str, tuple[int, int, str, str]],
+        labels: dict[str, str],
+        prune: bool,
+        started: float,
+    ) -> IngestReport:
+        """Ingest without an embedder: files are read and chunked in one thread while the
+        chunks of those before are written in another, in the one transaction (SQLite
+        releases the GIL while it indexes)."""
+        batches: queue.SimpleQueue[list[_Change] | BaseException | None] = queue.SimpleQueue()
+        plan = _Plan()
+
+        def produce() -> None:
+            try:
+                self._plan(targets, known, labels, prune, plan=plan, emit=batches.put)
+                batches.put(None)
+            except BaseException as exc:  # boundary: handed to the writer, which raises it
+                batches.put(exc)
+
+        def consume(conn: Any) -> tuple[int, int, int]:
+            # The reader runs beside this writer and is joined before the transaction ends,
+            # whatever happens (it stops by itself: nothing it waits for).
+            reader = threading.Thread(target=produce, name="slf-ingest-reader")
+            reader.start()
+            try:
+                removed = added = kept = 0
+                while (batch := batches.get()) is not None:
+                    if isinstance(batch, BaseException):
+                        raise batch  # the transaction is rolled back: nothing is kept
+                    existing = {c.entry.path: idx.chunk_rowids(conn, c.entry.path) for c in batch}
+                    added += sum(
+                        c.id not in existing[ch.entry.path] for ch in batch for c in ch.chunks
+                    )
+                    dropped, stay = self._write_changes(conn, batch, existing, {})
+                    removed, kept = removed + dropped, kept + stay
+                return removed + self._write_rest(conn, plan), kept, added
+            finally:
+                reader.join()
+
+        removed, kept, fresh = await self._db.awrite(consume)
+        added = sum(c.new for c in plan.changes)
+        return IngestReport(
+            files=plan.files,
+            added=added,
+            updated=len(plan.changes) - added,
+            unchanged=plan.unchanged,
+            deleted=len(plan.gone),
+            skipped=plan.skipped,
+            chunks_added=fresh,
+            chunks_removed=removed,
+            chunks_kept=kept,
+            embedded=0,
+            seconds=time.perf_counter() - started,
+        )
 
     async def add_text(self, source: str, text: str, kind: DocKind = "markdown") -> IngestReport:
         """Add (or replace) a document given as text, cited as ``source``.
@@ -364,8 +426,13 @@ class KnowledgeBase(AsyncResource):
         known: dict[str, tuple[int, int, str, str]],
         labels: dict[str, str],
         prune: bool,
+        *,
+        plan: _Plan | None = None,
+        emit: Callable[[list[_Change]], None] | None = None,
     ) -> _Plan:
-        plan = _Plan()
+        """What to ingest; ``emit`` is handed the changes as they are found, in batches."""
+        plan = _Plan() if plan is None else plan
+        sent = 0
         seen: set[str] = set()
         roots: list[str] = []
         taken = set(labels.values())
@@ -386,6 +453,11 @@ class KnowledgeBase(AsyncResource):
                 elif entry.path not in seen:
                     seen.add(entry.path)
                     self._plan_file(plan, entry, known.get(entry.path))
+                    if emit is not None and len(plan.changes) - sent >= _EMIT_BATCH:
+                        emit(plan.changes[sent:])
+                        sent = len(plan.changes)
+        if emit is not None and len(plan.changes) > sent:
+            emit(plan.changes[sent:])
         if prune:
             plan.gone = [
                 path
@@ -486,10 +558,22 @@ class KnowledgeBase(AsyncResource):
         existing: dict[str, dict[str, int]],
         vectors: dict[str, list[float]],
     ) -> tuple[int, int]:
-        removed = idx.delete_files(conn, plan.gone)
+        gone = self._write_rest(conn, plan)
+        removed, kept = self._write_changes(conn, plan.changes, existing, vectors)
+        return gone + removed, kept
+
+    def _write_changes(
+        self,
+        conn: Any,
+        changes: Sequence[_Change],
+        existing: dict[str, dict[str, int]],
+        vectors: dict[str, list[float]],
+    ) -> tuple[int, int]:
+        """Write changed files' chunks; (chunks removed, chunks kept)."""
         kept = 0
+        removed: list[int] = []
         new: list[tuple[str, Chunk]] = []
-        for change in plan.changes:
+        for change in changes:
             old = existing[change.entry.path]
             ids = {c.id for c in change.chunks}
             dropped = [rowid for ident, rowid in old.items() if ident not in ids]
@@ -509,11 +593,17 @@ class KnowledgeBase(AsyncResource):
         ]
         if with_vectors:
             add_vectors(conn, [r for r, _ in with_vectors], [v for _, v in with_vectors])
-        for change in plan.changes:
+        for change in changes:
             idx.upsert_file(conn, change.entry, change.sha256, len(change.chunks))
+        return len(removed), kept
+
+    def _write_rest(self, conn: Any, plan: _Plan) -> int:
+        """Forget the files gone, record those touched (same content); chunks removed."""
+        removed = idx.delete_files(conn, plan.gone)
+        delete_vectors(conn, removed)
         for entry, sha, count in plan.touched:
             idx.upsert_file(conn, entry, sha, count)
-        return len(removed), kept
+        return len(removed)
 
     async def delete(self, *targets: str | os.PathLike[str]) -> int:
         """Forget sources: a file, every file under a folder, or a source as cited (or an

@@ -16,10 +16,10 @@ from __future__ import annotations
 
 import os
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from types import TracebackType
-from typing import Any, Final, Self
+from typing import Any, Final
 
 from ..._persist import DatabaseLike
+from ..._resource import AsyncResource
 from ...decorators import llm_function
 from ...exceptions import ConfigError
 from ...providers import LLMInterface
@@ -39,7 +39,7 @@ MAX_SEARCHES times. Answer only from the passages, cite each fact with the citat
 passage (source:lines), and say so when the knowledge base does not hold the answer."""
 
 
-class RAG:
+class RAG(AsyncResource):
     """A knowledge base with its ``retrieve`` tool; made by :func:`create_rag`.
 
     ``async with`` ingests the sources (incrementally: a file unchanged since the last time is
@@ -128,21 +128,13 @@ class RAG:
         """Close the knowledge base."""
         await self.kb.aclose()
 
-    async def __aenter__(self) -> Self:
+    async def open(self) -> None:
+        """Ingest the sources (``async with`` does); a failure closes the knowledge base."""
         try:
             await self.refresh()
         except BaseException:
             await self.aclose()
             raise
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.aclose()
 
 
 def create_rag(
