@@ -24,7 +24,7 @@ SRC = Path(simplellmfunc.__file__).parent
 # a Run is a computation that is iterated, not a resource that is held; the rest are being
 # converted in other branches (their exit does more than a close). Named by class, not path:
 # those branches also move files.
-STILL_OWN = {"Run", "KernelPool", "DurableClient", "RAG", "ServedAgent", "SessionStore"}
+STILL_OWN = {"Run", "ServedAgent", "SessionStore"}
 
 
 def _own_pairs() -> set[str]:

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from types import TracebackType
 from typing import Any
 
 import anyio
 from dbos import DBOSClient, EnqueueOptions, WorkflowHandleAsync
 
 from ..._events import ApprovalRequestEvent
+from ..._resource import AsyncResource
 from ...engine import ApprovalDecision
 from ...exceptions import DurableError
 from ..otel import GenAITracing
@@ -20,7 +20,7 @@ from ._workflow import WORKFLOW_NAME
 __all__ = ["DurableClient"]
 
 
-class DurableClient:
+class DurableClient(AsyncResource):
     """Talks to the system database only: runs nothing, registers nothing, launches nothing.
 
     ``async with DurableClient(config) as client:`` then ``await client.enqueue(...)`` and
@@ -34,19 +34,17 @@ class DurableClient:
         self.tracing = tracing
         self._client: DBOSClient | None = None
 
-    async def __aenter__(self) -> DurableClient:
+    async def open(self) -> None:
+        """Connect to the system database (``async with`` does)."""
+        if self._client is not None:
+            return
         url = self.config.url()
         self._client = await anyio.to_thread.run_sync(
             lambda: DBOSClient(system_database_url=url, application_name=self.config.app_name)
         )
-        return self
 
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    async def aclose(self) -> None:
+        """Disconnect (idempotent)."""
         client, self._client = self._client, None
         if client is not None:
             await anyio.to_thread.run_sync(client.destroy)
