@@ -32,8 +32,7 @@ import anyio
 import anyio.to_thread
 
 from simplellmfunc import OpenAICompatible, llm_chat, tool
-from simplellmfunc.http_server import running
-from simplellmfunc.runtime.serving import ServedAgent, a2a_app
+from simplellmfunc.serving import ServedAgent, a2a_app, running
 from simplellmfunc.testing import MockLLMServer, Reply
 
 #: The TCK's categories as its ``run_tck.py`` runs them: test folder, marker expression.

@@ -22,8 +22,7 @@ import anyio
 
 from simplellmfunc import EngineOptions, llm_chat
 from simplellmfunc.chat_ui import ChatApp
-from simplellmfunc.http_server import running
-from simplellmfunc.webchat import web_chat_app
+from simplellmfunc.serving import running, web_chat_app
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "scripts"))

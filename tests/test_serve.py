@@ -17,9 +17,8 @@ from anyio.abc import Process
 from acceptance_support import clean_env, finish, start_cli, write
 from simplellmfunc import OpenAICompatible, llm_chat, tool
 from simplellmfunc.exceptions import CapacityError
-from simplellmfunc.http_server import create_app, running
 from simplellmfunc.runtime.config import ConfiguredAgent, load_agent_config
-from simplellmfunc.runtime.serving import ServedAgent
+from simplellmfunc.serving import ServedAgent, create_app, running
 from simplellmfunc.testing import MockLLMServer, Reply, ToolCallSpec
 
 GUARD = 30.0

@@ -25,15 +25,17 @@ from acceptance_support import clean_env, finish, start_cli, write
 from simplellmfunc import OpenAICompatible, llm_chat
 from simplellmfunc._cli import main
 from simplellmfunc.exceptions import ConfigError, RequestRefusedError, UserError
-from simplellmfunc.http_server import ServeSettings, create_app, running
 from simplellmfunc.runtime.config import load_agent_config
-from simplellmfunc.runtime.serving import (
+from simplellmfunc.serving import (
     EdgePolicy,
     Principal,
     Principals,
     ServedAgent,
+    ServeSettings,
     allowed_hosts_for,
+    create_app,
     parse_json_body,
+    running,
 )
 from simplellmfunc.testing import MockLLMServer, Reply
 

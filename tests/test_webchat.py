@@ -19,9 +19,8 @@ import uvicorn
 from acceptance_support import clean_env, finish, start_cli, write
 from conftest import settle
 from simplellmfunc import OpenAICompatible, llm_chat
-from simplellmfunc.runtime import SessionStore
+from simplellmfunc.serving import SessionStore, is_loopback, web_chat_app
 from simplellmfunc.testing import MockLLMServer, RecordedRequest, Reply, ToolCallSpec
-from simplellmfunc.webchat import is_loopback, web_chat_app
 
 
 @contextlib.asynccontextmanager

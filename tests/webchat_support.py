@@ -20,8 +20,7 @@ import uvicorn
 
 from conftest import settle
 from simplellmfunc import OpenAICompatible, llm_chat, tool
-from simplellmfunc.http_server import create_app
-from simplellmfunc.runtime.serving import ServedAgent
+from simplellmfunc.serving import ServedAgent, create_app
 from simplellmfunc.testing import MockLLMServer, RecordedRequest, Reply, ToolCallSpec
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "examples"))

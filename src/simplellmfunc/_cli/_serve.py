@@ -18,7 +18,7 @@ __all__ = ["handle_serve"]
 
 def handle_serve(args: argparse.Namespace) -> int:
     """Serve until SIGINT / SIGTERM; the exit status."""
-    from ..http_server import ServeSettings, serve_config
+    from ..serving import ServeSettings, serve_config
 
     try:
         config = load_agent_config(args.config, overrides=overrides_from(args))

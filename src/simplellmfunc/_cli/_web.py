@@ -35,9 +35,7 @@ def handle_web(args: argparse.Namespace) -> int:
         from starlette.applications import Starlette
         from starlette.routing import Mount
 
-        from ..http_server import serve_app
-        from ..runtime.serving import EdgePolicy, Principals
-        from ..webchat import is_loopback, web_chat_app
+        from ..serving import EdgePolicy, Principals, is_loopback, serve_app, web_chat_app
     except ImportError as exc:
         return report_error(ConfigError(f"the web page needs the [web] extra: {exc}"))
     try:

@@ -1,29 +1,43 @@
-"""Agents served to remote callers: A2A on the official ``a2a-sdk`` (extra ``[a2a]``), and
-the building blocks of ``simplellmfunc serve``.
+"""Serving: one agent, many remote callers, through one door and several fronts.
 
-* :class:`ServedAgent`: an ``@llm_chat`` agent or an open ``ConfiguredAgent`` answering remote
-  callers on a :class:`~simplellmfunc.runtime.sessions.SessionStore` (a history, and with
-  ``pyrepl`` a kernel, per session; abort by session; idle reclaim), plus its public name, a
-  limit on running turns, stateless turns and a graceful close.
-* :class:`ClientTurn` / :class:`ClientHook` / :class:`AnswerShape`: what an API client brings
-  to a turn (its own tools, run client-side as deferred tools; a tool choice; the shape of the
-  answer), as a run hook of that turn.
-* :func:`a2a_app` / :func:`a2a_routes` / :func:`agent_card`: the agent as an A2A server
-  (agent card at the well-known path, message send and stream, task get and cancel; our events
-  become task status and artifact updates; cancel aborts the turn, its history stays valid).
-* The edge every app we serve sits behind (see ``docs/security.md``): :class:`EdgeGuard`
-  (Host allowlist, cross-origin refusal, bearer tokens, JSON-only bounded bodies, nesting
-  limit, lone surrogates replaced) under an :class:`EdgePolicy`; :class:`Principals` (tokens
-  from the environment or a token file) and the :class:`Principal` a request speaks for
-  (:func:`principal_of`), whose sessions and tasks are its own; :func:`read_json`.
+The door is :meth:`ServedAgent.turn`: an async iterator that admits a turn (the running-turn
+limit), opens or reuses its session of the :class:`SessionStore` (a history, and with
+``pyrepl`` a kernel, per session; ``input()``, approvals and aborts by session id; idle
+reclaim, ``max_sessions``), streams the turn's events and its result, and releases it. Every
+front adapts that iterator:
 
-The SDK is imported on first use of a name that needs it.
+* **OpenAI** ``/v1/chat/completions`` (plain and streamed, client tools as deferred tools,
+  ``response_format``, ``n``, images, usage) and ``/v1/responses`` (create, stream,
+  ``previous_response_id``), ``/v1/models[/{id}]``: :func:`create_app`.
+* **A2A** (the official ``a2a-sdk``, protocol 1.0 and 0.3 on one endpoint, the agent card at
+  both well-known paths): :func:`a2a_app` / :func:`a2a_routes` / :func:`agent_card`.
+* **The web chat page** (``/``, ``/static/``) and its JSON + SSE API (``/api/...``):
+  :func:`web_chat_app` / :func:`web_chat_routes` (``simplellmfunc serve --web``; ``web`` is an
+  alias of it).
+* **AG-UI**: :class:`AGUIAdapter` / :func:`agui_sse_stream` (the ``[agui]`` extra).
+* The wire encodings the fronts share: :func:`to_wire` / :class:`WirePolicy` (compact JSON with
+  a size policy), :func:`encode_sse` / :func:`sse_stream` (Server-Sent Events).
+
+The MCP server stays in :mod:`simplellmfunc.mcp_server` (it serves our builtins, not an agent).
+
+Every app sits behind the :class:`EdgeGuard` under an :class:`EdgePolicy` (Host allowlist,
+cross-origin refusal, bearer tokens of :class:`Principals`, JSON-only bounded bodies, nesting
+limit, lone surrogates replaced; see ``docs/security.md``); a request speaks for a
+:class:`Principal` (:func:`principal_of`) whose sessions, tasks, responses and deferred turns are
+its own. :class:`ServeLimits` is the one set of limits (sessions, running turns, idle timeout,
+history) read by code, config files and CLI flags. :func:`serve_config` opens a configured agent
+and serves it until a signal; :func:`serve_app` serves any app that way; :func:`running` serves an
+app in the current event loop while a block runs (tests, embedding).
+
+Starlette, uvicorn, the A2A SDK and ``ag-ui-protocol`` are imported on first use of a name that
+needs them.
 """
 
 from typing import TYPE_CHECKING
 
-from ..._lazy import lazy_exports, publish
-from ._client import AnswerShape, ClientHook, ClientTurn, answer_problem
+from .._lazy import lazy_exports, publish
+from ._client import AnswerShape, ClientHook, ClientTurn
+from ._json import WirePolicy, jsonable, to_wire
 from ._principals import (
     ANONYMOUS,
     LOOPBACK_NAMES,
@@ -32,61 +46,71 @@ from ._principals import (
     allowed_hosts_for,
     is_loopback,
 )
-from ._served import OnEvent, ServedAgent
+from ._served import ServedAgent
+from ._session import Session
+from ._sse import encode_sse, sse_stream
+from ._store import OnDisconnect, SessionStore
 
 if TYPE_CHECKING:
     from ._a2a import a2a_app, a2a_routes, agent_card
-    from ._edge import (
-        EdgeGuard,
-        EdgePolicy,
-        ErrorShape,
-        jsonrpc_error,
-        parse_json_body,
-        principal_of,
-        read_json,
-    )
+    from ._agui import AGUIAdapter, agui_resume_answers, agui_sse_stream
+    from ._app import create_app
+    from ._edge import EdgeGuard, EdgePolicy, parse_json_body, principal_of, read_json
+    from ._main import ServeSettings, serve_config
+    from ._uvicorn import running, serve_app
+    from ._web import web_chat_app, web_chat_routes
 
 __all__ = [
     "ANONYMOUS",
     "LOOPBACK_NAMES",
+    "AGUIAdapter",
     "AnswerShape",
     "ClientHook",
     "ClientTurn",
     "EdgeGuard",
     "EdgePolicy",
-    "ErrorShape",
-    "OnEvent",
+    "OnDisconnect",
     "Principal",
     "Principals",
+    "ServeSettings",
     "ServedAgent",
+    "Session",
+    "SessionStore",
+    "WirePolicy",
     "a2a_app",
     "a2a_routes",
     "agent_card",
+    "agui_resume_answers",
+    "agui_sse_stream",
     "allowed_hosts_for",
-    "answer_problem",
+    "create_app",
+    "encode_sse",
     "is_loopback",
-    "jsonrpc_error",
+    "jsonable",
     "parse_json_body",
     "principal_of",
     "read_json",
+    "running",
+    "serve_app",
+    "serve_config",
+    "sse_stream",
+    "to_wire",
+    "web_chat_app",
+    "web_chat_routes",
 ]
 
-_EDGE = (
-    "EdgeGuard",
-    "EdgePolicy",
-    "ErrorShape",
-    "jsonrpc_error",
-    "parse_json_body",
-    "principal_of",
-    "read_json",
-)
 __getattr__, __dir__ = lazy_exports(
     __name__,
     {
-        "a2a_app": "._a2a",
-        "a2a_routes": "._a2a",
-        "agent_card": "._a2a",
-        **dict.fromkeys(_EDGE, "._edge"),
+        **dict.fromkeys(("a2a_app", "a2a_routes", "agent_card"), "._a2a"),
+        **dict.fromkeys(("AGUIAdapter", "agui_resume_answers", "agui_sse_stream"), "._agui"),
+        "create_app": "._app",
+        **dict.fromkeys(
+            ("EdgeGuard", "EdgePolicy", "parse_json_body", "principal_of", "read_json"), "._edge"
+        ),
+        **dict.fromkeys(("ServeSettings", "serve_config"), "._main"),
+        **dict.fromkeys(("running", "serve_app"), "._uvicorn"),
+        **dict.fromkeys(("web_chat_app", "web_chat_routes"), "._web"),
     },
 )
 

@@ -30,7 +30,7 @@ A cancel request sets the turn's ``AbortSignal`` and waits for the turn to end, 
 keeps a valid history and the task ends ``canceled``.
 
 Tasks belong to the principal that created them (the SDK's task store is keyed by the
-request's user, which the :class:`~simplellmfunc.runtime.serving.EdgeGuard` sets): another
+request's user, which the :class:`~simplellmfunc.serving.EdgeGuard` sets): another
 principal's ``tasks/get`` or ``tasks/cancel`` is "task not found", and a context id names a
 session of the caller's own. Malformed JSON-RPC gets the SDK's JSON-RPC error and a one-line
 log record, not a traceback.
@@ -77,7 +77,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 
-from ..._events import (
+from .._events import (
     CustomEvent,
     EventYield,
     LLMChunkArriveEvent,
@@ -85,12 +85,12 @@ from ..._events import (
     ToolCallErrorEvent,
     ToolCallStartEvent,
 )
-from ...exceptions import SessionError
-from ...tools import Tool
-from ...wire import WirePolicy, to_wire
-from ..config import ConfiguredAgent, TurnResult
-from ..skills import Skills
+from ..exceptions import SessionError
+from ..runtime.config import ConfiguredAgent, TurnResult
+from ..runtime.skills import Skills
+from ..tools import Tool
 from ._edge import EdgeGuard, EdgePolicy, jsonrpc_error
+from ._json import WirePolicy, to_wire
 from ._principals import ANONYMOUS, Principal, Principals
 from ._served import ServedAgent
 
@@ -449,7 +449,7 @@ def a2a_app(
     **served_options: Any,
 ) -> Starlette:
     """A Starlette app serving ``agent`` over A2A, behind an
-    :class:`~simplellmfunc.runtime.serving.EdgeGuard` (no token unless ``principals`` has
+    :class:`~simplellmfunc.serving.EdgeGuard` (no token unless ``principals`` has
     some; or use ``simplellmfunc serve``).
 
     Args:

@@ -10,10 +10,10 @@ Routes:
   ``GET /v1/models/{id}``: the OpenAI-compatible endpoints (``._openai``, ``._responses``).
 
 With ``web=True`` the app also serves the web chat page (``/``, ``/static/``, ``/api/...`` of
-:func:`~simplellmfunc.webchat.web_chat_routes`) on the same sessions: a browser tab is a session
+:func:`~simplellmfunc.serving.web_chat_routes`) on the same sessions: a browser tab is a session
 of the served agent like an ``X-Session-Id`` caller's.
 
-Every request passes the :class:`~simplellmfunc.runtime.serving.EdgeGuard` first: its
+Every request passes the :class:`~simplellmfunc.serving.EdgeGuard` first: its
 ``Host`` must be one the server answers to, a state-changing request must come from the
 server's own origin (or an allowed one) with a bounded ``application/json`` body, and with
 tokens every other request needs ``Authorization: Bearer <token>`` (401 otherwise; the page's
@@ -33,19 +33,14 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 
-from ..runtime.serving import (
-    EdgeGuard,
-    EdgePolicy,
-    ErrorShape,
-    Principals,
-    ServedAgent,
-    a2a_routes,
-    jsonrpc_error,
-)
-from ..webchat import PAGE_PATHS, STATIC_PREFIX, page_error, web_chat_routes
+from ._a2a import a2a_routes
+from ._edge import EdgeGuard, EdgePolicy, ErrorShape, jsonrpc_error
 from ._errors import error_response
 from ._openai import PendingTurns, chat_completions, models
+from ._principals import Principals
 from ._responses import ResponseLog, create_response
+from ._served import ServedAgent
+from ._web import PAGE_PATHS, STATIC_PREFIX, page_error, web_chat_routes
 
 __all__ = ["PUBLIC_PATHS", "agent_routes", "create_app"]
 

@@ -19,8 +19,10 @@ from typing import Any
 
 from ..exceptions import UserError
 from ..runtime.config import AgentConfig, ConfiguredAgent
-from ..runtime.serving import EdgePolicy, Principals, ServedAgent, is_loopback
 from ._app import create_app
+from ._edge import EdgePolicy
+from ._principals import Principals, is_loopback
+from ._served import ServedAgent
 from ._uvicorn import serve_app
 
 __all__ = ["ServeSettings", "is_loopback", "serve_config"]

@@ -41,11 +41,13 @@ from .._events import EventYield, LLMCallEndEvent, LLMChunkArriveEvent
 from ..engine import pending_calls
 from ..exceptions import RequestRefusedError, SessionError, SimpleLLMFuncError
 from ..runtime.config import TurnResult
-from ..runtime.serving import ClientHook, ServedAgent, principal_of
-from ..runtime.serving import read_json as read_edge_json
-from ..wire import encode_sse
 from ._chat_request import ChatRequest, parse_chat_request, shape_error, split_turn
+from ._client import ClientHook
+from ._edge import principal_of
+from ._edge import read_json as read_edge_json
 from ._errors import ApiError, error_response, failure
+from ._served import ServedAgent
+from ._sse import encode_sse
 
 __all__ = [
     "DROPPED_HEADER",

@@ -37,8 +37,6 @@ from .._messages import history_from_dicts, history_to_dicts
 from ..engine import pending_calls
 from ..exceptions import SimpleLLMFuncError
 from ..runtime.config import TurnResult
-from ..runtime.serving import AnswerShape, ClientHook, ClientTurn, ServedAgent
-from ..wire import encode_sse
 from ._chat_request import (
     answer_shape,
     check_model,
@@ -47,8 +45,11 @@ from ._chat_request import (
     shape_error,
     split_turn,
 )
+from ._client import AnswerShape, ClientHook, ClientTurn
 from ._errors import ApiError, failure
 from ._openai import Usage, read_json
+from ._served import ServedAgent
+from ._sse import encode_sse
 
 __all__ = ["KEPT_RESPONSES", "ResponseLog", "create_response"]
 

@@ -17,15 +17,15 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from ..._abort import AbortSignal
-from ..._events import EventYield, ReactEndEvent, ResponseYield
-from ..._messages import history_to_dicts
-from ...decorators import ChatAgent
-from ...engine import RunHook, RunResult, answer_deferred, pending_calls
-from ...exceptions import CapacityError, SessionError, UserError
-from ..config import ConfiguredAgent, TurnResult
-from ..sessions import SessionStore
-from ..stores import Store
+from .._abort import AbortSignal
+from .._events import EventYield, ReactEndEvent, ResponseYield
+from .._messages import history_to_dicts
+from ..decorators import ChatAgent
+from ..engine import RunHook, RunResult, answer_deferred, pending_calls
+from ..exceptions import CapacityError, SessionError, UserError
+from ..runtime.config import ConfiguredAgent, TurnResult
+from ..runtime.stores import Store
+from ._store import SessionStore
 
 __all__ = ["OnEvent", "ServedAgent"]
 

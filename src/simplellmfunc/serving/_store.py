@@ -22,15 +22,15 @@ import anyio
 from anyio.abc import TaskGroup
 from anyio.streams.memory import MemoryObjectSendStream
 
-from ..._abort import AbortSignal
-from ..._events import ResponseYield
-from ...engine import ApprovalDecision
-from ...exceptions import SessionError
-from ..stores import InMemoryStore, Namespace, Store
+from .._abort import AbortSignal
+from .._events import ResponseYield
+from ..engine import ApprovalDecision
+from ..exceptions import SessionError
+from ..runtime.stores import InMemoryStore, Namespace, Store
 from ._session import Session, check_session_id
 
 if TYPE_CHECKING:
-    from ...builtin import KernelPool, PyRepl
+    from ..builtin import KernelPool, PyRepl
 
 __all__ = ["OnDisconnect", "SessionStore"]
 
@@ -133,7 +133,7 @@ class SessionStore:
         await tasks.__aenter__()
         self._tasks = tasks
         if self._repl_options is not None and self._pool_size > 0:
-            from ...builtin import KernelPool
+            from ..builtin import KernelPool
 
             sandbox = self._repl_options.get("sandbox", True)
             self._pool = await KernelPool(self._pool_size, sandbox=sandbox).__aenter__()
@@ -402,7 +402,7 @@ class SessionStore:
     def _new_repl(self, session_id: str) -> PyRepl | None:
         if self._repl_options is None:
             return None
-        from ...builtin import PyRepl
+        from ..builtin import PyRepl
 
         assert self._root is not None
         folder = self._root / session_id

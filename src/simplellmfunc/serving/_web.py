@@ -24,11 +24,12 @@ from ..exceptions import (
     RequestRefusedError,
     SessionError,
 )
-from ..runtime.serving import EdgeGuard, EdgePolicy, Principals, principal_of, read_json
-from ..runtime.sessions import SessionStore
 from ..runtime.stores import Store
-from ..wire import WirePolicy
-from ._stream import page_history, turn_frames
+from ._edge import EdgeGuard, EdgePolicy, principal_of, read_json
+from ._json import WirePolicy
+from ._principals import Principals
+from ._store import SessionStore
+from ._web_stream import page_history, turn_frames
 
 __all__ = ["PAGE_PATHS", "STATIC_PREFIX", "page_error", "web_chat_app", "web_chat_routes"]
 
@@ -64,14 +65,14 @@ def web_chat_app(
     principals: Principals | None = None,
 ) -> Starlette:
     """The chat page and its API for ``agent``, as an ASGI app (serve it with uvicorn), behind
-    an :class:`~simplellmfunc.runtime.serving.EdgeGuard` (Host, origin, token and body checks).
+    an :class:`~simplellmfunc.serving.EdgeGuard` (Host, origin, token and body checks).
 
     Every browser tab is a session (its id lives in the tab's ``sessionStorage``, so a reload
     keeps the conversation): its own history and, with ``pyrepl``, its own kernel.
 
     Args:
         agent: An ``@llm_chat`` function with ``stream=True, enable_event=True`` (see
-            :class:`~simplellmfunc.runtime.SessionStore` for how it is called).
+            :class:`~simplellmfunc.serving.SessionStore` for how it is called).
         sessions: A :class:`SessionStore` of ``agent`` that the caller has entered and closes
             (for an app mounted in another one, whose lifespan does not run); the other session
             arguments are then ignored. Default: the app makes one and its lifespan owns it.
@@ -138,7 +139,7 @@ def web_chat_routes(
     turns: Turns | None = None,
 ) -> list[BaseRoute]:
     """The page (``/``), its files (``/static/``) and its API (``/api/...``) as routes, to
-    mount in an app of one's own; that app's :class:`~simplellmfunc.runtime.serving.EdgeGuard`
+    mount in an app of one's own; that app's :class:`~simplellmfunc.serving.EdgeGuard`
     guards them (the page may carry the token as ``?token=``, its files need none). Each
     principal (``request.user``) sees its own sessions only.
 
