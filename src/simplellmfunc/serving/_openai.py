@@ -193,23 +193,24 @@ class PendingTurns:
         self.size = size
         self._items: OrderedDict[tuple[str, ...], tuple[list[Any], list[Any]]] = OrderedDict()
 
-    def put(self, request: ChatRequest, result: TurnResult) -> None:
-        """Keep a deferred turn's history (and the conversation it was asked with)."""
+    def put(self, request: ChatRequest, result: TurnResult, owner: str = "") -> None:
+        """Keep a deferred turn's history (and the conversation it was asked with) for
+        ``owner`` (a principal's name: another principal's request never continues it)."""
         ids = tuple(c.id for c in pending_calls(result.history))
         if ids:
-            self._items[ids] = (request.messages, result.history)
+            self._items[(owner, *ids)] = (request.messages, result.history)
             while len(self._items) > self.size:
                 self._items.popitem(last=False)
 
-    def continued(self, messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    def continued(self, messages: list[dict[str, Any]], owner: str = "") -> list[dict[str, Any]]:
         """``messages`` (ending with the client's tool results) with the turn's own history
-        in place of what the client saw of it, if this server kept it."""
+        in place of what the client saw of it, if this server kept it for ``owner``."""
         results = 0
         while results < len(messages) and messages[-1 - results].get("role") == "tool":
             results += 1
         at = len(messages) - results - 1  # the assistant message with the client's calls
         calls = messages[at].get("tool_calls") or [] if at >= 0 else []
-        ids = tuple(str(c.get("id")) for c in calls if isinstance(c, dict))
+        ids = (owner, *(str(c.get("id")) for c in calls if isinstance(c, dict)))
         kept = self._items.get(ids)
         if kept is None or messages[: len(kept[0])] != kept[0] or at != len(kept[0]):
             return messages
@@ -220,9 +221,10 @@ class PendingTurns:
 class _Turn:
     """One request's turn: the session's, or the client's conversation's."""
 
-    def __init__(self, request: ChatRequest, session_id: str | None) -> None:
+    def __init__(self, request: ChatRequest, session_id: str | None, owner: str) -> None:
         self.request = request
         self.session_id = session_id
+        self.owner = owner
         self.hook = ClientHook(request.client)
 
     async def run(self, served: ServedAgent, on_event: Any, pending: PendingTurns) -> TurnResult:
@@ -238,10 +240,10 @@ class _Turn:
             )
         text, history = split_turn(request.messages)
         if text is None:
-            history = pending.continued(history)
+            history = pending.continued(history, self.owner)
         result = await served.run_turn(text, history, on_event=on_event, hooks=(self.hook,))
         if result.terminated_by == "deferred":
-            pending.put(request, result)
+            pending.put(request, result, self.owner)
         return result
 
     def shape_error(self, result: TurnResult) -> ApiError | None:
@@ -295,7 +297,7 @@ async def chat_completions(
         chat, session_id, scoped = await _checked(served, request)
     except ApiError as exc:
         return exc.response()
-    turn = _Turn(chat, scoped)
+    turn = _Turn(chat, scoped, principal_of(request).name)
     pending = pending if pending is not None else PendingTurns()
     completion = _Completion(served.name)
     headers = {SESSION_HEADER: session_id} if session_id is not None else {}

@@ -46,6 +46,7 @@ from ._chat_request import (
     split_turn,
 )
 from ._client import AnswerShape, ClientHook, ClientTurn
+from ._edge import principal_of
 from ._errors import ApiError, failure
 from ._openai import Usage, read_json
 from ._served import ServedAgent
@@ -58,23 +59,25 @@ KEPT_RESPONSES = 1000
 
 
 class ResponseLog:
-    """The conversations of the last ``size`` responses, by response id (in memory)."""
+    """The conversations of the last ``size`` responses, by response id (in memory), each
+    its principal's: another principal's response id is not found."""
 
     def __init__(self, size: int = KEPT_RESPONSES) -> None:
         self.size = size
-        self._items: OrderedDict[str, list[dict[str, Any]]] = OrderedDict()
+        self._items: OrderedDict[str, tuple[str, list[dict[str, Any]]]] = OrderedDict()
 
-    def get(self, response_id: str) -> list[dict[str, Any]] | None:
-        """A copy of the conversation after ``response_id``."""
-        history = self._items.get(response_id)
-        if history is None:
+    def get(self, response_id: str, owner: str = "") -> list[dict[str, Any]] | None:
+        """A copy of the conversation after ``response_id``, if it is ``owner``'s."""
+        kept = self._items.get(response_id)
+        if kept is None or kept[0] != owner:
             return None
         self._items.move_to_end(response_id)
-        return [dict(m) for m in history]
+        return [dict(m) for m in kept[1]]
 
-    def put(self, response_id: str, history: list[dict[str, Any]]) -> None:
-        """Keep the conversation after ``response_id`` (the oldest goes beyond ``size``)."""
-        self._items[response_id] = history
+    def put(self, response_id: str, history: list[dict[str, Any]], owner: str = "") -> None:
+        """Keep the conversation after ``response_id`` for ``owner`` (a principal's name; the
+        oldest goes beyond ``size``)."""
+        self._items[response_id] = (owner, history)
         while len(self._items) > self.size:
             self._items.popitem(last=False)
 
@@ -86,6 +89,7 @@ class _Request:
     stream: bool
     store: bool
     previous: str | None
+    owner: str  # the principal's name: its responses are its own
 
 
 def _text_of(parts: Any, index: int) -> str | list[dict[str, Any]]:
@@ -169,14 +173,14 @@ def _shape(text: Any) -> AnswerShape | None:
     raise ApiError(400, f"unsupported text.format {kind!r}", param="text.format")
 
 
-def _parse(body: Any, served: ServedAgent, log: ResponseLog) -> _Request:
+def _parse(body: Any, served: ServedAgent, log: ResponseLog, owner: str) -> _Request:
     if not isinstance(body, dict):
         raise ApiError(400, "the body must be a JSON object")
     check_model(body, served.name)
     previous = body.get("previous_response_id")
     history: list[dict[str, Any]] = []
     if previous is not None:
-        kept = log.get(previous) if isinstance(previous, str) else None
+        kept = log.get(previous, owner) if isinstance(previous, str) else None
         if kept is None:
             raise ApiError(
                 404,
@@ -205,7 +209,12 @@ def _parse(body: Any, served: ServedAgent, log: ResponseLog) -> _Request:
         raise ApiError(400, str(exc), param="input", code="invalid_input") from None
     client = ClientTurn(tools, choice, _shape(body.get("text")))
     return _Request(
-        messages, client, body.get("stream") is True, body.get("store") is not False, previous
+        messages,
+        client,
+        body.get("stream") is True,
+        body.get("store") is not False,
+        previous,
+        owner,
     )
 
 
@@ -321,7 +330,7 @@ class _Turn:
 async def create_response(served: ServedAgent, log: ResponseLog, request: Request) -> Response:
     """``POST /v1/responses``."""
     try:
-        parsed = _parse(await read_json(request), served, log)
+        parsed = _parse(await read_json(request), served, log, principal_of(request).name)
         if any(has_image(m) for m in parsed.messages) and not await served.takes_images():
             raise ApiError(400, "this agent's model does not take images", param="input")
     except ApiError as exc:
@@ -348,7 +357,7 @@ async def create_response(served: ServedAgent, log: ResponseLog, request: Reques
     if problem is not None:
         return problem.response()
     if parsed.store:
-        log.put(response.id, result.history)
+        log.put(response.id, result.history, turn.request.owner)
     return JSONResponse(response.whole("completed", response.output(result)))
 
 
@@ -436,7 +445,7 @@ async def _stream(
                 for kind in ("response.output_item.added", "response.output_item.done"):
                     await send.send(response.event(kind, output_index=index, item=item))
             if turn.request.store:
-                log.put(response.id, result.history)
+                log.put(response.id, result.history, turn.request.owner)
             whole = response.whole("completed", output)
             await send.send(response.event("response.completed", response=whole))
 
