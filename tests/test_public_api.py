@@ -307,6 +307,7 @@ RUNTIME_PACKAGES = {
         "ConfiguredAgent",
         "Finding",
         "RunObserver",
+        "ServeLimits",
         "TurnResult",
         "build_llm",
         "build_options",
@@ -424,6 +425,7 @@ RUNTIME_ONLY_IN_SUBPACKAGE = {
     "find_skill_folders",
     "loaded_skills",
     "read_skill_folder",
+    "ServeLimits",  # serving's limits: re-exported by simplellmfunc.serving
 }
 
 
@@ -457,6 +459,7 @@ SERVING_SURFACE = {
     "OnDisconnect",
     "Principal",
     "Principals",
+    "ServeLimits",
     "ServeSettings",
     "ServedAgent",
     "Session",

@@ -19,7 +19,7 @@ import uvicorn
 from acceptance_support import clean_env, finish, start_cli, write
 from conftest import settle
 from simplellmfunc import OpenAICompatible, llm_chat
-from simplellmfunc.serving import SessionStore, is_loopback, web_chat_app
+from simplellmfunc.serving import ServeLimits, SessionStore, is_loopback, web_chat_app
 from simplellmfunc.testing import MockLLMServer, RecordedRequest, Reply, ToolCallSpec
 
 
@@ -58,7 +58,12 @@ async def test_page_token_limits_and_history(mock_server: MockLLMServer) -> None
         """Be brief."""
 
     app = web_chat_app(
-        agent, pyrepl=False, max_sessions=1, token="s3cret", title="<T>", max_message_chars=50
+        agent,
+        pyrepl=False,
+        limits=ServeLimits(max_sessions=1),
+        token="s3cret",
+        title="<T>",
+        max_message_chars=50,
     )
     auth = {"authorization": "Bearer s3cret"}
     async with llm, serve(app) as http:

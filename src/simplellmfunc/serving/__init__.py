@@ -36,6 +36,7 @@ needs them.
 from typing import TYPE_CHECKING
 
 from .._lazy import lazy_exports, publish
+from ..runtime.config import ServeLimits
 from ._client import AnswerShape, ClientHook, ClientTurn
 from ._json import WirePolicy, jsonable, to_wire
 from ._principals import (
@@ -72,6 +73,7 @@ __all__ = [
     "OnDisconnect",
     "Principal",
     "Principals",
+    "ServeLimits",
     "ServeSettings",
     "ServedAgent",
     "Session",

@@ -23,7 +23,7 @@ from .._messages import history_to_dicts
 from ..decorators import ChatAgent
 from ..engine import RunHook, RunResult, answer_deferred, pending_calls
 from ..exceptions import CapacityError, SessionError, UserError
-from ..runtime.config import ConfiguredAgent, TurnResult
+from ..runtime.config import ConfiguredAgent, ServeLimits, TurnResult
 from ..runtime.stores import Store
 from ._store import SessionStore
 
@@ -52,21 +52,19 @@ class ServedAgent:
         name: The agent's public name (default: the function's or the config's name).
         description: What it does (default: the docstring's first line or the config's
             ``description``).
-        max_sessions: Sessions kept open at once; beyond it the least recently used idle
-            session is closed (its history stays in ``store``); all busy:
+        limits: Sessions, running turns, idle timeout and kernel pool
+            (:class:`~simplellmfunc.runtime.config.ServeLimits`; the defaults are its own).
+            All sessions busy at ``max_sessions``, or ``max_turns`` turns running:
             :class:`~simplellmfunc.exceptions.CapacityError`.
-        idle_timeout: Seconds after which an idle session is closed (``None``: never).
-        max_turns: Turns running at once; one more is refused with ``CapacityError``.
-        pyrepl: Give each session its own PyRepl kernel (``True`` or PyRepl options).
-        pool_size: Kernels started ahead of time for new sessions.
+        pyrepl: Give each session its own PyRepl kernel (``True`` or PyRepl options; the
+            pool of ``limits.pool_size`` kernels is started only then).
         store: Where session histories are kept (default: in memory).
         root: The sessions' folder (kernels' working directories; default: temporary).
         client_tools: Let API clients bring their own tools (run client-side, see
             :class:`ClientTurn`); ``False``: a request with tools is refused.
 
     Raises:
-        UserError: If ``agent`` is neither an ``@llm_chat`` agent nor a ``ConfiguredAgent``,
-            or a limit is below 1.
+        UserError: If ``agent`` is neither an ``@llm_chat`` agent nor a ``ConfiguredAgent``.
     """
 
     def __init__(
@@ -75,11 +73,8 @@ class ServedAgent:
         *,
         name: str | None = None,
         description: str | None = None,
-        max_sessions: int = 100,
-        idle_timeout: float | None = 3600.0,
-        max_turns: int = 16,
+        limits: ServeLimits | None = None,
         pyrepl: bool | Mapping[str, Any] = False,
-        pool_size: int = 0,
         store: Store | None = None,
         root: str | Path | None = None,
         client_tools: bool = True,
@@ -92,23 +87,22 @@ class ServedAgent:
             chat = _with_events(agent)
         else:
             raise UserError(f"{agent!r} is neither an @llm_chat agent nor a ConfiguredAgent")
-        if max_turns < 1:
-            raise UserError("max_turns must be at least 1")
+        limits = limits or ServeLimits()
         self.agent = agent
         self.name = name or default_name
         self.description = description or default_text or f"The agent {self.name!r}."
-        self.max_turns = max_turns
+        self.limits = limits
         self.client_tools = client_tools
         self._vision: bool | None = None
         self.sessions = SessionStore(
             chat,
             pyrepl=pyrepl,
             root=root,
-            pool_size=pool_size,
+            pool_size=limits.pool_size if pyrepl is not False else 0,
             store=store,
             agent_name=_namespace_name(self.name),
-            idle_timeout=idle_timeout,
-            max_sessions=max_sessions,
+            idle_timeout=limits.idle_timeout,
+            max_sessions=limits.max_sessions,
         )
         self._open = False
         self._running = 0
@@ -285,8 +279,8 @@ class ServedAgent:
         if self._closing or not self._open:
             state = "shutting down" if self._open or self._closing else "not open"
             raise CapacityError(f"the agent is {state}", limit="closing")
-        if self._running >= self.max_turns:
-            raise CapacityError(f"{self.max_turns} turns are running already", limit="turns")
+        if self._running >= self.limits.max_turns:
+            raise CapacityError(f"{self.limits.max_turns} turns are running already", limit="turns")
 
     async def _open_session(
         self, session_id: str, history: Sequence[Mapping[str, Any]] | None = None
@@ -351,6 +345,11 @@ class ServedAgent:
         """Abort the session's running turn; whether one was running."""
         session = self.sessions.sessions.get(session_id)
         return session is not None and session.abort(reason)
+
+    @property
+    def max_turns(self) -> int:
+        """Turns running at once at most (``limits.max_turns``)."""
+        return self.limits.max_turns
 
     @property
     def running(self) -> int:

@@ -26,6 +26,7 @@ from .._abort import AbortSignal
 from .._events import ResponseYield
 from ..engine import ApprovalDecision
 from ..exceptions import SessionError
+from ..runtime.config import ServeLimits
 from ..runtime.stores import InMemoryStore, Namespace, Store
 from ._session import Session, check_session_id
 
@@ -38,6 +39,7 @@ OnDisconnect = Literal["abort", "cancel"]
 logger = logging.getLogger("simplellmfunc.sessions")
 _HISTORY_KEY = "history"
 _CLOSE_WAIT = 30.0  # how long closing waits for an aborted turn to end
+_DEFAULTS = ServeLimits()  # the one set of defaults
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,7 +75,8 @@ class SessionStore:
             them across restarts). Items live under ``Namespace(agent_name, session id)``.
         agent_name: The store namespace and SelfReference key prefix.
         idle_timeout: Seconds without a turn after which a session is reclaimed (its kernel
-            closed; its history stays in the store); ``None``: never.
+            closed; its history stays in the store); ``None``: never. The defaults of this
+            and ``max_sessions`` are :class:`~simplellmfunc.runtime.config.ServeLimits`'.
         max_sessions: Open sessions at most; opening one more reclaims the least recently used
             idle session, or raises :class:`SessionError` when every session is busy.
         on_disconnect: What a turn does when its consumer leaves early: ``"abort"`` (default:
@@ -95,8 +98,8 @@ class SessionStore:
         pool_size: int = 0,
         store: Store | None = None,
         agent_name: str = "agent",
-        idle_timeout: float | None = 900.0,
-        max_sessions: int = 100,
+        idle_timeout: float | None = _DEFAULTS.idle_timeout,
+        max_sessions: int = _DEFAULTS.max_sessions,
         on_disconnect: OnDisconnect = "abort",
         self_reference: Any = None,
     ) -> None:

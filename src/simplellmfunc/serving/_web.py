@@ -24,6 +24,7 @@ from ..exceptions import (
     RequestRefusedError,
     SessionError,
 )
+from ..runtime.config import ServeLimits
 from ..runtime.stores import Store
 from ._edge import EdgeGuard, EdgePolicy, principal_of, read_json
 from ._json import WirePolicy
@@ -53,9 +54,7 @@ def web_chat_app(
     *,
     sessions: SessionStore | None = None,
     pyrepl: bool | Mapping[str, Any] = True,
-    pool_size: int = 2,
-    max_sessions: int = 20,
-    idle_timeout: float | None = 900.0,
+    limits: ServeLimits | None = None,
     store: Store | None = None,
     token: str | None = None,
     title: str = "simplellmfunc chat",
@@ -77,11 +76,10 @@ def web_chat_app(
             (for an app mounted in another one, whose lifespan does not run); the other session
             arguments are then ignored. Default: the app makes one and its lifespan owns it.
         pyrepl: Give each session a PyRepl kernel (``True``, or PyRepl keyword arguments).
-        pool_size: Kernels started ahead of time.
-        max_sessions: Open sessions at most (tabs beyond it are refused while all are busy;
-            otherwise the least recently used idle session is reclaimed).
-        idle_timeout: Seconds after which an idle session's kernel is closed (its history
-            stays in ``store``); ``None``: never.
+        limits: Open sessions at most (tabs beyond it are refused while all are busy;
+            otherwise the least recently used idle session is reclaimed), the idle timeout
+            after which a session's kernel is closed (its history stays in ``store``) and the
+            kernels started ahead of time (:class:`~simplellmfunc.runtime.config.ServeLimits`).
         store: Where histories are kept (default: in memory).
         token: Required on the page (``?token=`` in its address; the page then sends it
             as ``Authorization: Bearer`` on its API calls) and on every API call; ``None``:
@@ -95,6 +93,8 @@ def web_chat_app(
             names only, 8 MiB bodies).
     """
 
+    limits = limits or ServeLimits()
+
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         if sessions is not None:
@@ -104,9 +104,9 @@ def web_chat_app(
         owned = SessionStore(
             agent,
             pyrepl=pyrepl,
-            pool_size=pool_size if pyrepl else 0,
-            max_sessions=max_sessions,
-            idle_timeout=idle_timeout,
+            pool_size=limits.pool_size if pyrepl else 0,
+            max_sessions=limits.max_sessions,
+            idle_timeout=limits.idle_timeout,
             store=store,
         )
         async with owned:
