@@ -449,6 +449,7 @@ def test_a2a_and_serving_surfaces() -> None:
 
 SERVING_SURFACE = {
     "AGUIAdapter",
+    "AgentTurn",
     "ANONYMOUS",
     "AnswerShape",
     "ClientHook",
@@ -463,7 +464,9 @@ SERVING_SURFACE = {
     "ServeSettings",
     "ServedAgent",
     "Session",
+    "SessionAgent",
     "SessionStore",
+    "TurnRequest",
     "WirePolicy",
     "a2a_app",
     "a2a_routes",

@@ -19,12 +19,13 @@ from acceptance_support import clean_env, finish, start_cli, write
 from simplellmfunc import OpenAICompatible, llm_chat, tool
 from simplellmfunc._cli._args import build_parser
 from simplellmfunc.exceptions import CapacityError, UserError
-from simplellmfunc.runtime.config import ConfiguredAgent, load_agent_config
+from simplellmfunc.runtime.config import ConfiguredAgent, TurnResult, load_agent_config
 from simplellmfunc.serving import (
     ServedAgent,
     ServeLimits,
     ServeSettings,
     SessionStore,
+    TurnRequest,
     create_app,
     running,
 )
@@ -73,6 +74,13 @@ def waiting_tool() -> tuple[Any, anyio.Event, anyio.Event]:
 async def add(a: int, b: int) -> int:
     """Add two numbers."""
     return a + b
+
+
+async def result_of(served: ServedAgent, request: TurnRequest) -> TurnResult:
+    """The last item of a turn through the door: its result."""
+    items = [item async for item in served.turn(request)]
+    assert isinstance(items[-1], TurnResult)
+    return items[-1]
 
 
 async def test_openai_client_and_our_provider_talk_to_the_agent(
@@ -166,22 +174,22 @@ async def test_limits_and_graceful_close_abort_running_turns(mock_server: MockLL
             results: list[Any] = []
 
             async def turn() -> None:
-                results.append(await served.session_turn("s1", "wait please"))
+                results.append(await result_of(served, TurnRequest("wait please", "s1")))
 
             group.start_soon(turn)
             with anyio.fail_after(GUARD):
                 await started.wait()
             with pytest.raises(CapacityError) as busy:
-                await served.run_turn("another", [])
+                await result_of(served, TurnRequest("another"))
             assert busy.value.limit == "turns"
             served.limits = ServeLimits(max_sessions=1, max_turns=2)
             with pytest.raises(CapacityError) as full:
-                await served.session_turn("s2", "a new session")
+                await result_of(served, TurnRequest("a new session", "s2"))
             assert full.value.limit == "sessions"
             with anyio.fail_after(GUARD):
                 await served.aclose()
             with pytest.raises(CapacityError):
-                await served.run_turn("after close", [])
+                await result_of(served, TurnRequest("after close"))
     assert results[0].aborted
     history = await served.history("s1")
     assert [m["role"] for m in history] == ["system", "user", "assistant", "tool"]
@@ -355,7 +363,7 @@ async def test_web_chat_turns_count_toward_max_turns(mock_server: MockLLMServer)
                     assert served.running == 1
                     second = await http.post("/api/chat/s2", json={"message": "hello"})
                     with pytest.raises(CapacityError) as api:
-                        await served.session_turn("s3", "hello")
+                        await result_of(served, TurnRequest("hello", "s3"))
                     release.set()
                     frames = [line async for line in first.aiter_lines() if line]
             assert served.running == 0

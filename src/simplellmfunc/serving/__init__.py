@@ -47,10 +47,10 @@ from ._principals import (
     allowed_hosts_for,
     is_loopback,
 )
-from ._served import ServedAgent
+from ._served import ServedAgent, TurnRequest
 from ._session import Session
 from ._sse import encode_sse, sse_stream
-from ._store import OnDisconnect, SessionStore
+from ._store import AgentTurn, OnDisconnect, SessionAgent, SessionStore
 
 if TYPE_CHECKING:
     from ._a2a import a2a_app, a2a_routes, agent_card
@@ -65,6 +65,7 @@ __all__ = [
     "ANONYMOUS",
     "LOOPBACK_NAMES",
     "AGUIAdapter",
+    "AgentTurn",
     "AnswerShape",
     "ClientHook",
     "ClientTurn",
@@ -77,7 +78,9 @@ __all__ = [
     "ServeSettings",
     "ServedAgent",
     "Session",
+    "SessionAgent",
     "SessionStore",
+    "TurnRequest",
     "WirePolicy",
     "a2a_app",
     "a2a_routes",

@@ -39,6 +39,7 @@ log record, not a traceback.
 from __future__ import annotations
 
 import logging
+from contextlib import aclosing
 from typing import Any
 
 import anyio
@@ -92,7 +93,7 @@ from ..tools import Tool
 from ._edge import EdgeGuard, EdgePolicy, jsonrpc_error
 from ._json import WirePolicy, to_wire
 from ._principals import ANONYMOUS, Principal, Principals
-from ._served import ServedAgent
+from ._served import ServedAgent, TurnRequest
 
 __all__ = ["a2a_app", "a2a_routes", "agent_card", "agent_skills"]
 
@@ -247,10 +248,15 @@ class _Executor(AgentExecutor):
         mapper = _Mapper(updater)
         ended = anyio.Event()
         self._running[task_id] = (session_id, ended)
+        result: TurnResult | None = None
         try:
-            result = await self._served.session_turn(
-                session_id, context.get_user_input(), on_event=mapper.event
-            )
+            asked = TurnRequest(context.get_user_input(), session_id)
+            async with aclosing(self._served.turn(asked)) as items:
+                async for item in items:
+                    if isinstance(item, TurnResult):
+                        result = item
+                    else:
+                        await mapper.event(item)
         except Exception as exc:  # boundary: the A2A client learns of it as a failed task
             logger.warning("an A2A turn failed", exc_info=True)
             text = f"{type(exc).__name__}: {exc}"
@@ -259,6 +265,7 @@ class _Executor(AgentExecutor):
         finally:
             del self._running[task_id]
             ended.set()
+        assert result is not None  # the door's last item
         await mapper.finish(result)
 
     async def cancel(self, context: RequestContext, event_queue: EventQueue) -> None:

@@ -30,10 +30,10 @@ from __future__ import annotations
 import os
 import time
 from collections import OrderedDict
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Sequence
+from contextlib import aclosing
 from typing import Any
 
-import anyio
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 
@@ -46,7 +46,7 @@ from ._client import ClientHook
 from ._edge import principal_of
 from ._edge import read_json as read_edge_json
 from ._errors import ApiError, error_response, failure
-from ._served import ServedAgent
+from ._served import ServedAgent, TurnRequest
 from ._sse import encode_sse
 
 __all__ = [
@@ -227,24 +227,29 @@ class _Turn:
         self.owner = owner
         self.hook = ClientHook(request.client)
 
-    async def run(self, served: ServedAgent, on_event: Any, pending: PendingTurns) -> TurnResult:
+    async def items(
+        self, served: ServedAgent, pending: PendingTurns
+    ) -> AsyncGenerator[EventYield | TurnResult, None]:
+        """The turn through the one door (:meth:`ServedAgent.turn`): its events, then its
+        :class:`TurnResult`."""
         request = self.request
         if self.session_id is not None:
             results = None if request.text is not None else _results(request.messages)
-            return await served.session_turn(
-                self.session_id,
-                request.text,
-                on_event=on_event,
-                hooks=(self.hook,),
-                results=results,
-            )
-        text, history = split_turn(request.messages)
-        if text is None:
-            history = pending.continued(history, self.owner)
-        result = await served.run_turn(text, history, on_event=on_event, hooks=(self.hook,))
-        if result.terminated_by == "deferred":
-            pending.put(request, result, self.owner)
-        return result
+            asked = TurnRequest(request.text, self.session_id, hooks=(self.hook,), results=results)
+        else:
+            text, history = split_turn(request.messages)
+            if text is None:
+                history = pending.continued(history, self.owner)
+            asked = TurnRequest(text, history=history, hooks=(self.hook,))
+        async with aclosing(served.turn(asked)) as items:
+            async for item in items:
+                if (
+                    isinstance(item, TurnResult)
+                    and item.terminated_by == "deferred"
+                    and self.session_id is None
+                ):
+                    pending.put(request, item, self.owner)
+                yield item
 
     def shape_error(self, result: TurnResult) -> ApiError | None:
         """The error of a final answer that still misses ``response_format``."""
@@ -312,13 +317,17 @@ async def chat_completions(
             headers=headers,
         )
 
-    async def on_event(item: EventYield) -> None:
-        completion.count(item)
-
+    result: TurnResult | None = None
     try:
-        result = await turn.run(served, on_event, pending)
+        async with aclosing(turn.items(served, pending)) as items:
+            async for item in items:
+                if isinstance(item, TurnResult):
+                    result = item
+                else:
+                    completion.count(item)
     except SimpleLLMFuncError as exc:
         return failure(exc).response()
+    assert result is not None  # the door's last item
     problem = turn.shape_error(result)
     if problem is not None:
         return problem.response()
@@ -332,50 +341,54 @@ async def chat_completions(
 async def _stream(
     served: ServedAgent, turn: _Turn, completion: _Completion, pending: PendingTurns
 ) -> AsyncIterator[str]:
-    send, receive = anyio.create_memory_object_stream[dict[str, Any]](64)
+    """The turn's items as chunks, in this task: no stream or callback in between. Leaving
+    early (the client disconnected) closes the door's iterator: the session store then ends
+    the turn like an abort, and the session keeps a valid history."""
     # A shaped answer is checked before it is sent: its deltas are held back.
     hold = turn.request.client.shape is not None
-
-    async def on_event(item: EventYield) -> None:
-        completion.count(item)
-        event = item.event
-        if hold or not isinstance(event, LLMChunkArriveEvent):
-            return
-        if event.text and not item.origin.agent:
-            await send.send(completion.chunk(_delta(completion, {"content": event.text})))
-
-    async def produce() -> None:
-        async with send:
-            try:
-                result = await turn.run(served, on_event, pending)
-            except SimpleLLMFuncError as exc:
-                await send.send(failure(exc).body())
-                return
-            problem = turn.shape_error(result)
-            if problem is not None:
-                await send.send(problem.body())
-                return
-            if not completion.streamed and result.text:
-                await send.send(completion.chunk(_delta(completion, {"content": result.text})))
-            for chunk in _call_chunks(completion, tool_calls(result)):
-                await send.send(chunk)
-            extra: dict[str, Any] = {}
-            if turn.dropped():
-                extra["history_dropped"] = turn.dropped()
-            if not turn.request.include_usage:
-                await send.send(completion.chunk({}, _finish(result), **extra))
-                return
-            await send.send(completion.chunk({}, _finish(result)))
-            await send.send(completion.chunk(None, usage=completion.usage(), **extra))
-
-    # Leaving early (the client disconnected) cancels produce(): the session store then ends
-    # the turn like an abort, and the session keeps a valid history.
-    async with anyio.create_task_group() as group:
-        group.start_soon(produce)
-        async with receive:
-            async for chunk in receive:
-                yield encode_sse(chunk)
+    result: TurnResult | None = None
+    try:
+        async with aclosing(turn.items(served, pending)) as items:
+            async for item in items:
+                if isinstance(item, TurnResult):
+                    result = item
+                    continue
+                completion.count(item)
+                event = item.event
+                if hold or not isinstance(event, LLMChunkArriveEvent):
+                    continue
+                if event.text and not item.origin.agent:
+                    delta = _delta(completion, {"content": event.text})
+                    yield encode_sse(completion.chunk(delta))
+    except SimpleLLMFuncError as exc:
+        yield encode_sse(failure(exc).body())
         yield encode_sse("[DONE]")
+        return
+    assert result is not None  # the door's last item
+    for chunk in _final_chunks(turn, completion, result):
+        yield encode_sse(chunk)
+    yield encode_sse("[DONE]")
+
+
+def _final_chunks(turn: _Turn, completion: _Completion, result: TurnResult) -> list[Any]:
+    """What follows a turn's streamed text: the shape error, or the held or unstreamed text,
+    the client's calls, the finish chunk and the usage."""
+    problem = turn.shape_error(result)
+    if problem is not None:
+        return [problem.body()]
+    chunks: list[Any] = []
+    if not completion.streamed and result.text:
+        chunks.append(completion.chunk(_delta(completion, {"content": result.text})))
+    chunks.extend(_call_chunks(completion, tool_calls(result)))
+    extra: dict[str, Any] = {}
+    if turn.dropped():
+        extra["history_dropped"] = turn.dropped()
+    if not turn.request.include_usage:
+        chunks.append(completion.chunk({}, _finish(result), **extra))
+        return chunks
+    chunks.append(completion.chunk({}, _finish(result)))
+    chunks.append(completion.chunk(None, usage=completion.usage(), **extra))
+    return chunks
 
 
 def _delta(completion: _Completion, delta: dict[str, Any]) -> dict[str, Any]:

@@ -24,11 +24,11 @@ from __future__ import annotations
 import os
 import time
 from collections import OrderedDict
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncGenerator, AsyncIterator, Mapping
+from contextlib import aclosing
 from dataclasses import dataclass
 from typing import Any
 
-import anyio
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 
@@ -49,7 +49,7 @@ from ._client import AnswerShape, ClientHook, ClientTurn
 from ._edge import principal_of
 from ._errors import ApiError, failure
 from ._openai import Usage, read_json
-from ._served import ServedAgent
+from ._served import ServedAgent, TurnRequest
 from ._sse import encode_sse
 
 __all__ = ["KEPT_RESPONSES", "ResponseLog", "create_response"]
@@ -319,9 +319,10 @@ class _Turn:
         self.request = request
         self.hook = ClientHook(request.client)
 
-    async def run(self, served: ServedAgent, on_event: Any) -> TurnResult:
+    def items(self, served: ServedAgent) -> AsyncGenerator[EventYield | TurnResult, None]:
+        """The turn through the one door (:meth:`ServedAgent.turn`), stateless."""
         text, history = split_turn(self.request.messages)
-        return await served.run_turn(text, history, on_event=on_event, hooks=(self.hook,))
+        return served.turn(TurnRequest(text, history=history, hooks=(self.hook,)))
 
     def problem(self, result: TurnResult) -> ApiError | None:
         return shape_error(self.request.client.shape, result, "text.format")
@@ -346,13 +347,17 @@ async def create_response(served: ServedAgent, log: ResponseLog, request: Reques
             _stream(served, log, turn, response), media_type="text/event-stream"
         )
 
-    async def on_event(item: EventYield) -> None:
-        response.count(item)
-
+    result: TurnResult | None = None
     try:
-        result = await turn.run(served, on_event)
+        async with aclosing(turn.items(served)) as items:
+            async for item in items:
+                if isinstance(item, TurnResult):
+                    result = item
+                else:
+                    response.count(item)
     except SimpleLLMFuncError as exc:
         return failure(exc).response()
+    assert result is not None  # the door's last item
     problem = turn.problem(result)
     if problem is not None:
         return problem.response()
@@ -364,32 +369,31 @@ async def create_response(served: ServedAgent, log: ResponseLog, request: Reques
 async def _stream(
     served: ServedAgent, log: ResponseLog, turn: _Turn, response: _Response
 ) -> AsyncIterator[str]:
-    send, receive = anyio.create_memory_object_stream[str](64)
     hold = turn.request.client.shape is not None
     opened = False
     parts: list[str] = []
 
-    async def open_message() -> None:
+    def open_message() -> list[str]:
         nonlocal opened
         if opened:
-            return
+            return []
         opened = True
         item = response.message("", "in_progress")
-        await send.send(response.event("response.output_item.added", output_index=0, item=item))
-        await send.send(
+        return [
+            response.event("response.output_item.added", output_index=0, item=item),
             response.event(
                 "response.content_part.added",
                 item_id=response.message_id,
                 output_index=0,
                 content_index=0,
                 part=_output_text(""),
-            )
-        )
+            ),
+        ]
 
-    async def text_delta(text: str) -> None:
-        await open_message()
+    def text_delta(text: str) -> list[str]:
+        events = open_message()
         parts.append(text)
-        await send.send(
+        events.append(
             response.event(
                 "response.output_text.delta",
                 item_id=response.message_id,
@@ -399,62 +403,55 @@ async def _stream(
                 logprobs=[],
             )
         )
+        return events
 
-    async def on_event(item: EventYield) -> None:
-        response.count(item)
-        event = item.event
-        if hold or not isinstance(event, LLMChunkArriveEvent):
-            return
-        if event.text and not item.origin.agent:
-            await text_delta(event.text)
-
-    async def produce() -> None:
-        async with send:
-            start = response.whole("in_progress", [])
-            await send.send(response.event("response.created", response=start))
-            await send.send(response.event("response.in_progress", response=start))
-            try:
-                result = await turn.run(served, on_event)
-            except SimpleLLMFuncError as exc:
-                await fail(failure(exc))
-                return
-            problem = turn.problem(result)
-            if problem is not None:
-                await fail(problem)
-                return
-            if not parts and result.text:
-                await text_delta(result.text)
-            output = response.output(result)
-            if opened:
-                text = "".join(parts)
-                ids = {"item_id": response.message_id, "output_index": 0, "content_index": 0}
-                await send.send(
-                    response.event("response.output_text.done", text=text, logprobs=[], **ids)
-                )
-                await send.send(
-                    response.event("response.content_part.done", part=_output_text(text), **ids)
-                )
-                message = response.message(text)
-                await send.send(
-                    response.event("response.output_item.done", output_index=0, item=message)
-                )
-                output = [message, *(o for o in output if o["type"] != "message")]
-            for index, item in enumerate(output):
-                if item["type"] != "function_call":
-                    continue
-                for kind in ("response.output_item.added", "response.output_item.done"):
-                    await send.send(response.event(kind, output_index=index, item=item))
-            if turn.request.store:
-                log.put(response.id, result.history, turn.request.owner)
-            whole = response.whole("completed", output)
-            await send.send(response.event("response.completed", response=whole))
-
-    async def fail(error: ApiError) -> None:
+    def fail(error: ApiError) -> str:
         failed = response.whole("failed", [], {"code": error.code, "message": error.message})
-        await send.send(response.event("response.failed", response=failed))
+        return response.event("response.failed", response=failed)
 
-    async with anyio.create_task_group() as group:
-        group.start_soon(produce)
-        async with receive:
-            async for message in receive:
-                yield message
+    start = response.whole("in_progress", [])
+    yield response.event("response.created", response=start)
+    yield response.event("response.in_progress", response=start)
+    result: TurnResult | None = None
+    try:
+        async with aclosing(turn.items(served)) as items:
+            async for item in items:
+                if isinstance(item, TurnResult):
+                    result = item
+                    continue
+                response.count(item)
+                event = item.event
+                if hold or not isinstance(event, LLMChunkArriveEvent):
+                    continue
+                if event.text and not item.origin.agent:
+                    for chunk in text_delta(event.text):
+                        yield chunk
+    except SimpleLLMFuncError as exc:
+        yield fail(failure(exc))
+        return
+    assert result is not None  # the door's last item
+    problem = turn.problem(result)
+    if problem is not None:
+        yield fail(problem)
+        return
+    if not parts and result.text:
+        for chunk in text_delta(result.text):
+            yield chunk
+    output = response.output(result)
+    if opened:
+        text = "".join(parts)
+        ids = {"item_id": response.message_id, "output_index": 0, "content_index": 0}
+        yield (response.event("response.output_text.done", text=text, logprobs=[], **ids))
+        yield (response.event("response.content_part.done", part=_output_text(text), **ids))
+        message = response.message(text)
+        yield (response.event("response.output_item.done", output_index=0, item=message))
+        output = [message, *(o for o in output if o["type"] != "message")]
+    for index, entry in enumerate(output):
+        if entry["type"] != "function_call":
+            continue
+        for kind in ("response.output_item.added", "response.output_item.done"):
+            yield response.event(kind, output_index=index, item=entry)
+    if turn.request.store:
+        log.put(response.id, result.history, turn.request.owner)
+    whole = response.whole("completed", output)
+    yield response.event("response.completed", response=whole)

@@ -11,13 +11,13 @@ the end, and a graceful shutdown that refuses new turns and aborts the running o
 from __future__ import annotations
 
 import os
-from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Mapping, Sequence
 from contextlib import AsyncExitStack, aclosing, asynccontextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from .._abort import AbortSignal
 from .._events import EventYield, ReactEndEvent, ResponseYield
 from .._messages import history_to_dicts
 from ..decorators import ChatAgent
@@ -25,19 +25,34 @@ from ..engine import RunHook, RunResult, answer_deferred, pending_calls
 from ..exceptions import CapacityError, SessionError, UserError
 from ..runtime.config import ConfiguredAgent, ServeLimits, TurnResult
 from ..runtime.stores import Store
-from ._store import SessionStore
+from ._store import AgentTurn, SessionStore
 
-__all__ = ["OnEvent", "ServedAgent"]
-
-OnEvent = Callable[[EventYield], Awaitable[None]]
-"""Receives each event of a turn, in order."""
+__all__ = ["ServedAgent", "TurnRequest"]
 
 _CLOSE_WAIT = 30.0  # how long a shutdown waits for an aborted turn to end
 _SUPERSEDED = "Cancelled: the user sent a new message instead of this tool's result."
 
 
-async def _ignore(item: EventYield) -> None:
-    return None
+@dataclass(frozen=True, slots=True)
+class TurnRequest:
+    """One turn asked of a :class:`ServedAgent` (see :meth:`ServedAgent.turn`).
+
+    Attributes:
+        text: The user's message; ``None``: continue the conversation as it is (it ends with
+            the user's message, or with the results of the client's tool calls).
+        session_id: The session (opened on first use; the server keeps its history);
+            ``None``: a stateless turn on ``history``, in a session of its own.
+        history: The conversation so far, for a stateless turn.
+        hooks: Run hooks of this turn only (a :class:`ClientHook`: what an API client brings).
+        results: The client's result of each pending call of the session, by call id (a new
+            message instead answers them as cancelled).
+    """
+
+    text: str | None
+    session_id: str | None = None
+    history: Sequence[Mapping[str, Any]] = ()
+    hooks: Sequence[RunHook] = ()
+    results: Mapping[str, Any] | None = None
 
 
 class ServedAgent:
@@ -81,10 +96,8 @@ class ServedAgent:
     ) -> None:
         if isinstance(agent, ConfiguredAgent):
             default_name, default_text = agent.config.name, agent.config.description
-            chat: Callable[..., Any] = agent.chat
         elif isinstance(agent, ChatAgent):
             default_name, default_text = agent.name, agent.description
-            chat = _with_events(agent)
         else:
             raise UserError(f"{agent!r} is neither an @llm_chat agent nor a ConfiguredAgent")
         limits = limits or ServeLimits()
@@ -95,7 +108,7 @@ class ServedAgent:
         self.client_tools = client_tools
         self._vision: bool | None = None
         self.sessions = SessionStore(
-            chat,
+            _ChatTurns(agent),
             pyrepl=pyrepl,
             root=root,
             pool_size=limits.pool_size if pyrepl is not False else 0,
@@ -154,110 +167,70 @@ class ServedAgent:
 
     # -- turns ---------------------------------------------------------------------------------
 
-    async def session_turn(
-        self,
-        session_id: str,
-        text: str | None,
-        *,
-        on_event: OnEvent | None = None,
-        hooks: Sequence[RunHook] = (),
-        results: Mapping[str, Any] | None = None,
-    ) -> TurnResult:
-        """Run one turn of session ``session_id`` (opened on first use); the session keeps the
-        history. :meth:`abort` with the same id aborts it.
+    async def turn(self, request: TurnRequest) -> AsyncGenerator[EventYield | TurnResult, None]:
+        """The one door: one turn, as its events and then a :class:`TurnResult` (last).
 
-        Args:
-            session_id: The session.
-            text: The user's message; ``None`` with ``results``: continue the session's
-                turn that ended on client tool calls.
-            on_event: Gets each event of the turn.
-            hooks: Run hooks of this turn only (see :meth:`run_turn`).
-            results: The client's result of each pending call of the session, by call id. A
-                new message instead answers the pending calls as cancelled.
+        It admits the turn (refused while closing or with ``max_turns`` running), counts it
+        while it runs, opens or reuses its session (``request.session_id``; ``None``: a
+        throwaway session seeded with ``request.history``, forgotten at the end), answers a
+        deferred turn's pending calls, streams the turn and releases it. Leaving early (a
+        client disconnect) ends the turn like an abort: the session keeps a valid history.
+        Every front (OpenAI chat and responses, A2A, the web page, AG-UI) adapts this.
 
         Raises:
             CapacityError: If every session is busy at ``max_sessions``, ``max_turns`` turns
-                are running, or the agent is closing.
+                are running, or the agent is closing (on the first iteration).
             SessionError: For an invalid id, or a session already running a turn.
-            InvalidHistoryError: If ``results`` do not answer the pending calls exactly.
+            InvalidHistoryError: If ``request.results`` do not answer the pending calls.
             ProviderError: When the model fails after retries.
         """
         self._admit()
+        stateless = request.session_id is None
+        session_id = request.session_id or f"once-{os.urandom(8).hex()}"
         self._running += 1
         try:
-            await self._open_session(session_id)
-            session = self.sessions.get(session_id)
-            if session.busy:
-                raise SessionError(
-                    f"session {session_id!r} is already running a turn: wait for it, or abort it",
-                    reason="busy",
-                )
-            pending = pending_calls(session.history)
-            if results is not None or pending:
-                answers = (
-                    results
-                    if results is not None
-                    else dict.fromkeys((c.id for c in pending), _SUPERSEDED)
-                )
-                session.history = answer_deferred(session.history, answers)
-            extra = {"_hooks": list(hooks)} if hooks else None
-            return await self._run(session_id, text, on_event or _ignore, extra)
-        finally:
-            self._running -= 1
-
-    async def session_chat(self, session_id: str, text: str) -> AsyncIterator[Any]:
-        """One turn of session ``session_id`` as the session store yields it (the run's events,
-        then a ``ResponseYield`` with the history), counted toward ``max_turns`` while it runs:
-        what the web chat page streams. Call :meth:`admit` first to refuse before a response
-        commits to HTTP 200; the check here closes the gap between the two.
-
-        Raises:
-            CapacityError: As :meth:`session_turn` (on the first iteration).
-            SessionError: For an invalid id, or a session already running a turn.
-        """
-        self._admit()
-        self._running += 1
-        try:
-            async with aclosing(self._items(session_id, text)) as items:
+            if stateless:
+                await self._open_session(session_id, request.history)
+            else:
+                await self._continue(session_id, request.results)
+            answer: Any = ""
+            history: list[dict[str, Any]] | None = None
+            ended = "answer"
+            chat = self.sessions.chat(session_id, request.text, hooks=request.hooks)
+            async with aclosing(chat) as items:
                 async for item in items:
-                    yield item
+                    if isinstance(item, EventYield):
+                        if isinstance(item.event, ReactEndEvent):
+                            ended = item.event.terminated_by
+                        yield item
+                    elif isinstance(item, ResponseYield):
+                        answer, history = item.response, list(item.messages)
+            if history is None:
+                history = await self.sessions.history(session_id)
+            yield TurnResult(str(answer), history, ended)
         finally:
             self._running -= 1
+            if stateless:
+                await self.sessions.close(session_id, forget=True)
 
-    async def run_turn(
-        self,
-        text: str | None,
-        history: Sequence[Mapping[str, Any]] = (),
-        *,
-        on_event: OnEvent | None = None,
-        hooks: Sequence[RunHook] = (),
-    ) -> TurnResult:
-        """Run one turn on ``text`` after ``history`` (the caller holds the conversation): in
-        a session of its own (its own kernel too), forgotten when the turn ends.
-
-        Args:
-            text: The user's message; ``None``: continue ``history`` as it is (it ends with
-                the user's message, or with the results of the client's tool calls).
-            history: The conversation so far.
-            on_event: Gets each event of the turn.
-            hooks: Run hooks of this turn only (a :class:`ClientHook`: what the API client
-                brings, its tools among it; a turn that calls a client tool ends
-                ``terminated_by="deferred"``, its history ending with the pending calls).
-
-        Raises:
-            CapacityError: As :meth:`session_turn`.
-            ProviderError: When the model fails after retries.
-        """
-        self._admit()
-        session_id = f"once-{os.urandom(8).hex()}"
-        self._running += 1
-        try:
-            await self._open_session(session_id, history)
-            extra = {"_hooks": list(hooks)} if hooks else None
-            return await self._run(session_id, text, on_event or _ignore, extra)
-        finally:
-            self._running -= 1
-            await self.sessions.close(session_id, forget=True)
+    async def _continue(self, session_id: str, results: Mapping[str, Any] | None) -> None:
+        """Open the session, refuse it busy, and answer its pending client calls (with
+        ``results``, else as superseded by the new message)."""
+        await self._open_session(session_id)
+        session = self.sessions.get(session_id)
+        if session.busy:
+            raise SessionError(
+                f"session {session_id!r} is already running a turn: wait for it, or abort it",
+                reason="busy",
+            )
+        pending = pending_calls(session.history)
+        if results is not None or pending:
+            answers = (
+                results
+                if results is not None
+                else dict.fromkeys((c.id for c in pending), _SUPERSEDED)
+            )
+            session.history = answer_deferred(session.history, answers)
 
     def admit(self, session_id: str | None = None) -> None:
         """Raise now what a turn (of ``session_id``; ``None``: a stateless one) would be
@@ -291,37 +264,6 @@ class ServedAgent:
             if exc.reason == "full":
                 raise CapacityError(str(exc), limit="sessions") from None
             raise
-
-    async def _items(
-        self, session_id: str, text: str | None, extra: Mapping[str, Any] | None = None
-    ) -> AsyncGenerator[Any, None]:
-        """The items of one turn of the session (opened on first use)."""
-        await self._open_session(session_id)
-        async with aclosing(self.sessions.chat(session_id, text, **(extra or {}))) as items:
-            async for item in items:
-                yield item
-
-    async def _run(
-        self,
-        session_id: str,
-        text: str | None,
-        on_event: OnEvent,
-        extra: Mapping[str, Any] | None = None,
-    ) -> TurnResult:
-        answer: Any = ""
-        history: list[dict[str, Any]] | None = None
-        ended = "answer"
-        async with aclosing(self._items(session_id, text, extra)) as items:
-            async for item in items:
-                if isinstance(item, EventYield):
-                    if isinstance(item.event, ReactEndEvent):
-                        ended = item.event.terminated_by
-                    await on_event(item)
-                elif isinstance(item, ResponseYield):
-                    answer, history = item.response, list(item.messages)
-        if history is None:
-            history = await self.sessions.history(session_id)
-        return TurnResult(str(answer), history, ended)
 
     async def takes_images(self) -> bool:
         """Whether the agent's model takes images (its provider's ``vision`` capability)."""
@@ -366,33 +308,28 @@ def _namespace_name(name: str) -> str:
     return cleaned[:128] or "agent"
 
 
-def _with_events(agent: ChatAgent) -> Callable[..., AsyncIterator[Any]]:
-    """``agent`` (an ``@llm_chat`` function, with events or not) as a session agent: each
-    call yields the run's events, then a ``ResponseYield`` with the history."""
+class _ChatTurns:
+    """An ``@llm_chat`` agent (with events or not) or a ``ConfiguredAgent`` as the store's
+    :class:`SessionAgent`: each turn yields the run's events, then a ``ResponseYield`` with
+    the history."""
 
-    async def chat(
-        message: str | None,
-        history: list[dict[str, Any]] | None = None,
-        _abort_signal: AbortSignal | None = None,
-        _session_id: str = "",
-        **call_options: Any,
-    ) -> AsyncIterator[Any]:
-        if message is None:  # continue the history (a client's tool results, say)
-            run = await agent.run(
-                history=history or [],
-                _resume=True,
-                _abort_signal=_abort_signal,
-                _session_id=_session_id,
-                **call_options,
-            )
+    def __init__(self, agent: ChatAgent | ConfiguredAgent) -> None:
+        self.agent = agent
+
+    async def turn(self, turn: AgentTurn) -> AsyncIterator[Any]:
+        options = turn.call_options()
+        if isinstance(self.agent, ConfiguredAgent):
+            chat = self.agent.chat(turn.message, turn.history, **options)
+            try:
+                async for item in chat:
+                    yield item
+            finally:
+                await chat.aclose()  # type: ignore[attr-defined]  # an async generator
+            return
+        if turn.message is None:  # continue the history (a client's tool results, say)
+            run = await self.agent.run(history=turn.history, _resume=True, **options)
         else:
-            run = await agent.run(
-                message,
-                history=history or [],
-                _abort_signal=_abort_signal,
-                _session_id=_session_id,
-                **call_options,
-            )
+            run = await self.agent.run(turn.message, history=turn.history, **options)
         result: RunResult | None = None
         async with aclosing(run.__aiter__()) as items:
             async for item in items:
@@ -402,5 +339,3 @@ def _with_events(agent: ChatAgent) -> Callable[..., AsyncIterator[Any]]:
                     result = item
         assert result is not None  # a run always ends with its result
         yield ResponseYield(result.text, history_to_dicts(result.messages))
-
-    return chat

@@ -151,8 +151,8 @@ def web_chat_routes(
         policy: The size policy of the events sent to the page (images are sent whole).
         admit: Called with the session id before a turn starts; what it raises refuses the
             turn (``CapacityError``: 429, or 503 while closing; ``SessionError``: by reason).
-        turns: Runs a turn (default: the store's ``chat``); a server that counts its turns
-            (``ServedAgent.session_chat``) passes its own.
+        turns: Runs a turn (default: the store's ``chat``); a server passes its door
+            (:meth:`ServedAgent.turn`, which counts the turn toward its limits).
     """
     wire_policy = policy or WirePolicy()
     page_html = (_STATIC / "index.html").read_text(encoding="utf-8")
