@@ -11,7 +11,7 @@ the end, and a graceful shutdown that refuses new turns and aborts the running o
 from __future__ import annotations
 
 import os
-from collections.abc import AsyncGenerator, AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from contextlib import AsyncExitStack, aclosing, asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,7 +21,7 @@ from typing import Any
 from .._events import EventYield, ReactEndEvent, ResponseYield
 from .._messages import history_to_dicts
 from ..decorators import ChatAgent
-from ..engine import RunHook, RunResult, answer_deferred, pending_calls
+from ..engine import RunHook, answer_deferred, pending_calls
 from ..exceptions import CapacityError, SessionError, UserError
 from ..runtime.config import ConfiguredAgent, ServeLimits, TurnResult
 from ..runtime.stores import Store
@@ -310,19 +310,20 @@ def _namespace_name(name: str) -> str:
 
 class _ChatTurns:
     """An ``@llm_chat`` agent (with events or not) or a ``ConfiguredAgent`` as the store's
-    :class:`SessionAgent`: each turn yields the run's events, then a ``ResponseYield`` with
-    the history."""
+    :class:`SessionAgent`: each turn sends the run's events, then a ``ResponseYield`` with
+    the history. An ``@llm_chat`` run is driven right in the store's task, its emitter
+    connected to the store's stream: one pump per turn."""
 
     def __init__(self, agent: ChatAgent | ConfiguredAgent) -> None:
         self.agent = agent
 
-    async def turn(self, turn: AgentTurn) -> AsyncIterator[Any]:
+    async def drive(self, turn: AgentTurn, send: Callable[[Any], Awaitable[None]]) -> None:
         options = turn.call_options()
         if isinstance(self.agent, ConfiguredAgent):
             chat = self.agent.chat(turn.message, turn.history, **options)
             try:
                 async for item in chat:
-                    yield item
+                    await send(item)
             finally:
                 await chat.aclose()  # type: ignore[attr-defined]  # an async generator
             return
@@ -330,12 +331,12 @@ class _ChatTurns:
             run = await self.agent.run(history=turn.history, _resume=True, **options)
         else:
             run = await self.agent.run(turn.message, history=turn.history, **options)
-        result: RunResult | None = None
-        async with aclosing(run.__aiter__()) as items:
-            async for item in items:
-                if isinstance(item, EventYield):
-                    yield item
-                elif isinstance(item, RunResult):
-                    result = item
-        assert result is not None  # a run always ends with its result
-        yield ResponseYield(result.text, history_to_dicts(result.messages))
+
+        async def events(item: Any) -> None:
+            if isinstance(item, EventYield):  # events only (no text or raw items)
+                await send(item)
+
+        run.context.emitter.connect(events)
+        await run.run_to_end()
+        result = run.state.result()
+        await send(ResponseYield(result.text, history_to_dicts(result.messages)))

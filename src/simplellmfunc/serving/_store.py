@@ -11,7 +11,7 @@ import inspect
 import logging
 import shutil
 import tempfile
-from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping, Sequence
+from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping, Sequence
 from contextlib import aclosing
 from dataclasses import dataclass
 from pathlib import Path
@@ -80,10 +80,15 @@ class AgentTurn:
 
 @runtime_checkable
 class SessionAgent(Protocol):
-    """An agent that takes a store's turns as :class:`AgentTurn` s (``ServedAgent``'s)."""
+    """An agent that takes a store's turns as :class:`AgentTurn` s (``ServedAgent``'s).
 
-    def turn(self, turn: AgentTurn) -> AsyncIterator[Any]:
-        """The turn's items: events, then a ``ResponseYield`` with the history."""
+    It runs the turn in the store's task and sends each item (events, then a
+    ``ResponseYield`` with the history) with ``send``: that task is the turn's one pump (an
+    engine run driven here needs no task and stream of its own).
+    """
+
+    async def drive(self, turn: AgentTurn, send: Callable[[Any], Awaitable[None]]) -> None:
+        """Run ``turn``, sending its items in order."""
         ...
 
 
@@ -400,12 +405,14 @@ class SessionStore:
             with anyio.CancelScope() as scope:
                 session._cancel = scope
                 async with send:
-                    call = self._call(turn)
+
+                    async def deliver(item: Any) -> None:
+                        nonlocal history
+                        history = _history_of(item, history)
+                        await _deliver(send, item)
+
                     try:
-                        async with aclosing(call) as items:
-                            async for item in items:
-                                history = _history_of(item, history)
-                                await _deliver(send, item)
+                        await self._call(turn, deliver)
                     except Exception as exc:  # boundary: re-raised in the consumer's task
                         history = None
                         await _deliver(send, _Failed(exc))
@@ -425,11 +432,14 @@ class SessionStore:
         history = list(session.history)
         return AgentTurn(message, history, abort, session.id, toolkit, (*own, *hooks))
 
-    def _call(self, turn: AgentTurn) -> Any:
+    async def _call(self, turn: AgentTurn, deliver: Callable[[Any], Awaitable[None]]) -> None:
         if isinstance(self._agent, SessionAgent):
-            return self._agent.turn(turn)
+            await self._agent.drive(turn, deliver)
+            return
         options = {self._history_name: turn.history, **turn.call_options()}
-        return self._agent(turn.message, **options)
+        async with aclosing(self._agent(turn.message, **options)) as items:
+            async for item in items:
+                await deliver(item)
 
     # -- helpers ------------------------------------------------------------------------------
 
