@@ -4,8 +4,9 @@ The sessions (history persisted through a runtime store, a PyRepl kernel per ses
 warm pool, abort by id, idle reclaim, the session limit) are the store's; the served agent adds
 what the HTTP protocols need on top: a public name and description (the A2A card, the OpenAI
 model), a cap on concurrent turns, stateless turns (the caller holds the conversation: a
-throwaway session seeded with it), events handed to a callback with a :class:`TurnResult` at
-the end, and a graceful shutdown that refuses new turns and aborts the running ones.
+throwaway session seeded with it), one door for every front (:meth:`ServedAgent.turn`: the
+turn's events, then a :class:`TurnResult`), and a graceful shutdown that refuses new turns and
+aborts the running ones.
 """
 
 from __future__ import annotations
