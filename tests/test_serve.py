@@ -28,6 +28,7 @@ from simplellmfunc.serving import (
     TurnRequest,
     create_app,
     running,
+    web_chat_app,
 )
 from simplellmfunc.testing import MockLLMServer, Reply, ToolCallSpec
 
@@ -370,6 +371,28 @@ async def test_web_chat_turns_count_toward_max_turns(mock_server: MockLLMServer)
     assert first.status_code == 200
     assert second.status_code == 429
     assert api.value.limit == "turns"
+    assert '"response":"Done."' in frames[-1]
+
+
+async def test_a_standalone_web_chat_app_counts_turns_too(mock_server: MockLLMServer) -> None:
+    """``web_chat_app(agent)`` serves its tabs through the same door: ``max_turns`` holds."""
+    wait, started, release = waiting_tool()
+    mock_server.script(Reply.tool_calls(ToolCallSpec("wait", {}, id="w1")), Reply.text("Done."))
+    async with OpenAICompatible(KEY, "mock-model", mock_server.url) as llm:
+        agent = chat_agent(llm, toolkit=[wait])
+        limits = ServeLimits(max_turns=1)
+        async with (
+            running(lambda url: web_chat_app(agent, pyrepl=False, limits=limits)) as url,
+            httpx.AsyncClient(base_url=url, timeout=GUARD) as http,
+        ):
+            with anyio.fail_after(GUARD):
+                async with http.stream("POST", "/api/chat/s1", json={"message": "wait"}) as first:
+                    await started.wait()
+                    second = await http.post("/api/chat/s2", json={"message": "hello"})
+                    release.set()
+                    frames = [line async for line in first.aiter_lines() if line]
+    assert first.status_code == 200
+    assert second.status_code == 429
     assert '"response":"Done."' in frames[-1]
 
 

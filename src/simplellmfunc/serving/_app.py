@@ -26,8 +26,7 @@ in with ``routes=`` or ``app.router.routes``; they sit behind the same edge.
 from __future__ import annotations
 
 import functools
-from collections.abc import AsyncIterator, Sequence
-from contextlib import aclosing
+from collections.abc import Sequence
 from typing import Any
 
 from starlette.applications import Starlette
@@ -35,16 +34,14 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 
-from .._events import ResponseYield
-from ..runtime.config import TurnResult
 from ._a2a import a2a_routes
 from ._edge import EdgeGuard, EdgePolicy, ErrorShape, jsonrpc_error
 from ._errors import error_response
 from ._openai import PendingTurns, chat_completions, models
 from ._principals import Principals
 from ._responses import ResponseLog, create_response
-from ._served import ServedAgent, TurnRequest
-from ._web import PAGE_PATHS, STATIC_PREFIX, page_error, web_chat_routes
+from ._served import ServedAgent
+from ._web import PAGE_PATHS, STATIC_PREFIX, page_error, page_turn, web_chat_routes
 
 __all__ = ["PUBLIC_PATHS", "agent_routes", "create_app"]
 
@@ -97,7 +94,7 @@ def create_app(
                 served.sessions,
                 title=served.name,
                 admit=served.admit,
-                turns=functools.partial(_page_turn, served),
+                turns=functools.partial(page_turn, served),
             )
         )
         page = {"public_prefixes": (STATIC_PREFIX,), "query_paths": PAGE_PATHS}
@@ -157,11 +154,3 @@ def agent_routes(served: ServedAgent) -> list[BaseRoute]:
         Route("/v1/models", list_models, methods=["GET"]),
         Route("/v1/models/{model:path}", get_model, methods=["GET"]),
     ]
-
-
-async def _page_turn(served: ServedAgent, session_id: str, message: str) -> AsyncIterator[Any]:
-    """A tab's turn through the one door, as the page's stream reads a session's turn (the
-    events, then a ``ResponseYield`` with the history)."""
-    async with aclosing(served.turn(TurnRequest(message, session_id))) as items:
-        async for item in items:
-            yield ResponseYield(item.text, item.history) if isinstance(item, TurnResult) else item

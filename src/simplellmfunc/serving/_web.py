@@ -4,8 +4,10 @@ another app, e.g. ``simplellmfunc serve --web``) or as an app of its own."""
 from __future__ import annotations
 
 import contextlib
+import functools
 import html
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from contextlib import aclosing
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +18,8 @@ from starlette.responses import HTMLResponse, JSONResponse, Response, StreamingR
 from starlette.routing import BaseRoute, Mount, Route
 from starlette.staticfiles import StaticFiles
 
+from .._events import ResponseYield
+from ..decorators import ChatAgent
 from ..engine import parse_answer
 from ..exceptions import (
     AnswerRefusedError,
@@ -24,11 +28,12 @@ from ..exceptions import (
     RequestRefusedError,
     SessionError,
 )
-from ..runtime.config import ServeLimits
+from ..runtime.config import ServeLimits, TurnResult
 from ..runtime.stores import Store
 from ._edge import EdgeGuard, EdgePolicy, principal_of, read_json
 from ._json import WirePolicy
 from ._principals import Principals
+from ._served import ServedAgent, TurnRequest
 from ._store import SessionStore
 from ._web_stream import page_history, turn_frames
 
@@ -70,8 +75,10 @@ def web_chat_app(
     keeps the conversation): its own history and, with ``pyrepl``, its own kernel.
 
     Args:
-        agent: An ``@llm_chat`` function with ``stream=True, enable_event=True`` (see
-            :class:`~simplellmfunc.serving.SessionStore` for how it is called).
+        agent: An ``@llm_chat`` function (``stream=True`` for live text): its tabs' turns
+            go through a :class:`ServedAgent`'s door (admitted under ``limits``, counted toward
+            ``max_turns``); any other session agent runs on a bare
+            :class:`~simplellmfunc.serving.SessionStore` (see it for how it is called).
         sessions: A :class:`SessionStore` of ``agent`` that the caller has entered and closes
             (for an app mounted in another one, whose lifespan does not run); the other session
             arguments are then ignored. Default: the app makes one and its lifespan owns it.
@@ -94,12 +101,21 @@ def web_chat_app(
     """
 
     limits = limits or ServeLimits()
+    served: ServedAgent | None = None
+    if sessions is None and isinstance(agent, ChatAgent):
+        # The one door: the tabs' turns are admitted and counted toward ``max_turns``.
+        served = ServedAgent(agent, limits=limits, pyrepl=pyrepl, store=store)
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         if sessions is not None:
             app.state.sessions = sessions
             yield
+            return
+        if served is not None:
+            async with served.lifespan():
+                app.state.sessions = served.sessions
+                yield
             return
         owned = SessionStore(
             agent,
@@ -113,8 +129,11 @@ def web_chat_app(
             app.state.sessions = owned
             yield
 
+    door: dict[str, Any] = {}
+    if served is not None:
+        door = {"admit": served.admit, "turns": functools.partial(page_turn, served)}
     routes = web_chat_routes(
-        sessions, title=title, max_message_chars=max_message_chars, policy=policy
+        sessions, title=title, max_message_chars=max_message_chars, policy=policy, **door
     )
     if principals is None:
         principals = Principals.single(token) if token is not None else Principals.open()
@@ -292,3 +311,11 @@ def _local(request: Request, session_id: str) -> str:
 async def _json(request: Request) -> dict[str, Any]:
     body = await read_json(request) if await request.body() else {}
     return body if isinstance(body, dict) else {}
+
+
+async def page_turn(served: ServedAgent, session_id: str, message: str) -> AsyncIterator[Any]:
+    """A tab's turn through the one door (:meth:`ServedAgent.turn`), as the page's stream
+    reads a session's turn (the events, then a ``ResponseYield`` with the history)."""
+    async with aclosing(served.turn(TurnRequest(message, session_id))) as items:
+        async for item in items:
+            yield ResponseYield(item.text, item.history) if isinstance(item, TurnResult) else item
