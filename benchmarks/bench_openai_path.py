@@ -53,8 +53,7 @@ def _agent(llm: Any) -> Any:
 
 async def _serve(upstream: str) -> None:
     """The serving child: print ``READY <url>``, serve until SIGINT."""
-    from simplellmfunc.http_server import create_app, serve_app
-    from simplellmfunc.runtime.serving import ServedAgent
+    from simplellmfunc.serving import ServedAgent, create_app, serve_app
 
     async with OpenAICompatible(KEY, "mock-model", upstream) as llm:
         served = ServedAgent(_agent(llm))

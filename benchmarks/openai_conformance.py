@@ -21,9 +21,8 @@ from pydantic import BaseModel
 
 from simplellmfunc import OpenAICompatible, llm_chat
 from simplellmfunc.engine import HistoryWindow
-from simplellmfunc.http_server import create_app, running
 from simplellmfunc.providers import Capabilities
-from simplellmfunc.runtime.serving import ServedAgent
+from simplellmfunc.serving import ServedAgent, create_app, running
 from simplellmfunc.testing import MockLLMServer, Reply, ToolCallSpec
 
 KEY, TOKEN = "sk-test-123456789", "tok-abcdef"

@@ -9,9 +9,8 @@ from _model import pick_model, run
 from simplellmfunc import OpenAICompatible, llm_chat
 from simplellmfunc.events import EventYield, ToolCallStartEvent
 from simplellmfunc.hooks import ResponseYield
-from simplellmfunc.http_server import create_app, running
 from simplellmfunc.runtime.a2a import a2a_tool
-from simplellmfunc.runtime.serving import ServedAgent
+from simplellmfunc.serving import ServedAgent, create_app, running
 from simplellmfunc.testing import ScriptedLLM, ToolCallSpec
 
 TOKEN = "example-token-123"  # a real server reads it from SIMPLELLMFUNC_SERVE_TOKEN

@@ -13,7 +13,7 @@ Bound to loopback the page needs no token; `simplellmfunc web CONFIG --host 0.0.
 import uvicorn
 
 from simplellmfunc import LLMInterface, OpenAICompatible, llm_chat
-from simplellmfunc.webchat import web_chat_app
+from simplellmfunc.serving import web_chat_app
 
 
 def make_app(llm: LLMInterface, **options):

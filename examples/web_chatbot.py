@@ -19,8 +19,7 @@ from starlette.routing import Route
 
 from simplellmfunc import LLMInterface, OpenAICompatible, llm_chat
 from simplellmfunc.exceptions import UserError
-from simplellmfunc.runtime import SessionStore
-from simplellmfunc.wire import sse_stream
+from simplellmfunc.serving import SessionStore, sse_stream
 
 
 def make_app(llm: LLMInterface, idle_timeout: float = 900.0) -> Starlette:

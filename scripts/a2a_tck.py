@@ -32,8 +32,7 @@ import anyio
 import anyio.to_thread
 
 from simplellmfunc import OpenAICompatible, llm_chat, tool
-from simplellmfunc.http_server import running
-from simplellmfunc.runtime.serving import ServedAgent, a2a_app
+from simplellmfunc.serving import ServedAgent, ServeLimits, a2a_app, running
 from simplellmfunc.testing import MockLLMServer, Reply
 
 #: The TCK's categories as its ``run_tck.py`` runs them: test folder, marker expression.
@@ -98,7 +97,7 @@ async def main(argv: list[str]) -> int:
         MockLLMServer(default=default, max_records=100) as model,
         OpenAICompatible("sk-tck-000000000", "mock-model", model.url) as llm,
     ):
-        served = ServedAgent(_agent(llm), max_turns=64)
+        served = ServedAgent(_agent(llm), limits=ServeLimits(max_turns=64))
         advertised = lambda url: url.replace("127.0.0.1", "localhost")  # noqa: E731
         async with running(lambda url: a2a_app(served, advertised(url)), port=port) as bound:
             url = advertised(bound)

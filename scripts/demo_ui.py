@@ -22,8 +22,7 @@ import anyio
 
 from simplellmfunc import EngineOptions, llm_chat
 from simplellmfunc.chat_ui import ChatApp
-from simplellmfunc.http_server import running
-from simplellmfunc.webchat import web_chat_app
+from simplellmfunc.serving import ServeLimits, running, web_chat_app
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "scripts"))
@@ -54,7 +53,9 @@ def make_agent(llm: Any) -> Any:
 
 
 async def web_turn(agent: Any, browser: Any) -> None:
-    async with running(lambda url: web_chat_app(agent, pyrepl=True, pool_size=1)) as url:
+    async with running(
+        lambda url: web_chat_app(agent, pyrepl=True, limits=ServeLimits(pool_size=1))
+    ) as url:
         page = await browser.new_page(viewport={"width": 1000, "height": 700})
         page.set_default_timeout(TIMEOUT_MS)
         await page.goto(url + "/")

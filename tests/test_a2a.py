@@ -40,11 +40,10 @@ from simplellmfunc import OpenAICompatible, llm_chat, tool
 from simplellmfunc._messages import history_from_dicts, validate_history
 from simplellmfunc.events import CustomEvent, EventYield, ReactEndEvent
 from simplellmfunc.exceptions import A2AConnectionError, A2AError
-from simplellmfunc.http_server import running
 from simplellmfunc.runtime import load_agent_config
 from simplellmfunc.runtime.a2a import A2AAgentTool, a2a_tool
 from simplellmfunc.runtime.config._build import build_toolkit
-from simplellmfunc.runtime.serving import ServedAgent, a2a_app
+from simplellmfunc.serving import ServedAgent, a2a_app, running
 from simplellmfunc.testing import MockLLMServer, Reply, ToolCallSpec
 
 GUARD = 20.0

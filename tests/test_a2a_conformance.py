@@ -27,12 +27,11 @@ from starlette.routing import Route
 
 from simplellmfunc import OpenAICompatible
 from simplellmfunc.exceptions import A2AError
-from simplellmfunc.http_server import create_app, running
 from simplellmfunc.runtime import load_agent_config
 from simplellmfunc.runtime.a2a import A2AAgentTool, a2a_tool
 from simplellmfunc.runtime.config import ConfiguredAgent
-from simplellmfunc.runtime.serving import ServedAgent, a2a_app
 from simplellmfunc.runtime.skills import Skill, Skills
+from simplellmfunc.serving import ServedAgent, a2a_app, create_app, running
 from simplellmfunc.testing import MockLLMServer, Reply
 from test_a2a import CARD_PATH, GUARD, KEY, add, chat_agent, sdk_server, user
 

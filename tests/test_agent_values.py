@@ -23,7 +23,7 @@ from simplellmfunc.engine import RunResult
 from simplellmfunc.exceptions import OutputParseError, UserError
 from simplellmfunc.hooks import EventYield, LLMChunkArriveEvent, ReactEndEvent
 from simplellmfunc.runtime import GroupChat
-from simplellmfunc.runtime.serving import ServedAgent
+from simplellmfunc.serving import ServedAgent
 from simplellmfunc.testing import MockLLMServer, Reply, ToolCallSpec
 
 GUARD = 10  # seconds: a deadlock guard, never an assertion on speed

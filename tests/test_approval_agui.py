@@ -14,8 +14,8 @@ from pydantic import TypeAdapter
 from simplellmfunc import ApprovalDecision, OpenAICompatible, llm_chat, tool
 from simplellmfunc.engine import answer_request
 from simplellmfunc.exceptions import AnswerRefusedError
+from simplellmfunc.serving import AGUIAdapter, agui_resume_answers
 from simplellmfunc.testing import MockLLMServer, Reply, ToolCallSpec
-from simplellmfunc.wire import AGUIAdapter, agui_resume_answers
 
 RAN: list[str] = []
 

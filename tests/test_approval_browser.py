@@ -12,6 +12,7 @@ import httpx
 import pytest
 
 from simplellmfunc.builtin import code_touches_system
+from simplellmfunc.serving import ServeLimits
 from test_webchat_browser import (
     ARTIFACTS,
     CHROMIUM,
@@ -33,7 +34,9 @@ pytestmark = pytest.mark.skipif(CHROMIUM is None, reason="no chromium executable
 def served() -> Iterator[Served]:
     before = _children()
     options = {"requires_approval": code_touches_system}
-    with serve_in_thread(pyrepl=options, pool_size=1, idle_timeout=None) as served:
+    with serve_in_thread(
+        pyrepl=options, limits=ServeLimits(idle_timeout=None, pool_size=1)
+    ) as served:
         yield served
     assert not _leaked(before)
 

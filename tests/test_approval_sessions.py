@@ -13,7 +13,7 @@ from simplellmfunc._messages import history_from_dicts
 from simplellmfunc.builtin import code_touches_system
 from simplellmfunc.engine import parse_answer
 from simplellmfunc.events import ApprovalRequestEvent, CustomEvent, EventYield
-from simplellmfunc.runtime.sessions import SessionStore
+from simplellmfunc.serving import SessionStore
 from simplellmfunc.testing import MockLLMServer, Reply, ToolCallSpec
 
 GUARD = 60.0

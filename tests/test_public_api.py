@@ -16,7 +16,6 @@ import simplellmfunc.engine
 import simplellmfunc.evals
 import simplellmfunc.events
 import simplellmfunc.hooks
-import simplellmfunc.http_server
 import simplellmfunc.providers
 import simplellmfunc.runtime
 import simplellmfunc.runtime.a2a
@@ -26,17 +25,14 @@ import simplellmfunc.runtime.config
 import simplellmfunc.runtime.memory
 import simplellmfunc.runtime.multiagent
 import simplellmfunc.runtime.retrieval
-import simplellmfunc.runtime.serving
-import simplellmfunc.runtime.sessions
 import simplellmfunc.runtime.skills
 import simplellmfunc.runtime.stores
 import simplellmfunc.runtime.trace
 import simplellmfunc.sandbox
+import simplellmfunc.serving
 import simplellmfunc.testing
 import simplellmfunc.tools
 import simplellmfunc.types
-import simplellmfunc.webchat
-import simplellmfunc.wire
 
 EXPECTED_TOP = {
     "APIKeyPool",
@@ -88,17 +84,13 @@ PUBLIC_PACKAGES = [
     simplellmfunc.runtime.skills,
     simplellmfunc.runtime.multiagent,
     simplellmfunc.runtime.a2a,
-    simplellmfunc.runtime.serving,
-    simplellmfunc.http_server,
-    simplellmfunc.runtime.sessions,
     simplellmfunc.runtime.stores,
     simplellmfunc.runtime.trace,
     simplellmfunc.sandbox,
     simplellmfunc.testing,
     simplellmfunc.tools,
     simplellmfunc.types,
-    simplellmfunc.webchat,
-    simplellmfunc.wire,
+    simplellmfunc.serving,
 ]
 
 
@@ -315,6 +307,7 @@ RUNTIME_PACKAGES = {
         "ConfiguredAgent",
         "Finding",
         "RunObserver",
+        "ServeLimits",
         "TurnResult",
         "build_llm",
         "build_options",
@@ -386,7 +379,6 @@ RUNTIME_PACKAGES = {
         "Team",
         "drop_tool_turns",
     },
-    "sessions": {"OnDisconnect", "Session", "SessionStore", "check_session_id"},
     "stores": {
         "InMemoryStore",
         "Namespace",
@@ -433,7 +425,7 @@ RUNTIME_ONLY_IN_SUBPACKAGE = {
     "find_skill_folders",
     "loaded_skills",
     "read_skill_folder",
-    "check_session_id",
+    "ServeLimits",  # serving's limits: re-exported by simplellmfunc.serving
 }
 
 
@@ -448,49 +440,55 @@ def test_runtime_surface() -> None:
     assert set(runtime.__all__) == flat | {"SQLiteDatabase"}
 
 
-def test_a2a_serving_and_http_server_surfaces() -> None:
-    # Not re-exported flat from simplellmfunc.runtime: they need the optional a2a-sdk.
+def test_a2a_and_serving_surfaces() -> None:
+    # Not re-exported flat from simplellmfunc.runtime: serving sits above runtime.
     assert set(simplellmfunc.runtime.a2a.__all__) == {"A2AAgentTool", "a2a_tool"}
-    assert set(simplellmfunc.runtime.serving.__all__) == {
-        "ANONYMOUS",
-        "AnswerShape",
-        "ClientHook",
-        "ClientTurn",
-        "LOOPBACK_NAMES",
-        "EdgeGuard",
-        "EdgePolicy",
-        "ErrorShape",
-        "answer_problem",
-        "OnEvent",
-        "Principal",
-        "Principals",
-        "ServedAgent",
-        "a2a_app",
-        "a2a_routes",
-        "agent_card",
-        "allowed_hosts_for",
-        "is_loopback",
-        "jsonrpc_error",
-        "parse_json_body",
-        "principal_of",
-        "read_json",
-    }
-    assert set(simplellmfunc.http_server.__all__) == {
-        "ServeSettings",
-        "create_app",
-        "is_loopback",
-        "running",
-        "serve_app",
-        "serve_config",
-    }
-    assert set(simplellmfunc.webchat.__all__) == {
-        "PAGE_PATHS",
-        "STATIC_PREFIX",
-        "is_loopback",
-        "page_error",
-        "web_chat_app",
-        "web_chat_routes",
-    }
+    assert set(simplellmfunc.serving.__all__) == SERVING_SURFACE
+    assert not {"serving", "sessions", "SessionStore"} & set(dir(simplellmfunc.runtime))
+
+
+SERVING_SURFACE = {
+    "AGUIAdapter",
+    "AgentTurn",
+    "ANONYMOUS",
+    "AnswerShape",
+    "ClientHook",
+    "ClientTurn",
+    "EdgeGuard",
+    "EdgePolicy",
+    "LOOPBACK_NAMES",
+    "OnDisconnect",
+    "Principal",
+    "Principals",
+    "ServeLimits",
+    "ServeSettings",
+    "ServedAgent",
+    "Session",
+    "SessionAgent",
+    "SessionStore",
+    "TurnRequest",
+    "WirePolicy",
+    "a2a_app",
+    "a2a_routes",
+    "agent_card",
+    "agui_resume_answers",
+    "agui_sse_stream",
+    "allowed_hosts_for",
+    "create_app",
+    "encode_sse",
+    "is_loopback",
+    "jsonable",
+    "parse_json_body",
+    "principal_of",
+    "read_json",
+    "running",
+    "serve_app",
+    "serve_config",
+    "sse_stream",
+    "to_wire",
+    "web_chat_app",
+    "web_chat_routes",
+}
 
 
 # Optional extras: their own sub-packages, imported on their own (not re-exported by runtime).

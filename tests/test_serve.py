@@ -5,6 +5,7 @@ shutdown; and the command as a subprocess."""
 from __future__ import annotations
 
 import signal
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -16,10 +17,19 @@ from anyio.abc import Process
 
 from acceptance_support import clean_env, finish, start_cli, write
 from simplellmfunc import OpenAICompatible, llm_chat, tool
-from simplellmfunc.exceptions import CapacityError
-from simplellmfunc.http_server import create_app, running
-from simplellmfunc.runtime.config import ConfiguredAgent, load_agent_config
-from simplellmfunc.runtime.serving import ServedAgent
+from simplellmfunc._cli._args import build_parser
+from simplellmfunc.exceptions import CapacityError, UserError
+from simplellmfunc.runtime.config import ConfiguredAgent, TurnResult, load_agent_config
+from simplellmfunc.serving import (
+    ServedAgent,
+    ServeLimits,
+    ServeSettings,
+    SessionStore,
+    TurnRequest,
+    create_app,
+    running,
+    web_chat_app,
+)
 from simplellmfunc.testing import MockLLMServer, Reply, ToolCallSpec
 
 GUARD = 30.0
@@ -65,6 +75,13 @@ def waiting_tool() -> tuple[Any, anyio.Event, anyio.Event]:
 async def add(a: int, b: int) -> int:
     """Add two numbers."""
     return a + b
+
+
+async def result_of(served: ServedAgent, request: TurnRequest) -> TurnResult:
+    """The last item of a turn through the door: its result."""
+    items = [item async for item in served.turn(request)]
+    assert isinstance(items[-1], TurnResult)
+    return items[-1]
 
 
 async def test_openai_client_and_our_provider_talk_to_the_agent(
@@ -151,27 +168,29 @@ async def test_limits_and_graceful_close_abort_running_turns(mock_server: MockLL
     wait, started, _ = waiting_tool()  # never released: the close aborts it
     mock_server.script(Reply.tool_calls(ToolCallSpec("wait", {}, id="w1")))
     async with OpenAICompatible(KEY, "mock-model", mock_server.url) as llm:
-        served = ServedAgent(chat_agent(llm, toolkit=[wait]), max_turns=1, max_sessions=1)
+        served = ServedAgent(
+            chat_agent(llm, toolkit=[wait]), limits=ServeLimits(max_sessions=1, max_turns=1)
+        )
         async with served, anyio.create_task_group() as group:
             results: list[Any] = []
 
             async def turn() -> None:
-                results.append(await served.session_turn("s1", "wait please"))
+                results.append(await result_of(served, TurnRequest("wait please", "s1")))
 
             group.start_soon(turn)
             with anyio.fail_after(GUARD):
                 await started.wait()
             with pytest.raises(CapacityError) as busy:
-                await served.run_turn("another", [])
+                await result_of(served, TurnRequest("another"))
             assert busy.value.limit == "turns"
-            served.max_turns = 2
+            served.limits = ServeLimits(max_sessions=1, max_turns=2)
             with pytest.raises(CapacityError) as full:
-                await served.session_turn("s2", "a new session")
+                await result_of(served, TurnRequest("a new session", "s2"))
             assert full.value.limit == "sessions"
             with anyio.fail_after(GUARD):
                 await served.aclose()
             with pytest.raises(CapacityError):
-                await served.run_turn("after close", [])
+                await result_of(served, TurnRequest("after close"))
     assert results[0].aborted
     history = await served.history("s1")
     assert [m["role"] for m in history] == ["system", "user", "assistant", "tool"]
@@ -334,7 +353,7 @@ async def test_web_chat_turns_count_toward_max_turns(mock_server: MockLLMServer)
     wait, started, release = waiting_tool()
     mock_server.script(Reply.tool_calls(ToolCallSpec("wait", {}, id="w1")), Reply.text("Done."))
     async with OpenAICompatible(KEY, "mock-model", mock_server.url) as llm:
-        served = ServedAgent(chat_agent(llm, toolkit=[wait]), max_turns=1)
+        served = ServedAgent(chat_agent(llm, toolkit=[wait]), limits=ServeLimits(max_turns=1))
         async with (
             running(lambda url: create_app(served, url, token=None, a2a=False, web=True)) as url,
             httpx.AsyncClient(base_url=url, timeout=GUARD) as http,
@@ -345,13 +364,35 @@ async def test_web_chat_turns_count_toward_max_turns(mock_server: MockLLMServer)
                     assert served.running == 1
                     second = await http.post("/api/chat/s2", json={"message": "hello"})
                     with pytest.raises(CapacityError) as api:
-                        await served.session_turn("s3", "hello")
+                        await result_of(served, TurnRequest("hello", "s3"))
                     release.set()
                     frames = [line async for line in first.aiter_lines() if line]
             assert served.running == 0
     assert first.status_code == 200
     assert second.status_code == 429
     assert api.value.limit == "turns"
+    assert '"response":"Done."' in frames[-1]
+
+
+async def test_a_standalone_web_chat_app_counts_turns_too(mock_server: MockLLMServer) -> None:
+    """``web_chat_app(agent)`` serves its tabs through the same door: ``max_turns`` holds."""
+    wait, started, release = waiting_tool()
+    mock_server.script(Reply.tool_calls(ToolCallSpec("wait", {}, id="w1")), Reply.text("Done."))
+    async with OpenAICompatible(KEY, "mock-model", mock_server.url) as llm:
+        agent = chat_agent(llm, toolkit=[wait])
+        limits = ServeLimits(max_turns=1)
+        async with (
+            running(lambda url: web_chat_app(agent, pyrepl=False, limits=limits)) as url,
+            httpx.AsyncClient(base_url=url, timeout=GUARD) as http,
+        ):
+            with anyio.fail_after(GUARD):
+                async with http.stream("POST", "/api/chat/s1", json={"message": "wait"}) as first:
+                    await started.wait()
+                    second = await http.post("/api/chat/s2", json={"message": "hello"})
+                    release.set()
+                    frames = [line async for line in first.aiter_lines() if line]
+    assert first.status_code == 200
+    assert second.status_code == 429
     assert '"response":"Done."' in frames[-1]
 
 
@@ -380,3 +421,42 @@ async def test_a_chain_config_agent_is_served(mock_server: MockLLMServer, tmp_pa
     assert reply.choices[0].message.content == "polished draft"
     prompts = [r.json["messages"][-1]["content"] for r in mock_server.requests]
     assert prompts == ["Draft: a poem", "Polish: draft"]
+
+
+def test_limits_have_one_set_of_defaults(tmp_path: Path) -> None:
+    """Code, config files and the ``serve`` / ``web`` flags read the limits' defaults from
+    ``ServeLimits``; a flag overrides the config, which overrides the defaults."""
+    defaults = ServeLimits()
+    config = load_agent_config(write(tmp_path / "a.yml", "name: a\nmodel: openai:m\n"))
+    assert config.serve.limits() == defaults
+    store = SessionStore(lambda **_: None)
+    assert (store.max_sessions, store.idle_timeout) == (
+        defaults.max_sessions,
+        defaults.idle_timeout,
+    )
+    env = {"SIMPLELLMFUNC_SERVE_TOKEN": "tok"}
+    parser = build_parser()
+    for argv, expected in (
+        (["serve", "a.yml"], defaults),
+        (["web", "a.yml", "--max-turns", "3"], replace(defaults, max_turns=3)),
+        (
+            ["serve", "a.yml", "--max-sessions", "7", "--idle-timeout", "5"],
+            replace(defaults, max_sessions=7, idle_timeout=5.0),
+        ),
+    ):
+        args = parser.parse_args(argv)
+        settings = ServeSettings.resolve(
+            config,
+            environ=env,
+            max_sessions=args.max_sessions,
+            max_turns=args.max_turns,
+            idle_timeout=args.idle_timeout,
+            page=args.command == "web",
+        )
+        assert settings.limits == expected, argv
+    served = load_agent_config(
+        write(tmp_path / "b.yml", "name: b\nmodel: openai:m\nserve:\n  max_turns: 2\n")
+    )
+    assert served.serve.limits() == replace(defaults, max_turns=2)
+    with pytest.raises(UserError):
+        ServeLimits(max_turns=0)

@@ -22,20 +22,22 @@ import psutil
 import pytest
 
 from acceptance_support import clean_env, finish, start_cli, write
-from simplellmfunc import OpenAICompatible, llm_chat
+from simplellmfunc import OpenAICompatible, llm_chat, tool
 from simplellmfunc._cli import main
 from simplellmfunc.exceptions import ConfigError, RequestRefusedError, UserError
-from simplellmfunc.http_server import ServeSettings, create_app, running
 from simplellmfunc.runtime.config import load_agent_config
-from simplellmfunc.runtime.serving import (
+from simplellmfunc.serving import (
     EdgePolicy,
     Principal,
     Principals,
     ServedAgent,
+    ServeSettings,
     allowed_hosts_for,
+    create_app,
     parse_json_body,
+    running,
 )
-from simplellmfunc.testing import MockLLMServer, Reply
+from simplellmfunc.testing import MockLLMServer, Reply, ToolCallSpec
 
 GUARD = 20.0
 KEY = "sk-test-123456789"
@@ -45,11 +47,17 @@ ORIGIN = "http://127.0.0.1:8000"
 DEEP = b"[" * 50_000 + b"]" * 50_000
 
 
+@tool
+async def lookup(key: str) -> str:
+    """Look a key up in the server's own records."""
+    return f"internal record of {key}"
+
+
 def chat_agent(llm: Any) -> Any:
     async def helper(message: str, history: list[dict[str, Any]] | None = None) -> None:
         """You are a helper."""
 
-    return llm_chat(llm, stream=True)(helper)
+    return llm_chat(llm, stream=True, toolkit=[lookup])(helper)
 
 
 @asynccontextmanager
@@ -270,6 +278,58 @@ async def test_principals_see_only_their_own_sessions_and_tasks(
             "bob.api",
         ]
     )
+
+
+async def test_responses_and_deferred_turns_are_their_principals_own(
+    mock_server: MockLLMServer, tmp_path: Path
+) -> None:
+    """Bob gets 404 for alice's ``previous_response_id``, and bob's tool results on alice's
+    call ids continue bob's messages only: the server-side part of alice's deferred turn (her
+    server tool's result) never reaches bob's model call."""
+    weather = {
+        "type": "function",
+        "function": {"name": "get_weather", "parameters": {"type": "object"}},
+    }
+    mock_server.script(
+        Reply.text("alice's first answer"),
+        Reply.tool_calls(
+            ToolCallSpec("lookup", {"key": "alice"}, id="s1"),
+            ToolCallSpec("get_weather", {}, id="c1"),
+        ),
+        Reply.text("bob's continuation"),
+        Reply.text("alice's continuation"),
+    )
+    tokens = tmp_path / "tokens"
+    tokens.write_text(f"alice {ALICE}\nbob {BOB}\n")
+    alice = {"authorization": f"Bearer {ALICE}"}
+    bob = {"authorization": f"Bearer {BOB}"}
+    async with asgi(mock_server, principals=Principals.from_file(tokens)) as (http, _):
+        first = (await http.post("/v1/responses", json={"input": "hi"}, headers=alice)).json()
+        follow = {"input": "and then?", "previous_response_id": first["id"]}
+        bob_follow = await http.post("/v1/responses", json=follow, headers=bob)
+        asked = [{"role": "user", "content": "weather?"}]
+        called = await http.post(
+            "/v1/chat/completions", json={"messages": asked, "tools": [weather]}, headers=alice
+        )
+        call = called.json()["choices"][0]["message"]["tool_calls"][0]
+        back = {
+            "messages": [
+                *asked,
+                {"role": "assistant", "tool_calls": [call]},
+                {"role": "tool", "tool_call_id": call["id"], "content": "sunny"},
+            ],
+            "tools": [weather],
+        }
+        bob_back = await http.post("/v1/chat/completions", json=back, headers=bob)
+        alice_back = await http.post("/v1/chat/completions", json=back, headers=alice)
+    assert bob_follow.status_code == 404
+    assert bob_follow.json()["error"]["code"] == "previous_response_not_found"
+    assert called.json()["choices"][0]["finish_reason"] == "tool_calls"
+    assert bob_back.status_code == alice_back.status_code == 200
+    bob_sent = json.dumps(mock_server.requests[2].json["messages"])
+    alice_sent = json.dumps(mock_server.requests[3].json["messages"])
+    assert "internal record of alice" not in bob_sent
+    assert "internal record of alice" in alice_sent
 
 
 async def test_a_50_mb_body_is_refused_early_and_memory_stays_flat() -> None:

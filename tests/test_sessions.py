@@ -17,7 +17,8 @@ from simplellmfunc.exceptions import (
     SessionError,
     ToolDefinitionError,
 )
-from simplellmfunc.runtime import InMemoryStore, SessionStore
+from simplellmfunc.runtime import InMemoryStore
+from simplellmfunc.serving import SessionStore
 from simplellmfunc.testing import MockLLMServer, RecordedRequest, Reply, ToolCallSpec
 from simplellmfunc.types import history_from_dicts
 

@@ -19,9 +19,8 @@ import uvicorn
 from acceptance_support import clean_env, finish, start_cli, write
 from conftest import settle
 from simplellmfunc import OpenAICompatible, llm_chat
-from simplellmfunc.runtime import SessionStore
+from simplellmfunc.serving import ServeLimits, SessionStore, is_loopback, web_chat_app
 from simplellmfunc.testing import MockLLMServer, RecordedRequest, Reply, ToolCallSpec
-from simplellmfunc.webchat import is_loopback, web_chat_app
 
 
 @contextlib.asynccontextmanager
@@ -59,7 +58,12 @@ async def test_page_token_limits_and_history(mock_server: MockLLMServer) -> None
         """Be brief."""
 
     app = web_chat_app(
-        agent, pyrepl=False, max_sessions=1, token="s3cret", title="<T>", max_message_chars=50
+        agent,
+        pyrepl=False,
+        limits=ServeLimits(max_sessions=1),
+        token="s3cret",
+        title="<T>",
+        max_message_chars=50,
     )
     auth = {"authorization": "Bearer s3cret"}
     async with llm, serve(app) as http:

@@ -20,6 +20,7 @@ import httpx
 import psutil
 import pytest
 
+from simplellmfunc.serving import ServeLimits
 from webchat_support import Served, serve_in_thread
 
 playwright_api = pytest.importorskip(
@@ -68,7 +69,9 @@ def _leaked(before: set[int]) -> dict[int, str]:
 @pytest.fixture(scope="module")
 def served() -> Iterator[Served]:
     before = _children()
-    with serve_in_thread(pool_size=2, idle_timeout=None, max_sessions=8) as served:
+    with serve_in_thread(
+        limits=ServeLimits(max_sessions=8, idle_timeout=None, pool_size=2)
+    ) as served:
         yield served
     # The sessions' kernels and the warm pool are gone with the app.
     assert not _leaked(before)

@@ -20,9 +20,9 @@ from simplellmfunc.events import (
     ReactStartEvent,
     ResponseYield,
 )
+from simplellmfunc.serving import AGUIAdapter, WirePolicy, agui_sse_stream, encode_sse, to_wire
 from simplellmfunc.testing import MockLLMServer, Reply, ToolCallSpec
 from simplellmfunc.types import Usage
-from simplellmfunc.wire import AGUIAdapter, WirePolicy, agui_sse_stream, encode_sse, to_wire
 
 
 @tool

@@ -20,8 +20,7 @@ import uvicorn
 
 from conftest import settle
 from simplellmfunc import OpenAICompatible, llm_chat, tool
-from simplellmfunc.http_server import create_app
-from simplellmfunc.runtime.serving import ServedAgent
+from simplellmfunc.serving import ServedAgent, ServeLimits, create_app
 from simplellmfunc.testing import MockLLMServer, RecordedRequest, Reply, ToolCallSpec
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "examples"))
@@ -101,7 +100,9 @@ def served_agent_app(llm: Any, token: str) -> Any:
     async def assistant(message: str, history: list | None = None):  # type: ignore[no-untyped-def]
         """You are a Python assistant. Run code with execute_code."""
 
-    served = ServedAgent(assistant, name="assistant", pyrepl=True, pool_size=1, max_sessions=8)
+    served = ServedAgent(
+        assistant, name="assistant", pyrepl=True, limits=ServeLimits(max_sessions=8, pool_size=1)
+    )
     return create_app(served, "http://127.0.0.1", token=token, web=True)
 
 

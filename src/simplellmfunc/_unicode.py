@@ -1,5 +1,5 @@
 """Text that is not valid Unicode, at every wire boundary: each HTTP provider's, and the
-edge of every app we serve (``runtime/serving/_edge.py``).
+edge of every app we serve (``serving/_edge.py``).
 
 A Python string may hold lone surrogates (code points U+D800..U+DFFF that are not a high + low
 pair): ``os.listdir()`` returns them for file names that are not UTF-8 (``b"bad\\xff"`` becomes

@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from ..runtime.config import ServeLimits
+
 __all__ = ["build_parser", "overrides_from"]
 
 
@@ -37,6 +39,31 @@ def _add_access(parser: argparse.ArgumentParser) -> None:
         help="a Host name clients use when not on loopback (repeatable; '*': any)",
     )
     parser.add_argument("--token", type=_no_secret, help=argparse.SUPPRESS)
+
+
+def _add_server(parser: argparse.ArgumentParser) -> None:
+    """Where a server listens, who may call it and its limits (``serve`` and ``web``): the
+    flags override the config's ``serve:`` section, whose defaults are ``ServeLimits``'."""
+    parser.add_argument("--host", help="the address to listen on (default: serve.host, loopback)")
+    parser.add_argument("--port", type=int, help="the port (default: serve.port; 0: any free one)")
+    _add_access(parser)
+    defaults = ServeLimits()
+    parser.add_argument(
+        "--max-sessions",
+        type=int,
+        help=f"sessions open at once (default: serve.max_sessions, {defaults.max_sessions})",
+    )
+    parser.add_argument(
+        "--max-turns",
+        type=int,
+        help=f"turns running at once (default: serve.max_turns, {defaults.max_turns})",
+    )
+    parser.add_argument(
+        "--idle-timeout",
+        type=float,
+        help=f"seconds before an idle session goes (default: serve.idle_timeout, "
+        f"{defaults.idle_timeout})",
+    )
 
 
 def _add_common(parser: argparse.ArgumentParser) -> None:
@@ -113,15 +140,11 @@ def build_parser() -> argparse.ArgumentParser:
     _add_common(repl)
     repl.add_argument("--session", help="the memory session name")
     _add_run_options(repl)
-    web = commands.add_parser("web", help="serve the agent as a web chat page")
-    _add_common(web)
-    web.add_argument("--host", default="127.0.0.1", help="bind address (default: loopback)")
-    web.add_argument("--port", type=int, default=8000, help="port (default: 8000)")
-    _add_access(web)
-    web.add_argument("--max-sessions", type=int, default=20, help="open sessions at most")
-    web.add_argument(
-        "--idle-timeout", type=float, default=900.0, help="seconds before an idle tab's kernel goes"
+    web = commands.add_parser(
+        "web", help="serve the agent with its web chat page: an alias of 'serve --web'"
     )
+    _add_common(web)
+    _add_server(web)
     chat = commands.add_parser("chat", help="chat with an agent in the terminal UI (Textual)")
     _add_common(chat)
     chat.add_argument("--session", help="keep the conversation under NAME and resume it")
@@ -133,15 +156,13 @@ def build_parser() -> argparse.ArgumentParser:
         "serve", help="serve an agent over HTTP (A2A, OpenAI-compatible chat completions)"
     )
     _add_common(serve)
-    serve.add_argument("--host", help="the address to listen on (default: serve.host, loopback)")
-    serve.add_argument("--port", type=int, help="the port (default: serve.port; 0: any free one)")
+    _add_server(serve)
     serve.add_argument(
         "--no-auth", action="store_true", help="serve without a bearer token (loopback only)"
     )
     serve.add_argument(
         "--web", action="store_true", help="serve the web chat page too (open /?token=...)"
     )
-    _add_access(serve)
     _add_rag(commands)
     worker = commands.add_parser(
         "worker", help="run the agent's sessions from a durable queue (the [durable] extra)"

@@ -14,8 +14,8 @@ from textual.widgets import Footer, Header, Static
 
 from ..builtin.pyrepl import submit_kernel_input
 from ..exceptions import AnswerRefusedError, InputRefusedError, SimpleLLMFuncError
-from ..runtime.sessions import SessionStore
 from ..runtime.stores import Store
+from ..serving import SessionStore
 from ._view import (
     APPROVAL_HELP,
     Block,
@@ -47,7 +47,7 @@ _CSS = """
 class ChatApp(App[None]):
     """A terminal chat with an agent: Markdown replies streamed, a collapsible card per tool
     call, PyRepl output live, ``input()`` answered in the prompt, usage (and cost) per turn,
-    Esc to abort, history kept by a :class:`~simplellmfunc.runtime.SessionStore`.
+    Esc to abort, history kept by a :class:`~simplellmfunc.serving.SessionStore`.
 
     Args:
         agent: An ``@llm_chat`` function with ``enable_event=True`` (or any async generator

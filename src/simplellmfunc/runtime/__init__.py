@@ -7,9 +7,6 @@
   steps (:class:`StepTriple`, :class:`KeyValueExtraction`, :class:`LLMSummary`).
 * :mod:`.trace`: :class:`TraceRecorder` turns the event stream into :class:`TraceRecord` s, with
   :class:`JSONLSink` and :class:`SQLiteTraceSink`.
-* :mod:`.sessions`: :class:`SessionStore` — one agent, many users: a :class:`Session` per id
-  with its history (kept in a store), PyRepl kernel, SelfReference key and abort signal; idle
-  sessions reclaimed; ``input()`` answered and turns aborted by session id.
 * :mod:`.checkpoints`: :class:`Checkpoint`, :class:`CheckpointManager`, :class:`CheckpointHook`.
 * :mod:`.commands`: command lines as tools: :class:`ShellTool`, and :class:`CLIAgentTool` for
   agents calling agents, over :func:`run_command`.
@@ -107,7 +104,6 @@ if TYPE_CHECKING:
         format_passages,
         retrieve_tool,
     )
-    from .sessions import OnDisconnect, Session, SessionStore
     from .skills import Skill, SkillRegistry, Skills, skill, skill_agent
     from .stores import (
         InMemoryStore,
@@ -164,7 +160,6 @@ __all__ = [
     "LLMSummary",
     "MemoryHook",
     "Namespace",
-    "OnDisconnect",
     "Parallel",
     "ParallelResult",
     "Passage",
@@ -176,8 +171,6 @@ __all__ = [
     "SQLiteTraceSink",
     "ScopedStore",
     "SearchMode",
-    "Session",
-    "SessionStore",
     "SharedMemory",
     "ShellTool",
     "Skill",
@@ -251,7 +244,6 @@ __getattr__, __dir__ = lazy_exports(
         "LLMSummary": ".memory",
         "MemoryHook": ".memory",
         "Namespace": ".stores",
-        "OnDisconnect": ".sessions",
         "Parallel": ".multiagent",
         "ParallelResult": ".multiagent",
         "Passage": ".retrieval",
@@ -263,8 +255,6 @@ __getattr__, __dir__ = lazy_exports(
         "SQLiteTraceSink": ".trace",
         "ScopedStore": ".stores",
         "SearchMode": ".retrieval",
-        "Session": ".sessions",
-        "SessionStore": ".sessions",
         "SharedMemory": ".multiagent",
         "ShellTool": ".commands",
         "Skill": ".skills",
@@ -312,8 +302,6 @@ __getattr__, __dir__ = lazy_exports(
         "multiagent",
         "otel",
         "retrieval",
-        "serving",
-        "sessions",
         "skills",
         "stores",
         "trace",

@@ -4,7 +4,7 @@
 its progress arrives as custom events (``a2a_status``, ``a2a_artifact``), the calling run's
 abort cancels the remote task, and a remote that is down is an
 :class:`~simplellmfunc.exceptions.A2AConnectionError`. Serving our agents over A2A is
-:mod:`simplellmfunc.runtime.serving`.
+:mod:`simplellmfunc.serving`.
 
 The SDK is imported on first use of a name.
 """

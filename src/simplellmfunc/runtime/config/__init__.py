@@ -13,6 +13,7 @@ from ..._lazy import publish
 from ._agent import ConfiguredAgent, RunObserver, TurnResult
 from ._build import build_llm, build_options
 from ._check import Finding, check_config
+from ._limits import ServeLimits
 from ._load import load_agent_config
 from ._run import ConfigRunResult, run_config
 from ._schema import AgentConfig
@@ -23,6 +24,7 @@ __all__ = [
     "ConfiguredAgent",
     "Finding",
     "RunObserver",
+    "ServeLimits",
     "TurnResult",
     "build_llm",
     "build_options",

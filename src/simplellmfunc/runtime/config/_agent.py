@@ -351,8 +351,8 @@ class ConfiguredAgent(AsyncResource):
         """One turn as the items of an ``enable_event=True`` ``@llm_chat`` call: its events,
         then a ``ResponseYield`` with the conversation after the turn. The agent's own
         ``history`` is left untouched (one agent serving many sessions: a
-        :class:`~simplellmfunc.runtime.sessions.SessionStore` takes this method as its agent,
-        as ``simplellmfunc serve`` and :func:`simplellmfunc.webchat.web_chat_app` do).
+        :class:`~simplellmfunc.serving.SessionStore` takes this method as its agent,
+        as ``simplellmfunc serve`` and :func:`simplellmfunc.serving.web_chat_app` do).
 
         Args:
             message: The user's message; ``None``: continue ``history`` as it is (it ends

@@ -25,6 +25,7 @@ from pydantic import BaseModel, Field, model_validator
 
 from ...sandbox import SandboxPolicy
 from ._knowledge import KnowledgeConfig, MemoryConfig, SkillsConfig
+from ._limits import DEFAULT_LIMITS, ServeLimits
 from ._policies import (
     CheckpointConfig,
     DurableSection,
@@ -150,9 +151,10 @@ class ServeConfig(_Section):
         header_timeout: Seconds a connection may take to send a request head, idle
             keep-alive included (closed beyond).
         max_connections: Connections at once (503 beyond).
-        max_sessions: A2A sessions (contexts) kept at once.
+        max_sessions: Sessions (A2A contexts, page tabs, ``X-Session-Id``) kept at once.
         idle_timeout: Seconds before an idle session is dropped.
         max_turns: Turns running at once.
+        (The defaults of these four are :class:`ServeLimits`'.)
         a2a: Serve A2A (agent card and JSON-RPC endpoint).
         pool_size: Kernels started ahead of time for new sessions (a ``react`` agent with a
             ``toolkit.pyrepl`` gets a kernel per session).
@@ -168,11 +170,15 @@ class ServeConfig(_Section):
     body_timeout: Positive = 30.0
     header_timeout: Positive = 10.0
     max_connections: Annotated[int, Field(ge=1)] = 256
-    max_sessions: Annotated[int, Field(ge=1)] = 100
-    idle_timeout: Positive | None = 3600.0
-    max_turns: Annotated[int, Field(ge=1)] = 16
+    max_sessions: Annotated[int, Field(ge=1)] = DEFAULT_LIMITS.max_sessions
+    idle_timeout: Positive | None = DEFAULT_LIMITS.idle_timeout
+    max_turns: Annotated[int, Field(ge=1)] = DEFAULT_LIMITS.max_turns
     a2a: bool = True
-    pool_size: Annotated[int, Field(ge=0, le=32)] = 0
+    pool_size: Annotated[int, Field(ge=0, le=32)] = DEFAULT_LIMITS.pool_size
+
+    def limits(self) -> ServeLimits:
+        """The section's limits (defaults: :class:`ServeLimits`')."""
+        return ServeLimits(self.max_sessions, self.idle_timeout, self.max_turns, self.pool_size)
 
 
 class AgentConfig(_Section):

@@ -30,7 +30,7 @@ A cancel request sets the turn's ``AbortSignal`` and waits for the turn to end, 
 keeps a valid history and the task ends ``canceled``.
 
 Tasks belong to the principal that created them (the SDK's task store is keyed by the
-request's user, which the :class:`~simplellmfunc.runtime.serving.EdgeGuard` sets): another
+request's user, which the :class:`~simplellmfunc.serving.EdgeGuard` sets): another
 principal's ``tasks/get`` or ``tasks/cancel`` is "task not found", and a context id names a
 session of the caller's own. Malformed JSON-RPC gets the SDK's JSON-RPC error and a one-line
 log record, not a traceback.
@@ -39,6 +39,7 @@ log record, not a traceback.
 from __future__ import annotations
 
 import logging
+from contextlib import aclosing
 from typing import Any
 
 import anyio
@@ -77,7 +78,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 
-from ..._events import (
+from .._events import (
     CustomEvent,
     EventYield,
     LLMChunkArriveEvent,
@@ -85,14 +86,14 @@ from ..._events import (
     ToolCallErrorEvent,
     ToolCallStartEvent,
 )
-from ...exceptions import SessionError
-from ...tools import Tool
-from ...wire import WirePolicy, to_wire
-from ..config import ConfiguredAgent, TurnResult
-from ..skills import Skills
+from ..exceptions import SessionError
+from ..runtime.config import ConfiguredAgent, TurnResult
+from ..runtime.skills import Skills
+from ..tools import Tool
 from ._edge import EdgeGuard, EdgePolicy, jsonrpc_error
+from ._json import WirePolicy, to_wire
 from ._principals import ANONYMOUS, Principal, Principals
-from ._served import ServedAgent
+from ._served import ServedAgent, TurnRequest
 
 __all__ = ["a2a_app", "a2a_routes", "agent_card", "agent_skills"]
 
@@ -247,10 +248,15 @@ class _Executor(AgentExecutor):
         mapper = _Mapper(updater)
         ended = anyio.Event()
         self._running[task_id] = (session_id, ended)
+        result: TurnResult | None = None
         try:
-            result = await self._served.session_turn(
-                session_id, context.get_user_input(), on_event=mapper.event
-            )
+            asked = TurnRequest(context.get_user_input(), session_id)
+            async with aclosing(self._served.turn(asked)) as items:
+                async for item in items:
+                    if isinstance(item, TurnResult):
+                        result = item
+                    else:
+                        await mapper.event(item)
         except Exception as exc:  # boundary: the A2A client learns of it as a failed task
             logger.warning("an A2A turn failed", exc_info=True)
             text = f"{type(exc).__name__}: {exc}"
@@ -259,6 +265,7 @@ class _Executor(AgentExecutor):
         finally:
             del self._running[task_id]
             ended.set()
+        assert result is not None  # the door's last item
         await mapper.finish(result)
 
     async def cancel(self, context: RequestContext, event_queue: EventQueue) -> None:
@@ -449,7 +456,7 @@ def a2a_app(
     **served_options: Any,
 ) -> Starlette:
     """A Starlette app serving ``agent`` over A2A, behind an
-    :class:`~simplellmfunc.runtime.serving.EdgeGuard` (no token unless ``principals`` has
+    :class:`~simplellmfunc.serving.EdgeGuard` (no token unless ``principals`` has
     some; or use ``simplellmfunc serve``).
 
     Args:

@@ -37,12 +37,12 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from ..._unicode import has_surrogate_escape, replace_surrogates_in
-from ...exceptions import RequestRefusedError
+from .._unicode import has_surrogate_escape, replace_surrogates_in
+from ..exceptions import RequestRefusedError
 from ._principals import ANONYMOUS, LOOPBACK_NAMES, Principal, Principals, allowed_hosts_for
 
 if TYPE_CHECKING:
-    from ..config import AgentConfig
+    from ..runtime.config import AgentConfig
 
 __all__ = [
     "EdgeGuard",

@@ -24,11 +24,11 @@ from __future__ import annotations
 import os
 import time
 from collections import OrderedDict
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncGenerator, AsyncIterator, Mapping
+from contextlib import aclosing
 from dataclasses import dataclass
 from typing import Any
 
-import anyio
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 
@@ -37,8 +37,6 @@ from .._messages import history_from_dicts, history_to_dicts
 from ..engine import pending_calls
 from ..exceptions import SimpleLLMFuncError
 from ..runtime.config import TurnResult
-from ..runtime.serving import AnswerShape, ClientHook, ClientTurn, ServedAgent
-from ..wire import encode_sse
 from ._chat_request import (
     answer_shape,
     check_model,
@@ -47,8 +45,12 @@ from ._chat_request import (
     shape_error,
     split_turn,
 )
+from ._client import AnswerShape, ClientHook, ClientTurn
+from ._edge import principal_of
 from ._errors import ApiError, failure
 from ._openai import Usage, read_json
+from ._served import ServedAgent, TurnRequest
+from ._sse import encode_sse
 
 __all__ = ["KEPT_RESPONSES", "ResponseLog", "create_response"]
 
@@ -57,23 +59,25 @@ KEPT_RESPONSES = 1000
 
 
 class ResponseLog:
-    """The conversations of the last ``size`` responses, by response id (in memory)."""
+    """The conversations of the last ``size`` responses, by response id (in memory), each
+    its principal's: another principal's response id is not found."""
 
     def __init__(self, size: int = KEPT_RESPONSES) -> None:
         self.size = size
-        self._items: OrderedDict[str, list[dict[str, Any]]] = OrderedDict()
+        self._items: OrderedDict[str, tuple[str, list[dict[str, Any]]]] = OrderedDict()
 
-    def get(self, response_id: str) -> list[dict[str, Any]] | None:
-        """A copy of the conversation after ``response_id``."""
-        history = self._items.get(response_id)
-        if history is None:
+    def get(self, response_id: str, owner: str = "") -> list[dict[str, Any]] | None:
+        """A copy of the conversation after ``response_id``, if it is ``owner``'s."""
+        kept = self._items.get(response_id)
+        if kept is None or kept[0] != owner:
             return None
         self._items.move_to_end(response_id)
-        return [dict(m) for m in history]
+        return [dict(m) for m in kept[1]]
 
-    def put(self, response_id: str, history: list[dict[str, Any]]) -> None:
-        """Keep the conversation after ``response_id`` (the oldest goes beyond ``size``)."""
-        self._items[response_id] = history
+    def put(self, response_id: str, history: list[dict[str, Any]], owner: str = "") -> None:
+        """Keep the conversation after ``response_id`` for ``owner`` (a principal's name; the
+        oldest goes beyond ``size``)."""
+        self._items[response_id] = (owner, history)
         while len(self._items) > self.size:
             self._items.popitem(last=False)
 
@@ -85,6 +89,7 @@ class _Request:
     stream: bool
     store: bool
     previous: str | None
+    owner: str  # the principal's name: its responses are its own
 
 
 def _text_of(parts: Any, index: int) -> str | list[dict[str, Any]]:
@@ -168,14 +173,14 @@ def _shape(text: Any) -> AnswerShape | None:
     raise ApiError(400, f"unsupported text.format {kind!r}", param="text.format")
 
 
-def _parse(body: Any, served: ServedAgent, log: ResponseLog) -> _Request:
+def _parse(body: Any, served: ServedAgent, log: ResponseLog, owner: str) -> _Request:
     if not isinstance(body, dict):
         raise ApiError(400, "the body must be a JSON object")
     check_model(body, served.name)
     previous = body.get("previous_response_id")
     history: list[dict[str, Any]] = []
     if previous is not None:
-        kept = log.get(previous) if isinstance(previous, str) else None
+        kept = log.get(previous, owner) if isinstance(previous, str) else None
         if kept is None:
             raise ApiError(
                 404,
@@ -204,7 +209,12 @@ def _parse(body: Any, served: ServedAgent, log: ResponseLog) -> _Request:
         raise ApiError(400, str(exc), param="input", code="invalid_input") from None
     client = ClientTurn(tools, choice, _shape(body.get("text")))
     return _Request(
-        messages, client, body.get("stream") is True, body.get("store") is not False, previous
+        messages,
+        client,
+        body.get("stream") is True,
+        body.get("store") is not False,
+        previous,
+        owner,
     )
 
 
@@ -309,9 +319,10 @@ class _Turn:
         self.request = request
         self.hook = ClientHook(request.client)
 
-    async def run(self, served: ServedAgent, on_event: Any) -> TurnResult:
+    def items(self, served: ServedAgent) -> AsyncGenerator[EventYield | TurnResult, None]:
+        """The turn through the one door (:meth:`ServedAgent.turn`), stateless."""
         text, history = split_turn(self.request.messages)
-        return await served.run_turn(text, history, on_event=on_event, hooks=(self.hook,))
+        return served.turn(TurnRequest(text, history=history, hooks=(self.hook,)))
 
     def problem(self, result: TurnResult) -> ApiError | None:
         return shape_error(self.request.client.shape, result, "text.format")
@@ -320,7 +331,7 @@ class _Turn:
 async def create_response(served: ServedAgent, log: ResponseLog, request: Request) -> Response:
     """``POST /v1/responses``."""
     try:
-        parsed = _parse(await read_json(request), served, log)
+        parsed = _parse(await read_json(request), served, log, principal_of(request).name)
         if any(has_image(m) for m in parsed.messages) and not await served.takes_images():
             raise ApiError(400, "this agent's model does not take images", param="input")
     except ApiError as exc:
@@ -336,50 +347,53 @@ async def create_response(served: ServedAgent, log: ResponseLog, request: Reques
             _stream(served, log, turn, response), media_type="text/event-stream"
         )
 
-    async def on_event(item: EventYield) -> None:
-        response.count(item)
-
+    result: TurnResult | None = None
     try:
-        result = await turn.run(served, on_event)
+        async with aclosing(turn.items(served)) as items:
+            async for item in items:
+                if isinstance(item, TurnResult):
+                    result = item
+                else:
+                    response.count(item)
     except SimpleLLMFuncError as exc:
         return failure(exc).response()
+    assert result is not None  # the door's last item
     problem = turn.problem(result)
     if problem is not None:
         return problem.response()
     if parsed.store:
-        log.put(response.id, result.history)
+        log.put(response.id, result.history, turn.request.owner)
     return JSONResponse(response.whole("completed", response.output(result)))
 
 
 async def _stream(
     served: ServedAgent, log: ResponseLog, turn: _Turn, response: _Response
 ) -> AsyncIterator[str]:
-    send, receive = anyio.create_memory_object_stream[str](64)
     hold = turn.request.client.shape is not None
     opened = False
     parts: list[str] = []
 
-    async def open_message() -> None:
+    def open_message() -> list[str]:
         nonlocal opened
         if opened:
-            return
+            return []
         opened = True
         item = response.message("", "in_progress")
-        await send.send(response.event("response.output_item.added", output_index=0, item=item))
-        await send.send(
+        return [
+            response.event("response.output_item.added", output_index=0, item=item),
             response.event(
                 "response.content_part.added",
                 item_id=response.message_id,
                 output_index=0,
                 content_index=0,
                 part=_output_text(""),
-            )
-        )
+            ),
+        ]
 
-    async def text_delta(text: str) -> None:
-        await open_message()
+    def text_delta(text: str) -> list[str]:
+        events = open_message()
         parts.append(text)
-        await send.send(
+        events.append(
             response.event(
                 "response.output_text.delta",
                 item_id=response.message_id,
@@ -389,62 +403,55 @@ async def _stream(
                 logprobs=[],
             )
         )
+        return events
 
-    async def on_event(item: EventYield) -> None:
-        response.count(item)
-        event = item.event
-        if hold or not isinstance(event, LLMChunkArriveEvent):
-            return
-        if event.text and not item.origin.agent:
-            await text_delta(event.text)
-
-    async def produce() -> None:
-        async with send:
-            start = response.whole("in_progress", [])
-            await send.send(response.event("response.created", response=start))
-            await send.send(response.event("response.in_progress", response=start))
-            try:
-                result = await turn.run(served, on_event)
-            except SimpleLLMFuncError as exc:
-                await fail(failure(exc))
-                return
-            problem = turn.problem(result)
-            if problem is not None:
-                await fail(problem)
-                return
-            if not parts and result.text:
-                await text_delta(result.text)
-            output = response.output(result)
-            if opened:
-                text = "".join(parts)
-                ids = {"item_id": response.message_id, "output_index": 0, "content_index": 0}
-                await send.send(
-                    response.event("response.output_text.done", text=text, logprobs=[], **ids)
-                )
-                await send.send(
-                    response.event("response.content_part.done", part=_output_text(text), **ids)
-                )
-                message = response.message(text)
-                await send.send(
-                    response.event("response.output_item.done", output_index=0, item=message)
-                )
-                output = [message, *(o for o in output if o["type"] != "message")]
-            for index, item in enumerate(output):
-                if item["type"] != "function_call":
-                    continue
-                for kind in ("response.output_item.added", "response.output_item.done"):
-                    await send.send(response.event(kind, output_index=index, item=item))
-            if turn.request.store:
-                log.put(response.id, result.history)
-            whole = response.whole("completed", output)
-            await send.send(response.event("response.completed", response=whole))
-
-    async def fail(error: ApiError) -> None:
+    def fail(error: ApiError) -> str:
         failed = response.whole("failed", [], {"code": error.code, "message": error.message})
-        await send.send(response.event("response.failed", response=failed))
+        return response.event("response.failed", response=failed)
 
-    async with anyio.create_task_group() as group:
-        group.start_soon(produce)
-        async with receive:
-            async for message in receive:
-                yield message
+    start = response.whole("in_progress", [])
+    yield response.event("response.created", response=start)
+    yield response.event("response.in_progress", response=start)
+    result: TurnResult | None = None
+    try:
+        async with aclosing(turn.items(served)) as items:
+            async for item in items:
+                if isinstance(item, TurnResult):
+                    result = item
+                    continue
+                response.count(item)
+                event = item.event
+                if hold or not isinstance(event, LLMChunkArriveEvent):
+                    continue
+                if event.text and not item.origin.agent:
+                    for chunk in text_delta(event.text):
+                        yield chunk
+    except SimpleLLMFuncError as exc:
+        yield fail(failure(exc))
+        return
+    assert result is not None  # the door's last item
+    problem = turn.problem(result)
+    if problem is not None:
+        yield fail(problem)
+        return
+    if not parts and result.text:
+        for chunk in text_delta(result.text):
+            yield chunk
+    output = response.output(result)
+    if opened:
+        text = "".join(parts)
+        ids = {"item_id": response.message_id, "output_index": 0, "content_index": 0}
+        yield (response.event("response.output_text.done", text=text, logprobs=[], **ids))
+        yield (response.event("response.content_part.done", part=_output_text(text), **ids))
+        message = response.message(text)
+        yield (response.event("response.output_item.done", output_index=0, item=message))
+        output = [message, *(o for o in output if o["type"] != "message")]
+    for index, entry in enumerate(output):
+        if entry["type"] != "function_call":
+            continue
+        for kind in ("response.output_item.added", "response.output_item.done"):
+            yield response.event(kind, output_index=index, item=entry)
+    if turn.request.store:
+        log.put(response.id, result.history, turn.request.owner)
+    whole = response.whole("completed", output)
+    yield response.event("response.completed", response=whole)

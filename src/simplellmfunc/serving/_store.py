@@ -11,38 +11,85 @@ import inspect
 import logging
 import shutil
 import tempfile
-from collections.abc import AsyncGenerator, Callable, Mapping, Sequence
+from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping, Sequence
 from contextlib import aclosing
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 
 import anyio
 from anyio.abc import TaskGroup
 from anyio.streams.memory import MemoryObjectSendStream
 
-from ..._abort import AbortSignal
-from ..._events import ResponseYield
-from ...engine import ApprovalDecision
-from ...exceptions import SessionError
-from ..stores import InMemoryStore, Namespace, Store
+from .._abort import AbortSignal
+from .._events import ResponseYield
+from ..engine import ApprovalDecision
+from ..exceptions import SessionError
+from ..runtime.config import ServeLimits
+from ..runtime.stores import InMemoryStore, Namespace, Store
 from ._session import Session, check_session_id
 
 if TYPE_CHECKING:
-    from ...builtin import KernelPool, PyRepl
+    from ..builtin import KernelPool, PyRepl
 
-__all__ = ["OnDisconnect", "SessionStore"]
+__all__ = ["AgentTurn", "OnDisconnect", "SessionAgent", "SessionStore"]
 
 OnDisconnect = Literal["abort", "cancel"]
 logger = logging.getLogger("simplellmfunc.sessions")
 _HISTORY_KEY = "history"
 _CLOSE_WAIT = 30.0  # how long closing waits for an aborted turn to end
+_DEFAULTS = ServeLimits()  # the one set of defaults
 
 
 @dataclass(frozen=True, slots=True)
 class _Failed:
     error: Exception
+
+
+@dataclass(frozen=True, slots=True)
+class AgentTurn:
+    """What the store hands its agent for one turn of a session.
+
+    Attributes:
+        message: The user's message; ``None``: continue ``history`` as it is.
+        history: The session's history before the turn (a copy).
+        abort: The turn's abort signal (``Session.abort`` sets it).
+        session_id: The session.
+        toolkit: The session's own tools (its kernel's), besides the agent's.
+        hooks: Run hooks of this turn (the session's SelfReference key, the caller's own).
+    """
+
+    message: str | None
+    history: list[dict[str, Any]]
+    abort: AbortSignal
+    session_id: str
+    toolkit: tuple[Any, ...] = ()
+    hooks: tuple[Any, ...] = ()
+
+    def call_options(self) -> dict[str, Any]:
+        """The turn as the per-call options of an ``@llm_chat`` call (the one place their
+        underscore names are spelled)."""
+        options: dict[str, Any] = {"_abort_signal": self.abort, "_session_id": self.session_id}
+        if self.toolkit:
+            options["_toolkit"] = list(self.toolkit)
+        if self.hooks:
+            options["_hooks"] = list(self.hooks)
+        return options
+
+
+@runtime_checkable
+class SessionAgent(Protocol):
+    """An agent that takes a store's turns as :class:`AgentTurn` s (``ServedAgent``'s).
+
+    It runs the turn in the store's task and sends each item (events, then a
+    ``ResponseYield`` with the history) with ``send``: that task is the turn's one pump (an
+    engine run driven here needs no task and stream of its own).
+    """
+
+    async def drive(self, turn: AgentTurn, send: Callable[[Any], Awaitable[None]]) -> None:
+        """Run ``turn``, sending its items in order."""
+        ...
 
 
 class SessionStore:
@@ -56,10 +103,10 @@ class SessionStore:
                 ...
 
     Args:
-        agent: An ``@llm_chat`` function (``enable_event=True`` for events and a final
-            ``ResponseYield``); each turn calls it with the session's ``history``,
-            ``_abort_signal``, ``_session_id`` and, when set, ``_toolkit`` (the session's
-            kernel tools) and ``_hooks`` (the session's SelfReference key).
+        agent: A :class:`SessionAgent` (it gets each turn as an :class:`AgentTurn`), or an
+            ``@llm_chat`` function (``enable_event=True`` for events and a final
+            ``ResponseYield``), called with the message, the session's ``history`` and
+            :meth:`AgentTurn.call_options`.
         pyrepl: Give each session a PyRepl kernel: ``True``, or the keyword arguments of
             :class:`~simplellmfunc.PyRepl` (``execution_timeout_seconds`` …).
         root: The sessions' folder: ``<root>/<session id>/logs`` is the kernel's audit log.
@@ -73,7 +120,8 @@ class SessionStore:
             them across restarts). Items live under ``Namespace(agent_name, session id)``.
         agent_name: The store namespace and SelfReference key prefix.
         idle_timeout: Seconds without a turn after which a session is reclaimed (its kernel
-            closed; its history stays in the store); ``None``: never.
+            closed; its history stays in the store); ``None``: never. The defaults of this
+            and ``max_sessions`` are :class:`~simplellmfunc.runtime.config.ServeLimits`'.
         max_sessions: Open sessions at most; opening one more reclaims the least recently used
             idle session, or raises :class:`SessionError` when every session is busy.
         on_disconnect: What a turn does when its consumer leaves early: ``"abort"`` (default:
@@ -88,15 +136,15 @@ class SessionStore:
 
     def __init__(
         self,
-        agent: Callable[..., Any],
+        agent: SessionAgent | Callable[..., Any],
         *,
         pyrepl: bool | Mapping[str, Any] = False,
         root: str | Path | None = None,
         pool_size: int = 0,
         store: Store | None = None,
         agent_name: str = "agent",
-        idle_timeout: float | None = 900.0,
-        max_sessions: int = 100,
+        idle_timeout: float | None = _DEFAULTS.idle_timeout,
+        max_sessions: int = _DEFAULTS.max_sessions,
         on_disconnect: OnDisconnect = "abort",
         self_reference: Any = None,
     ) -> None:
@@ -133,7 +181,7 @@ class SessionStore:
         await tasks.__aenter__()
         self._tasks = tasks
         if self._repl_options is not None and self._pool_size > 0:
-            from ...builtin import KernelPool
+            from ..builtin import KernelPool
 
             sandbox = self._repl_options.get("sandbox", True)
             self._pool = await KernelPool(self._pool_size, sandbox=sandbox).__aenter__()
@@ -310,11 +358,13 @@ class SessionStore:
 
     # -- turns --------------------------------------------------------------------------------
 
-    async def chat(self, session_id: str, *args: Any, **kwargs: Any) -> AsyncGenerator[Any, None]:
-        """One turn of ``session_id``: yields what the agent yields (events, then the
-        ``ResponseYield``); the session keeps the turn's history.
+    async def chat(
+        self, session_id: str, message: str | None, *, hooks: Sequence[Any] = ()
+    ) -> AsyncGenerator[Any, None]:
+        """One turn of ``session_id`` on ``message`` (``None``: continue the history as it
+        is): yields what the agent yields (events, then the ``ResponseYield``); the session
+        keeps the turn's history. ``hooks`` are run hooks of this turn only.
 
-        ``args`` / ``kwargs`` are the agent's arguments besides the history (the message).
         Leaving early (a client disconnect) ends the turn as ``on_disconnect`` says.
 
         Raises:
@@ -325,7 +375,9 @@ class SessionStore:
         abort = session.begin()
         send, receive = anyio.create_memory_object_stream[Any](1024)
         assert self._tasks is not None
-        self._tasks.start_soon(self._turn, session, abort, args, kwargs, send)
+        self._tasks.start_soon(
+            self._turn, session, self._agent_turn(session, abort, message, hooks), send
+        )
         finished = False
         try:
             async with receive:
@@ -346,24 +398,21 @@ class SessionStore:
             session._cancel.cancel()
 
     async def _turn(
-        self,
-        session: Session,
-        abort: AbortSignal,
-        args: tuple[Any, ...],
-        kwargs: dict[str, Any],
-        send: MemoryObjectSendStream[Any],
+        self, session: Session, turn: AgentTurn, send: MemoryObjectSendStream[Any]
     ) -> None:
         history: list[dict[str, Any]] | None = None
         try:
             with anyio.CancelScope() as scope:
                 session._cancel = scope
                 async with send:
-                    call = self._agent(*args, **self._turn_kwargs(session, abort, kwargs))
+
+                    async def deliver(item: Any) -> None:
+                        nonlocal history
+                        history = _history_of(item, history)
+                        await _deliver(send, item)
+
                     try:
-                        async with aclosing(call) as items:
-                            async for item in items:
-                                history = _history_of(item, history)
-                                await _deliver(send, item)
+                        await self._call(turn, deliver)
                     except Exception as exc:  # boundary: re-raised in the consumer's task
                         history = None
                         await _deliver(send, _Failed(exc))
@@ -373,20 +422,24 @@ class SessionStore:
                 with anyio.CancelScope(shield=True):
                     await self._save(session)
 
-    def _turn_kwargs(
-        self, session: Session, abort: AbortSignal, kwargs: dict[str, Any]
-    ) -> dict[str, Any]:
-        extra: dict[str, Any] = {
-            self._history_name: list(session.history),
-            "_abort_signal": abort,
-            "_session_id": session.id,
-        }
-        if session.repl is not None:
-            extra["_toolkit"] = [*session.repl.toolset, *kwargs.get("_toolkit", ())]
+    def _agent_turn(
+        self, session: Session, abort: AbortSignal, message: str | None, hooks: Sequence[Any]
+    ) -> AgentTurn:
+        toolkit = tuple(session.repl.toolset) if session.repl is not None else ()
+        own: tuple[Any, ...] = ()
         if self._self_reference is not None:
-            own = self._self_reference.run_hook(session.self_reference_key)
-            extra["_hooks"] = [own, *kwargs.get("_hooks", ())]  # the turn's own hooks too
-        return {**kwargs, **extra}
+            own = (self._self_reference.run_hook(session.self_reference_key),)
+        history = list(session.history)
+        return AgentTurn(message, history, abort, session.id, toolkit, (*own, *hooks))
+
+    async def _call(self, turn: AgentTurn, deliver: Callable[[Any], Awaitable[None]]) -> None:
+        if isinstance(self._agent, SessionAgent):
+            await self._agent.drive(turn, deliver)
+            return
+        options = {self._history_name: turn.history, **turn.call_options()}
+        async with aclosing(self._agent(turn.message, **options)) as items:
+            async for item in items:
+                await deliver(item)
 
     # -- helpers ------------------------------------------------------------------------------
 
@@ -402,7 +455,7 @@ class SessionStore:
     def _new_repl(self, session_id: str) -> PyRepl | None:
         if self._repl_options is None:
             return None
-        from ...builtin import PyRepl
+        from ..builtin import PyRepl
 
         assert self._root is not None
         folder = self._root / session_id
@@ -437,7 +490,9 @@ class SessionStore:
         return f"<SessionStore {self._agent_name} sessions={len(self._sessions)}>"
 
 
-def _history_parameter(agent: Callable[..., Any]) -> str:
+def _history_parameter(agent: object) -> str:
+    if not callable(agent) or isinstance(agent, SessionAgent):
+        return "history"
     try:
         parameters = inspect.signature(agent).parameters
     except (TypeError, ValueError):

@@ -1,6 +1,6 @@
 """Running an ASGI app under uvicorn in this event loop, on a socket bound before it starts.
 
-The server's connection limits come from an :class:`~simplellmfunc.runtime.serving.EdgePolicy`
+The server's connection limits come from an :class:`~simplellmfunc.serving.EdgePolicy`
 through uvicorn's public config (``timeout_keep_alive``, ``limit_concurrency``,
 ``h11_max_incomplete_event_size``) and one protocol class: uvicorn's h11 protocol with a header
 timeout, so a connection that sends no complete request head in time (an idle socket, a
@@ -21,7 +21,7 @@ import anyio
 import uvicorn
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
-from ..runtime.serving import EdgePolicy
+from ._edge import EdgePolicy
 
 __all__ = ["bind", "running", "serve_app", "server_for"]
 

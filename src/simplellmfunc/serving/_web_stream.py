@@ -8,7 +8,8 @@ from typing import Any
 
 from .._messages import dict_content_text
 from ..events import CustomEvent, EventYield, ResponseYield
-from ..wire import WirePolicy, encode_sse, jsonable, to_wire
+from ._json import WirePolicy, jsonable, to_wire
+from ._sse import encode_sse
 
 __all__ = ["page_history", "turn_frames"]
 

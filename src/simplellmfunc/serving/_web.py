@@ -4,8 +4,10 @@ another app, e.g. ``simplellmfunc serve --web``) or as an app of its own."""
 from __future__ import annotations
 
 import contextlib
+import functools
 import html
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from contextlib import aclosing
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +18,8 @@ from starlette.responses import HTMLResponse, JSONResponse, Response, StreamingR
 from starlette.routing import BaseRoute, Mount, Route
 from starlette.staticfiles import StaticFiles
 
+from .._events import ResponseYield
+from ..decorators import ChatAgent
 from ..engine import parse_answer
 from ..exceptions import (
     AnswerRefusedError,
@@ -24,11 +28,14 @@ from ..exceptions import (
     RequestRefusedError,
     SessionError,
 )
-from ..runtime.serving import EdgeGuard, EdgePolicy, Principals, principal_of, read_json
-from ..runtime.sessions import SessionStore
+from ..runtime.config import ServeLimits, TurnResult
 from ..runtime.stores import Store
-from ..wire import WirePolicy
-from ._stream import page_history, turn_frames
+from ._edge import EdgeGuard, EdgePolicy, principal_of, read_json
+from ._json import WirePolicy
+from ._principals import Principals
+from ._served import ServedAgent, TurnRequest
+from ._store import SessionStore
+from ._web_stream import page_history, turn_frames
 
 __all__ = ["PAGE_PATHS", "STATIC_PREFIX", "page_error", "web_chat_app", "web_chat_routes"]
 
@@ -52,9 +59,7 @@ def web_chat_app(
     *,
     sessions: SessionStore | None = None,
     pyrepl: bool | Mapping[str, Any] = True,
-    pool_size: int = 2,
-    max_sessions: int = 20,
-    idle_timeout: float | None = 900.0,
+    limits: ServeLimits | None = None,
     store: Store | None = None,
     token: str | None = None,
     title: str = "simplellmfunc chat",
@@ -64,23 +69,24 @@ def web_chat_app(
     principals: Principals | None = None,
 ) -> Starlette:
     """The chat page and its API for ``agent``, as an ASGI app (serve it with uvicorn), behind
-    an :class:`~simplellmfunc.runtime.serving.EdgeGuard` (Host, origin, token and body checks).
+    an :class:`~simplellmfunc.serving.EdgeGuard` (Host, origin, token and body checks).
 
     Every browser tab is a session (its id lives in the tab's ``sessionStorage``, so a reload
     keeps the conversation): its own history and, with ``pyrepl``, its own kernel.
 
     Args:
-        agent: An ``@llm_chat`` function with ``stream=True, enable_event=True`` (see
-            :class:`~simplellmfunc.runtime.SessionStore` for how it is called).
+        agent: An ``@llm_chat`` function (``stream=True`` for live text): its tabs' turns
+            go through a :class:`ServedAgent`'s door (admitted under ``limits``, counted toward
+            ``max_turns``); any other session agent runs on a bare
+            :class:`~simplellmfunc.serving.SessionStore` (see it for how it is called).
         sessions: A :class:`SessionStore` of ``agent`` that the caller has entered and closes
             (for an app mounted in another one, whose lifespan does not run); the other session
             arguments are then ignored. Default: the app makes one and its lifespan owns it.
         pyrepl: Give each session a PyRepl kernel (``True``, or PyRepl keyword arguments).
-        pool_size: Kernels started ahead of time.
-        max_sessions: Open sessions at most (tabs beyond it are refused while all are busy;
-            otherwise the least recently used idle session is reclaimed).
-        idle_timeout: Seconds after which an idle session's kernel is closed (its history
-            stays in ``store``); ``None``: never.
+        limits: Open sessions at most (tabs beyond it are refused while all are busy;
+            otherwise the least recently used idle session is reclaimed), the idle timeout
+            after which a session's kernel is closed (its history stays in ``store``) and the
+            kernels started ahead of time (:class:`~simplellmfunc.runtime.config.ServeLimits`).
         store: Where histories are kept (default: in memory).
         token: Required on the page (``?token=`` in its address; the page then sends it
             as ``Authorization: Bearer`` on its API calls) and on every API call; ``None``:
@@ -94,26 +100,40 @@ def web_chat_app(
             names only, 8 MiB bodies).
     """
 
+    limits = limits or ServeLimits()
+    served: ServedAgent | None = None
+    if sessions is None and isinstance(agent, ChatAgent):
+        # The one door: the tabs' turns are admitted and counted toward ``max_turns``.
+        served = ServedAgent(agent, limits=limits, pyrepl=pyrepl, store=store)
+
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         if sessions is not None:
             app.state.sessions = sessions
             yield
             return
+        if served is not None:
+            async with served.lifespan():
+                app.state.sessions = served.sessions
+                yield
+            return
         owned = SessionStore(
             agent,
             pyrepl=pyrepl,
-            pool_size=pool_size if pyrepl else 0,
-            max_sessions=max_sessions,
-            idle_timeout=idle_timeout,
+            pool_size=limits.pool_size if pyrepl else 0,
+            max_sessions=limits.max_sessions,
+            idle_timeout=limits.idle_timeout,
             store=store,
         )
         async with owned:
             app.state.sessions = owned
             yield
 
+    door: dict[str, Any] = {}
+    if served is not None:
+        door = {"admit": served.admit, "turns": functools.partial(page_turn, served)}
     routes = web_chat_routes(
-        sessions, title=title, max_message_chars=max_message_chars, policy=policy
+        sessions, title=title, max_message_chars=max_message_chars, policy=policy, **door
     )
     if principals is None:
         principals = Principals.single(token) if token is not None else Principals.open()
@@ -138,7 +158,7 @@ def web_chat_routes(
     turns: Turns | None = None,
 ) -> list[BaseRoute]:
     """The page (``/``), its files (``/static/``) and its API (``/api/...``) as routes, to
-    mount in an app of one's own; that app's :class:`~simplellmfunc.runtime.serving.EdgeGuard`
+    mount in an app of one's own; that app's :class:`~simplellmfunc.serving.EdgeGuard`
     guards them (the page may carry the token as ``?token=``, its files need none). Each
     principal (``request.user``) sees its own sessions only.
 
@@ -150,8 +170,8 @@ def web_chat_routes(
         policy: The size policy of the events sent to the page (images are sent whole).
         admit: Called with the session id before a turn starts; what it raises refuses the
             turn (``CapacityError``: 429, or 503 while closing; ``SessionError``: by reason).
-        turns: Runs a turn (default: the store's ``chat``); a server that counts its turns
-            (``ServedAgent.session_chat``) passes its own.
+        turns: Runs a turn (default: the store's ``chat``); a server passes its door
+            (:meth:`ServedAgent.turn`, which counts the turn toward its limits).
     """
     wire_policy = policy or WirePolicy()
     page_html = (_STATIC / "index.html").read_text(encoding="utf-8")
@@ -291,3 +311,11 @@ def _local(request: Request, session_id: str) -> str:
 async def _json(request: Request) -> dict[str, Any]:
     body = await read_json(request) if await request.body() else {}
     return body if isinstance(body, dict) else {}
+
+
+async def page_turn(served: ServedAgent, session_id: str, message: str) -> AsyncIterator[Any]:
+    """A tab's turn through the one door (:meth:`ServedAgent.turn`), as the page's stream
+    reads a session's turn (the events, then a ``ResponseYield`` with the history)."""
+    async with aclosing(served.turn(TurnRequest(message, session_id))) as items:
+        async for item in items:
+            yield ResponseYield(item.text, item.history) if isinstance(item, TurnResult) else item

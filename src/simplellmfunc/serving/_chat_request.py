@@ -23,7 +23,7 @@ from .._messages import history_from_dicts, history_to_dicts
 from ..engine import DeferredTool
 from ..exceptions import SimpleLLMFuncError
 from ..runtime.config import TurnResult
-from ..runtime.serving import AnswerShape, ClientTurn, answer_problem
+from ._client import AnswerShape, ClientTurn, answer_problem
 from ._errors import ApiError
 
 __all__ = [

@@ -8,12 +8,12 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 
-from ..._abort import AbortSignal
-from ...engine import ApprovalDecision, answer_request
-from ...exceptions import AnswerRefusedError, InputRefusedError, SessionError
+from .._abort import AbortSignal
+from ..engine import ApprovalDecision, answer_request
+from ..exceptions import AnswerRefusedError, InputRefusedError, SessionError
 
 if TYPE_CHECKING:
-    from ...builtin import PyRepl
+    from ..builtin import PyRepl
 
 __all__ = ["Session", "check_session_id"]
 

@@ -13,14 +13,17 @@ history, A2A tasks end ``canceled``), then open requests get a few seconds to fi
 from __future__ import annotations
 
 import logging
+import secrets
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ..exceptions import UserError
-from ..runtime.config import AgentConfig, ConfiguredAgent
-from ..runtime.serving import EdgePolicy, Principals, ServedAgent, is_loopback
+from ..runtime.config import AgentConfig, ConfiguredAgent, ServeLimits
 from ._app import create_app
+from ._edge import EdgePolicy
+from ._principals import Principals, is_loopback
+from ._served import ServedAgent
 from ._uvicorn import serve_app
 
 __all__ = ["ServeSettings", "is_loopback", "serve_config"]
@@ -37,6 +40,9 @@ class ServeSettings:
     principals: Principals
     web: bool = False
     edge: EdgePolicy = field(default_factory=EdgePolicy)
+    limits: ServeLimits = field(default_factory=ServeLimits)
+    made_token: str | None = None  # a token made at start (``web`` off loopback), shown once
+    page: bool = False  # ``simplellmfunc web``: announce the page's address only
 
     @classmethod
     def resolve(
@@ -50,8 +56,17 @@ class ServeSettings:
         token_file: str | None = None,
         allowed_hosts: Sequence[str] = (),
         environ: Mapping[str, str] | None = None,
+        max_sessions: int | None = None,
+        max_turns: int | None = None,
+        idle_timeout: float | None = None,
+        page: bool = False,
     ) -> ServeSettings:
-        """The settings, checked.
+        """The settings, checked; ``max_sessions``, ``max_turns`` and ``idle_timeout`` override
+        the section's limits when given.
+
+        ``page`` is ``simplellmfunc web`` (``serve --web`` for a person at a browser): without
+        a token it serves loopback openly, and off loopback it makes a random token and shows
+        it once, instead of refusing to start.
 
         Raises:
             UserError: Without a token and without ``no_auth``, with both a token file and a
@@ -69,12 +84,26 @@ class ServeSettings:
             environ=environ,
         )
         edge = EdgePolicy.for_server(config, host, allowed_hosts)
+        made: str | None = None
+        if principals is None and page:
+            if is_loopback(host):
+                principals = Principals.open()
+            else:
+                made = secrets.token_urlsafe(18)
+                principals = Principals.single(made)
         if principals is None:
             raise UserError(
                 f"set {section.token_env} to the bearer token clients must send, "
                 "or give a token file (--token-file), or pass --no-auth (loopback only)"
             )
-        return cls(host, port, principals, web, edge)
+        limits = section.limits()
+        limits = replace(
+            limits,
+            max_sessions=limits.max_sessions if max_sessions is None else max_sessions,
+            max_turns=limits.max_turns if max_turns is None else max_turns,
+            idle_timeout=limits.idle_timeout if idle_timeout is None else idle_timeout,
+        )
+        return cls(host, port, principals, web or page, edge, limits, made, page)
 
 
 async def serve_config(
@@ -94,11 +123,8 @@ async def serve_config(
     async with ConfiguredAgent(config) as agent:
         served = ServedAgent(
             agent,
-            max_sessions=section.max_sessions,
-            idle_timeout=section.idle_timeout,
-            max_turns=section.max_turns,
+            limits=settings.limits,
             pyrepl=pyrepl,
-            pool_size=section.pool_size if pyrepl else 0,
             root=repl.working_directory if pyrepl and repl is not None else None,
         )
 
@@ -118,12 +144,16 @@ async def serve_config(
             auth = "no auth" if not principals.required else "bearer token"
             if principals.scoped:
                 auth = f"bearer tokens of {len(principals)} principals"
-            say(f"serving {served.name} at {url} ({auth})")
+            if not settings.page:
+                say(f"serving {served.name} at {url} ({auth})")
             if settings.web:  # the token's variable, never its value
                 token = (
                     "?token=<your token>" if principals.scoped else f"?token=${section.token_env}"
                 )
-                say(f"web chat page: {url}/" + (token if principals.required else ""))
+                if settings.made_token is not None:
+                    token = f"?token={settings.made_token}"  # made here: the one place it shows
+                page = f"{url}/" + (token if principals.required else "")
+                say(f"{served.name}: open {page}" if settings.page else f"web chat page: {page}")
 
         await serve_app(
             make_app,

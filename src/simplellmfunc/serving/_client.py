@@ -22,10 +22,10 @@ from typing import Any, Literal
 
 import anyio.to_thread
 
-from ..._messages import Message
-from ..._mutations import ContextMutation
-from ...engine import DeferredTool, Invocation, RunHook, RunView, apply_window, split_turns
-from ...providers import ResponseFormat, count_message_tokens
+from .._messages import Message
+from .._mutations import ContextMutation
+from ..engine import DeferredTool, Invocation, RunHook, RunView, apply_window, split_turns
+from ..providers import ResponseFormat, count_message_tokens
 
 __all__ = ["AnswerShape", "ClientHook", "ClientTurn", "answer_problem"]
 

@@ -10,10 +10,10 @@ Routes:
   ``GET /v1/models/{id}``: the OpenAI-compatible endpoints (``._openai``, ``._responses``).
 
 With ``web=True`` the app also serves the web chat page (``/``, ``/static/``, ``/api/...`` of
-:func:`~simplellmfunc.webchat.web_chat_routes`) on the same sessions: a browser tab is a session
+:func:`~simplellmfunc.serving.web_chat_routes`) on the same sessions: a browser tab is a session
 of the served agent like an ``X-Session-Id`` caller's.
 
-Every request passes the :class:`~simplellmfunc.runtime.serving.EdgeGuard` first: its
+Every request passes the :class:`~simplellmfunc.serving.EdgeGuard` first: its
 ``Host`` must be one the server answers to, a state-changing request must come from the
 server's own origin (or an allowed one) with a bounded ``application/json`` body, and with
 tokens every other request needs ``Authorization: Bearer <token>`` (401 otherwise; the page's
@@ -25,6 +25,7 @@ in with ``routes=`` or ``app.router.routes``; they sit behind the same edge.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from typing import Any
 
@@ -33,19 +34,14 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 
-from ..runtime.serving import (
-    EdgeGuard,
-    EdgePolicy,
-    ErrorShape,
-    Principals,
-    ServedAgent,
-    a2a_routes,
-    jsonrpc_error,
-)
-from ..webchat import PAGE_PATHS, STATIC_PREFIX, page_error, web_chat_routes
+from ._a2a import a2a_routes
+from ._edge import EdgeGuard, EdgePolicy, ErrorShape, jsonrpc_error
 from ._errors import error_response
 from ._openai import PendingTurns, chat_completions, models
+from ._principals import Principals
 from ._responses import ResponseLog, create_response
+from ._served import ServedAgent
+from ._web import PAGE_PATHS, STATIC_PREFIX, page_error, page_turn, web_chat_routes
 
 __all__ = ["PUBLIC_PATHS", "agent_routes", "create_app"]
 
@@ -98,7 +94,7 @@ def create_app(
                 served.sessions,
                 title=served.name,
                 admit=served.admit,
-                turns=served.session_chat,
+                turns=functools.partial(page_turn, served),
             )
         )
         page = {"public_prefixes": (STATIC_PREFIX,), "query_paths": PAGE_PATHS}

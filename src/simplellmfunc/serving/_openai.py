@@ -30,10 +30,10 @@ from __future__ import annotations
 import os
 import time
 from collections import OrderedDict
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Sequence
+from contextlib import aclosing
 from typing import Any
 
-import anyio
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 
@@ -41,11 +41,13 @@ from .._events import EventYield, LLMCallEndEvent, LLMChunkArriveEvent
 from ..engine import pending_calls
 from ..exceptions import RequestRefusedError, SessionError, SimpleLLMFuncError
 from ..runtime.config import TurnResult
-from ..runtime.serving import ClientHook, ServedAgent, principal_of
-from ..runtime.serving import read_json as read_edge_json
-from ..wire import encode_sse
 from ._chat_request import ChatRequest, parse_chat_request, shape_error, split_turn
+from ._client import ClientHook
+from ._edge import principal_of
+from ._edge import read_json as read_edge_json
 from ._errors import ApiError, error_response, failure
+from ._served import ServedAgent, TurnRequest
+from ._sse import encode_sse
 
 __all__ = [
     "DROPPED_HEADER",
@@ -191,23 +193,24 @@ class PendingTurns:
         self.size = size
         self._items: OrderedDict[tuple[str, ...], tuple[list[Any], list[Any]]] = OrderedDict()
 
-    def put(self, request: ChatRequest, result: TurnResult) -> None:
-        """Keep a deferred turn's history (and the conversation it was asked with)."""
+    def put(self, request: ChatRequest, result: TurnResult, owner: str = "") -> None:
+        """Keep a deferred turn's history (and the conversation it was asked with) for
+        ``owner`` (a principal's name: another principal's request never continues it)."""
         ids = tuple(c.id for c in pending_calls(result.history))
         if ids:
-            self._items[ids] = (request.messages, result.history)
+            self._items[(owner, *ids)] = (request.messages, result.history)
             while len(self._items) > self.size:
                 self._items.popitem(last=False)
 
-    def continued(self, messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    def continued(self, messages: list[dict[str, Any]], owner: str = "") -> list[dict[str, Any]]:
         """``messages`` (ending with the client's tool results) with the turn's own history
-        in place of what the client saw of it, if this server kept it."""
+        in place of what the client saw of it, if this server kept it for ``owner``."""
         results = 0
         while results < len(messages) and messages[-1 - results].get("role") == "tool":
             results += 1
         at = len(messages) - results - 1  # the assistant message with the client's calls
         calls = messages[at].get("tool_calls") or [] if at >= 0 else []
-        ids = tuple(str(c.get("id")) for c in calls if isinstance(c, dict))
+        ids = (owner, *(str(c.get("id")) for c in calls if isinstance(c, dict)))
         kept = self._items.get(ids)
         if kept is None or messages[: len(kept[0])] != kept[0] or at != len(kept[0]):
             return messages
@@ -218,29 +221,35 @@ class PendingTurns:
 class _Turn:
     """One request's turn: the session's, or the client's conversation's."""
 
-    def __init__(self, request: ChatRequest, session_id: str | None) -> None:
+    def __init__(self, request: ChatRequest, session_id: str | None, owner: str) -> None:
         self.request = request
         self.session_id = session_id
+        self.owner = owner
         self.hook = ClientHook(request.client)
 
-    async def run(self, served: ServedAgent, on_event: Any, pending: PendingTurns) -> TurnResult:
+    async def items(
+        self, served: ServedAgent, pending: PendingTurns
+    ) -> AsyncGenerator[EventYield | TurnResult, None]:
+        """The turn through the one door (:meth:`ServedAgent.turn`): its events, then its
+        :class:`TurnResult`."""
         request = self.request
         if self.session_id is not None:
             results = None if request.text is not None else _results(request.messages)
-            return await served.session_turn(
-                self.session_id,
-                request.text,
-                on_event=on_event,
-                hooks=(self.hook,),
-                results=results,
-            )
-        text, history = split_turn(request.messages)
-        if text is None:
-            history = pending.continued(history)
-        result = await served.run_turn(text, history, on_event=on_event, hooks=(self.hook,))
-        if result.terminated_by == "deferred":
-            pending.put(request, result)
-        return result
+            asked = TurnRequest(request.text, self.session_id, hooks=(self.hook,), results=results)
+        else:
+            text, history = split_turn(request.messages)
+            if text is None:
+                history = pending.continued(history, self.owner)
+            asked = TurnRequest(text, history=history, hooks=(self.hook,))
+        async with aclosing(served.turn(asked)) as items:
+            async for item in items:
+                if (
+                    isinstance(item, TurnResult)
+                    and item.terminated_by == "deferred"
+                    and self.session_id is None
+                ):
+                    pending.put(request, item, self.owner)
+                yield item
 
     def shape_error(self, result: TurnResult) -> ApiError | None:
         """The error of a final answer that still misses ``response_format``."""
@@ -293,7 +302,7 @@ async def chat_completions(
         chat, session_id, scoped = await _checked(served, request)
     except ApiError as exc:
         return exc.response()
-    turn = _Turn(chat, scoped)
+    turn = _Turn(chat, scoped, principal_of(request).name)
     pending = pending if pending is not None else PendingTurns()
     completion = _Completion(served.name)
     headers = {SESSION_HEADER: session_id} if session_id is not None else {}
@@ -308,13 +317,17 @@ async def chat_completions(
             headers=headers,
         )
 
-    async def on_event(item: EventYield) -> None:
-        completion.count(item)
-
+    result: TurnResult | None = None
     try:
-        result = await turn.run(served, on_event, pending)
+        async with aclosing(turn.items(served, pending)) as items:
+            async for item in items:
+                if isinstance(item, TurnResult):
+                    result = item
+                else:
+                    completion.count(item)
     except SimpleLLMFuncError as exc:
         return failure(exc).response()
+    assert result is not None  # the door's last item
     problem = turn.shape_error(result)
     if problem is not None:
         return problem.response()
@@ -328,50 +341,54 @@ async def chat_completions(
 async def _stream(
     served: ServedAgent, turn: _Turn, completion: _Completion, pending: PendingTurns
 ) -> AsyncIterator[str]:
-    send, receive = anyio.create_memory_object_stream[dict[str, Any]](64)
+    """The turn's items as chunks, in this task: no stream or callback in between. Leaving
+    early (the client disconnected) closes the door's iterator: the session store then ends
+    the turn like an abort, and the session keeps a valid history."""
     # A shaped answer is checked before it is sent: its deltas are held back.
     hold = turn.request.client.shape is not None
-
-    async def on_event(item: EventYield) -> None:
-        completion.count(item)
-        event = item.event
-        if hold or not isinstance(event, LLMChunkArriveEvent):
-            return
-        if event.text and not item.origin.agent:
-            await send.send(completion.chunk(_delta(completion, {"content": event.text})))
-
-    async def produce() -> None:
-        async with send:
-            try:
-                result = await turn.run(served, on_event, pending)
-            except SimpleLLMFuncError as exc:
-                await send.send(failure(exc).body())
-                return
-            problem = turn.shape_error(result)
-            if problem is not None:
-                await send.send(problem.body())
-                return
-            if not completion.streamed and result.text:
-                await send.send(completion.chunk(_delta(completion, {"content": result.text})))
-            for chunk in _call_chunks(completion, tool_calls(result)):
-                await send.send(chunk)
-            extra: dict[str, Any] = {}
-            if turn.dropped():
-                extra["history_dropped"] = turn.dropped()
-            if not turn.request.include_usage:
-                await send.send(completion.chunk({}, _finish(result), **extra))
-                return
-            await send.send(completion.chunk({}, _finish(result)))
-            await send.send(completion.chunk(None, usage=completion.usage(), **extra))
-
-    # Leaving early (the client disconnected) cancels produce(): the session store then ends
-    # the turn like an abort, and the session keeps a valid history.
-    async with anyio.create_task_group() as group:
-        group.start_soon(produce)
-        async with receive:
-            async for chunk in receive:
-                yield encode_sse(chunk)
+    result: TurnResult | None = None
+    try:
+        async with aclosing(turn.items(served, pending)) as items:
+            async for item in items:
+                if isinstance(item, TurnResult):
+                    result = item
+                    continue
+                completion.count(item)
+                event = item.event
+                if hold or not isinstance(event, LLMChunkArriveEvent):
+                    continue
+                if event.text and not item.origin.agent:
+                    delta = _delta(completion, {"content": event.text})
+                    yield encode_sse(completion.chunk(delta))
+    except SimpleLLMFuncError as exc:
+        yield encode_sse(failure(exc).body())
         yield encode_sse("[DONE]")
+        return
+    assert result is not None  # the door's last item
+    for chunk in _final_chunks(turn, completion, result):
+        yield encode_sse(chunk)
+    yield encode_sse("[DONE]")
+
+
+def _final_chunks(turn: _Turn, completion: _Completion, result: TurnResult) -> list[Any]:
+    """What follows a turn's streamed text: the shape error, or the held or unstreamed text,
+    the client's calls, the finish chunk and the usage."""
+    problem = turn.shape_error(result)
+    if problem is not None:
+        return [problem.body()]
+    chunks: list[Any] = []
+    if not completion.streamed and result.text:
+        chunks.append(completion.chunk(_delta(completion, {"content": result.text})))
+    chunks.extend(_call_chunks(completion, tool_calls(result)))
+    extra: dict[str, Any] = {}
+    if turn.dropped():
+        extra["history_dropped"] = turn.dropped()
+    if not turn.request.include_usage:
+        chunks.append(completion.chunk({}, _finish(result), **extra))
+        return chunks
+    chunks.append(completion.chunk({}, _finish(result)))
+    chunks.append(completion.chunk(None, usage=completion.usage(), **extra))
+    return chunks
 
 
 def _delta(completion: _Completion, delta: dict[str, Any]) -> dict[str, Any]:

@@ -24,8 +24,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from ...exceptions import ConfigError, SessionError, UserError
-from ..sessions import check_session_id
+from ..exceptions import ConfigError, SessionError, UserError
+from ._session import check_session_id
 
 __all__ = [
     "ANONYMOUS",

@@ -1,0 +1,343 @@
+"""ServedAgent: one agent answering remote callers, on a :class:`SessionStore`.
+
+The sessions (history persisted through a runtime store, a PyRepl kernel per session from the
+warm pool, abort by id, idle reclaim, the session limit) are the store's; the served agent adds
+what the HTTP protocols need on top: a public name and description (the A2A card, the OpenAI
+model), a cap on concurrent turns, stateless turns (the caller holds the conversation: a
+throwaway session seeded with it), one door for every front (:meth:`ServedAgent.turn`: the
+turn's events, then a :class:`TurnResult`), and a graceful shutdown that refuses new turns and
+aborts the running ones.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from contextlib import AsyncExitStack, aclosing, asynccontextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+from .._events import EventYield, ReactEndEvent, ResponseYield
+from .._messages import history_to_dicts
+from ..decorators import ChatAgent
+from ..engine import RunHook, answer_deferred, pending_calls
+from ..exceptions import CapacityError, SessionError, UserError
+from ..runtime.config import ConfiguredAgent, ServeLimits, TurnResult
+from ..runtime.stores import Store
+from ._store import AgentTurn, SessionStore
+
+__all__ = ["ServedAgent", "TurnRequest"]
+
+_CLOSE_WAIT = 30.0  # how long a shutdown waits for an aborted turn to end
+_SUPERSEDED = "Cancelled: the user sent a new message instead of this tool's result."
+
+
+@dataclass(frozen=True, slots=True)
+class TurnRequest:
+    """One turn asked of a :class:`ServedAgent` (see :meth:`ServedAgent.turn`).
+
+    Attributes:
+        text: The user's message; ``None``: continue the conversation as it is (it ends with
+            the user's message, or with the results of the client's tool calls).
+        session_id: The session (opened on first use; the server keeps its history);
+            ``None``: a stateless turn on ``history``, in a session of its own.
+        history: The conversation so far, for a stateless turn.
+        hooks: Run hooks of this turn only (a :class:`ClientHook`: what an API client brings).
+        results: The client's result of each pending call of the session, by call id (a new
+            message instead answers them as cancelled).
+    """
+
+    text: str | None
+    session_id: str | None = None
+    history: Sequence[Mapping[str, Any]] = ()
+    hooks: Sequence[RunHook] = ()
+    results: Mapping[str, Any] | None = None
+
+
+class ServedAgent:
+    """An agent served to remote callers (A2A, the OpenAI-compatible endpoint).
+
+    Use it as an async context manager (it opens its :class:`SessionStore`); ``create_app``
+    and ``a2a_app`` open it for the app's lifetime when it is not open yet.
+
+    Args:
+        agent: An ``@llm_chat`` function with ``enable_event=True``, or an open
+            ``ConfiguredAgent`` (the caller opens and closes it).
+        name: The agent's public name (default: the function's or the config's name).
+        description: What it does (default: the docstring's first line or the config's
+            ``description``).
+        limits: Sessions, running turns, idle timeout and kernel pool
+            (:class:`~simplellmfunc.runtime.config.ServeLimits`; the defaults are its own).
+            All sessions busy at ``max_sessions``, or ``max_turns`` turns running:
+            :class:`~simplellmfunc.exceptions.CapacityError`.
+        pyrepl: Give each session its own PyRepl kernel (``True`` or PyRepl options; the
+            pool of ``limits.pool_size`` kernels is started only then).
+        store: Where session histories are kept (default: in memory).
+        root: The sessions' folder (kernels' working directories; default: temporary).
+        client_tools: Let API clients bring their own tools (run client-side, see
+            :class:`ClientTurn`); ``False``: a request with tools is refused.
+
+    Raises:
+        UserError: If ``agent`` is neither an ``@llm_chat`` agent nor a ``ConfiguredAgent``.
+    """
+
+    def __init__(
+        self,
+        agent: ChatAgent | ConfiguredAgent,
+        *,
+        name: str | None = None,
+        description: str | None = None,
+        limits: ServeLimits | None = None,
+        pyrepl: bool | Mapping[str, Any] = False,
+        store: Store | None = None,
+        root: str | Path | None = None,
+        client_tools: bool = True,
+    ) -> None:
+        if isinstance(agent, ConfiguredAgent):
+            default_name, default_text = agent.config.name, agent.config.description
+        elif isinstance(agent, ChatAgent):
+            default_name, default_text = agent.name, agent.description
+        else:
+            raise UserError(f"{agent!r} is neither an @llm_chat agent nor a ConfiguredAgent")
+        limits = limits or ServeLimits()
+        self.agent = agent
+        self.name = name or default_name
+        self.description = description or default_text or f"The agent {self.name!r}."
+        self.limits = limits
+        self.client_tools = client_tools
+        self._vision: bool | None = None
+        self.sessions = SessionStore(
+            _ChatTurns(agent),
+            pyrepl=pyrepl,
+            root=root,
+            pool_size=limits.pool_size if pyrepl is not False else 0,
+            store=store,
+            agent_name=_namespace_name(self.name),
+            idle_timeout=limits.idle_timeout,
+            max_sessions=limits.max_sessions,
+        )
+        self._open = False
+        self._running = 0
+        self._closing = False
+
+    # -- lifecycle -----------------------------------------------------------------------------
+
+    @property
+    def is_open(self) -> bool:
+        """Whether the sessions are open (inside ``async with``)."""
+        return self._open
+
+    async def __aenter__(self) -> ServedAgent:
+        if self._open:
+            raise UserError("the served agent is open already")
+        await self.sessions.__aenter__()
+        self._open, self._closing = True, False
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self._closing = True
+        try:
+            await self.sessions.__aexit__(exc_type, exc, tb)
+        finally:
+            self._open = False
+
+    @asynccontextmanager
+    async def lifespan(self, app: object = None) -> AsyncIterator[None]:
+        """A Starlette ``lifespan``: opens the agent for the app's lifetime unless it is open
+        already (then its owner closes it); on shutdown the running turns are aborted first."""
+        async with AsyncExitStack() as stack:
+            if not self._open:
+                await stack.enter_async_context(self)
+            try:
+                yield
+            finally:
+                await self.aclose()
+
+    async def aclose(self, reason: str = "the server is shutting down") -> None:
+        """Refuse new turns, abort the running ones and wait until each has ended (each keeps
+        a valid history); the sessions stay readable until the ``async with`` ends."""
+        self._closing = True
+        await self.sessions.abort_running(reason, wait=_CLOSE_WAIT)
+
+    # -- turns ---------------------------------------------------------------------------------
+
+    async def turn(self, request: TurnRequest) -> AsyncGenerator[EventYield | TurnResult, None]:
+        """The one door: one turn, as its events and then a :class:`TurnResult` (last).
+
+        It admits the turn (refused while closing or with ``max_turns`` running), counts it
+        while it runs, opens or reuses its session (``request.session_id``; ``None``: a
+        throwaway session seeded with ``request.history``, forgotten at the end), answers a
+        deferred turn's pending calls, streams the turn and releases it. Leaving early (a
+        client disconnect) ends the turn like an abort: the session keeps a valid history.
+        Every front (OpenAI chat and responses, A2A, the web page, AG-UI) adapts this.
+
+        Raises:
+            CapacityError: If every session is busy at ``max_sessions``, ``max_turns`` turns
+                are running, or the agent is closing (on the first iteration).
+            SessionError: For an invalid id, or a session already running a turn.
+            InvalidHistoryError: If ``request.results`` do not answer the pending calls.
+            ProviderError: When the model fails after retries.
+        """
+        self._admit()
+        stateless = request.session_id is None
+        session_id = request.session_id or f"once-{os.urandom(8).hex()}"
+        self._running += 1
+        try:
+            if stateless:
+                await self._open_session(session_id, request.history)
+            else:
+                await self._continue(session_id, request.results)
+            answer: Any = ""
+            history: list[dict[str, Any]] | None = None
+            ended = "answer"
+            chat = self.sessions.chat(session_id, request.text, hooks=request.hooks)
+            async with aclosing(chat) as items:
+                async for item in items:
+                    if isinstance(item, EventYield):
+                        if isinstance(item.event, ReactEndEvent):
+                            ended = item.event.terminated_by
+                        yield item
+                    elif isinstance(item, ResponseYield):
+                        answer, history = item.response, list(item.messages)
+            if history is None:
+                history = await self.sessions.history(session_id)
+            yield TurnResult(str(answer), history, ended)
+        finally:
+            self._running -= 1
+            if stateless:
+                await self.sessions.close(session_id, forget=True)
+
+    async def _continue(self, session_id: str, results: Mapping[str, Any] | None) -> None:
+        """Open the session, refuse it busy, and answer its pending client calls (with
+        ``results``, else as superseded by the new message)."""
+        await self._open_session(session_id)
+        session = self.sessions.get(session_id)
+        if session.busy:
+            raise SessionError(
+                f"session {session_id!r} is already running a turn: wait for it, or abort it",
+                reason="busy",
+            )
+        pending = pending_calls(session.history)
+        if results is not None or pending:
+            answers = (
+                results
+                if results is not None
+                else dict.fromkeys((c.id for c in pending), _SUPERSEDED)
+            )
+            session.history = answer_deferred(session.history, answers)
+
+    def admit(self, session_id: str | None = None) -> None:
+        """Raise now what a turn (of ``session_id``; ``None``: a stateless one) would be
+        refused with, e.g. before a streamed response commits to HTTP 200.
+
+        Raises:
+            CapacityError: If the agent is closing, or ``max_turns`` turns are running.
+            SessionError: If the session is running a turn already.
+        """
+        self._admit()
+        session = self.sessions.sessions.get(session_id) if session_id is not None else None
+        if session is not None and session.busy:
+            raise SessionError(
+                f"session {session_id!r} is already running a turn: wait for it, or abort it",
+                reason="busy",
+            )
+
+    def _admit(self) -> None:
+        if self._closing or not self._open:
+            state = "shutting down" if self._open or self._closing else "not open"
+            raise CapacityError(f"the agent is {state}", limit="closing")
+        if self._running >= self.limits.max_turns:
+            raise CapacityError(f"{self.limits.max_turns} turns are running already", limit="turns")
+
+    async def _open_session(
+        self, session_id: str, history: Sequence[Mapping[str, Any]] | None = None
+    ) -> None:
+        try:
+            await self.sessions.open(session_id, history=history)
+        except SessionError as exc:
+            if exc.reason == "full":
+                raise CapacityError(str(exc), limit="sessions") from None
+            raise
+
+    async def takes_images(self) -> bool:
+        """Whether the agent's model takes images (its provider's ``vision`` capability)."""
+        if self._vision is None:
+            self._vision = bool(self.agent.llm.capabilities.vision)
+        return self._vision
+
+    # -- sessions ------------------------------------------------------------------------------
+
+    async def history(self, session_id: str) -> list[dict[str, Any]]:
+        """A copy of the session's history (the stored one once it is closed; empty for an
+        unknown session)."""
+        return await self.sessions.history(session_id)
+
+    @property
+    def session_ids(self) -> list[str]:
+        """The sessions open now (stateless turns' throwaway sessions included)."""
+        return list(self.sessions.sessions)
+
+    def abort(self, session_id: str, reason: str = "aborted by user") -> bool:
+        """Abort the session's running turn; whether one was running."""
+        session = self.sessions.sessions.get(session_id)
+        return session is not None and session.abort(reason)
+
+    @property
+    def max_turns(self) -> int:
+        """Turns running at once at most (``limits.max_turns``)."""
+        return self.limits.max_turns
+
+    @property
+    def running(self) -> int:
+        """How many turns are running."""
+        return self._running
+
+    def __repr__(self) -> str:
+        return f"ServedAgent({self.name!r}, sessions={len(self.sessions)}, running={self._running})"
+
+
+def _namespace_name(name: str) -> str:
+    """The agent's name as a store namespace part (letters, digits, ``_.-``)."""
+    cleaned = "".join(c if c.isalnum() or c in "_.-" else "_" for c in name).strip("_.-")
+    return cleaned[:128] or "agent"
+
+
+class _ChatTurns:
+    """An ``@llm_chat`` agent (with events or not) or a ``ConfiguredAgent`` as the store's
+    :class:`SessionAgent`: each turn sends the run's events, then a ``ResponseYield`` with
+    the history. An ``@llm_chat`` run is driven right in the store's task, its emitter
+    connected to the store's stream: one pump per turn."""
+
+    def __init__(self, agent: ChatAgent | ConfiguredAgent) -> None:
+        self.agent = agent
+
+    async def drive(self, turn: AgentTurn, send: Callable[[Any], Awaitable[None]]) -> None:
+        options = turn.call_options()
+        if isinstance(self.agent, ConfiguredAgent):
+            chat = self.agent.chat(turn.message, turn.history, **options)
+            try:
+                async for item in chat:
+                    await send(item)
+            finally:
+                await chat.aclose()  # type: ignore[attr-defined]  # an async generator
+            return
+        if turn.message is None:  # continue the history (a client's tool results, say)
+            run = await self.agent.run(history=turn.history, _resume=True, **options)
+        else:
+            run = await self.agent.run(turn.message, history=turn.history, **options)
+
+        async def events(item: Any) -> None:
+            if isinstance(item, EventYield):  # events only (no text or raw items)
+                await send(item)
+
+        run.context.emitter.connect(events)
+        await run.run_to_end()
+        result = run.state.result()
+        await send(ResponseYield(result.text, history_to_dicts(result.messages)))
