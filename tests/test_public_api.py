@@ -233,6 +233,8 @@ EXPECTED_ENGINE = {
     "Approver",
     "answer_request",
     "parse_answer",
+    "typed_decision",
+    "APPROVAL_HELP",
     "DEFAULT_SIGNALS",
     "FINAL_ANSWER_INSTRUCTION",
     "HIDDEN_OBSERVATION",
@@ -386,7 +388,15 @@ RUNTIME_PACKAGES = {
         "Team",
         "drop_tool_turns",
     },
-    "sessions": {"OnDisconnect", "Session", "SessionStore", "check_session_id"},
+    "sessions": {
+        "OnDisconnect",
+        "Session",
+        "SessionStore",
+        "asked_request_id",
+        "check_session_id",
+        "pending_request_id",
+        "wait_kind",
+    },
     "stores": {
         "InMemoryStore",
         "Namespace",
@@ -417,6 +427,10 @@ RUNTIME_ONLY_IN_SUBPACKAGE = {
     "Skipped",
     "build_llm",
     "build_options",
+    # sessions: what a waiting turn asks, read by the fronts
+    "asked_request_id",
+    "pending_request_id",
+    "wait_kind",
     "check_config",
     "timeline",
     # skills: the registry, the toolkit, the decorator and the agent are re-exported

@@ -5,13 +5,24 @@
 key, the abort signal of the running turn and its last use; it reclaims idle sessions, caps their
 number and closes everything with :meth:`SessionStore.close_all`. Its front door answers
 ``input()`` (:meth:`SessionStore.submit_input`) and aborts (:meth:`SessionStore.abort`) by
-session id.
+session id. A turn that waits for a person (an approval, an ``input()``) outlives a consumer that
+leaves: :meth:`SessionStore.pending` says what waits, :meth:`SessionStore.follow` takes the rest
+of the turn.
 """
 
 from ..._lazy import publish
 from ._session import Session, check_session_id
 from ._store import OnDisconnect, SessionStore
+from ._waits import asked_request_id, pending_request_id, wait_kind
 
-__all__ = ["OnDisconnect", "Session", "SessionStore", "check_session_id"]
+__all__ = [
+    "OnDisconnect",
+    "Session",
+    "SessionStore",
+    "asked_request_id",
+    "check_session_id",
+    "pending_request_id",
+    "wait_kind",
+]
 
 publish(__name__, __all__)
