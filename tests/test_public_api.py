@@ -482,6 +482,8 @@ def test_a2a_serving_and_http_server_surfaces() -> None:
         "a2a_app",
         "a2a_routes",
         "agent_card",
+        "agui_interrupts",
+        "agui_run",
         "allowed_hosts_for",
         "is_loopback",
         "jsonrpc_error",
