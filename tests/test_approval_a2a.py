@@ -14,7 +14,7 @@ import anyio
 import httpx
 from a2a.client import A2ACardResolver, ClientConfig, ClientFactory
 from a2a.helpers import get_artifact_text, new_text_message
-from a2a.types import Role, SendMessageRequest, StreamResponse, TaskState
+from a2a.types import CancelTaskRequest, Role, SendMessageRequest, StreamResponse, TaskState
 from google.protobuf.json_format import MessageToDict
 
 from simplellmfunc import OpenAICompatible, llm_chat, tool
@@ -64,6 +64,7 @@ async def test_input_required_for_approval_and_input(mock_server: MockLLMServer)
         Reply.text("Paid A-1."),
         Reply.tool_calls(ToolCallSpec("execute_code", {"code": ask}, id="c2")),
         Reply.text("Greeted."),
+        Reply.tool_calls(ToolCallSpec("pay", {"invoice": "B-2"}, id="c3")),
     )
     async with OpenAICompatible(KEY, "mock-model", mock_server.url) as llm:
 
@@ -92,7 +93,11 @@ async def test_input_required_for_approval_and_input(mock_server: MockLLMServer)
                 greeted = [
                     r async for r in client.send_message(_message("Ada", context_id, typed.task_id))
                 ]
+                third = [r async for r in client.send_message(_message("pay B-2", context_id))]
+                waiting_task = _last_status(third).task_id
+                canceled = await client.cancel_task(CancelTaskRequest(id=waiting_task))
             await client.close()
+            session_busy = served.sessions.get(context_id).busy
         history = await served.history(context_id)
 
     # The approval: input-required, saying what and how; the call did not run before the yes.
@@ -121,7 +126,12 @@ async def test_input_required_for_approval_and_input(mock_server: MockLLMServer)
     results = [m["content"] for m in history if m["role"] == "tool"]
     assert results[0] == "paid A-1"
     assert "hello Ada" in results[1]
-    assert history[-1]["content"] == "Greeted."
+    # Canceling an input-required task aborts the waiting turn: the call never ran.
+    assert _last_status(third).status.state == TaskState.TASK_STATE_INPUT_REQUIRED
+    assert canceled.status.state == TaskState.TASK_STATE_CANCELED
+    assert session_busy is False
+    assert RAN == ["A-1"]
+    assert "canceled by the A2A client" in results[-1]
     capture = {
         "input_required": MessageToDict(asked),
         "answer": "y",
