@@ -233,3 +233,48 @@ def _keep_capture(end: Any, resume: list[dict[str, Any]]) -> None:
         "run_2_resume": resume,
     }
     (artifacts / "agui-interrupt.json").write_text(json.dumps(capture, indent=2) + "\n")
+
+
+async def test_input_interrupt_is_answered_by_resume(mock_server: MockLLMServer) -> None:
+    """A PyRepl ``input()`` is an interrupt too (``reason="input"``); a new message while it is
+    open is a RUN_ERROR; the resume entry's payload is the line typed."""
+    import httpx
+
+    from simplellmfunc.http_server import running
+    from simplellmfunc.runtime.sessions import SessionStore
+
+    ask = "name = input('Your name? ')\nprint('hello', name)"
+    mock_server.script(
+        Reply.tool_calls(ToolCallSpec("execute_code", {"code": ask}, id="k1")),
+        Reply.text("Greeted."),
+    )
+    async with OpenAICompatible("sk-test-123456789", "mock", mock_server.url) as llm:
+
+        @llm_chat(llm, enable_event=True)
+        async def agent(message: str, history: list[dict[str, Any]] | None = None) -> None:
+            """You run code."""
+
+        async with (
+            SessionStore(agent, pyrepl=True) as sessions,
+            running(lambda url: _agui_app(sessions)) as url,
+            httpx.AsyncClient(timeout=60) as http,
+        ):
+            user = [{"id": "u1", "role": "user", "content": "greet me"}]
+            with anyio.fail_after(60):
+                first = await _post_run(http, url, _input("r1", user))
+                (interrupt,) = first[-1].outcome.interrupts
+                again = await _post_run(http, url, _input("r2", user))
+                entry = {"interruptId": interrupt.id, "status": "resolved", "payload": "Ada"}
+                second = await _post_run(http, url, _input("r3", user, [entry]))
+            history = await sessions.history("t1")
+    assert (interrupt.reason, interrupt.message, interrupt.tool_call_id) == (
+        "input",
+        "Your name? ",
+        "k1",
+    )
+    assert interrupt.response_schema is not None
+    assert again[-1].type == EventType.RUN_ERROR
+    assert "open interrupts" in again[-1].message
+    assert second[-1].outcome.type == "success"
+    tool_results = [m["content"] for m in history if m["role"] == "tool"]
+    assert "hello Ada" in tool_results[0]
