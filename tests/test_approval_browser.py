@@ -101,6 +101,7 @@ def test_reload_redraws_the_waiting_card(context: Any, served: Served) -> None:
     expect(form.locator(".approval-reason")).to_have_text("the cell opens a file for writing")
     expect(card.locator(".tool-args")).to_contain_text("open('note.txt', 'w')")
     expect(page.locator(".notice.waiting")).to_have_text("the running turn waits for you")
+    expect(page.locator(".msg.user").last).to_have_text("write")  # the waiting turn's message
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     page.screenshot(path=str(ARTIFACTS / "web-approval-reloaded.png"))
     form.locator("button.approve").click()

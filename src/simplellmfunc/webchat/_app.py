@@ -247,7 +247,9 @@ def web_chat_routes(
         busy = found is not None and found.busy
         # What the running turn waits for (an approval, an input()): the page redraws it.
         body = {"session": _local(request, sid), "busy": busy, "messages": messages}
-        return JSONResponse({**body, "pending": store.pending(sid)})
+        pending = store.pending(sid)
+        running = found.turn_message if found is not None and pending else None
+        return JSONResponse({**body, "pending": pending, "running_message": running})
 
     async def follow(request: Request) -> Response:
         # The rest of a turn whose page left while it waited for the user (a reload).

@@ -69,6 +69,9 @@ class Session:
         self.closed = False
         #: What the running turn waits for a person to answer, by request id (wire form).
         self.waits: dict[str, dict[str, Any]] = {}
+        #: The running turn's message (its first argument, when a string), for a front that
+        #: redraws a turn it left while the turn waited.
+        self.turn_message: str | None = None
         #: The running turn's items while nobody follows it (its consumer left while waiting).
         self.parked: MemoryObjectReceiveStream[Any] | None = None
 
@@ -171,6 +174,7 @@ class Session:
     def end(self, history: list[dict[str, Any]] | None) -> None:
         """Mark the turn as ended, keeping ``history`` when the turn produced one."""
         self.waits.clear()
+        self.turn_message = None
         parked, self.parked = self.parked, None
         if parked is not None:
             parked.close()

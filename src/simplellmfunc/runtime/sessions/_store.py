@@ -323,6 +323,7 @@ class SessionStore:
         """
         session = await self.open(session_id)
         abort = session.begin()
+        session.turn_message = args[0] if args and isinstance(args[0], str) else None
         send, receive = anyio.create_memory_object_stream[Any](1024)
         assert self._tasks is not None
         self._tasks.start_soon(self._turn, session, abort, args, kwargs, send)

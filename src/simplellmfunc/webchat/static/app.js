@@ -435,7 +435,10 @@ async function restore() {
   if (!messages.length && !(pending && pending.length)) emptyHint();
   follow();
   document.body.dataset.ready = "true";
-  if (pending && pending.length) await resumeWaiting(pending);
+  if (pending && pending.length) {
+    if (body.running_message) add(element("div", "msg user", body.running_message));
+    await resumeWaiting(pending);
+  }
 }
 
 async function resumeWaiting(pending) {
