@@ -90,6 +90,34 @@ def test_approve_deny_and_edit_on_the_card(context: Any, served: Served) -> None
     idle(page)
 
 
+def test_reload_redraws_the_waiting_card(context: Any, served: Served) -> None:
+    """A reload while a call waits does not abort the turn: the page asks the session what
+    waits (``/api/history``'s ``pending``), redraws the card, follows the rest of the turn
+    (``/api/follow``); the Approve click on the redrawn card runs the cell."""
+    page = open_tab(context, served)
+    say(page, "write")
+    expect(page.locator("details.tool form.approval")).to_have_count(1)
+    page.reload()
+    expect(page.locator("body[data-ready=true]")).to_have_count(1)
+    card = page.locator("details.tool").last
+    form = card.locator("form.approval")
+    expect(form.locator(".approval-reason")).to_have_text("the cell opens a file for writing")
+    expect(card.locator(".tool-args")).to_contain_text("open('note.txt', 'w')")
+    expect(page.locator(".notice.waiting")).to_have_text("the running turn waits for you")
+    expect(page.locator(".msg.user").last).to_have_text("write")  # the waiting turn's message
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / "web-approval-reloaded.png"))
+    form.locator("button.approve").click()
+    expect(card.locator(".approval-outcome")).to_have_text("approved")
+    expect(card.locator(".tool-output")).to_have_text("wrote\n")
+    expect(card).to_have_class("tool ok")
+    idle(page)
+    page.reload()  # the turn ended: its whole history is drawn, nothing waits
+    expect(page.locator("body[data-ready=true]")).to_have_count(1)
+    expect(page.locator("details.tool form.approval")).to_have_count(0)
+    expect(page.locator(".msg.user").last).to_have_text("write")
+
+
 def test_answer_route_refuses_bad_answers(served: Served) -> None:
     with httpx.Client(base_url=served.url, timeout=10) as client:
         bad = client.post("api/answer/s-x", json={"decision": "approve"})

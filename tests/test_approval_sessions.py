@@ -4,9 +4,11 @@ that writes a file, passes a cell that only computes, and a denied cell never ru
 
 from __future__ import annotations
 
+from contextlib import aclosing
 from typing import Any
 
 import anyio
+import pytest
 
 from simplellmfunc import OpenAICompatible, llm_chat
 from simplellmfunc._messages import history_from_dicts
@@ -92,3 +94,61 @@ async def test_one_answer_api_for_approvals_and_input(mock_server: MockLLMServer
                 isinstance(i, EventYield) and isinstance(i.event, ApprovalRequestEvent)
                 for i in asked
             )
+
+
+async def test_a_consumer_that_leaves_while_asked_parks_the_turn(
+    mock_server: MockLLMServer,
+) -> None:
+    """Leaving while an approval waits does not abort the turn: ``pending`` says what waits,
+    ``follow`` (once) takes the rest of the turn, the answer lets it run to its end."""
+    from simplellmfunc import ApprovalDecision, tool
+    from simplellmfunc.events import ResponseYield
+    from simplellmfunc.exceptions import SessionError
+
+    ran: list[str] = []
+
+    @tool(requires_approval=True)
+    async def wipe(path: str) -> str:
+        """Wipe a path.
+
+        Args:
+            path: What to wipe.
+        """
+        ran.append(path)
+        return f"wiped {path}"
+
+    mock_server.script(
+        Reply.tool_calls(ToolCallSpec("wipe", {"path": "/tmp/x"}, id="w1")), Reply.text("done")
+    )
+    async with OpenAICompatible("sk-test-123456789", "mock", mock_server.url) as llm:
+
+        @llm_chat(llm, toolkit=[wipe], enable_event=True)
+        async def agent(message: str, history: list[dict[str, Any]] | None = None) -> None:
+            """You wipe."""
+
+        async with SessionStore(agent) as sessions:
+            with anyio.fail_after(GUARD):
+                async with aclosing(sessions.chat("p1", "wipe it")) as turn:
+                    async for item in turn:
+                        if isinstance(item, EventYield) and isinstance(
+                            item.event, ApprovalRequestEvent
+                        ):
+                            break  # the consumer leaves (a reload, an A2A input-required)
+                session = sessions.get("p1")
+                assert session.busy
+                assert session.abort_signal is not None
+                assert not session.abort_signal.aborted
+                (waiting,) = sessions.pending("p1")
+                assert (waiting["kind"], waiting["tool_call_id"]) == ("approval_request", "w1")
+                rest = sessions.follow("p1")
+                with pytest.raises(SessionError, match="no turn waiting to be followed"):
+                    sessions.follow("p1")  # a turn is followed once
+                sessions.answer("p1", "w1", ApprovalDecision.approve())
+                items = [item async for item in rest]
+            assert ran == ["/tmp/x"]
+            assert sessions.pending("p1") == []
+            assert isinstance(items[-1], ResponseYield)
+            assert items[-1].response == "done"
+            await session.wait_idle()
+            history_from_dicts(session.history)
+            assert [m["role"] for m in session.history][-2:] == ["tool", "assistant"]

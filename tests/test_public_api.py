@@ -225,6 +225,8 @@ EXPECTED_ENGINE = {
     "Approver",
     "answer_request",
     "parse_answer",
+    "typed_decision",
+    "APPROVAL_HELP",
     "DEFAULT_SIGNALS",
     "FINAL_ANSWER_INSTRUCTION",
     "HIDDEN_OBSERVATION",
@@ -409,6 +411,10 @@ RUNTIME_ONLY_IN_SUBPACKAGE = {
     "Skipped",
     "build_llm",
     "build_options",
+    # sessions: what a waiting turn asks, read by the fronts
+    "asked_request_id",
+    "pending_request_id",
+    "wait_kind",
     "check_config",
     "timeline",
     # skills: the registry, the toolkit, the decorator and the agent are re-exported
@@ -448,6 +454,11 @@ def test_a2a_and_serving_surfaces() -> None:
 
 
 SERVING_SURFACE = {
+    "wait_kind",
+    "pending_request_id",
+    "asked_request_id",
+    "agui_run",
+    "agui_interrupts",
     "AGUIAdapter",
     "AgentTurn",
     "ANONYMOUS",

@@ -15,7 +15,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeAlias
 
-from ..engine import ApprovalDecision
+from ..engine import APPROVAL_HELP, typed_decision
 from ..events import (
     ApprovalRequestEvent,
     ApprovalResolvedEvent,
@@ -31,7 +31,6 @@ from ..events import (
     ToolCallErrorEvent,
     ToolCallStartEvent,
 )
-from ..exceptions import AnswerRefusedError
 from ..types import Usage
 
 __all__ = [
@@ -339,30 +338,3 @@ class TurnView:
             if card.input_request is not None or card.approval_request is not None:
                 return card
         return None
-
-
-APPROVAL_HELP = "y: approve · n <reason>: deny · e <json arguments>: edit"
-
-
-def typed_decision(text: str) -> ApprovalDecision:
-    """The answer typed at the prompt to an approval: ``y`` (approve), ``n <reason>`` (deny)
-    or ``e <json object>`` (edit).
-
-    Raises:
-        AnswerRefusedError: For anything else (the message says what to type).
-    """
-    word, _, rest = text.strip().partition(" ")
-    word = word.lower()
-    if word in ("y", "yes", "a", "approve"):
-        return ApprovalDecision.approve()
-    if word in ("n", "no", "d", "deny"):
-        return ApprovalDecision.deny(rest.strip())
-    if word in ("e", "edit"):
-        try:
-            arguments = json.loads(rest)
-        except ValueError as exc:
-            raise AnswerRefusedError(f"the edited arguments are not JSON: {exc}") from None
-        if not isinstance(arguments, dict):
-            raise AnswerRefusedError("the edited arguments must be a JSON object")
-        return ApprovalDecision.edit(arguments)
-    raise AnswerRefusedError(f"answer the approval with {APPROVAL_HELP}")

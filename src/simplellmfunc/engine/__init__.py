@@ -6,7 +6,15 @@ Build an :class:`Invocation` (model, tools, prompt, :class:`EngineOptions`, hook
 """
 
 from .._lazy import publish
-from ._approval import ApprovalDecision, ApprovalPolicy, Approver, answer_request, parse_answer
+from ._approval import (
+    APPROVAL_HELP,
+    ApprovalDecision,
+    ApprovalPolicy,
+    Approver,
+    answer_request,
+    parse_answer,
+    typed_decision,
+)
 from ._compile import (
     FINAL_ANSWER_INSTRUCTION,
     HIDDEN_OBSERVATION,
@@ -45,6 +53,7 @@ from ._text_protocol import TextAction, TextProtocol, parse_reply, render_catalo
 from ._window import HistoryWindow, apply_window, split_turns
 
 __all__ = [
+    "APPROVAL_HELP",
     "DEFAULT_SIGNALS",
     "FINAL_ANSWER_INSTRUCTION",
     "HIDDEN_OBSERVATION",
@@ -100,6 +109,7 @@ __all__ = [
     "split_options",
     "split_turns",
     "system_context",
+    "typed_decision",
 ]
 
 publish(__name__, __all__)

@@ -29,6 +29,7 @@ from ..exceptions import AnswerRefusedError
 from ..tools import Tool
 
 __all__ = [
+    "APPROVAL_HELP",
     "ApprovalDecision",
     "ApprovalPolicy",
     "Approver",
@@ -37,6 +38,7 @@ __all__ = [
     "answer_request",
     "edited_note",
     "parse_answer",
+    "typed_decision",
 ]
 
 ApprovalPolicy: TypeAlias = Callable[[Tool, Mapping[str, Any]], bool | str | None]
@@ -188,3 +190,31 @@ def parse_answer(data: object) -> tuple[str, ApprovalDecision | str]:
 def edited_note(arguments: Mapping[str, Any]) -> str:
     """The line put before an edited call's result, so the model knows what ran."""
     return f"(The user edited the arguments before it ran: {json.dumps(dict(arguments))})\n"
+
+
+#: How to type an answer to an approval (see :func:`typed_decision`).
+APPROVAL_HELP = "y: approve · n <reason>: deny · e <json arguments>: edit"
+
+
+def typed_decision(text: str) -> ApprovalDecision:
+    """An approval answer typed as text (the terminal chat's prompt, an A2A message): ``y``
+    (approve), ``n <reason>`` (deny) or ``e <json object>`` (edit).
+
+    Raises:
+        AnswerRefusedError: For anything else (the message says what to type).
+    """
+    word, _, rest = text.strip().partition(" ")
+    word = word.lower()
+    if word in ("y", "yes", "a", "approve"):
+        return ApprovalDecision.approve()
+    if word in ("n", "no", "d", "deny"):
+        return ApprovalDecision.deny(rest.strip())
+    if word in ("e", "edit"):
+        try:
+            arguments = json.loads(rest)
+        except ValueError as exc:
+            raise AnswerRefusedError(f"the edited arguments are not JSON: {exc}") from None
+        if not isinstance(arguments, dict):
+            raise AnswerRefusedError("the edited arguments must be a JSON object")
+        return ApprovalDecision.edit(arguments)
+    raise AnswerRefusedError(f"answer the approval with {APPROVAL_HELP}")

@@ -14,7 +14,14 @@ front adapts that iterator:
 * **The web chat page** (``/``, ``/static/``) and its JSON + SSE API (``/api/...``):
   :func:`web_chat_app` / :func:`web_chat_routes` (``simplellmfunc serve --web``; ``web`` is an
   alias of it).
-* **AG-UI**: :class:`AGUIAdapter` / :func:`agui_sse_stream` (the ``[agui]`` extra).
+* **AG-UI**: :class:`AGUIAdapter` / :func:`agui_sse_stream` (the ``[agui]`` extra);
+  :func:`agui_run`: a session's turn as AG-UI runs — a run that waits for a person ends on the
+  interrupt outcome, the next run's ``resume`` entries answer it and it goes on
+  (:func:`agui_interrupts`: the waiting requests as AG-UI ``Interrupt`` s).
+* A turn that waits for a person (an approval, a PyRepl ``input()``) outlives a consumer that
+  leaves: :meth:`SessionStore.pending` says what waits, :meth:`SessionStore.follow` takes the
+  rest of the turn (:func:`wait_kind`, :func:`pending_request_id`, :func:`asked_request_id`
+  read the requests).
 * The wire encodings the fronts share: :func:`to_wire` / :class:`WirePolicy` (compact JSON with
   a size policy), :func:`encode_sse` / :func:`sse_stream` (Server-Sent Events).
 
@@ -51,10 +58,12 @@ from ._served import ServedAgent, TurnRequest
 from ._session import Session
 from ._sse import encode_sse, sse_stream
 from ._store import AgentTurn, OnDisconnect, SessionAgent, SessionStore
+from ._waits import asked_request_id, pending_request_id, wait_kind
 
 if TYPE_CHECKING:
     from ._a2a import a2a_app, a2a_routes, agent_card
     from ._agui import AGUIAdapter, agui_resume_answers, agui_sse_stream
+    from ._agui_runs import agui_interrupts, agui_run
     from ._app import create_app
     from ._edge import EdgeGuard, EdgePolicy, parse_json_body, principal_of, read_json
     from ._main import ServeSettings, serve_config
@@ -85,14 +94,18 @@ __all__ = [
     "a2a_app",
     "a2a_routes",
     "agent_card",
+    "agui_interrupts",
     "agui_resume_answers",
+    "agui_run",
     "agui_sse_stream",
     "allowed_hosts_for",
+    "asked_request_id",
     "create_app",
     "encode_sse",
     "is_loopback",
     "jsonable",
     "parse_json_body",
+    "pending_request_id",
     "principal_of",
     "read_json",
     "running",
@@ -100,6 +113,7 @@ __all__ = [
     "serve_config",
     "sse_stream",
     "to_wire",
+    "wait_kind",
     "web_chat_app",
     "web_chat_routes",
 ]
@@ -109,6 +123,7 @@ __getattr__, __dir__ = lazy_exports(
     {
         **dict.fromkeys(("a2a_app", "a2a_routes", "agent_card"), "._a2a"),
         **dict.fromkeys(("AGUIAdapter", "agui_resume_answers", "agui_sse_stream"), "._agui"),
+        **dict.fromkeys(("agui_interrupts", "agui_run"), "._agui_runs"),
         "create_app": "._app",
         **dict.fromkeys(
             ("EdgeGuard", "EdgePolicy", "parse_json_body", "principal_of", "read_json"), "._edge"

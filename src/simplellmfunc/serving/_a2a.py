@@ -24,7 +24,10 @@ updates:
 * tool calls, tool results and custom events → ``working`` status updates whose metadata
   ``simplellmfunc`` holds the event (kind, tool name, call id, ...);
 * the end → ``completed`` (the answer as the status message), ``canceled`` after an abort,
-  ``failed`` with the error's message.
+  ``failed`` with the error's message;
+* a wait for a person (a tool approval, a PyRepl ``input()``) → ``input-required``: the turn is
+  parked in its session and the client's next message on the task answers it (see
+  :mod:`._a2a_waits`), then the same task goes on.
 
 A cancel request sets the turn's ``AbortSignal`` and waits for the turn to end, so the session
 keeps a valid history and the task ends ``canceled``.
@@ -39,6 +42,7 @@ log record, not a traceback.
 from __future__ import annotations
 
 import logging
+from collections.abc import AsyncIterator
 from contextlib import aclosing
 from typing import Any
 
@@ -82,18 +86,23 @@ from .._events import (
     CustomEvent,
     EventYield,
     LLMChunkArriveEvent,
+    ReactEndEvent,
+    ResponseYield,
     ToolCallEndEvent,
     ToolCallErrorEvent,
     ToolCallStartEvent,
 )
-from ..exceptions import SessionError
+from ..exceptions import AnswerRefusedError, InputRefusedError, SessionError
 from ..runtime.config import ConfiguredAgent, TurnResult
 from ..runtime.skills import Skills
 from ..tools import Tool
+from ._a2a_waits import answer_waiting, waiting_message
 from ._edge import EdgeGuard, EdgePolicy, jsonrpc_error
 from ._json import WirePolicy, to_wire
 from ._principals import ANONYMOUS, Principal, Principals
 from ._served import ServedAgent, TurnRequest
+from ._store import SessionStore
+from ._waits import asked_request_id, pending_request_id
 
 __all__ = ["a2a_app", "a2a_routes", "agent_card", "agent_skills"]
 
@@ -233,6 +242,7 @@ class _Executor(AgentExecutor):
     def __init__(self, served: ServedAgent) -> None:
         self._served = served
         self._running: dict[str, tuple[str, anyio.Event]] = {}
+        self._parked: dict[str, str] = {}  # input-required task id -> its session
 
     async def execute(self, context: RequestContext, event_queue: EventQueue) -> None:
         task_id, context_id = context.task_id or "", context.context_id or ""
@@ -244,19 +254,26 @@ class _Executor(AgentExecutor):
                 )
             )
         updater = TaskUpdater(event_queue, task_id, context_id)
+        sessions = self._served.sessions
+        parked = self._parked.pop(task_id, None) == session_id and session_id in sessions
+        if parked and sessions.get(session_id).parked is not None:
+            # The task is input-required: this message answers what the turn waits for.
+            try:
+                answer_waiting(sessions.get(session_id), context.get_user_input())
+            except (AnswerRefusedError, InputRefusedError) as exc:
+                self._parked[task_id] = session_id
+                await _ask(updater, sessions.pending(session_id), f"{exc}. ")
+                return
+            items: AsyncIterator[Any] = sessions.follow(session_id)
+        else:
+            asked = TurnRequest(context.get_user_input(), session_id)
+            items = self._served.turn(asked)
         await updater.start_work()
         mapper = _Mapper(updater)
         ended = anyio.Event()
         self._running[task_id] = (session_id, ended)
-        result: TurnResult | None = None
         try:
-            asked = TurnRequest(context.get_user_input(), session_id)
-            async with aclosing(self._served.turn(asked)) as items:
-                async for item in items:
-                    if isinstance(item, TurnResult):
-                        result = item
-                    else:
-                        await mapper.event(item)
+            result = await _drive(items, mapper, sessions, session_id)
         except Exception as exc:  # boundary: the A2A client learns of it as a failed task
             logger.warning("an A2A turn failed", exc_info=True)
             text = f"{type(exc).__name__}: {exc}"
@@ -265,10 +282,21 @@ class _Executor(AgentExecutor):
         finally:
             del self._running[task_id]
             ended.set()
-        assert result is not None  # the door's last item
+        if result is None:  # the turn waits for a person: parked until the next message
+            self._parked[task_id] = session_id
+            await _ask(updater, sessions.pending(session_id))
+            return
         await mapper.finish(result)
 
     async def cancel(self, context: RequestContext, event_queue: EventQueue) -> None:
+        parked = self._parked.pop(context.task_id or "", None)
+        if parked is not None:  # input-required: abort the waiting turn, end the task here
+            if self._served.abort(parked, "canceled by the A2A client"):
+                with anyio.move_on_after(_CANCEL_WAIT_SECONDS):
+                    await self._served.sessions.get(parked).wait_idle()
+            updater = TaskUpdater(event_queue, context.task_id or "", context.context_id or "")
+            await updater.cancel()
+            return
         running = self._running.get(context.task_id or "")
         if running is None:
             return
@@ -326,6 +354,45 @@ class _Mapper:
             await updater.failed(message)
         else:
             await updater.complete(message)
+
+
+async def _drive(
+    items: AsyncIterator[Any], mapper: _Mapper, sessions: SessionStore, session_id: str
+) -> TurnResult | None:
+    """Map a turn's items to task updates: how it ended, or ``None`` once it waits for a
+    person (leaving the items then parks the turn in its session). ``items`` is the door's
+    (events, then the :class:`TurnResult`) or, for a turn followed after an answer, the
+    session's (events, then the ``ResponseYield``)."""
+    text: Any = ""
+    history: list[dict[str, Any]] | None = None
+    ended = "answer"
+    async with aclosing(items) as turn:  # type: ignore[type-var]
+        async for item in turn:
+            if isinstance(item, EventYield):
+                if isinstance(item.event, ReactEndEvent):
+                    ended = item.event.terminated_by
+                await mapper.event(item)
+                asked = asked_request_id(item)
+                waiting = {pending_request_id(w) for w in sessions.pending(session_id)}
+                if asked is not None and asked in waiting:
+                    return None
+            elif isinstance(item, TurnResult):
+                return item
+            elif isinstance(item, ResponseYield):
+                text, history = item.response, list(item.messages)
+    if history is None:
+        history = await sessions.history(session_id)
+    return TurnResult(str(text), history, ended)
+
+
+async def _ask(updater: TaskUpdater, waits: list[dict[str, Any]], before: str = "") -> None:
+    """Set the task ``input-required``: what is asked in the message, the requests (wire
+    form) in the metadata."""
+    message = updater.new_agent_message([new_text_part(before + waiting_message(waits))])
+    metadata = {"simplellmfunc": {"waiting": waits}}
+    await updater.update_status(
+        TaskState.TASK_STATE_INPUT_REQUIRED, message=message, metadata=metadata
+    )
 
 
 def _progress_text(event: ToolCallStartEvent | ToolCallEndEvent | ToolCallErrorEvent) -> str:

@@ -16,8 +16,9 @@ events, so an AG-UI front end can drive our agents:
 * approvals: ``CUSTOM`` ``approval_request`` (its value AG-UI's ``Interrupt``: ``id`` = the
   call id, ``tool_call_id``, ``message`` = the reason, ``metadata`` = tool name, arguments,
   session id, timeout) and ``CUSTOM`` ``approval_resolved``; :func:`agui_resume_answers` reads a
-  client's ``resume`` entries as answers (the run waits live, so it does not finish with an
-  interrupt outcome);
+  client's ``resume`` entries as answers; :meth:`AGUIAdapter.interrupt` ends a run on AG-UI's
+  interrupt outcome and :meth:`AGUIAdapter.begin` starts the run that resumes it (a session's
+  turn as such runs: ``serving.agui_run``);
 * SelfReference forks: ``SUBAGENT_STARTED`` / ``SUBAGENT_FINISHED`` and a ``STATE_DELTA`` on
   ``/forks/<fork_id>``; every event of a fork carries ``subagent_run_id`` (the fork's call id).
 """
@@ -241,7 +242,34 @@ class AGUIAdapter:
         }
         out.append(
             core.RunFinishedEvent(
-                thread_id=self.thread_id or "", run_id=self.run_id or "", result=result
+                thread_id=self.thread_id or "",
+                run_id=self.run_id or "",
+                result=result,
+                outcome=core.RunFinishedSuccessOutcome(),
+            )
+        )
+        return out
+
+    def begin(self) -> list[core.BaseEvent]:
+        """``RUN_STARTED`` of a run that resumes a turn already running (its start event
+        came in the run it interrupted)."""
+        self._started = True
+        return [core.RunStartedEvent(thread_id=self.thread_id or "", run_id=self.run_id or "")]
+
+    def interrupt(self, interrupts: Sequence[core.Interrupt]) -> list[core.BaseEvent]:
+        """The end of a run that waits for a person: open messages and tool calls closed,
+        then ``RUN_FINISHED`` with the interrupt outcome (a resume run answers them)."""
+        out: list[core.BaseEvent] = []
+        for reply in self._replies.values():
+            if reply.text is not None:
+                out.append(core.TextMessageEndEvent(message_id=reply.text))
+                reply.text = None
+        out += [core.ToolCallEndEvent(tool_call_id=c) for c in sorted(self._open_calls)]
+        self._open_calls.clear()
+        outcome = core.RunFinishedInterruptOutcome(interrupts=list(interrupts))
+        out.append(
+            core.RunFinishedEvent(
+                thread_id=self.thread_id or "", run_id=self.run_id or "", outcome=outcome
             )
         )
         return out

@@ -11,8 +11,11 @@ import anyio
 from .._abort import AbortSignal
 from ..engine import ApprovalDecision, answer_request
 from ..exceptions import AnswerRefusedError, InputRefusedError, SessionError
+from ._waits import track_wait
 
 if TYPE_CHECKING:
+    from anyio.streams.memory import MemoryObjectReceiveStream
+
     from ..builtin import PyRepl
 
 __all__ = ["Session", "check_session_id"]
@@ -64,6 +67,13 @@ class Session:
         self._idle.set()
         self._cancel: anyio.CancelScope | None = None
         self.closed = False
+        #: What the running turn waits for a person to answer, by request id (wire form).
+        self.waits: dict[str, dict[str, Any]] = {}
+        #: The running turn's message (its first argument, when a string), for a front that
+        #: redraws a turn it left while the turn waited.
+        self.turn_message: str | None = None
+        #: The running turn's items while nobody follows it (its consumer left while waiting).
+        self.parked: MemoryObjectReceiveStream[Any] | None = None
 
     @property
     def busy(self) -> bool:
@@ -111,6 +121,7 @@ class Session:
         """
         if isinstance(answer, str):
             self.submit_input(request_id, answer)
+            self.waits.pop(request_id, None)
             return
         try:
             answer_request(request_id, answer, session_id=self.id)
@@ -151,8 +162,22 @@ class Session:
         self.abort_signal = AbortSignal()
         return self.abort_signal
 
+    def pending(self) -> list[dict[str, Any]]:
+        """What the running turn waits for a person to answer, oldest first: each request's
+        event in its wire form (an ``approval_request``, or a ``kernel_input_request``)."""
+        return [dict(w) for w in self.waits.values()]
+
+    def track(self, item: object) -> None:
+        """Note what an item of the running turn asks a person for, or stops asking."""
+        track_wait(self.waits, item)
+
     def end(self, history: list[dict[str, Any]] | None) -> None:
         """Mark the turn as ended, keeping ``history`` when the turn produced one."""
+        self.waits.clear()
+        self.turn_message = None
+        parked, self.parked = self.parked, None
+        if parked is not None:
+            parked.close()
         if history is not None:
             self.history = history
             self.turns += 1

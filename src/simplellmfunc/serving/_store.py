@@ -11,7 +11,7 @@ import inspect
 import logging
 import shutil
 import tempfile
-from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from contextlib import aclosing
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 
 import anyio
 from anyio.abc import TaskGroup
-from anyio.streams.memory import MemoryObjectSendStream
+from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
 from .._abort import AbortSignal
 from .._events import ResponseYield
@@ -373,22 +373,62 @@ class SessionStore:
         """
         session = await self.open(session_id)
         abort = session.begin()
+        session.turn_message = message
         send, receive = anyio.create_memory_object_stream[Any](1024)
         assert self._tasks is not None
         self._tasks.start_soon(
             self._turn, session, self._agent_turn(session, abort, message, hooks), send
         )
+        async with aclosing(self._consume(session, receive)) as items:
+            async for item in items:
+                yield item
+
+    def pending(self, session_id: str) -> list[dict[str, Any]]:
+        """What ``session_id``'s running turn waits for a person to answer, oldest first (each
+        request's event in its wire form); empty when nothing waits or no session is open."""
+        session = self._sessions.get(session_id)
+        return session.pending() if session is not None else []
+
+    def follow(self, session_id: str) -> AsyncIterator[Any]:
+        """The rest of ``session_id``'s running turn, whose consumer left while the turn waited
+        for a person (a reloaded page, an A2A task gone ``input-required``, an AG-UI run that
+        ended on an interrupt): the items it made since, then the new ones to its end.
+
+        The turn is taken at once (before the first iteration), so answering its request and
+        then following it cannot miss its end. Leaving early parks it again while it waits.
+
+        Raises:
+            SessionError: If no such session is open, or its turn is not parked (none runs,
+                or someone follows it already): ``reason="not_parked"``.
+        """
+        session = self.get(session_id)
+        receive, session.parked = session.parked, None
+        if receive is None:
+            raise SessionError(
+                f"session {session_id!r} has no turn waiting to be followed", reason="not_parked"
+            )
+        return self._consume(session, receive)
+
+    async def _consume(
+        self, session: Session, receive: MemoryObjectReceiveStream[Any]
+    ) -> AsyncGenerator[Any, None]:
+        """Yield a turn's items; a consumer that leaves while a person is asked parks it."""
         finished = False
+        failed = False
         try:
-            async with receive:
-                async for item in receive:
-                    if isinstance(item, _Failed):
-                        raise item.error
-                    yield item
+            async for item in receive:
+                if isinstance(item, _Failed):
+                    failed = True
+                    raise item.error
+                yield item
             finished = True
         finally:
-            if not finished:
-                self._left(session)
+            if finished or failed or not session.waits or not session.busy:
+                receive.close()
+                if not finished:
+                    self._left(session)
+            else:
+                session.parked = receive  # a person is asked: the turn waits for a follower
 
     def _left(self, session: Session) -> None:
         """The consumer left before the end of the turn."""
@@ -409,7 +449,8 @@ class SessionStore:
                     async def deliver(item: Any) -> None:
                         nonlocal history
                         history = _history_of(item, history)
-                        await _deliver(send, item)
+                        session.track(item)
+                        await _deliver(send, item, session)
 
                     try:
                         await self._call(turn, deliver)
@@ -509,9 +550,15 @@ def _history_of(item: Any, previous: list[dict[str, Any]] | None) -> list[dict[s
     return previous
 
 
-async def _deliver(send: MemoryObjectSendStream[Any], item: Any) -> None:
-    """Send ``item`` to the consumer; once it has left, the turn goes on without it."""
+async def _deliver(
+    send: MemoryObjectSendStream[Any], item: Any, session: Session | None = None
+) -> None:
+    """Send ``item`` to the consumer; once it has left, the turn goes on without it. A parked
+    turn (nobody follows it yet) never blocks: past the buffer its items are dropped."""
     try:
-        await send.send(item)
-    except (anyio.BrokenResourceError, anyio.ClosedResourceError):
+        if session is not None and session.parked is not None:
+            send.send_nowait(item)
+        else:
+            await send.send(item)
+    except (anyio.BrokenResourceError, anyio.ClosedResourceError, anyio.WouldBlock):
         pass

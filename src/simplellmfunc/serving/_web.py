@@ -52,6 +52,7 @@ STATIC_PREFIX = "/static/"
 
 #: HTTP statuses of a refused session (``SessionError.reason``).
 _SESSION_STATUS = {"invalid_id": 400, "full": 503, "unknown": 404, "closed": 503}
+# (any other reason, "busy" or "not_parked" among them, is 409)
 
 
 def web_chat_app(
@@ -264,7 +265,19 @@ def web_chat_routes(
             raise SessionError(f"no session {_local(request, sid)!r}", reason="unknown")
         messages = page_history(stored, wire_policy.max_text_chars)
         busy = found is not None and found.busy
-        return JSONResponse({"session": _local(request, sid), "busy": busy, "messages": messages})
+        # What the running turn waits for (an approval, an input()): the page redraws it.
+        body = {"session": _local(request, sid), "busy": busy, "messages": messages}
+        pending = store.pending(sid)
+        running = found.turn_message if found is not None and pending else None
+        return JSONResponse({**body, "pending": pending, "running_message": running})
+
+    async def follow(request: Request) -> Response:
+        # The rest of a turn whose page left while it waited for the user (a reload).
+        items = store_of(request).follow(request.path_params["sid"])
+        headers = {"cache-control": "no-store", "x-accel-buffering": "no"}
+        return StreamingResponse(
+            turn_frames(items, wire_policy), media_type="text/event-stream", headers=headers
+        )
 
     async def overview(request: Request) -> Response:
         store, principal = store_of(request), principal_of(request)
@@ -288,6 +301,7 @@ def web_chat_routes(
         Route("/api/input/{sid}", guard(answer), methods=["POST"]),
         Route("/api/answer/{sid}", guard(decide), methods=["POST"]),
         Route("/api/abort/{sid}", guard(abort), methods=["POST"]),
+        Route("/api/follow/{sid}", guard(follow), methods=["POST"]),
         Route("/api/history/{sid}", guard(history)),
         Route("/api/sessions", guard(overview)),
     ]

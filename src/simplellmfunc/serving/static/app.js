@@ -146,6 +146,7 @@ class ToolCard {
   // A call waiting for the user's approval: Approve / Deny (with a reason) / Edit (the
   // arguments as JSON); the answer goes to /api/answer in the wire form of docs/wire.md.
   approval(event) {
+    if (this.node.querySelector("form.approval")) return;  // drawn already (a redrawn wait)
     this.setArguments(event.arguments);
     this.node.classList.add("waiting");
     this.state.textContent = "waiting for approval: " + (event.reason || "");
@@ -412,7 +413,8 @@ async function restore() {
     return;
   }
   if (!response.ok) { notice(await errorOf(response), "error"); return; }
-  const {messages} = await response.json();
+  const body = await response.json();
+  const {messages} = body;
   const cards = new Map();
   for (const message of messages) {
     if (message.role === "user") add(element("div", "msg user", message.text));
@@ -429,9 +431,36 @@ async function restore() {
       card.end({success: !looksFailed(message.text), result: message.text});
     }
   }
-  if (!messages.length) emptyHint();
+  const {pending} = body;
+  if (!messages.length && !(pending && pending.length)) emptyHint();
   follow();
   document.body.dataset.ready = "true";
+  if (pending && pending.length) {
+    if (body.running_message) add(element("div", "msg user", body.running_message));
+    await resumeWaiting(pending);
+  }
+}
+
+async function resumeWaiting(pending) {
+  // The turn waits for the user (the page was reloaded meanwhile): redraw what it asks from the
+  // session's pending state, then follow the rest of the turn.
+  notice("the running turn waits for you", "waiting");
+  const turn = new Turn();
+  for (const wait of pending) turn.handle(wait);
+  setRunning(true);
+  try {
+    for (let attempt = 0; attempt < 20; attempt++) {
+      const response = await api("follow", {});
+      if (response.ok) { await readEvents(response, (event) => turn.handle(event)); return; }
+      if (response.status !== 409) { notice(await errorOf(response), "error"); return; }
+      // 409: the old page's stream is not closed yet, or the turn has ended meanwhile.
+      await new Promise((resolve) => setTimeout(resolve, 250));
+    }
+  } catch (error) {
+    notice("connection lost: " + error, "error");
+  } finally {
+    setRunning(false);
+  }
 }
 
 restore();

@@ -1,0 +1,145 @@
+"""A2A ``input-required``: a turn that waits for a person (a tool approval, a PyRepl
+``input()``) sets its task ``input-required``; the SDK's own client answers with the next
+message on that task, and the parked turn goes on to ``completed``. Real HTTP on loopback
+(``a2a_app`` under uvicorn), a real sandboxed kernel, the mock LLM server."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import anyio
+import httpx
+from a2a.client import A2ACardResolver, ClientConfig, ClientFactory
+from a2a.helpers import get_artifact_text, new_text_message
+from a2a.types import CancelTaskRequest, Role, SendMessageRequest, StreamResponse, TaskState
+from google.protobuf.json_format import MessageToDict
+
+from simplellmfunc import OpenAICompatible, llm_chat, tool
+from simplellmfunc._messages import history_from_dicts
+from simplellmfunc.serving import ServedAgent, a2a_app, running
+from simplellmfunc.testing import MockLLMServer, Reply, ToolCallSpec
+
+GUARD = 60.0
+KEY = "sk-test-123456789"
+REPO = Path(__file__).resolve().parents[1]
+ARTIFACTS = Path(os.environ.get("TEST_ARTIFACTS") or REPO / ".cache" / "test-artifacts")
+RAN: list[str] = []
+
+
+@tool(requires_approval=lambda arguments: f"a payment of invoice {arguments.get('invoice')}")
+async def pay(invoice: str) -> str:
+    """Pay an invoice.
+
+    Args:
+        invoice: Its number.
+    """
+    RAN.append(invoice)
+    return f"paid {invoice}"
+
+
+def _message(text: str, context_id: str = "", task_id: str = "") -> SendMessageRequest:
+    message = new_text_message(
+        text, role=Role.ROLE_USER, context_id=context_id or None, task_id=task_id or None
+    )
+    return SendMessageRequest(message=message)
+
+
+def _last_status(responses: list[StreamResponse]) -> Any:
+    return [r.status_update for r in responses if r.HasField("status_update")][-1]
+
+
+def _status_text(status_update: Any) -> str:
+    return "".join(p.text for p in status_update.status.message.parts)
+
+
+async def test_input_required_for_approval_and_input(mock_server: MockLLMServer) -> None:
+    RAN.clear()
+    ask = "name = input('Your name? ')\nprint('hello', name)"
+    mock_server.script(
+        Reply.tool_calls(ToolCallSpec("pay", {"invoice": "A-1"}, id="c1")),
+        Reply.text("Paid A-1."),
+        Reply.tool_calls(ToolCallSpec("execute_code", {"code": ask}, id="c2")),
+        Reply.text("Greeted."),
+        Reply.tool_calls(ToolCallSpec("pay", {"invoice": "B-2"}, id="c3")),
+    )
+    async with OpenAICompatible(KEY, "mock-model", mock_server.url) as llm:
+
+        @llm_chat(llm, toolkit=[pay], stream=True)
+        async def payer(message: str, history: list[dict[str, Any]] | None = None) -> None:
+            """You pay invoices and run code."""
+
+        served = ServedAgent(payer, pyrepl=True)
+        async with (
+            running(lambda url: a2a_app(served, url)) as url,
+            httpx.AsyncClient() as http,
+        ):
+            card = await A2ACardResolver(http, url).get_agent_card()
+            client = ClientFactory(ClientConfig(httpx_client=http)).create(card)
+            with anyio.fail_after(GUARD):
+                first = [r async for r in client.send_message(_message("pay A-1"))]
+                asked = _last_status(first)
+                task_id, context_id = asked.task_id, asked.context_id
+                ran_before_answer = list(RAN)
+                refused = [
+                    r async for r in client.send_message(_message("maybe", context_id, task_id))
+                ]
+                done = [r async for r in client.send_message(_message("y", context_id, task_id))]
+                second = [r async for r in client.send_message(_message("greet me", context_id))]
+                typed = _last_status(second)
+                greeted = [
+                    r async for r in client.send_message(_message("Ada", context_id, typed.task_id))
+                ]
+                third = [r async for r in client.send_message(_message("pay B-2", context_id))]
+                waiting_task = _last_status(third).task_id
+                canceled = await client.cancel_task(CancelTaskRequest(id=waiting_task))
+            await client.close()
+            session_busy = served.sessions.get(context_id).busy
+        history = await served.history(context_id)
+
+    # The approval: input-required, saying what and how; the call did not run before the yes.
+    assert asked.status.state == TaskState.TASK_STATE_INPUT_REQUIRED
+    assert "pay needs approval (a payment of invoice A-1)" in _status_text(asked)
+    (waiting,) = MessageToDict(asked.metadata)["simplellmfunc"]["waiting"]
+    assert (waiting["kind"], waiting["tool_call_id"]) == ("approval_request", "c1")
+    assert waiting["arguments"] == {"invoice": "A-1"}
+    assert ran_before_answer == []
+    # A message that is no answer leaves the task input-required, saying how to answer.
+    refused_status = _last_status(refused)
+    assert refused_status.status.state == TaskState.TASK_STATE_INPUT_REQUIRED
+    assert "answer the approval with" in _status_text(refused_status)
+    assert refused_status.task_id == task_id
+    # The yes: the same task goes on and completes with the answer.
+    finished = _last_status(done)
+    assert (finished.task_id, finished.status.state) == (task_id, TaskState.TASK_STATE_COMPLETED)
+    assert RAN == ["A-1"]
+    chunks = [r.artifact_update for r in done if r.HasField("artifact_update")]
+    assert get_artifact_text(chunks[-1].artifact) == "Paid A-1."
+    # input(): the prompt in the status message; the next message is the value typed.
+    assert typed.status.state == TaskState.TASK_STATE_INPUT_REQUIRED
+    assert "asks for input: Your name?" in _status_text(typed)
+    assert _last_status(greeted).status.state == TaskState.TASK_STATE_COMPLETED
+    history_from_dicts(history)  # valid
+    results = [m["content"] for m in history if m["role"] == "tool"]
+    assert results[0] == "paid A-1"
+    assert "hello Ada" in results[1]
+    # Canceling an input-required task aborts the waiting turn: the call never ran.
+    assert _last_status(third).status.state == TaskState.TASK_STATE_INPUT_REQUIRED
+    assert canceled.status.state == TaskState.TASK_STATE_CANCELED
+    assert session_busy is False
+    assert RAN == ["A-1"]
+    assert "canceled by the A2A client" in results[-1]
+    capture = {
+        "input_required": MessageToDict(asked),
+        "answer": "y",
+        "completed": MessageToDict(finished),
+    }
+    _save("a2a-input-required.json", capture)
+
+
+def _save(name: str, capture: dict[str, Any]) -> None:
+    """Keep a capture for docs/human-in-the-loop.md (tiny: written in the event loop)."""
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    (ARTIFACTS / name).write_text(json.dumps(capture, indent=2) + "\n", encoding="utf-8")
