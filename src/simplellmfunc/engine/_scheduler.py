@@ -302,7 +302,10 @@ async def _invoke(
     try:
         token = enter_tool_call(call.id)  # sub-runs it starts name this call as their parent
         try:
-            raw = await tool.invoke(arguments, _context(tool, call, run.emitter, run.abort))
+            context = (
+                None if _reads_no_context(tool) else _context(tool, call, run.emitter, run.abort)
+            )
+            raw = await tool.invoke(arguments, context)
         finally:
             leave_tool_call(token)
         value = tool.render(raw)
@@ -341,6 +344,12 @@ def _context(
     sink = emitter.custom if live else _discard
     events = ToolEventEmitter(tool_name=tool.name, tool_call_id=call.id, sink=sink, live=live)
     return ToolContext(call.id, tool.name, events, abort)
+
+
+def _reads_no_context(tool: Tool) -> bool:
+    """Whether ``tool.invoke`` would not read a context: the base ``invoke`` of a tool that
+    injects no framework parameter (then none is built for it)."""
+    return type(tool).invoke is Tool.invoke and not tool.schema.injected
 
 
 async def _discard(_event: Any) -> None:
