@@ -32,6 +32,7 @@ PEER_VENV_312 = ROOT / ".cache" / "peers" / "venv312"
 KEY = "sk-bench-0123456789"
 SYSTEM = "You help."
 USER = "Do the work, then answer."
+ANSWER = "ok"  # the mock server's final reply (its default --reply-text)
 SCENARIOS = {
     "react": ("--react-steps", "3", "--tool-name", "noop"),
     "parallel": ("--react-steps", "2", "--tool-name", "noop", "--parallel", "8"),
@@ -199,6 +200,9 @@ CLIENTS = {
 
 async def _child(impl: str, url: str, runs: int) -> dict[str, float]:
     turn = CLIENTS[impl](url)
+    answer = await turn()
+    if answer != ANSWER:  # a client that did not run the session as scripted is not measured
+        raise SystemExit(f"{impl} answered {answer[:80]!r}, not the scripted {ANSWER!r}")
     for _ in range(max(runs // 10, 10)):
         await turn()
     cpu = time.process_time()
