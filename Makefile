@@ -7,7 +7,7 @@ DOCS_STAMP := $(VENV)/.docs-installed
 export TIKTOKEN_CACHE_DIR := $(CURDIR)/.cache/tiktoken
 
 .DEFAULT_GOAL := help
-.PHONY: help install test test-live mcp-reference lint format typecheck bench soak demo demo-ui docs docs-serve clean
+.PHONY: help install test test-live mcp-reference lint format typecheck bench bench-peers soak demo demo-ui docs docs-serve clean
 
 help: ## Show this help
 	@grep -hE '^[a-zA-Z_-]+:.*?## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*?## "}; {printf "  \033[36m%-12s\033[0m %s\n", $$1, $$2}'
@@ -49,6 +49,7 @@ typecheck: install ## mypy --strict on src/
 	$(BIN)/mypy
 
 BENCH_OUT := .cache/bench/results.json
+BENCH_COMMITTED := docs/assets/bench/results.json
 
 bench: install ## Run every benchmark; write .cache/bench/results.json and the plots in docs/assets/bench
 	$(BIN)/python -m pip install -q -e '.[bench]'
@@ -56,7 +57,22 @@ bench: install ## Run every benchmark; write .cache/bench/results.json and the p
 	$(BIN)/python benchmarks/scale.py --out $(BENCH_OUT)
 	@if [ -x .cache/llama-server/llama-server ]; then $(BIN)/python benchmarks/real_model.py --out $(BENCH_OUT); else echo "no llama-server: real-model figures skipped (python scripts/llama_server.py build)"; fi
 	$(BIN)/python benchmarks/plot_results.py $(BENCH_OUT) --out docs/assets/bench
-	@echo "compare with an earlier run: python benchmarks/compare_results.py OLD.json $(BENCH_OUT)"
+	@# Every ratio against the last committed results: one more than 10 % worse fails the target.
+	@git show HEAD:$(BENCH_COMMITTED) > .cache/bench/committed.json 2>/dev/null \
+		&& $(BIN)/python benchmarks/compare_results.py .cache/bench/committed.json $(BENCH_OUT) \
+		|| { test ! -s .cache/bench/committed.json || exit 1; echo "no committed $(BENCH_COMMITTED) to compare with"; }
+
+PEERS := .cache/peers
+PY312 ?= $(shell command -v python3.12 2>/dev/null)
+
+bench-peers: install ## Peer columns (pydantic-ai, openai-agents; SimpleLLMFunc 0.7.8 given a python3.12), each in a benchmark-only venv
+	@test -x $(PEERS)/venv/bin/python || $(PY) -m venv $(PEERS)/venv
+	$(PEERS)/venv/bin/python -m pip install -q -r benchmarks/peers/requirements.txt
+	@if [ -n "$(PY312)" ]; then \
+		test -x $(PEERS)/venv312/bin/python || $(PY312) -m venv $(PEERS)/venv312; \
+		$(PEERS)/venv312/bin/python -m pip install -q -r benchmarks/peers/requirements-py312.txt; \
+	else echo "no python3.12: SimpleLLMFunc 0.7.8 (Requires-Python >= 3.12) skipped"; fi
+	$(BIN)/python benchmarks/peers/bench_peers.py --out .cache/bench/peers.json
 
 soak: install ## 1,000 concurrent sessions with injected faults: typed endings, valid histories, no leaks
 	$(BIN)/python benchmarks/soak.py

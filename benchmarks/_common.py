@@ -333,6 +333,11 @@ async def floor_post(client: Any, body: dict[str, Any]) -> dict[str, Any]:
     return message
 
 
+async def _noop_tool() -> str:
+    """The floor's trivial tool of a parallel batch."""
+    return "done"
+
+
 def floor_react(post: Post, tool: str = "noop", nap: float = 0.0) -> Callable[[], Awaitable[str]]:
     """A hand-written ReAct turn: post, run the tool calls (each sleeps ``nap``), repeat."""
     spec = {"type": "object", "properties": {}}
@@ -355,6 +360,8 @@ def floor_react(post: Post, tool: str = "noop", nap: float = 0.0) -> Callable[[]
                 return str(message["content"])
             if nap:
                 await asyncio.gather(*(asyncio.sleep(nap) for _ in calls))
+            elif len(calls) > 1:  # a parallel batch: the tools run concurrently
+                await asyncio.gather(*(_noop_tool() for _ in calls))
             messages += [
                 {"role": "tool", "tool_call_id": c["id"], "content": "done"} for c in calls
             ]

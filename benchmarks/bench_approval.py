@@ -94,7 +94,7 @@ def _gate_cost(samples: int = 200_000) -> float:
     """Seconds one pass-all check takes in isolation (``needs_gate`` + ``approval_reason``)."""
     from simplellmfunc._transcript import Transcript
     from simplellmfunc.engine import EngineOptions, Invocation, Run
-    from simplellmfunc.engine._approval import approval_reason, needs_gate
+    from simplellmfunc.engine._gate import approval_reason, needs_gate
 
     invocation = Invocation(ScriptedLLM(), tools=(echo,), options=EngineOptions(approval=_pass_all))
     context = Run(invocation, Transcript([])).context

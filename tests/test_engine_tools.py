@@ -174,6 +174,48 @@ async def test_one_failure_does_not_cancel_siblings(
 # -- parallel batches --------------------------------------------------------------------------
 
 
+async def test_cancelling_the_caller_cancels_and_waits_for_every_call_of_a_batch(
+    server: MockLLMServer, llm: OpenAICompatible
+) -> None:
+    # The batch runs its calls as tasks: a caller's cancel scope reaches each of them, and the
+    # scope is left only once every call has finished unwinding (nothing runs on after it).
+    calls = [ToolCallSpec("hang", {}, id=f"c{i}") for i in range(4)]
+    server.script(Reply.tool_calls(*calls), Reply.text("never"))
+    started: list[bool] = []
+    unwound: list[bool] = []
+    all_started = anyio.Event()
+
+    @tool
+    async def hang() -> str:
+        """Wait forever."""
+        try:
+            started.append(True)
+            if len(started) == len(calls):
+                all_started.set()
+            await anyio.sleep_forever()
+        finally:
+            await anyio.lowlevel.cancel_shielded_checkpoint()  # unwinding takes a loop turn
+            unwound.append(True)
+        return "unreachable"
+
+    @llm_chat(llm, toolkit=[hang])
+    async def agent(message: str, history: list[dict[str, Any]]) -> None:
+        """Agent."""
+
+    with anyio.fail_after(GUARD):
+        async with anyio.create_task_group() as group:
+
+            async def consume() -> None:
+                async for _ in agent("go", history=[]):
+                    pass
+
+            group.start_soon(consume)
+            await all_started.wait()
+            group.cancel_scope.cancel()
+    assert unwound == [True] * 4
+    assert len(server.requests) == 1
+
+
 async def test_batch_runs_concurrently_results_in_call_order(
     server: MockLLMServer, llm: OpenAICompatible
 ) -> None:

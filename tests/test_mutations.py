@@ -435,6 +435,32 @@ def test_duplicate_results_and_reused_call_ids_are_rejected() -> None:
     assert t.messages is before
 
 
+def test_append_reply_is_applying_the_assistant_mutation() -> None:
+    # The engine's path for the model's reply: the same message and the same refusals as an
+    # AssistantMessageMutation of it, without the chat-dict round trip.
+    reasoning = ({"type": "reasoning.text", "text": "think"},)
+    reply = AssistantMessage("ok", (ToolCall("c1", "look", "{}"),), reasoning, {"x": 1})
+    direct, applied = Transcript([HI]), Transcript([HI])
+    direct.append_reply(reply)
+    applied.apply(
+        AssistantMessageMutation(content="ok", tool_calls=[call("c1")], reasoning_details=reasoning)
+    )
+    assert direct.messages == applied.messages
+    assert direct.messages[-1].extra == {}  # as the mutation carries none
+    assert direct.pending_tool_calls == applied.pending_tool_calls
+    before = direct.messages
+    with pytest.raises(InvalidHistoryError, match="has no result"):
+        direct.append_reply(AssistantMessage("again"))
+    direct.apply(ToolResultMutation("c1", "done"))
+    with pytest.raises(InvalidHistoryError, match="already used"):
+        direct.append_reply(AssistantMessage(None, (ToolCall("c1", "look", "{}"),)))
+    twice = (ToolCall("z", "look", "{}"), ToolCall("z", "look", "{}"))
+    with pytest.raises(InvalidHistoryError, match="repeats"):
+        direct.append_reply(AssistantMessage(None, twice))
+    assert direct.messages[:-1] == before
+    assert_valid(direct)
+
+
 def test_starting_history_must_be_valid() -> None:
     with pytest.raises(InvalidHistoryError, match="has no result"):
         Transcript([HI, AssistantMessage(None, (ToolCall("a", "f"),)), UserMessage("next")])

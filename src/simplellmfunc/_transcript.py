@@ -30,6 +30,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from types import MappingProxyType
 from typing import Any
 
 from ._messages import (
@@ -254,6 +255,9 @@ class Transcript:
                 (a result for an unknown or answered call, a message while calls are pending, ...);
                 the transcript is left unchanged.
         """
+        if type(mutation) is ToolResultMutation:  # the engine's most frequent edit
+            self._commit(self._plan(mutation))
+            return True
         if isinstance(mutation, ExperienceRememberMutation):
             if not isinstance(mutation.text, str):
                 raise InvalidHistoryError("ExperienceRememberMutation.text must be a string")
@@ -270,6 +274,33 @@ class Transcript:
             return True
         self._commit(self._plan(mutation))
         return True
+
+    def append_reply(self, message: AssistantMessage) -> None:
+        """Append the model's reply: what applying an :class:`AssistantMessageMutation` of its
+        content, tool calls and reasoning does, without building that mutation and parsing
+        it back from chat dicts (the engine's path, once per LLM call; nothing reads the
+        mutation). ``message.extra`` is not kept, as the mutation carries none.
+
+        Raises:
+            InvalidHistoryError: As :meth:`apply` for that mutation (calls still pending, a
+                repeated or already used call id); the transcript is left unchanged.
+        """
+        self._check_no_pending("AssistantMessageMutation")
+        calls = message.tool_calls
+        if calls:
+            ids = {c.id for c in calls}
+            if len(ids) != len(calls):
+                raise InvalidHistoryError("an assistant message repeats a tool call id")
+            for call in calls:
+                if call.id in self._seen:
+                    raise InvalidHistoryError(f"tool call id {call.id!r} is already used")
+        if message.extra or any(type(r) is not MappingProxyType for r in message.reasoning_details):
+            message = AssistantMessage(
+                message.content,
+                calls,
+                tuple(MappingProxyType(dict(r)) for r in message.reasoning_details),
+            )
+        self._commit(_Edit(append=(message,)))
 
     def apply_all(self, mutations: Iterable[ContextMutation]) -> tuple[bool, ...]:
         """Apply mutations in order; stops at the first invalid one (earlier ones stay applied).

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 
 from .._messages import Message, SystemMessage, ToolMessage, UserMessage
 from .._transcript import Transcript, render_experiences
-from ..providers import LLMRequest
+from ..providers import LLMRequest, ToolSpec
 from ._invocation import Invocation
 from ._protocol import StepInfo
 
@@ -27,16 +27,22 @@ FINAL_ANSWER_INSTRUCTION = (
 
 
 def system_context(
-    invocation: Invocation, transcript: Transcript, base: str, step: StepInfo | None = None
+    invocation: Invocation,
+    transcript: Transcript,
+    base: str,
+    step: StepInfo | None = None,
+    specs: Sequence[ToolSpec] | None = None,
 ) -> str:
     """The full system prompt: ``base`` plus tool guidance, the protocol's tool catalogue (with
-    ``step``, where the run stands, if the protocol shows it), experiences and output contract."""
+    ``step``, where the run stands, if the protocol shows it), experiences and output contract.
+    ``specs``: the tools' specs when the caller has them already."""
     sections = [base.rstrip()] if base.strip() else []
     guidance = [f"### {t.name}\n{text}" for t in invocation.tools if (text := t.guidance().strip())]
     if guidance:
         sections.append("## Tool guidance\n" + "\n\n".join(guidance))
     if invocation.tools:
-        specs = [t.spec() for t in invocation.tools]
+        if specs is None:
+            specs = [t.spec() for t in invocation.tools]
         catalogue = invocation.protocol.catalogue(specs, step)
         if catalogue:
             sections.append(catalogue)
@@ -72,18 +78,18 @@ def compile_request(
     if not invocation.options.observation_enabled:
         sent = _without_observations(sent)
     messages: list[Message] = list(protocol.to_wire(sent))
+    specs = [t.spec() for t in invocation.tools]  # once per call: the catalogue and the request
     if messages and isinstance(messages[0], SystemMessage):
         first = messages[0]
-        content = system_context(invocation, transcript, first.content, step)
+        content = system_context(invocation, transcript, first.content, step, specs)
         if content != first.content:  # else the stored message goes out as it is
             messages[0] = SystemMessage(content, first.extra)
     else:
-        content = system_context(invocation, transcript, invocation.system_prompt, step)
+        content = system_context(invocation, transcript, invocation.system_prompt, step, specs)
         if content:
             messages.insert(0, SystemMessage(content))
     if final_answer and instruction:
         messages.append(UserMessage(instruction))
-    specs = [t.spec() for t in invocation.tools]
     tools = protocol.request_tools(specs, final=final_answer)
     response_format = invocation.response_format
     if specs:

@@ -4,13 +4,19 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
-from contextvars import ContextVar
+from contextvars import ContextVar, Token
 from dataclasses import replace
 from typing import Any
 
 from .._events import CustomEvent, EventOrigin, EventYield, ReactEvent
 
-__all__ = ["Emitter", "current_tool_call_id", "in_tool_call"]
+__all__ = [
+    "Emitter",
+    "current_tool_call_id",
+    "enter_tool_call",
+    "in_tool_call",
+    "leave_tool_call",
+]
 
 _TOOL_CALL: ContextVar[str | None] = ContextVar("simplellmfunc_tool_call", default=None)
 
@@ -29,6 +35,17 @@ def in_tool_call(call_id: str) -> Iterator[None]:
         yield
     finally:
         _TOOL_CALL.reset(token)
+
+
+def enter_tool_call(call_id: str) -> Token[str | None]:
+    """:func:`in_tool_call` without a context manager (the scheduler's path, once per tool
+    call): mark ``call_id`` as running; :func:`leave_tool_call` with the token undoes it."""
+    return _TOOL_CALL.set(call_id)
+
+
+def leave_tool_call(token: Token[str | None]) -> None:
+    """Undo :func:`enter_tool_call`."""
+    _TOOL_CALL.reset(token)
 
 
 Send = Callable[[Any], Awaitable[None]]

@@ -2,7 +2,9 @@
 
 ``think``: hook mutations → history window → compile → LLM call → assistant mutation
 (→ repair feedback). ``act``: tool batch → tool mutations (→ abort mutations) → after-batch hook
-mutations. Neither edits the transcript directly: every change is a ``ContextMutation``.
+mutations. Neither edits the transcript directly: every change is a ``ContextMutation``, but
+for the model's reply itself, which goes in through ``Transcript.append_reply`` (the checks of
+an ``AssistantMessageMutation`` without building one that nobody reads).
 """
 
 from __future__ import annotations
@@ -137,7 +139,7 @@ async def think(run: RunContext) -> tuple[ToolCall, ...] | None:
     )
     calls = _unique_ids(state, plan.calls)
     message = protocol.stored(response.message, plan)
-    state.transcript.apply(_assistant_mutation(message, calls))
+    state.transcript.append_reply(_reply(message, calls))
     if calls and message.content and _wants_reply_text(invocation, emitter):
         prose = protocol.visible(message.content)
         if prose:
@@ -325,12 +327,11 @@ def _unique_ids(state: RunState, calls: tuple[ToolCall, ...]) -> tuple[ToolCall,
     return tuple(renamed)
 
 
-def _assistant_mutation(message: AssistantMessage, calls: tuple[ToolCall, ...]) -> ContextMutation:
-    return AssistantMessageMutation(
-        content=message.content,
-        tool_calls=[c.to_dict() for c in calls],
-        reasoning_details=[dict(r) for r in message.reasoning_details],
-    )
+def _reply(message: AssistantMessage, calls: tuple[ToolCall, ...]) -> AssistantMessage:
+    """The reply as the history keeps it: with its calls as run (ids made unique)."""
+    if calls == message.tool_calls:
+        return message
+    return AssistantMessage(message.content, calls, message.reasoning_details)
 
 
 async def _windowed(invocation: Invocation, state: RunState) -> Sequence[Message] | None:

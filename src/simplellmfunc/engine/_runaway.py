@@ -38,12 +38,19 @@ def signature(calls: Sequence[ToolCall]) -> Signature:
     """What identifies a batch: each call's name and its arguments in canonical JSON."""
     out = []
     for call in calls:
-        try:
-            arguments = json.dumps(json.loads(call.arguments or "{}"), sort_keys=True)
-        except ValueError:
-            arguments = call.arguments
+        arguments = call.arguments
+        if arguments in _EMPTY:  # a call without arguments: canonical already
+            arguments = "{}"
+        else:
+            try:
+                arguments = json.dumps(json.loads(arguments), sort_keys=True)
+            except ValueError:
+                pass
         out.append((call.name, arguments))
     return tuple(out)
+
+
+_EMPTY = frozenset(("", "{}"))
 
 
 def loop_period(history: Sequence[Signature], window: int) -> int | None:

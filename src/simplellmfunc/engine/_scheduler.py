@@ -10,9 +10,10 @@ a cancelled one a ``ToolCallErrorEvent`` (``error_type="Cancelled"``) and a ``To
 
 from __future__ import annotations
 
+import asyncio
 import inspect
 import time
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -40,7 +41,7 @@ from ..tools import (
     render_unknown_tool,
 )
 from ._approval import Refusal, edited_note
-from ._emit import Emitter, in_tool_call
+from ._emit import Emitter, enter_tool_call, leave_tool_call
 from ._gate import approval_reason, gate, needs_gate
 from ._invocation import Invocation, RunContext, running_tools
 from ._pump import being_cancelled
@@ -53,7 +54,7 @@ __all__ = ["BatchResult", "run_tool_batch"]
 class _Outcome:
     mutation: ContextMutation
     success: bool
-    end: ToolCallEndEvent
+    end: ToolCallEndEvent | None  # built only when someone reads events
 
 
 @dataclass(frozen=True, slots=True)
@@ -153,9 +154,47 @@ async def _run_all(
         async with limiter:
             outcomes[index] = await _run_call(run, call, slots[index])
 
-    async with anyio.create_task_group() as group:
-        for index, call in enumerate(calls):
-            group.start_soon(run_one, index, call)
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:  # another event loop (trio): an anyio task group
+        async with anyio.create_task_group() as group:
+            for index, call in enumerate(calls):
+                group.start_soon(run_one, index, call)
+        return
+    await _gather([run_one(index, call) for index, call in enumerate(calls)])
+
+
+async def _gather(coros: list[Coroutine[Any, Any, None]]) -> None:
+    """Run ``coros`` as asyncio tasks and wait for them all: an anyio task group's semantics
+    (cancelling the caller cancels every call and waits for it; a call that raises cancels the
+    others and its error comes out in a ``BaseExceptionGroup``) at a fifth of its cost per task,
+    which a batch of quick tools pays once per call.
+
+    A call cancelled here sees ``Task.cancelling()``, so :func:`being_cancelled` tells it from a
+    stray cancellation exactly as under a task group; a timeout or limiter inside a call is an
+    anyio scope of that call's task, as before.
+    """
+    loop = asyncio.get_running_loop()
+    tasks = [loop.create_task(coro) for coro in coros]
+    cancelled: BaseException | None = None
+    try:
+        await asyncio.wait(tasks, return_when=asyncio.FIRST_EXCEPTION)
+    except asyncio.CancelledError as exc:  # the caller (an abort's scope, a timeout) cancels
+        cancelled = exc
+    pending = [task for task in tasks if not task.done()]
+    for task in pending:
+        task.cancel()
+    while pending:
+        try:
+            await asyncio.wait(pending)
+        except asyncio.CancelledError as exc:  # anyio re-delivers until its scope is left
+            cancelled = cancelled or exc
+        pending = [task for task in pending if not task.done()]
+    if cancelled is not None:
+        raise cancelled
+    errors = [e for t in tasks if not t.cancelled() and (e := t.exception()) is not None]
+    if errors:
+        raise BaseExceptionGroup("unhandled errors in a TaskGroup", errors)
 
 
 def _slots(run: RunContext, calls: Sequence[ToolCall]) -> list[StepSlot | None]:
@@ -191,7 +230,7 @@ def _collect(
         succeeded,
         len(calls) - succeeded,
         bool(cancelled),
-        tuple(o.end for o in done),
+        tuple(o.end for o in done if o.end is not None),
     )
 
 
@@ -229,15 +268,19 @@ async def _run_call(run: RunContext, call: ToolCall, slot: StepSlot | None) -> _
         await emitter.event(ToolCallStartEvent(call.id, call.name, arguments))
     timeout = tool.timeout or invocation.options.tool_timeout
     rendered: RenderedResult | _Failure | None = None
+    if slot is None:  # no step runner: the bare coroutine, no closure or step frame
+        running = _invoke(run, tool, call, arguments)
+    else:
 
-    async def invoke() -> RenderedResult | _Failure:
-        return await _invoke(run, tool, call, arguments)
+        async def invoke() -> RenderedResult | _Failure:
+            return await _invoke(run, tool, call, arguments)
 
+        running = _stepped(slot, emitter, call, invoke)
     if timeout is None:  # no deadline: no cancel scope either
-        rendered = await _stepped(slot, emitter, call, invoke)
+        rendered = await running
     else:
         with anyio.move_on_after(timeout):
-            rendered = await _stepped(slot, emitter, call, invoke)
+            rendered = await running
     if rendered is None:
         text = f"Error: tool {call.name} timed out after {timeout:g} seconds"
         return await _failure(call, emitter, "Timeout", text, started)
@@ -245,8 +288,11 @@ async def _run_call(run: RunContext, call: ToolCall, slot: StepSlot | None) -> _
         return await _failure(call, emitter, rendered.error_type, rendered.text, started)
     if edited:
         rendered = replace(rendered, text=edited_note(arguments) + rendered.text)
-    end = ToolCallEndEvent(call.id, call.name, rendered.text, True, time.perf_counter() - started)
-    await emitter.event(end)
+    end = None
+    if emitter.wants_events:  # nobody reads the end event otherwise: it is not built
+        duration = time.perf_counter() - started
+        end = ToolCallEndEvent(call.id, call.name, rendered.text, True, duration)
+        await emitter.event(end)
     return _Outcome(_mutation(call, rendered), True, end)
 
 
@@ -255,9 +301,17 @@ async def _invoke(
 ) -> RenderedResult | _Failure:
     """Run the tool and render its result; a tool failure becomes a :class:`_Failure`."""
     try:
-        with in_tool_call(call.id):  # sub-runs it starts name this call as their parent
-            raw = await tool.invoke(arguments, _context(tool, call, run.emitter, run.abort))
-        return await _render(run.invocation, tool, raw)
+        token = enter_tool_call(call.id)  # sub-runs it starts name this call as their parent
+        try:
+            context = (
+                None if _reads_no_context(tool) else _context(tool, call, run.emitter, run.abort)
+            )
+            raw = await tool.invoke(arguments, context)
+        finally:
+            leave_tool_call(token)
+        value = tool.render(raw)
+        short = _short(run.invocation, tool, value)
+        return short if short is not None else await _render(run.invocation, tool, value)
     except Exception as exc:  # boundary: a tool failure becomes a result the model sees
         return _Failure(type(exc).__name__, render_error(exc))
     except anyio.get_cancelled_exc_class() as exc:
@@ -293,17 +347,31 @@ def _context(
     return ToolContext(call.id, tool.name, events, abort)
 
 
+def _reads_no_context(tool: Tool) -> bool:
+    """Whether ``tool.invoke`` would not read a context: the base ``invoke`` of a tool that
+    injects no framework parameter (then none is built for it)."""
+    return type(tool).invoke is Tool.invoke and not tool.schema.injected
+
+
 async def _discard(_event: Any) -> None:
     return None
 
 
-async def _render(invocation: Invocation, tool: Tool, raw: Any) -> RenderedResult:
-    value = tool.render(raw)
+def _short(invocation: Invocation, tool: Tool, value: Any) -> RenderedResult | None:
+    """The rendered ``value`` as it is when it is short text, else ``None``.
+
+    Fewer characters than budget tokens is under budget whatever the tokenizer: there is
+    nothing to count, read or spill, so the text goes out as it is (no thread, no await).
+    """
     budget = tool.result_budget or invocation.options.tool_result_budget
     if isinstance(value, str) and len(value) < budget:
-        # Fewer characters than budget tokens is under budget whatever the tokenizer: there
-        # is nothing to count, read or spill, so the text goes out as it is.
         return RenderedResult(value)
+    return None
+
+
+async def _render(invocation: Invocation, tool: Tool, value: Any) -> RenderedResult:
+    """Render a long or non-text result in a worker thread (counting tokens, spilling)."""
+    budget = tool.result_budget or invocation.options.tool_result_budget
     options: dict[str, Any] = {
         "budget_tokens": budget,
         "too_long_to_file": tool.too_long_to_file,
@@ -326,7 +394,9 @@ def _mutation(call: ToolCall, rendered: RenderedResult) -> ContextMutation:
 async def _failure(
     call: ToolCall, emitter: Emitter, error_type: str, text: str, started: float
 ) -> _Outcome:
-    await emitter.event(ToolCallErrorEvent(call.id, call.name, error_type, text))
-    end = ToolCallEndEvent(call.id, call.name, text, False, time.perf_counter() - started)
-    await emitter.event(end)
+    end = None
+    if emitter.wants_events:
+        await emitter.event(ToolCallErrorEvent(call.id, call.name, error_type, text))
+        end = ToolCallEndEvent(call.id, call.name, text, False, time.perf_counter() - started)
+        await emitter.event(end)
     return _Outcome(ToolResultMutation(call.id, text), False, end)

@@ -220,7 +220,7 @@ def parse_arguments(raw: str) -> tuple[dict[str, Any] | None, str | None]:
         the JSON looks truncated (it ends before the value is complete, e.g. the reply hit its
         token limit), is invalid, or is valid JSON that is not an object.
     """
-    if not raw.strip():
+    if raw == "{}" or not raw.strip():
         return {}, None
     try:
         value = json.loads(raw)

@@ -54,6 +54,8 @@ class SignatureSchema:
         if not isinstance(arguments, Mapping):
             kind = type(arguments).__name__
             raise ArgumentsError(f"invalid arguments: expected a JSON object, got {kind}")
+        if not arguments and not self.fields:
+            return {}  # no parameters, none given: nothing the model could reject
         try:
             parsed = self.model.model_validate(dict(arguments))
         except ValidationError as exc:

@@ -200,8 +200,10 @@ class Tool:
         Raises:
             ArgumentsError: When the arguments do not match the schema.
         """
-        kwargs = self.schema.validate(arguments)
-        kwargs.update(self._injections(context or self._direct_context({})))
+        schema = self.schema
+        kwargs = schema.validate(arguments)
+        if schema.injected:  # else there is nothing to inject: no context is read
+            kwargs.update(self._injections(context or self._direct_context({})))
         return await self._call(kwargs)
 
     def _direct_context(self, passed: Mapping[str, Any]) -> ToolContext:
