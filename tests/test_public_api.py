@@ -155,6 +155,7 @@ EXPECTED_SANDBOX = {
     "clean_environment",
     "import_paths",
     "isolation",
+    "known_isolation",
     "kill_spawned",
     "marker_entry",
     "sandbox_argv",

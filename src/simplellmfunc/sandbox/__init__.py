@@ -8,7 +8,15 @@ PyRepl kernels run under a policy by default; ``@sandboxed`` / ``tool(..., sandb
 from __future__ import annotations
 
 from .._lazy import publish
-from ._bwrap import Isolation, import_paths, isolation, sandbox_argv, usable, warning_event
+from ._bwrap import (
+    Isolation,
+    import_paths,
+    isolation,
+    known_isolation,
+    sandbox_argv,
+    usable,
+    warning_event,
+)
 from ._env import ALLOWED_ENV, clean_environment
 from ._policy import LIMIT_NAMES, SEED_NAMES, SandboxPolicy, as_policy
 from ._procs import kill_spawned, marker_entry
@@ -24,6 +32,7 @@ __all__ = [
     "import_paths",
     "isolation",
     "kill_spawned",
+    "known_isolation",
     "marker_entry",
     "sandbox_argv",
     "usable",

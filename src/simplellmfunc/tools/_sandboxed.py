@@ -38,8 +38,7 @@ from ..exceptions import (
     ToolExecutionError,
     limit_exceeded,
 )
-from ..sandbox import SEED_NAMES, SandboxPolicy, usable, warning_event
-from ..sandbox._bwrap import known_isolation
+from ..sandbox import SEED_NAMES, SandboxPolicy, known_isolation, usable, warning_event
 from ._emitter import ToolContext
 from ._tool import FunctionTool
 from ._workers import WORKERS, WorkerKey
