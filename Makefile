@@ -26,7 +26,7 @@ test: install ## Run the test suite (offline, no real model needed; in parallel 
 
 test-live: install ## End-to-end tests against a real local model (SmolLM2 via llama.cpp)
 	$(BIN)/python scripts/local_model.py install
-	$(BIN)/python scripts/llama_server.py build
+	$(BIN)/simplellmfunc local build
 	$(BIN)/python -m pytest -q -m live
 
 # The npm reference MCP server, pinned by tests/test_mcp_reference.py (which skips without it).
@@ -54,7 +54,7 @@ bench: install ## Run every benchmark; write .cache/bench/results.json and the p
 	$(BIN)/python -m pip install -q -e '.[bench]'
 	@for f in benchmarks/bench_*.py; do echo "== $$f"; $(BIN)/python $$f || exit 1; done
 	$(BIN)/python benchmarks/scale.py --out $(BENCH_OUT)
-	@if [ -x .cache/llama-server/llama-server ]; then $(BIN)/python benchmarks/real_model.py --out $(BENCH_OUT); else echo "no llama-server: real-model figures skipped (python scripts/llama_server.py build)"; fi
+	@if [ -x .cache/llama-server/llama-server ]; then $(BIN)/python benchmarks/real_model.py --out $(BENCH_OUT); else echo "no llama-server: real-model figures skipped (simplellmfunc local build)"; fi
 	$(BIN)/python benchmarks/plot_results.py $(BENCH_OUT) --out docs/assets/bench
 	@echo "compare with an earlier run: python benchmarks/compare_results.py OLD.json $(BENCH_OUT)"
 

@@ -143,6 +143,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _add_access(serve)
     _add_rag(commands)
+    from ._local import add_local
+
+    add_local(commands)
     worker = commands.add_parser(
         "worker", help="run the agent's sessions from a durable queue (the [durable] extra)"
     )
