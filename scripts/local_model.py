@@ -97,7 +97,8 @@ DEFAULT_MODEL = default_model()
 
 @asynccontextmanager
 async def local_model(startup_timeout: float = 120.0) -> AsyncIterator[str]:
-    """Start the server, yield its base URL (``http://127.0.0.1:PORT/v1``), stop it after."""
+    """Start the server with ``LOCAL_MODEL`` (default SmolLM2), yield its base URL
+    (``http://127.0.0.1:PORT/v1``), stop it after."""
     port = free_port()
     command = [
         sys.executable, "-m", "llama_cpp.server", "--model", str(model_path()),
@@ -121,7 +122,7 @@ def local_llm(base_url: str) -> object:
     )
     return OpenAICompatible(
         "sk-local-no-auth",
-        "SmolLM2-135M-Instruct",
+        MODELS[DEFAULT_MODEL].name,  # LOCAL_MODEL=gemma3: Gemma 3 270M
         base_url,
         capabilities=caps,
         provider_name="llamacpp",

@@ -189,3 +189,27 @@ def test_local_start_serves_the_model_for_the_users_code(tmp_path: Path) -> None
     assert "stopped llama-server" in stopped.stdout
     with pytest.raises(httpx.TransportError):
         httpx.get(f"http://127.0.0.1:{port}/health", timeout=2)
+
+
+def test_gemma_gets_its_own_turn_format_with_tool_results_as_user_turns() -> None:
+    """The Gemma 3 GGUF on PyPI has no chat template (llama-server would fall back to ChatML,
+    which Gemma was not trained on): ours puts the system prompt in the first user turn, a tool
+    result in a user turn of its own, and keeps the turns alternating."""
+    jinja2 = pytest.importorskip("jinja2")
+    from simplellmfunc._local import MODELS
+
+    assert MODELS["smollm2"].chat_template == ""  # its file's own template is used
+    template = jinja2.Environment().from_string(MODELS["gemma3"].chat_template)
+    messages = [
+        {"role": "system", "content": "Use get_weather."},
+        {"role": "user", "content": "Weather in Paris?"},
+        {"role": "assistant", "content": '{"action": "get_weather"}'},
+        {"role": "tool", "content": [{"type": "text", "text": "Paris: 14°C"}]},
+    ]
+    prompt = template.render(messages=messages, add_generation_prompt=True)
+    assert prompt == (
+        "<start_of_turn>user\nUse get_weather.\n\nWeather in Paris?<end_of_turn>\n"
+        '<start_of_turn>model\n{"action": "get_weather"}<end_of_turn>\n'
+        "<start_of_turn>user\nThe tool returned: Paris: 14°C<end_of_turn>\n"
+        "<start_of_turn>model\n"
+    )
