@@ -17,7 +17,7 @@ from contextlib import AsyncExitStack
 from typing import Literal
 
 import anyio
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 from simplellmfunc import (
     EngineOptions,
@@ -55,7 +55,7 @@ async def get_weather(city: str, event_emitter: ToolEventEmitter | None = None) 
 
 class Review(BaseModel):
     sentiment: Literal["positive", "negative", "neutral"]
-    stars: int
+    stars: int = Field(ge=1, le=5)  # in the JSON schema too: a small model's grammar obeys it
 
 
 async def open_model(stack: AsyncExitStack, model: str) -> tuple[LLMInterface, EngineOptions]:
