@@ -24,9 +24,13 @@ install: $(STAMP) ## Create .venv and install the package editable with dev deps
 test: install ## Run the test suite (offline, no real model needed; in parallel worker processes)
 	$(BIN)/python -m pytest -q -n auto --maxprocesses 4 --dist loadfile
 
-test-live: install ## End-to-end tests against a real local model (SmolLM2 via llama.cpp)
+# The local model of `make demo` and `make test-live`: LOCAL_MODEL=gemma3 for Gemma 3 270M.
+LOCAL_MODEL ?= smollm2
+export LOCAL_MODEL
+
+test-live: install ## End-to-end tests against a real local model (SmolLM2 via llama.cpp; LOCAL_MODEL=gemma3)
 	$(BIN)/python scripts/local_model.py install
-	$(BIN)/python scripts/llama_server.py build
+	$(BIN)/simplellmfunc local build
 	$(BIN)/python -m pytest -q -m live
 
 # The npm reference MCP server, pinned by tests/test_mcp_reference.py (which skips without it).
@@ -55,7 +59,7 @@ bench: install ## Run every benchmark; write .cache/bench/results.json and the p
 	$(BIN)/python -m pip install -q -e '.[bench]'
 	@for f in benchmarks/bench_*.py; do echo "== $$f"; $(BIN)/python $$f || exit 1; done
 	$(BIN)/python benchmarks/scale.py --out $(BENCH_OUT)
-	@if [ -x .cache/llama-server/llama-server ]; then $(BIN)/python benchmarks/real_model.py --out $(BENCH_OUT); else echo "no llama-server: real-model figures skipped (python scripts/llama_server.py build)"; fi
+	@if [ -x .cache/llama-server/llama-server ]; then $(BIN)/python benchmarks/real_model.py --out $(BENCH_OUT); else echo "no llama-server: real-model figures skipped (simplellmfunc local build)"; fi
 	$(BIN)/python benchmarks/plot_results.py $(BENCH_OUT) --out docs/assets/bench
 	@# Every ratio against the last committed results: one more than 10 % worse fails the target.
 	@git show HEAD:$(BENCH_COMMITTED) > .cache/bench/committed.json 2>/dev/null \
@@ -77,8 +81,8 @@ bench-peers: install ## Peer columns (pydantic-ai, openai-agents; SimpleLLMFunc 
 soak: install ## 1,000 concurrent sessions with injected faults: typed endings, valid histories, no leaks
 	$(BIN)/python benchmarks/soak.py
 
-demo: install ## A typed call and a tool-using agent turn, events in the terminal (.env provider, else local SmolLM2 on llama-server)
-	$(BIN)/python examples/demo.py
+demo: install ## A typed call and a tool-using agent turn, events in the terminal (.env provider, else local SmolLM2 on llama-server; LOCAL_MODEL=gemma3)
+	$(BIN)/python examples/demo.py --model $(LOCAL_MODEL)
 
 demo-ui: install ## Both chat front ends on the local SmolLM2 (llama-server): one PyRepl turn each, screenshots to .cache/demo-ui/ (DEMO_UI_OUT=docs/assets to refresh the README's)
 	@command -v chromium >/dev/null 2>&1 || { command -v apt-get >/dev/null 2>&1 && \

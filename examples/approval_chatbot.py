@@ -16,7 +16,7 @@ import sys
 import tempfile
 
 import anyio
-from _model import last_tool_result, pick_model
+from _model import last_tool_result, pick_model, run
 
 from simplellmfunc import ApprovalDecision, PyRepl, llm_chat
 from simplellmfunc.builtin import code_touches_system
@@ -105,4 +105,4 @@ async def main() -> None:
 
 
 if __name__ == "__main__":
-    anyio.run(main)
+    run(main)

@@ -14,16 +14,10 @@ from __future__ import annotations
 
 import sys
 from contextlib import AsyncExitStack
-from pathlib import Path
 from typing import Literal
 
 import anyio
-from pydantic import BaseModel
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
-
-from llama_server import BuildError
-from local_model import DEFAULT_MODEL, ServerExitedError
+from pydantic import BaseModel, Field
 
 from simplellmfunc import (
     EngineOptions,
@@ -41,7 +35,7 @@ from simplellmfunc.events import (
     ToolCallStartEvent,
     is_event_yield,
 )
-from simplellmfunc.exceptions import ConfigError
+from simplellmfunc.exceptions import ConfigError, LocalModelError
 from simplellmfunc.tools import ToolEventEmitter
 
 WEATHER = {"paris": "14°C, rain showers", "tokyo": "22°C, clear sky", "oslo": "3°C, snow"}
@@ -61,7 +55,7 @@ async def get_weather(city: str, event_emitter: ToolEventEmitter | None = None) 
 
 class Review(BaseModel):
     sentiment: Literal["positive", "negative", "neutral"]
-    stars: int
+    stars: int = Field(ge=1, le=5)  # in the JSON schema too: a small model's grammar obeys it
 
 
 async def open_model(stack: AsyncExitStack, model: str) -> tuple[LLMInterface, EngineOptions]:
@@ -72,8 +66,7 @@ async def open_model(stack: AsyncExitStack, model: str) -> tuple[LLMInterface, E
         return await stack.enter_async_context(llm), EngineOptions(max_tool_calls=3)
     except ConfigError:
         pass
-    from llama_server import build, llama_server, server_llm
-    from local_model import MODELS, install_model
+    from simplellmfunc._local import MODELS, build, install_model, llama_server, server_llm
 
     print(f"no provider in .env: {MODELS[model].name} on llama.cpp's llama-server (local, offline)")
     await anyio.to_thread.run_sync(install_model, model)
@@ -144,13 +137,18 @@ def _uses(answer: str, tool_results: list[str]) -> bool:
 
 def run(argv: list[str]) -> int:
     """Parse ``[--model smollm2|gemma3]``, run, print the checks; the exit status."""
-    model = argv[argv.index("--model") + 1] if "--model" in argv else DEFAULT_MODEL
+    from simplellmfunc._local import MODELS, default_model
+
+    model = argv[argv.index("--model") + 1] if "--model" in argv[:-1] else default_model()
+    if model not in MODELS:
+        print(f"--model: one of {', '.join(sorted(MODELS))}, not {model!r}", file=sys.stderr)
+        return 2
     try:
         failed = anyio.run(main, model)
     except KeyboardInterrupt:
         print("\ninterrupted", file=sys.stderr)
         return 130
-    except (ServerExitedError, BuildError) as exc:
+    except LocalModelError as exc:
         print(f"\nthe demo could not start the local model: {exc}", file=sys.stderr)
         return 1
     if failed:

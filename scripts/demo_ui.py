@@ -21,11 +21,11 @@ from typing import Any
 import anyio
 
 from simplellmfunc import EngineOptions, llm_chat
+from simplellmfunc._local import build, install_model, llama_server, server_llm
 from simplellmfunc.chat_ui import ChatApp
 from simplellmfunc.serving import ServeLimits, running, web_chat_app
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "scripts"))
 
 
 def _out(argv: list[str]) -> Path:
@@ -91,8 +91,6 @@ async def terminal_turn(agent: Any, browser: Any, tmp: Path) -> None:
 
 
 async def main() -> None:
-    from llama_server import build, llama_server, server_llm
-    from local_model import install_model
     from playwright.async_api import async_playwright
 
     chromium = os.environ.get("CHROMIUM") or shutil.which("chromium")
@@ -123,12 +121,11 @@ def _tempdir() -> Any:
 
 
 if __name__ == "__main__":
-    from llama_server import BuildError
-    from local_model import ServerExitedError
+    from simplellmfunc.exceptions import LocalModelError
 
     try:
         anyio.run(main)
     except KeyboardInterrupt:
         sys.exit("interrupted")
-    except (BuildError, ServerExitedError) as exc:
+    except LocalModelError as exc:
         sys.exit(f"demo-ui could not start the local model: {exc}")

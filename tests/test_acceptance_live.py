@@ -46,7 +46,12 @@ def env(base_url: str, tmp_path: Path) -> dict[str, str]:
             "LLAMACPP_BASE_URL": base_url,
             "SIMPLELLMFUNC_MODEL__TIMEOUT": "300",
             "SIMPLELLMFUNC_MODEL__MAX_TOKENS": "128",
-            "SIMPLELLMFUNC_MODEL__CAPABILITIES": '{"parallel_tool_calls": false}',
+            # llama-cpp-python's server (not llama-server, which the llamacpp preset is set
+            # for): native tool calls by its chatml-function-calling handler, and a JSON schema
+            # only in its own json_object form (``json_schema`` is an HTTP 500 there).
+            "SIMPLELLMFUNC_MODEL__CAPABILITIES": (
+                '{"parallel_tool_calls": false, "native_tools": true, "json_schema": false}'
+            ),
             "SIMPLELLMFUNC_MEMORY__PATH": str(tmp_path / "memory.db"),
             "SIMPLELLMFUNC_CHECKPOINTS__DIR": str(tmp_path / "checkpoints"),
         }

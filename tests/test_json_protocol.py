@@ -83,6 +83,9 @@ async def test_steps_are_schema_constrained_and_a_repeat_forces_the_answer(
     first = mock_server.requests[0].json
     assert "tools" not in first
     assert '"action": "final_answer"' in first["messages"][0]["content"]
+    # The answer's placeholder says what goes there (with a bare ``...`` Gemma 3 270M answered
+    # "Paris" to this question after the tool had returned the weather).
+    assert "answer to the user, built from the tool results" in first["messages"][0]["content"]
     branches = schema_of(mock_server, 0)["oneOf"]
     assert [b["properties"]["action"] for b in branches] == [
         {"const": "get_weather"},

@@ -1,4 +1,4 @@
-"""The local model's build and launch path (``scripts/llama_server.py``, ``local_model.py``).
+"""The local model's build and launch path (``simplellmfunc._local``, ``simplellmfunc local``).
 
 A CPU may advertise instructions its guest cannot run (this project's machines advertise Intel
 AMX and fault on the first AMX instruction), so the build never compiles for the native CPU and
@@ -8,15 +8,30 @@ server that dies during start-up is reported with the tail of its output and one
 
 from __future__ import annotations
 
+import json
+import subprocess
 import sys
 from pathlib import Path
 
+import httpx
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
+from simplellmfunc._cli import main as cli
+from simplellmfunc._local import (
+    HINT,
+    binary,
+    cache_dir,
+    cmake_flags,
+    cpu_flags,
+    env_lines,
+    free_port,
+    launch_args,
+    llama_server,
+    serve,
+)
+from simplellmfunc.exceptions import LocalModelError, LocalServerExitedError
 
-from llama_server import cmake_flags, cpu_flags, launch_args
-from local_model import HINT, ServerExitedError, free_port, serve
+ROOT = Path(__file__).resolve().parents[1]
 
 # The flags line of this project's usual machine (a Sapphire Rapids guest), shortened.
 AMX_CPUINFO = """processor\t: 0
@@ -69,7 +84,7 @@ async def test_a_server_that_dies_at_start_up_shows_its_output_and_a_hint(tmp_pa
     command = ["/bin/sh", "-c", script]
     log = tmp_path / "server.log"
     url = f"http://127.0.0.1:{free_port()}/health"
-    with pytest.raises(ServerExitedError) as caught:
+    with pytest.raises(LocalServerExitedError) as caught:
         async with serve(command, url, 30.0, log=log):
             pytest.fail("the server never answered")
     message = str(caught.value)
@@ -81,9 +96,8 @@ async def test_a_server_that_dies_at_start_up_shows_its_output_and_a_hint(tmp_pa
 
 
 def test_the_printed_env_lines_configure_from_env_and_the_preset() -> None:
-    """What ``llama_server.py start`` prints works as ``.env`` for both ways of naming a model."""
-    from llama_server import env_lines
-
+    """What ``simplellmfunc local start`` prints works as ``.env`` for both ways of naming a
+    model."""
     from simplellmfunc import OpenAICompatible, make_llm
 
     environ = dict(line.split("=", 1) for line in env_lines("http://127.0.0.1:8080", "gemma3"))
@@ -98,3 +112,104 @@ def test_the_printed_env_lines_configure_from_env_and_the_preset() -> None:
     assert not preset.capabilities.native_tools
     assert preset.default_params["max_tokens"] == 512
     assert environ["SIMPLELLMFUNC_MODEL"] == environ["EXAMPLE_MODEL"]
+
+
+def test_the_local_command_without_a_built_server(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``simplellmfunc local``: its actions parse, ``status`` says nothing runs and where the
+    binary would be, a bad port is a usage error, and running the server without a build is a
+    typed error that says how to build it."""
+    monkeypatch.setenv("SIMPLELLMFUNC_CACHE", str(tmp_path))
+    assert cache_dir() == tmp_path
+    assert binary() == tmp_path / "llama-server" / "llama-server"
+    assert cli(["local", "status"]) == 1
+    out = capsys.readouterr().out
+    assert "not running" in out
+    assert "not built yet" in out
+    assert str(binary()) in out
+    assert cli(["local", "stop"]) == 0
+    assert "not running" in capsys.readouterr().out
+    assert cli(["local", "start", "--port", "0"]) == 2
+    assert "--port must be 1-65535" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as usage:
+        cli(["local", "start", "--model", "llama-70b"])
+    assert usage.value.code == 2
+    assert "invalid choice" in capsys.readouterr().err
+
+    async def run() -> None:
+        async with llama_server():
+            pytest.fail("started without a binary")
+
+    import anyio
+
+    with pytest.raises(LocalModelError, match="simplellmfunc local build"):
+        anyio.run(run)
+
+
+@pytest.mark.live
+def test_local_start_serves_the_model_for_the_users_code(tmp_path: Path) -> None:
+    """``simplellmfunc local start`` in the background, the printed ``.env`` lines used by
+    ``from_env`` for a real call, ``status``, ``stop`` (the checkout's build is used)."""
+    from simplellmfunc import OpenAICompatible, llm_function
+
+    if not binary().exists():
+        pytest.skip("llama-server not built: simplellmfunc local build")
+    port = free_port()
+    command = [sys.executable, "-m", "simplellmfunc", "local"]
+    started = subprocess.run(
+        [*command, "start", "--port", str(port)], capture_output=True, text=True, timeout=600
+    )
+    try:
+        assert started.returncode == 0, started.stderr
+        lines = [line for line in started.stdout.splitlines() if "=" in line and " " not in line]
+        assert lines == env_lines(f"http://127.0.0.1:{port}")
+        environ = dict(line.split("=", 1) for line in lines)
+        state = json.loads((cache_dir() / "llama-server" / "server.json").read_text())
+        assert state["port"] == port
+
+        async def call() -> str:
+            async with OpenAICompatible.from_env(environ) as llm:
+
+                @llm_function(llm, temperature=0, max_tokens=16)
+                async def greet(name: str) -> str:
+                    """Greet the person by name in one short sentence."""
+
+                return await greet("Ada")
+
+        import anyio
+
+        assert anyio.run(call).strip()
+        shown = subprocess.run([*command, "status"], capture_output=True, text=True, timeout=60)
+        assert shown.returncode == 0
+        assert f"OPENAI_BASE_URL=http://127.0.0.1:{port}/v1" in shown.stdout
+    finally:
+        stopped = subprocess.run([*command, "stop"], capture_output=True, text=True, timeout=60)
+    assert stopped.returncode == 0
+    assert "stopped llama-server" in stopped.stdout
+    with pytest.raises(httpx.TransportError):
+        httpx.get(f"http://127.0.0.1:{port}/health", timeout=2)
+
+
+def test_gemma_gets_its_own_turn_format_with_tool_results_as_user_turns() -> None:
+    """The Gemma 3 GGUF on PyPI has no chat template (llama-server would fall back to ChatML,
+    which Gemma was not trained on): ours puts the system prompt in the first user turn, a tool
+    result in a user turn of its own, and keeps the turns alternating."""
+    jinja2 = pytest.importorskip("jinja2")
+    from simplellmfunc._local import MODELS
+
+    assert MODELS["smollm2"].chat_template == ""  # its file's own template is used
+    template = jinja2.Environment().from_string(MODELS["gemma3"].chat_template)
+    messages = [
+        {"role": "system", "content": "Use get_weather."},
+        {"role": "user", "content": "Weather in Paris?"},
+        {"role": "assistant", "content": '{"action": "get_weather"}'},
+        {"role": "tool", "content": [{"type": "text", "text": "Paris: 14°C"}]},
+    ]
+    prompt = template.render(messages=messages, add_generation_prompt=True)
+    assert prompt == (
+        "<start_of_turn>user\nUse get_weather.\n\nWeather in Paris?<end_of_turn>\n"
+        '<start_of_turn>model\n{"action": "get_weather"}<end_of_turn>\n'
+        "<start_of_turn>user\nThe tool returned: Paris: 14°C<end_of_turn>\n"
+        "<start_of_turn>model\n"
+    )

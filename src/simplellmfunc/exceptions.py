@@ -32,6 +32,10 @@ Every error the library raises derives from :class:`SimpleLLMFuncError`::
     │   ├── OutputParseError       the model's reply did not match the return type (has ``raw``)
     │   ├── IncompleteAnswerError  the final answer stayed empty or cut off (``max_tokens``)
     │   │                          after the retries (has ``reason``, ``text``, ``messages``)
+    │   ├── LocalModelError        the local model is missing or did not start (``simplellmfunc
+    │   │   │                      local``; also a ``RuntimeError``)
+    │   │   ├── LocalBuildError        building ``llama-server`` failed (the message quotes its log)
+    │   │   └── LocalServerExitedError the server died at start-up (its log's tail, a hint)
     │   ├── ToolExecutionError     a tool failed where no model can see it (direct calls)
     │   ├── KernelError            a PyRepl kernel failed
     │   │   └── KernelDiedError
@@ -94,6 +98,9 @@ __all__ = [
     "InvalidHistoryError",
     "KernelDiedError",
     "KernelError",
+    "LocalBuildError",
+    "LocalModelError",
+    "LocalServerExitedError",
     "MCPError",
     "MemoryViolation",
     "NoUsableKeyError",
@@ -375,6 +382,20 @@ class IncompleteAnswerError(RunError):
         self.reason = reason
         self.text = text
         self.messages = [dict(m) for m in messages]
+
+
+class LocalModelError(RunError, RuntimeError):
+    """The local model (``simplellmfunc local``, llama.cpp's ``llama-server``) is missing, could
+    not be built or did not start; the message says what to do."""
+
+
+class LocalBuildError(LocalModelError):
+    """Building ``llama-server`` failed; the message names the build log and quotes its end."""
+
+
+class LocalServerExitedError(LocalModelError):
+    """A local model server died during start-up; the message quotes its log's last lines and
+    says what to try."""
 
 
 class ToolExecutionError(RunError):

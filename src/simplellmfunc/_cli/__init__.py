@@ -1,6 +1,7 @@
 """The ``simplellmfunc`` command line: ``run``, ``repl``, ``validate``, ``serve`` and ``web``
 (a chat page) and ``chat`` (a terminal UI) for an agent config; ``worker`` serves its sessions from
-a durable queue; ``rag`` builds and searches knowledge bases.
+a durable queue; ``rag`` builds and searches knowledge bases; ``local`` runs a small local model
+(llama.cpp's ``llama-server``) in the background and prints the ``.env`` lines for it.
 
 ::
 
@@ -15,6 +16,7 @@ a durable queue; ``rag`` builds and searches knowledge bases.
     simplellmfunc rag ingest docs/ --kb project
     simplellmfunc rag search "how do I abort a run?" --kb project
     simplellmfunc worker agent.yml --queue sessions
+    simplellmfunc local start --model smollm2      # then: local status | local stop
 
 Exit codes: 0 done, 1 the run failed otherwise, 2 bad config or command line, 3 the model
 provider failed, 4 a tool could not be started or used, 130 aborted (Ctrl-C).
@@ -60,6 +62,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             from ._web import handle_web
 
             return handle_web(args)
+        if args.command == "local":
+            from ._local import handle_local
+
+            return handle_local(args)
         if args.command == "worker":
             from ._worker import handle_worker
 

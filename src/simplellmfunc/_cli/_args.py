@@ -164,6 +164,9 @@ def build_parser() -> argparse.ArgumentParser:
         "--web", action="store_true", help="serve the web chat page too (open /?token=...)"
     )
     _add_rag(commands)
+    from ._local import add_local
+
+    add_local(commands)
     worker = commands.add_parser(
         "worker", help="run the agent's sessions from a durable queue (the [durable] extra)"
     )
