@@ -21,8 +21,8 @@ from typing import Any
 import anyio
 
 from simplellmfunc import EngineOptions, llm_chat
-from simplellmfunc.local import build, install_model, llama_server, server_llm
 from simplellmfunc.chat_ui import ChatApp
+from simplellmfunc.local import build, install_model, llama_server, server_llm
 from simplellmfunc.serving import ServeLimits, running, web_chat_app
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -20,6 +20,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Sequence
 
+from simplellmfunc.exceptions import LocalBuildError as BuildError
 from simplellmfunc.local import (
     CAPABILITIES,
     MAX_TOKENS,
@@ -34,7 +35,6 @@ from simplellmfunc.local import (
     server_command,
     server_llm,
 )
-from simplellmfunc.exceptions import LocalBuildError as BuildError
 
 __all__ = [
     "CAPABILITIES",

@@ -19,6 +19,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 
+from simplellmfunc.exceptions import LocalServerExitedError as ServerExitedError
 from simplellmfunc.local import (
     HINT,
     MODELS,
@@ -31,7 +32,6 @@ from simplellmfunc.local import (
     serve,
     tail,
 )
-from simplellmfunc.exceptions import LocalServerExitedError as ServerExitedError
 
 __all__ = [
     "DEFAULT_MODEL",

@@ -17,6 +17,7 @@ import httpx
 import pytest
 
 from simplellmfunc._cli import main as cli
+from simplellmfunc.exceptions import LocalModelError, LocalServerExitedError
 from simplellmfunc.local import (
     HINT,
     binary,
@@ -29,7 +30,6 @@ from simplellmfunc.local import (
     llama_server,
     serve,
 )
-from simplellmfunc.exceptions import LocalModelError, LocalServerExitedError
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -1,4 +1,4 @@
-"""``simplellmfunc.local``: llama.cpp's ``llama-server`` built once, with SmolLM2-135M or Gemma 3 270M.
+"""``simplellmfunc.local``: llama.cpp's ``llama-server``, built once, with SmolLM2 or Gemma 3.
 
 Behind ``simplellmfunc local build|start|stop|status``, ``make demo`` and the live tests: a
 portable build (:mod:`._build`), the models on PyPI (:mod:`._models`), the server process
