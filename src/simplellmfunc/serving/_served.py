@@ -12,7 +12,7 @@ aborts the running ones.
 from __future__ import annotations
 
 import os
-from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from collections.abc import AsyncGenerator, AsyncIterable, AsyncIterator, Mapping, Sequence
 from contextlib import AsyncExitStack, aclosing, asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,7 +20,6 @@ from types import TracebackType
 from typing import Any
 
 from .._events import EventYield, ReactEndEvent, ResponseYield
-from .._messages import history_to_dicts
 from ..decorators import ChatAgent
 from ..engine import RunHook, answer_deferred, pending_calls
 from ..exceptions import CapacityError, SessionError, UserError
@@ -311,33 +310,17 @@ def _namespace_name(name: str) -> str:
 
 class _ChatTurns:
     """An ``@llm_chat`` agent (with events or not) or a ``ConfiguredAgent`` as the store's
-    :class:`SessionAgent`: each turn sends the run's events, then a ``ResponseYield`` with
-    the history. An ``@llm_chat`` run is driven right in the store's task, its emitter
-    connected to the store's stream: one pump per turn."""
+    :class:`SessionAgent`. An ``@llm_chat`` turn is its engine :class:`~simplellmfunc.engine.Run`,
+    which the store drives in its turn's task (one pump per turn); a ``ConfiguredAgent``'s is
+    its ``chat`` items (events, then a ``ResponseYield`` with the history)."""
 
     def __init__(self, agent: ChatAgent | ConfiguredAgent) -> None:
         self.agent = agent
 
-    async def drive(self, turn: AgentTurn, send: Callable[[Any], Awaitable[None]]) -> None:
+    async def turn(self, turn: AgentTurn) -> AsyncIterable[Any]:
         options = turn.call_options()
         if isinstance(self.agent, ConfiguredAgent):
-            chat = self.agent.chat(turn.message, turn.history, **options)
-            try:
-                async for item in chat:
-                    await send(item)
-            finally:
-                await chat.aclose()  # type: ignore[attr-defined]  # an async generator
-            return
+            return self.agent.chat(turn.message, turn.history, **options)
         if turn.message is None:  # continue the history (a client's tool results, say)
-            run = await self.agent.run(history=turn.history, _resume=True, **options)
-        else:
-            run = await self.agent.run(turn.message, history=turn.history, **options)
-
-        async def events(item: Any) -> None:
-            if isinstance(item, EventYield):  # events only (no text or raw items)
-                await send(item)
-
-        run.context.emitter.connect(events)
-        await run.run_to_end()
-        result = run.state.result()
-        await send(ResponseYield(result.text, history_to_dicts(result.messages)))
+            return await self.agent.run(history=turn.history, _resume=True, **options)
+        return await self.agent.run(turn.message, history=turn.history, **options)
