@@ -266,7 +266,8 @@ class _Executor(AgentExecutor):
                 return
             items: AsyncIterator[Any] = sessions.follow(session_id)
         else:
-            asked = TurnRequest(context.get_user_input(), session_id)
+            user = context.call_context.user.user_name if context.call_context else ""
+            asked = TurnRequest(context.get_user_input(), session_id, principal=user or "")
             items = self._served.turn(asked)
         await updater.start_work()
         mapper = _Mapper(updater)

@@ -12,6 +12,7 @@ aborts the running ones.
 from __future__ import annotations
 
 import os
+from collections import Counter
 from collections.abc import AsyncGenerator, AsyncIterable, AsyncIterator, Mapping, Sequence
 from contextlib import AsyncExitStack, aclosing, asynccontextmanager
 from dataclasses import dataclass
@@ -46,6 +47,8 @@ class TurnRequest:
         hooks: Run hooks of this turn only (a :class:`ClientHook`: what an API client brings).
         results: The client's result of each pending call of the session, by call id (a new
             message instead answers them as cancelled).
+        principal: Who asks (a principal's name, :attr:`Principal.name`): its turns and
+            sessions count toward the ``ServeLimits`` caps per principal.
     """
 
     text: str | None
@@ -53,6 +56,7 @@ class TurnRequest:
     history: Sequence[Mapping[str, Any]] = ()
     hooks: Sequence[RunHook] = ()
     results: Mapping[str, Any] | None = None
+    principal: str = ""
 
 
 class ServedAgent:
@@ -69,8 +73,9 @@ class ServedAgent:
             ``description``).
         limits: Sessions, running turns, idle timeout and kernel pool
             (:class:`~simplellmfunc.runtime.config.ServeLimits`; the defaults are its own).
-            All sessions busy at ``max_sessions``, or ``max_turns`` turns running:
-            :class:`~simplellmfunc.exceptions.CapacityError`.
+            All sessions busy at ``max_sessions``, ``max_turns`` turns running, or a
+            principal at its own cap (``max_turns_per_principal``,
+            ``max_sessions_per_principal``): :class:`~simplellmfunc.exceptions.CapacityError`.
         pyrepl: Give each session its own PyRepl kernel (``True`` or PyRepl options; the
             pool of ``limits.pool_size`` kernels is started only then).
         store: Where session histories are kept (default: in memory).
@@ -119,6 +124,8 @@ class ServedAgent:
         )
         self._open = False
         self._running = 0
+        self._running_by: Counter[str] = Counter()  # running turns per principal
+        self._owners: dict[str, str] = {}  # session id -> the principal whose it is
         self._closing = False
 
     # -- lifecycle -----------------------------------------------------------------------------
@@ -184,10 +191,13 @@ class ServedAgent:
             InvalidHistoryError: If ``request.results`` do not answer the pending calls.
             ProviderError: When the model fails after retries.
         """
-        self._admit()
+        principal = request.principal
+        self._admit(principal)
         stateless = request.session_id is None
         session_id = request.session_id or f"once-{os.urandom(8).hex()}"
+        self._claim(principal, session_id)
         self._running += 1
+        self._running_by[principal] += 1
         try:
             if stateless:
                 await self._open_session(session_id, request.history)
@@ -210,7 +220,11 @@ class ServedAgent:
             yield TurnResult(str(answer), history, ended)
         finally:
             self._running -= 1
+            self._running_by[principal] -= 1
+            if not self._running_by[principal]:
+                del self._running_by[principal]
             if stateless:
+                self._owners.pop(session_id, None)
                 await self.sessions.close(session_id, forget=True)
 
     async def _continue(self, session_id: str, results: Mapping[str, Any] | None) -> None:
@@ -232,15 +246,18 @@ class ServedAgent:
             )
             session.history = answer_deferred(session.history, answers)
 
-    def admit(self, session_id: str | None = None) -> None:
-        """Raise now what a turn (of ``session_id``; ``None``: a stateless one) would be
-        refused with, e.g. before a streamed response commits to HTTP 200.
+    def admit(self, session_id: str | None = None, principal: str = "") -> None:
+        """Raise now what a turn (of ``session_id``; ``None``: a stateless one; asked by
+        ``principal``) would be refused with, e.g. before a streamed response commits to
+        HTTP 200.
 
         Raises:
-            CapacityError: If the agent is closing, or ``max_turns`` turns are running.
+            CapacityError: If the agent is closing, ``max_turns`` turns are running, or
+                ``principal`` is at one of its caps.
             SessionError: If the session is running a turn already.
         """
-        self._admit()
+        self._admit(principal)
+        self._check_sessions(principal, session_id)
         session = self.sessions.sessions.get(session_id) if session_id is not None else None
         if session is not None and session.busy:
             raise SessionError(
@@ -248,12 +265,37 @@ class ServedAgent:
                 reason="busy",
             )
 
-    def _admit(self) -> None:
+    def _admit(self, principal: str) -> None:
         if self._closing or not self._open:
             state = "shutting down" if self._open or self._closing else "not open"
             raise CapacityError(f"the agent is {state}", limit="closing")
         if self._running >= self.limits.max_turns:
             raise CapacityError(f"{self.limits.max_turns} turns are running already", limit="turns")
+        cap = self.limits.max_turns_per_principal
+        if cap is not None and self._running_by[principal] >= cap:
+            raise CapacityError(
+                f"{cap} turns of yours are running already: wait for one to end",
+                limit="principal_turns",
+            )
+
+    def _check_sessions(self, principal: str, session_id: str | None) -> None:
+        """Refuse a new session to a principal at ``max_sessions_per_principal``."""
+        cap = self.limits.max_sessions_per_principal
+        if cap is None or (session_id is not None and self._owners.get(session_id) == principal):
+            return
+        open_ids = self.sessions.sessions
+        for sid in [s for s in self._owners if s not in open_ids and s != session_id]:
+            del self._owners[sid]  # closed (reclaimed, forgotten) since
+        if sum(owner == principal for owner in self._owners.values()) >= cap:
+            raise CapacityError(
+                f"{cap} sessions of yours are open already: end one, or wait until it is reclaimed",
+                limit="principal_sessions",
+            )
+
+    def _claim(self, principal: str, session_id: str) -> None:
+        """Count ``session_id`` as ``principal``'s (refused beyond its session cap)."""
+        self._check_sessions(principal, session_id)
+        self._owners.setdefault(session_id, principal)
 
     async def _open_session(
         self, session_id: str, history: Sequence[Mapping[str, Any]] | None = None
