@@ -21,7 +21,7 @@ import httpx
 import psutil
 import pytest
 
-from acceptance_support import clean_env, finish, start_cli, write
+from acceptance_support import clean_env, eventually, finish, start_cli, write
 from simplellmfunc import OpenAICompatible, llm_chat, tool
 from simplellmfunc._cli import main
 from simplellmfunc.exceptions import ConfigError, RequestRefusedError, UserError
@@ -359,9 +359,7 @@ async def test_a_principal_at_its_cap_is_refused_while_another_is_served(
 
         async with anyio.create_task_group() as tasks:
             tasks.start_soon(slow)
-            with anyio.fail_after(5):
-                while served.running < 1:
-                    await anyio.sleep(0.01)
+            assert await eventually(lambda: served.running == 1)
             second = await http.post(url, json=chat_body("again"), headers=alice)
             bobs = await http.post(url, json=chat_body("me too"), headers=bob)
         own = await http.post(url, json=chat_body("a"), headers={**alice, "X-Session-Id": "a"})

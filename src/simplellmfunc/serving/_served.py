@@ -26,7 +26,7 @@ from ..engine import RunHook, answer_deferred, pending_calls
 from ..exceptions import CapacityError, SessionError, UserError
 from ..runtime.config import ConfiguredAgent, ServeLimits, TurnResult
 from ..runtime.stores import Store
-from ._store import AgentTurn, SessionStore
+from ._store import AgentTurn, SessionAgent, SessionStore
 
 __all__ = ["ServedAgent", "TurnRequest"]
 
@@ -66,8 +66,10 @@ class ServedAgent:
     and ``a2a_app`` open it for the app's lifetime when it is not open yet.
 
     Args:
-        agent: An ``@llm_chat`` function with ``enable_event=True``, or an open
-            ``ConfiguredAgent`` (the caller opens and closes it).
+        agent: An ``@llm_chat`` function with ``enable_event=True``, an open
+            ``ConfiguredAgent`` (the caller opens and closes it), or any
+            :class:`SessionAgent` (a :class:`CallableAgent` around a function: the terminal
+            chat's; it takes no images).
         name: The agent's public name (default: the function's or the config's name).
         description: What it does (default: the docstring's first line or the config's
             ``description``).
@@ -84,12 +86,13 @@ class ServedAgent:
             :class:`ClientTurn`); ``False``: a request with tools is refused.
 
     Raises:
-        UserError: If ``agent`` is neither an ``@llm_chat`` agent nor a ``ConfiguredAgent``.
+        UserError: If ``agent`` is neither an ``@llm_chat`` agent, a ``ConfiguredAgent`` nor a
+            :class:`SessionAgent`.
     """
 
     def __init__(
         self,
-        agent: ChatAgent | ConfiguredAgent,
+        agent: ChatAgent | ConfiguredAgent | SessionAgent,
         *,
         name: str | None = None,
         description: str | None = None,
@@ -103,8 +106,12 @@ class ServedAgent:
             default_name, default_text = agent.config.name, agent.config.description
         elif isinstance(agent, ChatAgent):
             default_name, default_text = agent.name, agent.description
+        elif isinstance(agent, SessionAgent):
+            default_name, default_text = "agent", None
         else:
-            raise UserError(f"{agent!r} is neither an @llm_chat agent nor a ConfiguredAgent")
+            raise UserError(
+                f"{agent!r} is neither an @llm_chat agent, a ConfiguredAgent nor a SessionAgent"
+            )
         limits = limits or ServeLimits()
         self.agent = agent
         self.name = name or default_name
@@ -113,7 +120,7 @@ class ServedAgent:
         self.client_tools = client_tools
         self._vision: bool | None = None
         self.sessions = SessionStore(
-            _ChatTurns(agent),
+            agent if isinstance(agent, SessionAgent) else _ChatTurns(agent),
             pyrepl=pyrepl,
             root=root,
             pool_size=limits.pool_size if pyrepl is not False else 0,
@@ -310,7 +317,11 @@ class ServedAgent:
     async def takes_images(self) -> bool:
         """Whether the agent's model takes images (its provider's ``vision`` capability)."""
         if self._vision is None:
-            self._vision = bool(self.agent.llm.capabilities.vision)
+            agent = self.agent
+            if isinstance(agent, ChatAgent | ConfiguredAgent):
+                self._vision = bool(agent.llm.capabilities.vision)
+            else:
+                self._vision = False
         return self._vision
 
     # -- sessions ------------------------------------------------------------------------------

@@ -45,7 +45,7 @@ from ._session import Session, check_session_id
 if TYPE_CHECKING:
     from ..builtin import KernelPool, PyRepl
 
-__all__ = ["AgentTurn", "OnDisconnect", "SessionAgent", "SessionStore"]
+__all__ = ["AgentTurn", "CallableAgent", "OnDisconnect", "SessionAgent", "SessionStore"]
 
 OnDisconnect = Literal["abort", "cancel"]
 logger = logging.getLogger("simplellmfunc.sessions")
@@ -105,6 +105,29 @@ class SessionAgent(Protocol):
         ...
 
 
+class CallableAgent:
+    """A function as a :class:`SessionAgent`: an ``@llm_chat`` function (``enable_event=True``
+    for events and a final ``ResponseYield``) or any async generator function taking the
+    message and ``history=`` (or ``chat_history=``) like one, called with the turn's history
+    and :meth:`AgentTurn.call_options`; its items are the turn's, as it yields them.
+
+    Args:
+        function: The function.
+    """
+
+    def __init__(self, function: Callable[..., Any]) -> None:
+        self.function = function
+        self._history = _history_parameter(function)
+
+    async def turn(self, turn: AgentTurn) -> AsyncIterable[Any]:
+        options = {self._history: turn.history, **turn.call_options()}
+        items: AsyncIterable[Any] = self.function(turn.message, **options)
+        return items
+
+    def __repr__(self) -> str:
+        return f"CallableAgent({self.function!r})"
+
+
 class SessionStore:
     """Sessions of one agent: history, PyRepl kernel, SelfReference key, abort and last use.
 
@@ -116,10 +139,9 @@ class SessionStore:
                 ...
 
     Args:
-        agent: A :class:`SessionAgent` (it gets each turn as an :class:`AgentTurn`), or an
-            ``@llm_chat`` function (``enable_event=True`` for events and a final
-            ``ResponseYield``), called with the message, the session's ``history`` and
-            :meth:`AgentTurn.call_options`.
+        agent: A :class:`SessionAgent` (it gets each turn as an :class:`AgentTurn`), or a
+            function taken as a :class:`CallableAgent` (an ``@llm_chat`` function,
+            ``enable_event=True`` for events and a final ``ResponseYield``).
         pyrepl: Give each session a PyRepl kernel: ``True``, or the keyword arguments of
             :class:`~simplellmfunc.PyRepl` (``execution_timeout_seconds`` …).
         root: The sessions' folder: ``<root>/<session id>/logs`` is the kernel's audit log.
@@ -166,8 +188,9 @@ class SessionStore:
         if idle_timeout is not None and idle_timeout <= 0:
             raise SessionError(f"idle_timeout must be positive, got {idle_timeout}")
         Namespace(agent_name)  # checks the name
-        self._agent = agent
-        self._history_name = _history_parameter(agent)
+        self._agent: SessionAgent = (
+            agent if isinstance(agent, SessionAgent) else CallableAgent(agent)
+        )
         self._repl_options: dict[str, Any] | None = (
             None if pyrepl is False else {} if pyrepl is True else dict(pyrepl)
         )
@@ -461,7 +484,7 @@ class SessionStore:
             with anyio.CancelScope() as scope:
                 session._cancel = scope
                 try:
-                    items = await self._items(turn)
+                    items = await self._agent.turn(turn)
                     if isinstance(items, Run):
                         events_only = True
                         items.context.emitter.connect(put)
@@ -496,13 +519,6 @@ class SessionStore:
             own = (self._self_reference.run_hook(session.self_reference_key),)
         history = list(session.history)
         return AgentTurn(message, history, abort, session.id, toolkit, (*own, *hooks))
-
-    async def _items(self, turn: AgentTurn) -> AsyncIterable[Any]:
-        if isinstance(self._agent, SessionAgent):
-            return await self._agent.turn(turn)
-        options = {self._history_name: turn.history, **turn.call_options()}
-        items: AsyncIterable[Any] = self._agent(turn.message, **options)
-        return items
 
     # -- helpers ------------------------------------------------------------------------------
 
