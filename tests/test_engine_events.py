@@ -18,6 +18,8 @@ from simplellmfunc.engine import (
     RunHook,
     RunView,
     event_pump,
+    pump_items,
+    start_pump,
 )
 from simplellmfunc.exceptions import ProviderError, StreamError
 from simplellmfunc.hooks import (
@@ -523,3 +525,44 @@ async def test_pump_unwrapped_yields_the_value_last_and_reraises_failures() -> N
         with pytest.raises(ValueError, match="boom"):
             await consume()
     assert got == ["a"]
+
+
+async def test_a_started_pump_outlives_a_reader_that_leaves() -> None:
+    """``start_pump`` runs the body in the owner's task group: a reader that leaves does not
+    cancel it; ``on_leave`` returning True keeps the stream for a second reader, which goes on
+    where the first stopped; without it the stream closes and the body's sends fail quietly
+    past the end. A failure is re-raised in the reader."""
+    gate = anyio.Event()
+    ended: list[str] = []
+
+    async def body(send: Any) -> str:
+        await send("a")
+        await gate.wait()
+        await send("b")
+        ended.append("kept")
+        return "end"
+
+    async def dropped(send: Any) -> None:
+        await send("x")
+        await gate.wait()
+        try:
+            await send("y")
+        except anyio.BrokenResourceError:
+            ended.append("went on without a reader")
+
+    async def failing(send: Any) -> None:
+        raise ValueError("boom")
+
+    with anyio.fail_after(GUARD):
+        async with anyio.create_task_group() as owner:
+            kept = start_pump(body, owner)
+            async with aclosing(pump_items(kept, on_leave=lambda: True)) as items:
+                assert await anext(items) == "a"
+            closed = start_pump(dropped, owner)
+            async with aclosing(pump_items(closed, on_leave=lambda: False)) as items:
+                assert await anext(items) == "x"
+            gate.set()
+            assert [item async for item in pump_items(kept)] == ["b"]
+            with pytest.raises(ValueError, match="boom"):
+                [item async for item in pump_items(start_pump(failing, owner))]
+    assert sorted(ended) == ["kept", "went on without a reader"]

@@ -272,11 +272,13 @@ EXPECTED_ENGINE = {
     "new_call_id",
     "parse_reply",
     "pending_calls",
+    "pump_items",
     "render_catalogue",
     "resolve_protocol",
     "run_tool_batch",
     "split_options",
     "split_turns",
+    "start_pump",
     "system_context",
 }
 
@@ -464,6 +466,7 @@ SERVING_SURFACE = {
     "AgentTurn",
     "ANONYMOUS",
     "AnswerShape",
+    "CallableAgent",
     "ClientHook",
     "ClientTurn",
     "EdgeGuard",

@@ -21,7 +21,7 @@ import httpx
 import psutil
 import pytest
 
-from acceptance_support import clean_env, finish, start_cli, write
+from acceptance_support import clean_env, eventually, finish, start_cli, write
 from simplellmfunc import OpenAICompatible, llm_chat, tool
 from simplellmfunc._cli import main
 from simplellmfunc.exceptions import ConfigError, RequestRefusedError, UserError
@@ -31,6 +31,7 @@ from simplellmfunc.serving import (
     Principal,
     Principals,
     ServedAgent,
+    ServeLimits,
     ServeSettings,
     allowed_hosts_for,
     create_app,
@@ -62,11 +63,11 @@ def chat_agent(llm: Any) -> Any:
 
 @asynccontextmanager
 async def asgi(
-    mock: MockLLMServer, **options: Any
+    mock: MockLLMServer, limits: ServeLimits | None = None, **options: Any
 ) -> AsyncIterator[tuple[httpx.AsyncClient, ServedAgent]]:
     """``serve --web``'s app (A2A too) through httpx's ASGI transport, Host 127.0.0.1:8000."""
     async with OpenAICompatible(KEY, "mock-model", mock.url) as llm:
-        served = ServedAgent(chat_agent(llm))
+        served = ServedAgent(chat_agent(llm), limits=limits)
         app = create_app(served, ORIGIN, web=True, **{"token": None, **options})
         transport = httpx.ASGITransport(app=app)
         async with (
@@ -330,6 +331,50 @@ async def test_responses_and_deferred_turns_are_their_principals_own(
     alice_sent = json.dumps(mock_server.requests[3].json["messages"])
     assert "internal record of alice" not in bob_sent
     assert "internal record of alice" in alice_sent
+
+
+async def test_a_principal_at_its_cap_is_refused_while_another_is_served(
+    mock_server: MockLLMServer, tmp_path: Path
+) -> None:
+    """With one running turn and one session per principal: alice, with a turn running,
+    gets 429 ``capacity_principal_turns`` while bob's turn is served; alice, with a session
+    open, gets 429 ``capacity_principal_sessions`` for a second one while bob opens his."""
+    mock_server.script(
+        Reply.text("alice's slow answer", ttft=1.0),
+        Reply.text("bob's answer"),
+        Reply.text("alice's session"),
+        Reply.text("bob's session"),
+    )
+    tokens = tmp_path / "tokens"
+    tokens.write_text(f"alice {ALICE}\nbob {BOB}\n")
+    alice = {"authorization": f"Bearer {ALICE}"}
+    bob = {"authorization": f"Bearer {BOB}"}
+    limits = ServeLimits(max_turns_per_principal=1, max_sessions_per_principal=1)
+    url = "/v1/chat/completions"
+    async with asgi(mock_server, limits, principals=Principals.from_file(tokens)) as (http, served):
+        replies: dict[str, httpx.Response] = {}
+
+        async def slow() -> None:
+            replies["slow"] = await http.post(url, json=chat_body("hi"), headers=alice)
+
+        async with anyio.create_task_group() as tasks:
+            tasks.start_soon(slow)
+            assert await eventually(lambda: served.running == 1)
+            second = await http.post(url, json=chat_body("again"), headers=alice)
+            bobs = await http.post(url, json=chat_body("me too"), headers=bob)
+        own = await http.post(url, json=chat_body("a"), headers={**alice, "X-Session-Id": "a"})
+        more = await http.post(url, json=chat_body("b"), headers={**alice, "X-Session-Id": "b"})
+        bob_own = await http.post(url, json=chat_body("b"), headers={**bob, "X-Session-Id": "b"})
+    assert replies["slow"].status_code == 200
+    assert second.status_code == 429
+    assert second.json()["error"]["code"] == "capacity_principal_turns"
+    assert bobs.status_code == 200
+    assert bobs.json()["choices"][0]["message"]["content"] == "bob's answer"
+    assert own.status_code == 200
+    assert more.status_code == 429
+    assert more.json()["error"]["code"] == "capacity_principal_sessions"
+    assert bob_own.status_code == 200
+    assert bob_own.json()["choices"][0]["message"]["content"] == "bob's session"
 
 
 async def test_a_50_mb_body_is_refused_early_and_memory_stays_flat() -> None:

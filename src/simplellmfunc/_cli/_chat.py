@@ -47,7 +47,7 @@ async def _chat(args: argparse.Namespace, config: AgentConfig) -> int:
     try:
         async with ConfiguredAgent(config) as agent:
             app = ChatApp(
-                agent.chat,
+                agent,
                 session=args.session or "default",
                 store=store,
                 prices=_prices(args.price),

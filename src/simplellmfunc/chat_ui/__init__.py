@@ -2,7 +2,8 @@
 
 Built on the public event stream only: :class:`TurnView` folds a turn's events into reply
 blocks and tool cards (:class:`ToolRenderSnapshot`), :class:`ChatApp` shows them and runs the
-turns through a :class:`~simplellmfunc.serving.SessionStore` (history, abort, ``input()``).
+turns through the serving door, :meth:`~simplellmfunc.serving.ServedAgent.turn` (a one-session
+``ServedAgent``: history, abort, ``input()``).
 Needs the ``tui`` extra (``pip install simplellmfunc[tui]``).
 """
 

@@ -13,9 +13,11 @@ from textual.widget import Widget
 from textual.widgets import Footer, Header, Static
 
 from ..builtin.pyrepl import submit_kernel_input
+from ..decorators import ChatAgent
 from ..exceptions import AnswerRefusedError, InputRefusedError, SimpleLLMFuncError
+from ..runtime.config import ConfiguredAgent, ServeLimits
 from ..runtime.stores import Store
-from ..serving import SessionStore
+from ..serving import CallableAgent, ServedAgent, TurnRequest
 from ._view import (
     APPROVAL_HELP,
     Block,
@@ -47,11 +49,14 @@ _CSS = """
 class ChatApp(App[None]):
     """A terminal chat with an agent: Markdown replies streamed, a collapsible card per tool
     call, PyRepl output live, ``input()`` answered in the prompt, usage (and cost) per turn,
-    Esc to abort, history kept by a :class:`~simplellmfunc.serving.SessionStore`.
+    Esc to abort, history kept by a :class:`~simplellmfunc.serving.SessionStore`. Each turn
+    enters through the serving door (:meth:`~simplellmfunc.serving.ServedAgent.turn`, one
+    session, one turn at a time), as every other front's.
 
     Args:
-        agent: An ``@llm_chat`` function with ``enable_event=True`` (or any async generator
-            function taking the message and ``history=`` like one).
+        agent: An ``@llm_chat`` function with ``enable_event=True``, an open
+            ``ConfiguredAgent``, or any async generator function taking the message and
+            ``history=`` like one (a :class:`~simplellmfunc.serving.CallableAgent`).
         session: The session id; with a persistent ``store`` its history is resumed.
         store: Where histories are kept (default: in memory, gone at exit).
         pyrepl: Give the session its own PyRepl kernel (``True`` or PyRepl's keyword arguments).
@@ -73,7 +78,7 @@ class ChatApp(App[None]):
 
     def __init__(
         self,
-        agent: Callable[..., Any],
+        agent: ChatAgent | ConfiguredAgent | Callable[..., Any],
         *,
         session: str = "default",
         store: Store | None = None,
@@ -90,14 +95,15 @@ class ChatApp(App[None]):
         self.images = load_images() if images else None
         self.title = title
         self.session_id = session
-        self.sessions = SessionStore(
-            agent,
-            store=store,
+        served = agent if isinstance(agent, ChatAgent | ConfiguredAgent) else CallableAgent(agent)
+        self.served = ServedAgent(
+            served,
+            name=agent_name,
+            limits=ServeLimits(max_sessions=1, idle_timeout=None, max_turns=1, pool_size=0),
             pyrepl=pyrepl,
-            agent_name=agent_name,
-            idle_timeout=None,
-            max_sessions=1,
+            store=store,
         )
+        self.sessions = self.served.sessions
         self.hooks = tuple(hooks)
         self.prices = prices
         self.initial_history = [dict(m) for m in history]
@@ -138,7 +144,7 @@ class ChatApp(App[None]):
 
     async def _hold_sessions(self) -> None:
         try:
-            async with self.sessions:
+            async with self.served:
                 session = await self.sessions.open(self.session_id)
                 if not session.history and self.initial_history:
                     session.history = list(self.initial_history)
@@ -215,7 +221,7 @@ class ChatApp(App[None]):
         view = self.view = TurnView(self.hooks)
         self._set_status("thinking… (Esc aborts)")
         try:
-            async for item in self.sessions.chat(self.session_id, text):
+            async for item in self.served.turn(TurnRequest(text, self.session_id)):
                 block = view.apply(item)
                 if block is not None:
                     await self._show(block)

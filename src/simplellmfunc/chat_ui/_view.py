@@ -31,6 +31,7 @@ from ..events import (
     ToolCallErrorEvent,
     ToolCallStartEvent,
 )
+from ..runtime.config import TurnResult
 from ..types import Usage
 
 __all__ = [
@@ -212,6 +213,13 @@ class TurnView:
         """Fold one item of the agent; return the block that changed (``None``: none did)."""
         if isinstance(item, ResponseYield):
             self.answer = str(item.response)
+            return None
+        if isinstance(item, TurnResult):  # the door's last item
+            self.answer = item.text
+            if item.text and not any(isinstance(b, ReplyBlock) and b.text for b in self.blocks):
+                block = self.reply()  # nothing was streamed (no events): the answer at once
+                block.text = item.text
+                return block
             return None
         if isinstance(item, str):  # an agent without events streams text
             block = self.reply()

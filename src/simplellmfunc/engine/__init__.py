@@ -36,7 +36,7 @@ from ._llm_call import RawItem, TextChunk
 from ._options import EngineOptions, IncompleteAnswerPolicy, ToolProtocol, split_options
 from ._phases import SUMMARY_INSTRUCTION
 from ._protocol import NativeProtocol, ToolCallProtocol
-from ._pump import Finished, event_pump
+from ._pump import Finished, event_pump, pump_items, start_pump
 from ._run import Run, RunItem, new_call_id
 from ._scheduler import BatchResult, run_tool_batch
 from ._state import RunResult, RunState
@@ -102,12 +102,14 @@ __all__ = [
     "parse_answer",
     "parse_reply",
     "pending_calls",
+    "pump_items",
     "render_catalogue",
     "resolve_protocol",
     "run_tool_batch",
     "running_steps",
     "split_options",
     "split_turns",
+    "start_pump",
     "system_context",
     "typed_decision",
 ]

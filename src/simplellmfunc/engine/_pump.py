@@ -1,9 +1,14 @@
 """The event pump: run an engine coroutine in a task and stream what it sends, live.
 
 Tools of a batch run concurrently and emit events while they run, so the run needs its own
-task; the consumer's ``async for`` reads from a memory stream. This is one of the named
-boundaries where ``except Exception`` is right: a failure of the run is carried across the
-stream and re-raised in the consumer's task, unchanged, after the run's task group has exited.
+task; the consumer's ``async for`` reads from a memory stream. :func:`event_pump` runs that
+task in a task group of the consumer's (leaving early cancels the run); :func:`start_pump` runs
+it in an owner's task group and :func:`pump_items` reads it, with a policy for a reader that
+leaves early (the run goes on: a session store aborts it, or keeps it for a later reader).
+
+This is one of the named boundaries where ``except Exception`` is right: a failure of the run is
+carried across the stream and re-raised in the consumer's task, unchanged, after the run's task
+group has exited.
 """
 
 from __future__ import annotations
@@ -14,12 +19,15 @@ from dataclasses import dataclass
 from typing import Any
 
 import anyio
+from anyio.abc import TaskGroup
 from anyio.lowlevel import checkpoint_if_cancelled
-from anyio.streams.memory import MemoryObjectSendStream
+from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
 from ..exceptions import RunError
 
-__all__ = ["Finished", "Send", "being_cancelled", "event_pump"]
+__all__ = ["Finished", "Send", "being_cancelled", "event_pump", "pump_items", "start_pump"]
+
+_GONE = (anyio.BrokenResourceError, anyio.ClosedResourceError)
 
 Send = Callable[[Any], Awaitable[None]]
 
@@ -84,15 +92,79 @@ async def _run(body: Callable[[Send], Awaitable[Any]], send: MemoryObjectSendStr
         try:
             value = await body(_sender(send))
         except Exception as exc:  # boundary: re-raised in the consumer's task
-            await send.send(_Failed(exc))
+            last: Any = _Failed(exc)
         except anyio.get_cancelled_exc_class() as exc:
             if being_cancelled():
                 raise
             error = RunError("the run was cancelled by something other than its caller")
             error.__cause__ = exc
-            await send.send(_Failed(error))
+            last = _Failed(error)
         else:
-            await send.send(Finished(value))
+            last = Finished(value)
+        try:
+            await send.send(last)
+        except _GONE:  # the reader left for good (a started pump's): the run ended without it
+            pass
+
+
+def start_pump(
+    body: Callable[[Send], Awaitable[Any]], tasks: TaskGroup, buffer: int = 256
+) -> MemoryObjectReceiveStream[Any]:
+    """Start ``body(send)`` in ``tasks`` (an owner's task group, not the reader's) and return
+    the stream of what it sends, for :func:`pump_items`.
+
+    The run belongs to the owner: a reader that leaves does not cancel it. Once the stream is
+    closed, ``send`` raises ``anyio.BrokenResourceError`` (a body that goes on without a reader
+    catches it); the run's own end is then dropped.
+    """
+    send, receive = anyio.create_memory_object_stream[Any](buffer)
+    tasks.start_soon(_run, body, send)
+    return receive
+
+
+async def pump_items(
+    receive: MemoryObjectReceiveStream[Any], *, on_leave: Callable[[], bool] | None = None
+) -> AsyncGenerator[Any, None]:
+    """Yield what a :func:`start_pump` run sends, to its end (its return value is dropped).
+
+    A reader that leaves before the end calls ``on_leave``: it returns whether the stream is
+    kept open (a later ``pump_items(receive)`` goes on where this one stopped); otherwise, or
+    without ``on_leave``, the stream is closed and the run goes on without a reader.
+
+    Raises:
+        Exception: Whatever the body raised.
+        RunError: If the run ended without a result (its task was cancelled).
+    """
+    failure: Exception | None = None
+    finished = False
+    ended = False  # the stream ended (or failed): the reader did not leave early
+    try:
+        while True:
+            try:
+                item = receive.receive_nowait()
+            except anyio.WouldBlock:
+                try:
+                    item = await receive.receive()
+                except anyio.EndOfStream:
+                    break
+            except anyio.EndOfStream:
+                break
+            kind = type(item)
+            if kind is _Failed:
+                failure = item.error
+                break
+            if kind is Finished:
+                finished = True
+                break
+            yield item
+        ended = True
+    finally:
+        if ended or on_leave is None or not on_leave():
+            receive.close()
+    if failure is not None:
+        raise failure
+    if not finished:
+        raise RunError("the run ended without a result")
 
 
 async def event_pump(

@@ -57,7 +57,7 @@ from ._principals import (
 from ._served import ServedAgent, TurnRequest
 from ._session import Session
 from ._sse import encode_sse, sse_stream
-from ._store import AgentTurn, OnDisconnect, SessionAgent, SessionStore
+from ._store import AgentTurn, CallableAgent, OnDisconnect, SessionAgent, SessionStore
 from ._waits import asked_request_id, pending_request_id, wait_kind
 
 if TYPE_CHECKING:
@@ -76,6 +76,7 @@ __all__ = [
     "AGUIAdapter",
     "AgentTurn",
     "AnswerShape",
+    "CallableAgent",
     "ClientHook",
     "ClientTurn",
     "EdgeGuard",

@@ -92,6 +92,7 @@ from .._events import (
     ToolCallErrorEvent,
     ToolCallStartEvent,
 )
+from ..decorators import ChatAgent
 from ..exceptions import AnswerRefusedError, InputRefusedError, SessionError
 from ..runtime.config import ConfiguredAgent, TurnResult
 from ..runtime.skills import Skills
@@ -174,10 +175,12 @@ async def agent_skills(served: ServedAgent) -> list[AgentSkill]:
     if isinstance(agent, ConfiguredAgent):
         items: list[Any] = list(agent.toolkit)
         tools = [t for i in items if not isinstance(i, Skills) for t in await _tools_of(i)]
-    else:
+    elif isinstance(agent, ChatAgent):
         invocation, _ = await agent.prepare("")
         items = [h for h in invocation.hooks if isinstance(h, Skills)]
         tools = list(invocation.tools)
+    else:  # a SessionAgent: nothing to list but the chat itself
+        items, tools = [], []
     found: list[AgentSkill] = []
     plumbing: set[str] = set()
     for skills in (i for i in items if isinstance(i, Skills)):
@@ -266,7 +269,8 @@ class _Executor(AgentExecutor):
                 return
             items: AsyncIterator[Any] = sessions.follow(session_id)
         else:
-            asked = TurnRequest(context.get_user_input(), session_id)
+            user = context.call_context.user.user_name if context.call_context else ""
+            asked = TurnRequest(context.get_user_input(), session_id, principal=user or "")
             items = self._served.turn(asked)
         await updater.start_work()
         mapper = _Mapper(updater)

@@ -235,12 +235,18 @@ class _Turn:
         request = self.request
         if self.session_id is not None:
             results = None if request.text is not None else _results(request.messages)
-            asked = TurnRequest(request.text, self.session_id, hooks=(self.hook,), results=results)
+            asked = TurnRequest(
+                request.text,
+                self.session_id,
+                hooks=(self.hook,),
+                results=results,
+                principal=self.owner,
+            )
         else:
             text, history = split_turn(request.messages)
             if text is None:
                 history = pending.continued(history, self.owner)
-            asked = TurnRequest(text, history=history, hooks=(self.hook,))
+            asked = TurnRequest(text, history=history, hooks=(self.hook,), principal=self.owner)
         async with aclosing(served.turn(asked)) as items:
             async for item in items:
                 if (
@@ -308,7 +314,7 @@ async def chat_completions(
     headers = {SESSION_HEADER: session_id} if session_id is not None else {}
     if chat.stream:
         try:
-            served.admit(scoped)  # a refusal gets its HTTP status, not an error chunk
+            served.admit(scoped, turn.owner)  # a refusal gets its HTTP status, not an error chunk
         except SimpleLLMFuncError as exc:
             return failure(exc).response()
         return StreamingResponse(

@@ -322,7 +322,8 @@ class _Turn:
     def items(self, served: ServedAgent) -> AsyncGenerator[EventYield | TurnResult, None]:
         """The turn through the one door (:meth:`ServedAgent.turn`), stateless."""
         text, history = split_turn(self.request.messages)
-        return served.turn(TurnRequest(text, history=history, hooks=(self.hook,)))
+        owner = self.request.owner
+        return served.turn(TurnRequest(text, history=history, hooks=(self.hook,), principal=owner))
 
     def problem(self, result: TurnResult) -> ApiError | None:
         return shape_error(self.request.client.shape, result, "text.format")
@@ -340,7 +341,7 @@ async def create_response(served: ServedAgent, log: ResponseLog, request: Reques
     turn = _Turn(parsed)
     if parsed.stream:
         try:
-            served.admit()
+            served.admit(None, parsed.owner)
         except SimpleLLMFuncError as exc:
             return failure(exc).response()
         return StreamingResponse(

@@ -12,7 +12,8 @@ aborts the running ones.
 from __future__ import annotations
 
 import os
-from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from collections import Counter
+from collections.abc import AsyncGenerator, AsyncIterable, AsyncIterator, Mapping, Sequence
 from contextlib import AsyncExitStack, aclosing, asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,13 +21,12 @@ from types import TracebackType
 from typing import Any
 
 from .._events import EventYield, ReactEndEvent, ResponseYield
-from .._messages import history_to_dicts
 from ..decorators import ChatAgent
 from ..engine import RunHook, answer_deferred, pending_calls
 from ..exceptions import CapacityError, SessionError, UserError
 from ..runtime.config import ConfiguredAgent, ServeLimits, TurnResult
 from ..runtime.stores import Store
-from ._store import AgentTurn, SessionStore
+from ._store import AgentTurn, SessionAgent, SessionStore
 
 __all__ = ["ServedAgent", "TurnRequest"]
 
@@ -47,6 +47,8 @@ class TurnRequest:
         hooks: Run hooks of this turn only (a :class:`ClientHook`: what an API client brings).
         results: The client's result of each pending call of the session, by call id (a new
             message instead answers them as cancelled).
+        principal: Who asks (a principal's name, :attr:`Principal.name`): its turns and
+            sessions count toward the ``ServeLimits`` caps per principal.
     """
 
     text: str | None
@@ -54,6 +56,7 @@ class TurnRequest:
     history: Sequence[Mapping[str, Any]] = ()
     hooks: Sequence[RunHook] = ()
     results: Mapping[str, Any] | None = None
+    principal: str = ""
 
 
 class ServedAgent:
@@ -63,15 +66,18 @@ class ServedAgent:
     and ``a2a_app`` open it for the app's lifetime when it is not open yet.
 
     Args:
-        agent: An ``@llm_chat`` function with ``enable_event=True``, or an open
-            ``ConfiguredAgent`` (the caller opens and closes it).
+        agent: An ``@llm_chat`` function with ``enable_event=True``, an open
+            ``ConfiguredAgent`` (the caller opens and closes it), or any
+            :class:`SessionAgent` (a :class:`CallableAgent` around a function: the terminal
+            chat's; it takes no images).
         name: The agent's public name (default: the function's or the config's name).
         description: What it does (default: the docstring's first line or the config's
             ``description``).
         limits: Sessions, running turns, idle timeout and kernel pool
             (:class:`~simplellmfunc.runtime.config.ServeLimits`; the defaults are its own).
-            All sessions busy at ``max_sessions``, or ``max_turns`` turns running:
-            :class:`~simplellmfunc.exceptions.CapacityError`.
+            All sessions busy at ``max_sessions``, ``max_turns`` turns running, or a
+            principal at its own cap (``max_turns_per_principal``,
+            ``max_sessions_per_principal``): :class:`~simplellmfunc.exceptions.CapacityError`.
         pyrepl: Give each session its own PyRepl kernel (``True`` or PyRepl options; the
             pool of ``limits.pool_size`` kernels is started only then).
         store: Where session histories are kept (default: in memory).
@@ -80,12 +86,13 @@ class ServedAgent:
             :class:`ClientTurn`); ``False``: a request with tools is refused.
 
     Raises:
-        UserError: If ``agent`` is neither an ``@llm_chat`` agent nor a ``ConfiguredAgent``.
+        UserError: If ``agent`` is neither an ``@llm_chat`` agent, a ``ConfiguredAgent`` nor a
+            :class:`SessionAgent`.
     """
 
     def __init__(
         self,
-        agent: ChatAgent | ConfiguredAgent,
+        agent: ChatAgent | ConfiguredAgent | SessionAgent,
         *,
         name: str | None = None,
         description: str | None = None,
@@ -99,8 +106,12 @@ class ServedAgent:
             default_name, default_text = agent.config.name, agent.config.description
         elif isinstance(agent, ChatAgent):
             default_name, default_text = agent.name, agent.description
+        elif isinstance(agent, SessionAgent):
+            default_name, default_text = "agent", None
         else:
-            raise UserError(f"{agent!r} is neither an @llm_chat agent nor a ConfiguredAgent")
+            raise UserError(
+                f"{agent!r} is neither an @llm_chat agent, a ConfiguredAgent nor a SessionAgent"
+            )
         limits = limits or ServeLimits()
         self.agent = agent
         self.name = name or default_name
@@ -109,7 +120,7 @@ class ServedAgent:
         self.client_tools = client_tools
         self._vision: bool | None = None
         self.sessions = SessionStore(
-            _ChatTurns(agent),
+            agent if isinstance(agent, SessionAgent) else _ChatTurns(agent),
             pyrepl=pyrepl,
             root=root,
             pool_size=limits.pool_size if pyrepl is not False else 0,
@@ -120,6 +131,8 @@ class ServedAgent:
         )
         self._open = False
         self._running = 0
+        self._running_by: Counter[str] = Counter()  # running turns per principal
+        self._owners: dict[str, str] = {}  # session id -> the principal whose it is
         self._closing = False
 
     # -- lifecycle -----------------------------------------------------------------------------
@@ -185,10 +198,13 @@ class ServedAgent:
             InvalidHistoryError: If ``request.results`` do not answer the pending calls.
             ProviderError: When the model fails after retries.
         """
-        self._admit()
+        principal = request.principal
+        self._admit(principal)
         stateless = request.session_id is None
         session_id = request.session_id or f"once-{os.urandom(8).hex()}"
+        self._claim(principal, session_id)
         self._running += 1
+        self._running_by[principal] += 1
         try:
             if stateless:
                 await self._open_session(session_id, request.history)
@@ -211,7 +227,11 @@ class ServedAgent:
             yield TurnResult(str(answer), history, ended)
         finally:
             self._running -= 1
+            self._running_by[principal] -= 1
+            if not self._running_by[principal]:
+                del self._running_by[principal]
             if stateless:
+                self._owners.pop(session_id, None)
                 await self.sessions.close(session_id, forget=True)
 
     async def _continue(self, session_id: str, results: Mapping[str, Any] | None) -> None:
@@ -233,15 +253,18 @@ class ServedAgent:
             )
             session.history = answer_deferred(session.history, answers)
 
-    def admit(self, session_id: str | None = None) -> None:
-        """Raise now what a turn (of ``session_id``; ``None``: a stateless one) would be
-        refused with, e.g. before a streamed response commits to HTTP 200.
+    def admit(self, session_id: str | None = None, principal: str = "") -> None:
+        """Raise now what a turn (of ``session_id``; ``None``: a stateless one; asked by
+        ``principal``) would be refused with, e.g. before a streamed response commits to
+        HTTP 200.
 
         Raises:
-            CapacityError: If the agent is closing, or ``max_turns`` turns are running.
+            CapacityError: If the agent is closing, ``max_turns`` turns are running, or
+                ``principal`` is at one of its caps.
             SessionError: If the session is running a turn already.
         """
-        self._admit()
+        self._admit(principal)
+        self._check_sessions(principal, session_id)
         session = self.sessions.sessions.get(session_id) if session_id is not None else None
         if session is not None and session.busy:
             raise SessionError(
@@ -249,12 +272,37 @@ class ServedAgent:
                 reason="busy",
             )
 
-    def _admit(self) -> None:
+    def _admit(self, principal: str) -> None:
         if self._closing or not self._open:
             state = "shutting down" if self._open or self._closing else "not open"
             raise CapacityError(f"the agent is {state}", limit="closing")
         if self._running >= self.limits.max_turns:
             raise CapacityError(f"{self.limits.max_turns} turns are running already", limit="turns")
+        cap = self.limits.max_turns_per_principal
+        if cap is not None and self._running_by[principal] >= cap:
+            raise CapacityError(
+                f"{cap} turns of yours are running already: wait for one to end",
+                limit="principal_turns",
+            )
+
+    def _check_sessions(self, principal: str, session_id: str | None) -> None:
+        """Refuse a new session to a principal at ``max_sessions_per_principal``."""
+        cap = self.limits.max_sessions_per_principal
+        if cap is None or (session_id is not None and self._owners.get(session_id) == principal):
+            return
+        open_ids = self.sessions.sessions
+        for sid in [s for s in self._owners if s not in open_ids and s != session_id]:
+            del self._owners[sid]  # closed (reclaimed, forgotten) since
+        if sum(owner == principal for owner in self._owners.values()) >= cap:
+            raise CapacityError(
+                f"{cap} sessions of yours are open already: end one, or wait until it is reclaimed",
+                limit="principal_sessions",
+            )
+
+    def _claim(self, principal: str, session_id: str) -> None:
+        """Count ``session_id`` as ``principal``'s (refused beyond its session cap)."""
+        self._check_sessions(principal, session_id)
+        self._owners.setdefault(session_id, principal)
 
     async def _open_session(
         self, session_id: str, history: Sequence[Mapping[str, Any]] | None = None
@@ -269,7 +317,11 @@ class ServedAgent:
     async def takes_images(self) -> bool:
         """Whether the agent's model takes images (its provider's ``vision`` capability)."""
         if self._vision is None:
-            self._vision = bool(self.agent.llm.capabilities.vision)
+            agent = self.agent
+            if isinstance(agent, ChatAgent | ConfiguredAgent):
+                self._vision = bool(agent.llm.capabilities.vision)
+            else:
+                self._vision = False
         return self._vision
 
     # -- sessions ------------------------------------------------------------------------------
@@ -311,33 +363,17 @@ def _namespace_name(name: str) -> str:
 
 class _ChatTurns:
     """An ``@llm_chat`` agent (with events or not) or a ``ConfiguredAgent`` as the store's
-    :class:`SessionAgent`: each turn sends the run's events, then a ``ResponseYield`` with
-    the history. An ``@llm_chat`` run is driven right in the store's task, its emitter
-    connected to the store's stream: one pump per turn."""
+    :class:`SessionAgent`. An ``@llm_chat`` turn is its engine :class:`~simplellmfunc.engine.Run`,
+    which the store drives in its turn's task (one pump per turn); a ``ConfiguredAgent``'s is
+    its ``chat`` items (events, then a ``ResponseYield`` with the history)."""
 
     def __init__(self, agent: ChatAgent | ConfiguredAgent) -> None:
         self.agent = agent
 
-    async def drive(self, turn: AgentTurn, send: Callable[[Any], Awaitable[None]]) -> None:
+    async def turn(self, turn: AgentTurn) -> AsyncIterable[Any]:
         options = turn.call_options()
         if isinstance(self.agent, ConfiguredAgent):
-            chat = self.agent.chat(turn.message, turn.history, **options)
-            try:
-                async for item in chat:
-                    await send(item)
-            finally:
-                await chat.aclose()  # type: ignore[attr-defined]  # an async generator
-            return
+            return self.agent.chat(turn.message, turn.history, **options)
         if turn.message is None:  # continue the history (a client's tool results, say)
-            run = await self.agent.run(history=turn.history, _resume=True, **options)
-        else:
-            run = await self.agent.run(turn.message, history=turn.history, **options)
-
-        async def events(item: Any) -> None:
-            if isinstance(item, EventYield):  # events only (no text or raw items)
-                await send(item)
-
-        run.context.emitter.connect(events)
-        await run.run_to_end()
-        result = run.state.result()
-        await send(ResponseYield(result.text, history_to_dicts(result.messages)))
+            return await self.agent.run(history=turn.history, _resume=True, **options)
+        return await self.agent.run(turn.message, history=turn.history, **options)

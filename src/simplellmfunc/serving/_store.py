@@ -1,8 +1,11 @@
 """``SessionStore``: one agent, many users — a session per user, with its own history and kernel.
 
-Each turn runs in a task of the store, not in the caller's: a client that disconnects (the
-caller leaves the ``async for``, or is cancelled) ends the turn like an abort by default, and the
-session keeps the valid history (``on_disconnect="cancel"`` drops the turn instead).
+Each turn runs in a task of the store, not in the caller's, driven by the engine's event pump
+(:func:`~simplellmfunc.engine.start_pump` in the store's task group, read with
+:func:`~simplellmfunc.engine.pump_items`): a client that disconnects (the caller leaves the
+``async for``, or is cancelled) ends the turn like an abort by default, and the session keeps the
+valid history (``on_disconnect="cancel"`` drops the turn instead); a turn that waits for a
+person is parked instead, for :meth:`SessionStore.follow`.
 """
 
 from __future__ import annotations
@@ -11,20 +14,29 @@ import inspect
 import logging
 import shutil
 import tempfile
-from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from collections.abc import (
+    AsyncGenerator,
+    AsyncIterable,
+    AsyncIterator,
+    Callable,
+    Mapping,
+    Sequence,
+)
 from contextlib import aclosing
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 
 import anyio
 from anyio.abc import TaskGroup
-from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
+from anyio.streams.memory import MemoryObjectReceiveStream
 
 from .._abort import AbortSignal
-from .._events import ResponseYield
-from ..engine import ApprovalDecision
+from .._events import EventYield, ResponseYield
+from .._messages import history_to_dicts
+from ..engine import ApprovalDecision, Run, pump_items, start_pump
 from ..exceptions import SessionError
 from ..runtime.config import ServeLimits
 from ..runtime.stores import InMemoryStore, Namespace, Store
@@ -33,18 +45,15 @@ from ._session import Session, check_session_id
 if TYPE_CHECKING:
     from ..builtin import KernelPool, PyRepl
 
-__all__ = ["AgentTurn", "OnDisconnect", "SessionAgent", "SessionStore"]
+__all__ = ["AgentTurn", "CallableAgent", "OnDisconnect", "SessionAgent", "SessionStore"]
 
 OnDisconnect = Literal["abort", "cancel"]
 logger = logging.getLogger("simplellmfunc.sessions")
 _HISTORY_KEY = "history"
 _CLOSE_WAIT = 30.0  # how long closing waits for an aborted turn to end
 _DEFAULTS = ServeLimits()  # the one set of defaults
-
-
-@dataclass(frozen=True, slots=True)
-class _Failed:
-    error: Exception
+_BUFFER = 1024  # items a turn runs ahead of its reader (and a parked turn keeps)
+_GONE = (anyio.BrokenResourceError, anyio.ClosedResourceError)
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,14 +91,41 @@ class AgentTurn:
 class SessionAgent(Protocol):
     """An agent that takes a store's turns as :class:`AgentTurn` s (``ServedAgent``'s).
 
-    It runs the turn in the store's task and sends each item (events, then a
-    ``ResponseYield`` with the history) with ``send``: that task is the turn's one pump (an
-    engine run driven here needs no task and stream of its own).
+    ``turn`` returns the turn's items as an async iterable (events, then a ``ResponseYield``
+    with the history), which the store iterates in its turn's task. An engine
+    :class:`~simplellmfunc.engine.Run` (``await chat_agent.run(...)``) is iterable too; the
+    store drives it right in that task, its emitter connected to the turn's stream (its events,
+    then a ``ResponseYield`` of its result): one pump per turn, not a run's own inside the
+    store's.
     """
 
-    async def drive(self, turn: AgentTurn, send: Callable[[Any], Awaitable[None]]) -> None:
-        """Run ``turn``, sending its items in order."""
+    async def turn(self, turn: AgentTurn) -> AsyncIterable[Any]:
+        """The items of ``turn``, in order (a :class:`~simplellmfunc.engine.Run`, or any async
+        iterable)."""
         ...
+
+
+class CallableAgent:
+    """A function as a :class:`SessionAgent`: an ``@llm_chat`` function (``enable_event=True``
+    for events and a final ``ResponseYield``) or any async generator function taking the
+    message and ``history=`` (or ``chat_history=``) like one, called with the turn's history
+    and :meth:`AgentTurn.call_options`; its items are the turn's, as it yields them.
+
+    Args:
+        function: The function.
+    """
+
+    def __init__(self, function: Callable[..., Any]) -> None:
+        self.function = function
+        self._history = _history_parameter(function)
+
+    async def turn(self, turn: AgentTurn) -> AsyncIterable[Any]:
+        options = {self._history: turn.history, **turn.call_options()}
+        items: AsyncIterable[Any] = self.function(turn.message, **options)
+        return items
+
+    def __repr__(self) -> str:
+        return f"CallableAgent({self.function!r})"
 
 
 class SessionStore:
@@ -103,10 +139,9 @@ class SessionStore:
                 ...
 
     Args:
-        agent: A :class:`SessionAgent` (it gets each turn as an :class:`AgentTurn`), or an
-            ``@llm_chat`` function (``enable_event=True`` for events and a final
-            ``ResponseYield``), called with the message, the session's ``history`` and
-            :meth:`AgentTurn.call_options`.
+        agent: A :class:`SessionAgent` (it gets each turn as an :class:`AgentTurn`), or a
+            function taken as a :class:`CallableAgent` (an ``@llm_chat`` function,
+            ``enable_event=True`` for events and a final ``ResponseYield``).
         pyrepl: Give each session a PyRepl kernel: ``True``, or the keyword arguments of
             :class:`~simplellmfunc.PyRepl` (``execution_timeout_seconds`` …).
         root: The sessions' folder: ``<root>/<session id>/logs`` is the kernel's audit log.
@@ -153,8 +188,9 @@ class SessionStore:
         if idle_timeout is not None and idle_timeout <= 0:
             raise SessionError(f"idle_timeout must be positive, got {idle_timeout}")
         Namespace(agent_name)  # checks the name
-        self._agent = agent
-        self._history_name = _history_parameter(agent)
+        self._agent: SessionAgent = (
+            agent if isinstance(agent, SessionAgent) else CallableAgent(agent)
+        )
         self._repl_options: dict[str, Any] | None = (
             None if pyrepl is False else {} if pyrepl is True else dict(pyrepl)
         )
@@ -374,11 +410,9 @@ class SessionStore:
         session = await self.open(session_id)
         abort = session.begin()
         session.turn_message = message
-        send, receive = anyio.create_memory_object_stream[Any](1024)
         assert self._tasks is not None
-        self._tasks.start_soon(
-            self._turn, session, self._agent_turn(session, abort, message, hooks), send
-        )
+        turn = self._agent_turn(session, abort, message, hooks)
+        receive = start_pump(partial(self._turn, session, turn), self._tasks, _BUFFER)
         async with aclosing(self._consume(session, receive)) as items:
             async for item in items:
                 yield item
@@ -409,54 +443,67 @@ class SessionStore:
             )
         return self._consume(session, receive)
 
-    async def _consume(
+    def _consume(
         self, session: Session, receive: MemoryObjectReceiveStream[Any]
     ) -> AsyncGenerator[Any, None]:
-        """Yield a turn's items; a consumer that leaves while a person is asked parks it."""
-        finished = False
-        failed = False
-        try:
-            async for item in receive:
-                if isinstance(item, _Failed):
-                    failed = True
-                    raise item.error
-                yield item
-            finished = True
-        finally:
-            if finished or failed or not session.waits or not session.busy:
-                receive.close()
-                if not finished:
-                    self._left(session)
-            else:
-                session.parked = receive  # a person is asked: the turn waits for a follower
+        """A turn's items, read from its pump; a reader that leaves early parks the turn while
+        a person is asked, else ends it as ``on_disconnect`` says."""
+        return pump_items(receive, on_leave=partial(self._leave, session, receive))
 
-    def _left(self, session: Session) -> None:
-        """The consumer left before the end of the turn."""
+    def _leave(self, session: Session, receive: MemoryObjectReceiveStream[Any]) -> bool:
+        """The reader left before the end of the turn: whether its stream is kept (parked)."""
+        if session.waits and session.busy:
+            session.parked = receive  # a person is asked: the turn waits for a follower
+            return True
         if self._on_disconnect == "abort":
             session.abort("the client disconnected")
         elif session._cancel is not None:
             session._cancel.cancel()
+        return False
 
-    async def _turn(
-        self, session: Session, turn: AgentTurn, send: MemoryObjectSendStream[Any]
-    ) -> None:
+    async def _turn(self, session: Session, turn: AgentTurn, send: Callable[[Any], Any]) -> None:
+        """The body of the turn's pump: the agent's items, or its engine run driven here."""
         history: list[dict[str, Any]] | None = None
+        events_only = False
+
+        async def put(item: Any) -> None:
+            nonlocal history
+            if events_only and not isinstance(item, EventYield):
+                return  # a run's text and raw items: its events carry them
+            history = _history_of(item, history)
+            session.track(item)
+            parked = session.parked
+            if parked is not None and _full(parked):
+                return  # nobody follows yet: past the buffer, items are dropped
+            try:
+                await send(item)
+            except _GONE:  # the reader left: the turn goes on without it
+                pass
+
         try:
             with anyio.CancelScope() as scope:
                 session._cancel = scope
-                async with send:
-
-                    async def deliver(item: Any) -> None:
-                        nonlocal history
-                        history = _history_of(item, history)
-                        session.track(item)
-                        await _deliver(send, item, session)
-
-                    try:
-                        await self._call(turn, deliver)
-                    except Exception as exc:  # boundary: re-raised in the consumer's task
-                        history = None
-                        await _deliver(send, _Failed(exc))
+                try:
+                    items = await self._agent.turn(turn)
+                    if isinstance(items, Run):
+                        events_only = True
+                        items.context.emitter.connect(put)
+                        await items.run_to_end()
+                        result = items.state.result()
+                        events_only = False
+                        await put(ResponseYield(result.text, history_to_dicts(result.messages)))
+                    else:
+                        iterator = aiter(items)
+                        try:
+                            async for item in iterator:
+                                await put(item)
+                        finally:
+                            close = getattr(iterator, "aclose", None)
+                            if close is not None:
+                                await close()
+                except Exception:
+                    history = None  # the turn failed: the history is left as it was
+                    raise
         finally:
             session.end(history)
             if not session.closed:  # else close() saves (or forgets) it
@@ -472,15 +519,6 @@ class SessionStore:
             own = (self._self_reference.run_hook(session.self_reference_key),)
         history = list(session.history)
         return AgentTurn(message, history, abort, session.id, toolkit, (*own, *hooks))
-
-    async def _call(self, turn: AgentTurn, deliver: Callable[[Any], Awaitable[None]]) -> None:
-        if isinstance(self._agent, SessionAgent):
-            await self._agent.drive(turn, deliver)
-            return
-        options = {self._history_name: turn.history, **turn.call_options()}
-        async with aclosing(self._agent(turn.message, **options)) as items:
-            async for item in items:
-                await deliver(item)
 
     # -- helpers ------------------------------------------------------------------------------
 
@@ -550,15 +588,6 @@ def _history_of(item: Any, previous: list[dict[str, Any]] | None) -> list[dict[s
     return previous
 
 
-async def _deliver(
-    send: MemoryObjectSendStream[Any], item: Any, session: Session | None = None
-) -> None:
-    """Send ``item`` to the consumer; once it has left, the turn goes on without it. A parked
-    turn (nobody follows it yet) never blocks: past the buffer its items are dropped."""
-    try:
-        if session is not None and session.parked is not None:
-            send.send_nowait(item)
-        else:
-            await send.send(item)
-    except (anyio.BrokenResourceError, anyio.ClosedResourceError, anyio.WouldBlock):
-        pass
+def _full(receive: MemoryObjectReceiveStream[Any]) -> bool:
+    stats = receive.statistics()
+    return stats.current_buffer_used >= stats.max_buffer_size

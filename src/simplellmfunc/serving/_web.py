@@ -41,9 +41,10 @@ __all__ = ["PAGE_PATHS", "STATIC_PREFIX", "page_error", "web_chat_app", "web_cha
 
 _STATIC = Path(__file__).parent / "static"
 Handler = Callable[[Request], Awaitable[Response]]
-Admit = Callable[[str], None]
-#: Runs one turn of a session on a message: ``(session_id, message) -> items``.
-Turns = Callable[[str, str], AsyncIterator[Any]]
+#: Refuses a turn before it starts: ``(session_id, principal) -> None`` (raises).
+Admit = Callable[[str, str], None]
+#: Runs one turn of a session on a message: ``(session_id, message, principal) -> items``.
+Turns = Callable[[str, str, str], AsyncIterator[Any]]
 
 #: The page's address: the one path that may carry the token as ``?token=``.
 PAGE_PATHS = frozenset({"/"})
@@ -219,9 +220,13 @@ def web_chat_routes(
             return error_response(
                 409, f"session {session.id!r} is running a turn: wait, or abort it"
             )
+        principal = principal_of(request).name
         if admit is not None:
-            admit(session.id)
-        turn = (turns or store_of(request).chat)(session.id, message)
+            admit(session.id, principal)
+        if turns is not None:
+            turn = turns(session.id, message, principal)
+        else:
+            turn = store_of(request).chat(session.id, message)
         headers = {"cache-control": "no-store", "x-accel-buffering": "no"}
         return StreamingResponse(
             turn_frames(turn, wire_policy), media_type="text/event-stream", headers=headers
@@ -327,9 +332,12 @@ async def _json(request: Request) -> dict[str, Any]:
     return body if isinstance(body, dict) else {}
 
 
-async def page_turn(served: ServedAgent, session_id: str, message: str) -> AsyncIterator[Any]:
+async def page_turn(
+    served: ServedAgent, session_id: str, message: str, principal: str = ""
+) -> AsyncIterator[Any]:
     """A tab's turn through the one door (:meth:`ServedAgent.turn`), as the page's stream
     reads a session's turn (the events, then a ``ResponseYield`` with the history)."""
-    async with aclosing(served.turn(TurnRequest(message, session_id))) as items:
+    asked = TurnRequest(message, session_id, principal=principal)
+    async with aclosing(served.turn(asked)) as items:
         async for item in items:
             yield ResponseYield(item.text, item.history) if isinstance(item, TurnResult) else item

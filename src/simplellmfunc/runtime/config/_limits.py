@@ -24,6 +24,11 @@ class ServeLimits:
             too; its history stays in the store); ``None``: never.
         max_turns: Turns running at once (every front counts); one more is refused.
         pool_size: Kernels started ahead of time for new sessions (with a kernel per session).
+        max_sessions_per_principal: Sessions one principal (a token of the token file) may
+            have open at once; a new one beyond it is refused. ``None``: no cap of its own
+            (``max_sessions`` still holds).
+        max_turns_per_principal: Turns one principal may run at once; one more is refused
+            while other principals are still served. ``None``: no cap of its own.
 
     Raises:
         UserError: For a limit below 1, a negative pool or a non-positive idle timeout.
@@ -33,6 +38,8 @@ class ServeLimits:
     idle_timeout: float | None = 900.0
     max_turns: int = 16
     pool_size: int = 2
+    max_sessions_per_principal: int | None = None
+    max_turns_per_principal: int | None = None
 
     def __post_init__(self) -> None:
         if self.max_sessions < 1:
@@ -43,6 +50,10 @@ class ServeLimits:
             raise UserError(f"pool_size must not be negative, got {self.pool_size}")
         if self.idle_timeout is not None and self.idle_timeout <= 0:
             raise UserError(f"idle_timeout must be positive, got {self.idle_timeout}")
+        for name in ("max_sessions_per_principal", "max_turns_per_principal"):
+            value = getattr(self, name)
+            if value is not None and value < 1:
+                raise UserError(f"{name} must be at least 1 (or None: no cap), got {value}")
 
 
 #: The defaults, as one object.

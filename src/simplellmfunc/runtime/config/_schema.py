@@ -154,7 +154,9 @@ class ServeConfig(_Section):
         max_sessions: Sessions (A2A contexts, page tabs, ``X-Session-Id``) kept at once.
         idle_timeout: Seconds before an idle session is dropped.
         max_turns: Turns running at once.
-        (The defaults of these four are :class:`ServeLimits`'.)
+        max_sessions_per_principal: Sessions one principal may have open (none: no cap).
+        max_turns_per_principal: Turns one principal may run at once (none: no cap).
+        (The defaults of these six are :class:`ServeLimits`'.)
         a2a: Serve A2A (agent card and JSON-RPC endpoint).
         pool_size: Kernels started ahead of time for new sessions (a ``react`` agent with a
             ``toolkit.pyrepl`` gets a kernel per session).
@@ -173,12 +175,25 @@ class ServeConfig(_Section):
     max_sessions: Annotated[int, Field(ge=1)] = DEFAULT_LIMITS.max_sessions
     idle_timeout: Positive | None = DEFAULT_LIMITS.idle_timeout
     max_turns: Annotated[int, Field(ge=1)] = DEFAULT_LIMITS.max_turns
+    max_sessions_per_principal: Annotated[int, Field(ge=1)] | None = (
+        DEFAULT_LIMITS.max_sessions_per_principal
+    )
+    max_turns_per_principal: Annotated[int, Field(ge=1)] | None = (
+        DEFAULT_LIMITS.max_turns_per_principal
+    )
     a2a: bool = True
     pool_size: Annotated[int, Field(ge=0, le=32)] = DEFAULT_LIMITS.pool_size
 
     def limits(self) -> ServeLimits:
         """The section's limits (defaults: :class:`ServeLimits`')."""
-        return ServeLimits(self.max_sessions, self.idle_timeout, self.max_turns, self.pool_size)
+        return ServeLimits(
+            self.max_sessions,
+            self.idle_timeout,
+            self.max_turns,
+            self.pool_size,
+            self.max_sessions_per_principal,
+            self.max_turns_per_principal,
+        )
 
 
 class AgentConfig(_Section):
