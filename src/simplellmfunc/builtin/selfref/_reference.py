@@ -11,11 +11,13 @@ not need.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ._bank import MemoryBank, check_fork_limits
 from ._handle import MemoryMap
+from ._instance import InstanceForks, InstanceHandle
 from ._store import MemoryStateStore, SQLiteStateStore, StateStore
 
 if TYPE_CHECKING:
@@ -55,6 +57,37 @@ class SelfReference(MemoryBank):
             store, max_fork_depth=max_fork_depth, max_concurrent_forks=max_concurrent_forks
         )
         self.memory = MemoryMap(self)
+        self._instance = InstanceForks(self)
+
+    @property
+    def instance(self) -> InstanceHandle:
+        """The bound agent and forks of it from Python (SimpleLLMFunc's API): ``fork(...)``,
+        ``fork_spawn(...)``, ``fork_gather_all(...)``; see :meth:`bind_agent_instance`."""
+        return InstanceHandle(self._instance)
+
+    def bind_agent_instance(
+        self, agent_instance: Callable[..., Any], default_memory_key: str | None = None
+    ) -> None:
+        """Bind the agent that ``instance.fork(...)`` calls (and that
+        ``runtime.selfref.fork.spawn`` calls from a kernel cell outside an ``@llm_chat``
+        turn), and the key forks start from when none is given.
+
+        Raises:
+            ArgumentValueError: If ``agent_instance`` is not callable (a ``ValueError``).
+        """
+        self._instance.bind(agent_instance, default_memory_key)
+
+    def get_agent_instance(self) -> Callable[..., Any] | None:
+        """The bound agent, if any."""
+        return self._instance.agent
+
+    def list_history_keys(self) -> list[str]:
+        """:meth:`keys` under SimpleLLMFunc's name."""
+        return self.keys()
+
+    def has_history(self, key: str) -> bool:
+        """Whether ``key`` has stored state."""
+        return key in self.keys()
 
     def run_hook(self, key: str) -> RunHook:
         """Return the run hook binding an ``@llm_chat`` turn to ``key``."""
@@ -66,7 +99,7 @@ class SelfReference(MemoryBank):
         """The ``selfref`` primitive pack that exposes this memory inside a PyRepl kernel."""
         from ._primitives import selfref_pack
 
-        return selfref_pack(self, backend=self)
+        return selfref_pack(self, backend=self, instance=self._instance)
 
     def active_key(self, key: str | None = None) -> str:
         """``key``, or the key of the turn whose tool call is running in this context (else the
