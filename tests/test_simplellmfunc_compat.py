@@ -999,8 +999,11 @@ async def test_a_bound_agent_instance_forks_from_python() -> None:
     ref.bind_history("agent_main", seed)
     seen: list[tuple[str, list[dict[str, object]]]] = []
 
+    keys: list[str] = []
+
     async def agent(message: str, history: list[dict[str, object]] | None = None):  # type: ignore[no-untyped-def]
         seen.append((message, list(history or [])))
+        keys.append(ref.resolve_history_key())  # the running fork's key
         if message == "boom":
             raise LookupError("boom")
         if message == "nest":
@@ -1022,6 +1025,7 @@ async def test_a_bound_agent_instance_forks_from_python() -> None:
         assert one["history_count"] == 2
         assert one["history_included"] is True
         assert seen[0] == ("a", seed)
+        assert keys[0] == one["memory_key"]
         assert ref.snapshot_history("agent_main") == seed
 
         outer = await ref.instance.fork("nest")
@@ -1055,6 +1059,17 @@ async def test_a_bound_agent_instance_forks_from_python() -> None:
         await ref.instance.fork_gather_all("fork_99")
     with pytest.raises(ValueError):
         ref.bind_agent_instance("not callable")  # type: ignore[arg-type]
+    assert ref.resolve_history_key() == "agent_main"  # the bound default key
+    with pytest.raises(KeyError):
+        ref.resolve_history_key("nowhere")
+    with pytest.raises(ValueError, match="without preceding assistant tool_calls"):
+        ref.memory["agent_main"].replace([{"role": "tool", "tool_call_id": "x", "content": "{}"}])
+    alone = SelfReference()
+    alone.bind_history("k1", [])
+    assert alone.resolve_history_key() == "k1"
+    alone.bind_history("k2", [])
+    with pytest.raises(ValueError, match="history key is required"):
+        alone.resolve_history_key()
     ref.close()
 
 

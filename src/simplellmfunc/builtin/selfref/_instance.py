@@ -185,6 +185,11 @@ class InstanceForks:
             await fork.done.wait()
         return {f.fork_id: self.report(f, include_history) for f in forks}
 
+    def active_key(self) -> str | None:
+        """The key of the fork whose agent call is running in this context, if any."""
+        active = _ACTIVE.get()
+        return active.fork.key if active is not None else None
+
     def pending(self, emitter: Any = None) -> bool:
         """Whether a fork (of ``emitter``, when given) has not ended."""
         return any(

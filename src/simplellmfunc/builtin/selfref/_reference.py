@@ -15,6 +15,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ...exceptions import ArgumentValueError, UnboundKeyError
 from ._bank import MemoryBank, check_fork_limits
 from ._handle import MemoryMap
 from ._instance import InstanceForks, InstanceHandle
@@ -80,6 +81,36 @@ class SelfReference(MemoryBank):
     def get_agent_instance(self) -> Callable[..., Any] | None:
         """The bound agent, if any."""
         return self._instance.agent
+
+    def resolve_history_key(self, key: str | None = None) -> str:
+        """The key memory operations act on (SimpleLLMFunc's resolution): ``key`` when given;
+        else the key of the running turn or fork in this context, the bound agent's default
+        key (bound empty when missing), or the only key there is.
+
+        Raises:
+            UnboundKeyError: If ``key`` is given but not bound (a ``KeyError``).
+            ArgumentValueError: If no key is given and none can be chosen (a ``ValueError``).
+        """
+        bound = set(self.keys())
+        if key is not None:
+            if key not in bound:
+                raise UnboundKeyError(f"memory key {key!r} is not bound")
+            return key
+        from ._turn import current_turn
+
+        turn = current_turn(self)
+        running = turn.key if turn is not None else self._instance.active_key()
+        if running is not None:
+            return running
+        default = self._instance.default_key
+        if default is not None:
+            if default not in bound:
+                self.bind_history(default, [])
+            return default
+        if len(bound) == 1:
+            return next(iter(bound))
+        what = "no memory key is bound" if not bound else "several memory keys are bound"
+        raise ArgumentValueError(f"history key is required: {what}")
 
     def list_history_keys(self) -> list[str]:
         """:meth:`keys` under SimpleLLMFunc's name."""
