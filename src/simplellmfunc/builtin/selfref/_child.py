@@ -1,8 +1,8 @@
 """A fork's child agent: how it is built from its parent's running turn, run, and reported.
 
-This is the one module of ``selfref`` that drives the engine, through its public run API only
-(:meth:`simplellmfunc.engine.Run.child_of`): ``_forks`` schedules children without touching the
-engine.
+With ``_instance`` (a bound agent's forks) this is one of the two modules of ``selfref`` that
+drive the engine, through its public run API only (:meth:`simplellmfunc.engine.Run.child_of`):
+``_forks`` schedules children without touching the engine.
 
 The child is the parent's ``@llm_chat`` configuration (model, tools, system prompt, hooks) with:
 

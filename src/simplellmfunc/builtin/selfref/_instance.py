@@ -29,6 +29,7 @@ Lifecycle events go to ``_event_emitter`` (the cell's emitter in a kernel):
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import inspect
 from collections.abc import Awaitable, Callable
@@ -154,8 +155,12 @@ class InstanceForks:
         fork = await self._open(args, kwargs, source, target, emitter)
         group = _task_group()
         if group is not None:
+            busy = sum(
+                f.started and not f.done.is_set() and f.limiter is fork.limiter
+                for f in self._forks.values()
+            )
             fork.started = True
-            fork.status = "running" if fork.limiter.available_tokens > 0 else "queued"
+            fork.status = "running" if busy < fork.limiter.total_tokens else "queued"
             group.start_soon(self._run, fork, name=f"selfref fork {fork.fork_id}")
         await _emit(emitter, "selfref_fork_spawned", {**fork.info(), "status": fork.status})
         return {**fork.info(), "status": fork.status}
@@ -493,11 +498,15 @@ async def _consume(output: Any) -> tuple[Any, list[dict[str, Any]] | None]:
         return _split(output)
     response: Any = None
     history: list[dict[str, Any]] | None = None
-    async for item in output:
-        if isinstance(item, EventYield):
-            continue
-        response, last = _split(item)
-        history = last if last is not None else history
+    # Closed here, in this task, also when the fork is cancelled mid-iteration.
+    async with contextlib.AsyncExitStack() as stack:
+        if hasattr(output, "aclose"):
+            stack.push_async_callback(output.aclose)
+        async for item in output:
+            if isinstance(item, EventYield):
+                continue
+            response, last = _split(item)
+            history = last if last is not None else history
     return response, history
 
 
