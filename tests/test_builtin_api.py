@@ -33,6 +33,7 @@ SURFACES = {
     },
     simplellmfunc.builtin.pyrepl: {
         "CellLimits",
+        "CellScope",
         "ExecuteCodeTool",
         "ExecutionSummary",
         "KernelPool",
@@ -46,12 +47,14 @@ SURFACES = {
         "ReplTool",
         "ResetReplTool",
         "code_touches_system",
+        "current_cell",
         "fork_repl_tools",
         "register_default_backend",
         "render_execution",
         "submit_kernel_input",
     },
     simplellmfunc.builtin.selfref: {
+        "InstanceHandle",
         "KeyState",
         "MemoryBank",
         "MemoryHandle",

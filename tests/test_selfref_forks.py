@@ -298,7 +298,7 @@ async def test_failing_fork_is_reported_and_extra_spawns_queue(llm: Any, tmp_pat
     assert "bad request for the fork" in failed["error"]
     assert failed["response"] is None
     assert failed["result"] is None
-    assert (fine["status"], fine["response"], fine["result"]) == ("completed", "fine", None)
+    assert (fine["status"], fine["response"], fine["result"]) == ("completed", "fine", "fine")
     assert sr.get_forks("agent_main")["fork_1"]["status"] == "failed"
 
 

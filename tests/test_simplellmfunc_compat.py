@@ -12,6 +12,7 @@ from datetime import datetime
 from pathlib import Path
 
 import anyio
+import psutil
 import pytest
 from pydantic import BaseModel
 
@@ -977,3 +978,179 @@ async def test_langfuse_receives_the_spans_of_a_run(
     assert "invoke_agent assistant" in names
     assert "execute_tool get_weather" in names
     assert any(name.startswith("chat ") for name in names)
+
+
+# --- SimpleLLMFunc compatibility III: forks of a bound agent instance ----------------------------
+
+
+async def test_a_bound_agent_instance_forks_from_python() -> None:
+    """``bind_agent_instance`` + ``instance.fork`` / ``fork_spawn`` / ``fork_gather_all``: the
+    fork starts from the source key's history on a key of its own (the source is untouched), a
+    fork made inside the agent call starts from the fork's key, a failure is raised (with its
+    lifecycle events), an invalid returned history fails the fork and is never stored."""
+    from simplellmfunc.builtin import SelfReference
+    from simplellmfunc.exceptions import InvalidHistoryError, UnboundAgentError
+
+    ref = SelfReference()
+    with pytest.raises(RuntimeError, match="No agent instance") as unbound:
+        await ref.instance.fork("task")
+    assert isinstance(unbound.value, UnboundAgentError)
+    seed = [{"role": "user", "content": "seed"}]
+    ref.bind_history("agent_main", seed)
+    seen: list[tuple[str, list[dict[str, object]]]] = []
+
+    keys: list[str] = []
+
+    async def agent(message: str, history: list[dict[str, object]] | None = None):  # type: ignore[no-untyped-def]
+        seen.append((message, list(history or [])))
+        keys.append(ref.resolve_history_key())  # the running fork's key
+        if message == "boom":
+            raise LookupError("boom")
+        if message == "nest":
+            inner = await ref.instance.fork("leaf")
+            yield inner, list(history or [])
+            return
+        if message == "bad":
+            yield "x", [{"role": "tool", "tool_call_id": "nope", "content": "1"}]
+            return
+        yield f"done:{message}", [*(history or []), {"role": "assistant", "content": message}]
+
+    ref.bind_agent_instance(agent, default_memory_key="agent_main")
+    with anyio.fail_after(GUARD):
+        one = await ref.instance.fork("a", include_history=True)
+        assert (one["status"], one["response"], one["result"]) == ("completed", "done:a", "done:a")
+        assert one["source_memory_key"] == "agent_main"
+        assert one["memory_key"].startswith("agent_main::fork::")
+        assert one["history"] == [*seed, {"role": "assistant", "content": "a"}]
+        assert one["history_count"] == 2
+        assert one["history_included"] is True
+        assert seen[0] == ("a", seed)
+        assert keys[0] == one["memory_key"]
+        assert ref.snapshot_history("agent_main") == seed
+
+        outer = await ref.instance.fork("nest")
+        inner = outer["response"]
+        assert inner["source_memory_key"] == outer["memory_key"]
+        assert inner["parent_fork_id"] == outer["fork_id"]
+        assert inner["depth"] == 2
+        assert inner["memory_key"].startswith(outer["memory_key"] + "::fork::")
+
+        emitter = ToolEventEmitter()
+        with pytest.raises(LookupError, match="boom"):
+            await ref.instance.fork("boom", _event_emitter=emitter)
+        names = [e.event.event_name for e in await emitter.get_events()]
+        assert names == ["selfref_fork_start", "selfref_fork_error", "selfref_fork_end"]
+
+        with pytest.raises(InvalidHistoryError):
+            await ref.instance.fork("bad")
+        bad = next(h for h in ref.get_forks("agent_main").values() if h["task"] == "bad")
+        assert bad["status"] == "failed"
+        assert ref.get_history(bad["memory_key"]) == seed  # the inherited, valid history stays
+
+        # Plain host code has no task group: spawned forks start when gathered.
+        first = await ref.instance.fork_spawn("s1")
+        second = await ref.instance.fork_spawn("s2")
+        assert first["status"] == "queued"
+        assert ref.instance.has_pending_fork_tasks()
+        both = await ref.instance.fork_gather_all([first, second["fork_id"]])
+    assert [both[f["fork_id"]]["response"] for f in (first, second)] == ["done:s1", "done:s2"]
+    assert not ref.instance.has_pending_fork_tasks()
+    with pytest.raises(KeyError):
+        await ref.instance.fork_gather_all("fork_99")
+    with pytest.raises(ValueError):
+        ref.bind_agent_instance("not callable")  # type: ignore[arg-type]
+    assert ref.resolve_history_key() == "agent_main"  # the bound default key
+    with pytest.raises(KeyError):
+        ref.resolve_history_key("nowhere")
+    with pytest.raises(ValueError, match="without preceding assistant tool_calls"):
+        ref.memory["agent_main"].replace([{"role": "tool", "tool_call_id": "x", "content": "{}"}])
+    alone = SelfReference()
+    alone.bind_history("k1", [])
+    assert alone.resolve_history_key() == "k1"
+    alone.bind_history("k2", [])
+    with pytest.raises(ValueError, match="history key is required"):
+        alone.resolve_history_key()
+    ref.close()
+
+
+async def test_a_bound_chat_agent_forks_on_its_own_key_with_a_fresh_kernel(
+    mock_server: MockLLMServer, llm: OpenAICompatible, tmp_path: Path
+) -> None:
+    """An ``@llm_chat`` agent bound as the instance runs on the engine: its memory hook moves to
+    the fork's key (the agent's own key is not written), it gets a fresh PyRepl that is closed
+    when the fork ends, and the fork's stored history is the valid transcript."""
+    from simplellmfunc.builtin import PyRepl, SelfReference
+
+    mock_server.script(
+        Reply.tool_calls(ToolCallSpec("execute_code", {"code": "print(6 * 7)"})),
+        Reply.text("forty-two"),
+    )
+    me = psutil.Process()
+    async with PyRepl(working_directory=tmp_path, log_dir=tmp_path / "logs") as repl:
+        ref = repl.get_runtime_backend("selfref")
+        assert isinstance(ref, SelfReference)
+
+        @llm_chat(llm_interface=llm, toolkit=repl.toolset, self_reference=ref,
+                  self_reference_key="agent_main")  # fmt: skip
+        async def agent(message: str, history: HistoryList | None = None):  # type: ignore[no-untyped-def]
+            """You are an agent with a Python REPL."""
+
+        ref.bind_history("agent_main", [{"role": "user", "content": "earlier"}])
+        ref.bind_agent_instance(agent, default_memory_key="agent_main")
+        await repl.execute("pass")  # the agent's own kernel, to tell it from the fork's
+        before = {p.pid for p in me.children(recursive=True)}
+        with anyio.fail_after(GUARD * 3):
+            report = await ref.instance.fork("compute 6*7", include_history=True)
+        assert {p.pid for p in me.children(recursive=True)} <= before  # the fork's is gone
+    assert (report["status"], report["response"]) == ("completed", "forty-two")
+    assert ref.get_history("agent_main") == [{"role": "user", "content": "earlier"}]
+    stored = ref.get_history(report["memory_key"])
+    assert stored[-1] == {"role": "assistant", "content": "forty-two"}
+    assert [m["role"] for m in stored[1:]] == ["user", "user", "assistant", "tool", "assistant"]
+    tool_result = next(m for m in stored if m["role"] == "tool")
+    assert "42" in str(tool_result["content"])
+
+
+async def test_kernel_forks_outside_a_turn_call_the_bound_agent(tmp_path: Path) -> None:
+    """``runtime.selfref.fork.spawn`` in a cell outside an ``@llm_chat`` turn calls the bound
+    agent (SimpleLLMFunc's code-act forks): handles/ids/lists gather, ``include_history`` is a
+    gather option only, lifecycle events reach the cell's emitter, and a fork the cell did not
+    gather is cancelled when the cell ends."""
+    from simplellmfunc.builtin import PyRepl, SelfReference
+
+    async def agent(message: str, history: list[dict[str, object]] | None = None):  # type: ignore[no-untyped-def]
+        if message == "slow":
+            await anyio.sleep(30)
+        return {"task": message}, [*(history or []), {"role": "assistant", "content": message}]
+
+    async with PyRepl(working_directory=tmp_path, log_dir=tmp_path / "logs") as repl:
+        ref = repl.get_runtime_backend("selfref")
+        assert isinstance(ref, SelfReference)
+        ref.bind_history("agent_main", [{"role": "user", "content": "seed"}])
+        ref.bind_agent_instance(agent, default_memory_key="agent_main")
+        emitter = ToolEventEmitter()
+        with anyio.fail_after(GUARD * 3):
+            out = await repl.execute(
+                "hs = [runtime.selfref.fork.spawn('a'), runtime.selfref.fork.spawn('b')]\n"
+                "print([h['status'] for h in hs])\n"
+                "r = runtime.selfref.fork.gather_all(hs, include_history=True)\n"
+                "print(sorted(v['response']['task'] for v in r.values()))\n"
+                "print([v['history_count'] for v in r.values()])\n"
+                "slow = runtime.selfref.fork.spawn('slow')\n",
+                event_emitter=emitter,
+            )
+            assert out["success"] is True, out
+            assert out["stdout"].splitlines() == [
+                "['running', 'running']",
+                "['a', 'b']",
+                "[2, 2]",
+            ]
+            refused = await repl.execute("runtime.selfref.fork.spawn('c', include_history=True)")
+            assert "does not accept include_history" in str(refused["error"])
+            later = await repl.execute(
+                "print(runtime.selfref.fork.gather_all('fork_3')['fork_3']['status'])"
+            )
+        assert later["stdout"].strip() == "cancelled"
+    names = [e.event.event_name for e in await emitter.get_events()]
+    assert names.count("selfref_fork_spawned") == 3
+    assert names.count("selfref_fork_end") == 3

@@ -252,7 +252,9 @@ def validate_history(messages: Sequence[Message], *, allow_pending_calls: bool =
                 )
             if message.tool_call_id not in pending:
                 raise InvalidHistoryError(
-                    f"tool result for unknown call {message.tool_call_id!r}", index
+                    f"tool result for unknown call {message.tool_call_id!r} (a tool message "
+                    "without preceding assistant tool_calls of that id)",
+                    index,
                 )
             del pending[message.tool_call_id]
             answered.add(message.tool_call_id)

@@ -6,6 +6,7 @@ Every error the library raises derives from :class:`SimpleLLMFuncError`::
     ├── UserError                  the caller did something wrong; fix the code or the config
     │   ├── ArgumentValueError     a bad argument value (also a ``ValueError``, as in SimpleLLMFunc)
     │   ├── UnboundKeyError        a SelfReference memory key with no history bound (a ``KeyError``)
+    │   ├── UnboundAgentError      a SelfReference fork with no agent bound (a ``RuntimeError``)
     │   ├── UnknownPackError       a PyRepl primitive pack name that is not known (a ``KeyError``)
     │   ├── ConfigError            bad provider.json / .env / agent config
     │   ├── ContentError           invalid Text / ImgUrl / ImgPath
@@ -126,6 +127,7 @@ __all__ = [
     "ToolExecutionError",
     "ToolRetry",
     "ToolSignal",
+    "UnboundAgentError",
     "UnboundKeyError",
     "UnknownPackError",
     "UnsupportedError",
@@ -145,6 +147,11 @@ class UserError(SimpleLLMFuncError):
 class ArgumentValueError(UserError, ValueError):
     """An argument has a bad value (a non-positive timeout, a working directory that is not a
     directory); both a ``UserError`` and, as SimpleLLMFunc raises it, a ``ValueError``."""
+
+
+class UnboundAgentError(UserError, RuntimeError):
+    """``self_reference.instance.fork(...)`` with no agent bound (as SimpleLLMFunc, a
+    ``RuntimeError``): bind one with ``self_reference.bind_agent_instance(agent)``."""
 
 
 class UnboundKeyError(UserError, KeyError):

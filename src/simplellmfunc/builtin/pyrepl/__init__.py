@@ -25,6 +25,7 @@ from ..._lazy import lazy_exports, publish
 
 if TYPE_CHECKING:
     from ._approval import code_touches_system
+    from ._bridge import CellScope, current_cell
     from ._exec import CellLimits
     from ._input import submit_kernel_input
     from ._managed import KernelSettings
@@ -49,6 +50,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "CellLimits",
+    "CellScope",
     "ExecuteCodeTool",
     "ExecutionSummary",
     "KernelPool",
@@ -62,6 +64,7 @@ __all__ = [
     "ReplTool",
     "ResetReplTool",
     "code_touches_system",
+    "current_cell",
     "fork_repl_tools",
     "register_default_backend",
     "render_execution",
@@ -72,6 +75,7 @@ __getattr__, __dir__ = lazy_exports(
     __name__,
     {
         "CellLimits": "._exec",
+        "CellScope": "._bridge",
         "ExecuteCodeTool": "._tools",
         "ExecutionSummary": "._tools",
         "KernelPool": "._pool",
@@ -85,6 +89,7 @@ __getattr__, __dir__ = lazy_exports(
         "ReplTool": "._tools",
         "ResetReplTool": "._tools",
         "code_touches_system": "._approval",
+        "current_cell": "._bridge",
         "fork_repl_tools": "._tools",
         "register_default_backend": "._pack",
         "render_execution": "._tools",

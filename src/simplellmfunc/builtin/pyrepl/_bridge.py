@@ -8,7 +8,9 @@ per-instance token, and only JSON lines cross: one request line, one reply line,
 
 Calls are served while a cell runs (the server runs inside the cell's task group), which is when
 kernel code can make them; a call from a background thread between cells waits in the listen
-backlog until the next cell starts or its timeout expires.
+backlog until the next cell starts or its timeout expires. A primitive may start work that
+outlives its call but not the cell: :func:`current_cell` gives it the cell's task group (whose
+tasks are cancelled when the cell ends) and the cell's event emitter.
 """
 
 from __future__ import annotations
@@ -22,21 +24,44 @@ import secrets
 import shutil
 import socket
 from collections.abc import Callable, Mapping
+from contextvars import ContextVar
+from dataclasses import dataclass
 from typing import Any
 
 import anyio
 import anyio.to_thread
-from anyio.abc import ByteStream, Listener, SocketAttribute
+from anyio.abc import ByteStream, Listener, SocketAttribute, TaskGroup
 from anyio.streams.buffered import BufferedByteReceiveStream
 from pydantic_core import to_jsonable_python
 
 from ._pack import Primitive, PrimitiveCallContext, PrimitivePack, pack_backends
 from ._reaper import make_private_dir
 
-__all__ = ["BridgeServer"]
+__all__ = ["BridgeServer", "CellScope", "current_cell"]
 
 _MAX_LINE = 16 * 1024 * 1024
 _KERNEL_MARGIN = 5.0
+
+
+@dataclass(frozen=True, slots=True)
+class CellScope:
+    """The cell whose primitive call is running.
+
+    Attributes:
+        task_group: Work started here runs beside the cell and is cancelled when it ends.
+        emitter: The cell's event emitter (``execute(..., event_emitter=)``), if any.
+    """
+
+    task_group: TaskGroup
+    emitter: Any = None
+
+
+_CELL: ContextVar[CellScope | None] = ContextVar("simplellmfunc_pyrepl_cell", default=None)
+
+
+def current_cell() -> CellScope | None:
+    """The cell whose primitive call is running in this context (None outside one)."""
+    return _CELL.get()
 
 
 class BridgeServer:
@@ -82,11 +107,15 @@ class BridgeServer:
             timeouts.extend(p.timeout for p in pack.primitives if p.timeout is not None)
         return {**self._address, "token": self._token, "timeout": max(timeouts) + _KERNEL_MARGIN}
 
-    async def serve(self) -> None:
-        """Accept and answer calls until cancelled."""
+    async def serve(self, emitter: Any = None) -> None:
+        """Accept and answer calls until cancelled; ``emitter`` is the cell's (see
+        :func:`current_cell`)."""
         if self._listener is not None:
             try:
-                await self._listener.serve(self._handle)
+                async with anyio.create_task_group() as tg:
+                    # Set here, so that every call's task (started from here) sees the cell.
+                    _CELL.set(CellScope(tg, emitter))
+                    await self._listener.serve(self._handle, task_group=tg)
             except anyio.ClosedResourceError:
                 # close() ran while a cell was executing: nothing left to serve.
                 return

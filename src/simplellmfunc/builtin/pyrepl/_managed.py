@@ -124,7 +124,7 @@ class ManagedKernel:
         notice, self._lost = self._lost, None
         return notice
 
-    def serve(self) -> Callable[[], Coroutine[Any, Any, None]] | None:
+    def serve(self) -> Callable[..., Coroutine[Any, Any, None]] | None:
         """What to run beside a cell so that kernel code can call the host (None: no packs)."""
         return self._bridge.serve if self.packs and self._bridge is not None else None
 

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
 import os
 import time
 import uuid
 import weakref
-from collections.abc import Callable, Generator, Mapping
+from collections.abc import Callable, Coroutine, Generator, Mapping
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TypeVar
@@ -450,7 +451,7 @@ class PyRepl(PrimitiveHost, AsyncResource):
                     abort=abort_signal,
                     inputs=self._inputs,
                     allow_input=delivers_live(event_emitter),
-                    serve=self._kernel.serve(),
+                    serve=_with_emitter(self._kernel.serve(), event_emitter),
                     output_paths=paths,
                 )
                 outcome = await run.run()
@@ -586,3 +587,10 @@ class PyRepl(PrimitiveHost, AsyncResource):
         closed = self._kernel.closed
         state = "closed" if closed else "running" if self.is_running else "not started"
         return f"<PyRepl {self._instance_id} {state} cwd={self._kernel.cwd!r}>"
+
+
+def _with_emitter(
+    serve: Callable[..., Coroutine[Any, Any, None]] | None, emitter: ToolEventEmitter | None
+) -> Callable[[], Coroutine[Any, Any, None]] | None:
+    """The bridge server of a cell, told the cell's emitter (primitives reach it)."""
+    return None if serve is None else functools.partial(serve, emitter)

@@ -10,6 +10,8 @@ How the pieces fit (imports point down; each module's docstring says more)::
       ├─ _turn         the running turn (a context variable) and the key primitives act on
       ├─ _forks        ForkManager: spawn, limits, gather, cancel; _child: a child agent on
       │                the engine (the one module that drives it)
+      ├─ _instance     the bound agent (bind_agent_instance) and ``instance.fork`` / spawn /
+      │                gather: forks made from Python or a kernel cell outside a turn
       ├─ _handle       MemoryHandle / MemoryMap: ``memory["key"]``
       └─ _bank         MemoryBank: cached per-key state, pending edits, experiences, compaction
            ├─ _store   KeyState and the state stores (memory, SQLite)
@@ -20,11 +22,13 @@ from ..._lazy import publish
 from ..pyrepl import register_default_backend
 from ._bank import MemoryBank
 from ._handle import MemoryHandle, MemoryMap
+from ._instance import InstanceHandle
 from ._reference import SelfReference
 from ._store import KeyState, MemoryStateStore, SQLiteStateStore, StateStore
 from ._summary import compaction_summary_text
 
 __all__ = [
+    "InstanceHandle",
     "KeyState",
     "MemoryBank",
     "MemoryHandle",

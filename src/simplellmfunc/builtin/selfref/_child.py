@@ -1,8 +1,8 @@
 """A fork's child agent: how it is built from its parent's running turn, run, and reported.
 
-This is the one module of ``selfref`` that drives the engine, through its public run API only
-(:meth:`simplellmfunc.engine.Run.child_of`): ``_forks`` schedules children without touching the
-engine.
+With ``_instance`` (a bound agent's forks) this is one of the two modules of ``selfref`` that
+drive the engine, through its public run API only (:meth:`simplellmfunc.engine.Run.child_of`):
+``_forks`` schedules children without touching the engine.
 
 The child is the parent's ``@llm_chat`` configuration (model, tools, system prompt, hooks) with:
 
@@ -34,7 +34,16 @@ from ...engine import Run, RunContext, RunHook, RunView
 from ...exceptions import UserError
 from ..pyrepl import ReplBackend, fork_repl_tools
 
-__all__ = ["Fork", "ForkStatus", "ParentRun", "fork_prompt", "pre_fork_messages", "run_fork"]
+__all__ = [
+    "Fork",
+    "ForkStatus",
+    "ParentRun",
+    "fork_id_list",
+    "fork_prompt",
+    "pre_fork_messages",
+    "reply_result",
+    "run_fork",
+]
 
 ForkStatus = Literal["queued", "running", "completed", "failed", "cancelled"]
 
@@ -84,10 +93,12 @@ class Fork:
             "task": self.task,
             "status": self.status,
             "response": self.response if completed else None,
-            "result": structured(self.response) if completed else None,
+            "result": reply_result(self.response) if completed else None,
             "error": self.error,
             "terminated_by": self.terminated_by,
             "usage": self.usage.to_dict(),
+            "history_count": len(self.messages),
+            "history_included": include_history,
         }
         if include_history:
             out["history"] = history_to_dicts(self.messages)
@@ -115,6 +126,30 @@ def structured(text: str | None) -> dict[str, Any] | list[Any] | None:
         return _STRUCTURED.validate_json(body)
     except ValidationError:
         return None
+
+
+def reply_result(response: Any) -> Any:
+    """A fork's ``result``: its reply parsed as JSON when it is JSON text, else the reply."""
+    parsed = structured(response) if isinstance(response, str) else None
+    return parsed if parsed is not None else response
+
+
+def fork_id_list(value: Any) -> list[str]:
+    """The fork ids of ``value``: an id, a fork handle (a dict with ``fork_id``), or a list.
+
+    Raises:
+        UserError: For anything else.
+    """
+    items = value if isinstance(value, list | tuple) else [value]
+    ids = []
+    for item in items:
+        fork_id = item.get("fork_id") if isinstance(item, dict) else item
+        if not isinstance(fork_id, str) or not fork_id:
+            raise UserError(
+                "fork_ids: give fork ids, fork handles (dicts with 'fork_id') or a list"
+            )
+        ids.append(fork_id)
+    return ids
 
 
 def pre_fork_messages(transcript: Transcript) -> tuple[Message, ...]:

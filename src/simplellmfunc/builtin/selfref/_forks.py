@@ -14,8 +14,9 @@ API failed; ``error`` says why) or ``cancelled`` (the parent was aborted — the
 signal is linked to the parent's — or the parent's turn ended before the fork finished). A
 failing fork never fails or hangs its parent. When a fork ends, its kernels are closed, its
 usage is added to the parent's run total (``ReactEndEvent.total_usage``), its handle in the
-parent key is updated, and a ``selfref_fork_end`` custom event is sent (``selfref_fork_spawn``
-when it is started). The parent's turn cancels and waits for its running forks when it ends.
+parent key is updated, and a ``selfref_fork_end`` custom event is sent (``selfref_fork_spawned``
+when it is spawned, ``selfref_fork_start`` when it starts running). The parent's turn cancels
+and waits for its running forks when it ends.
 """
 
 from __future__ import annotations
@@ -28,9 +29,9 @@ import anyio.to_thread
 
 from ..._events import CustomEvent
 from ...engine import RunHook
-from ...exceptions import UserError
+from ...exceptions import UnboundKeyError, UserError
 from ._bank import MemoryBank
-from ._child import Fork, ForkStatus, ParentRun, fork_prompt, run_fork
+from ._child import Fork, ForkStatus, ParentRun, fork_id_list, fork_prompt, run_fork
 
 __all__ = ["ForkManager"]
 
@@ -90,9 +91,22 @@ class ForkManager:
             "status": status,
         }
 
-    async def gather_all(self, include_history: bool = False) -> dict[str, dict[str, Any]]:
-        """Wait for every fork of the turn; return ``{fork_id: result}`` (see ``Fork.report``)."""
+    async def gather_all(
+        self, include_history: bool = False, fork_ids: Any = None
+    ) -> dict[str, dict[str, Any]]:
+        """Wait for the forks ``fork_ids`` (an id, a handle or a list of them; default: every
+        fork of the turn); return ``{fork_id: result}`` (see ``Fork.report``).
+
+        Raises:
+            UnboundKeyError: For a fork id that is not a fork of this turn.
+        """
         forks = list(self._forks.values())
+        if fork_ids is not None:
+            ids = fork_id_list(fork_ids)
+            missing = [i for i in ids if i not in self._forks]
+            if missing:
+                raise UnboundKeyError(f"fork_id {missing[0]!r} is not a fork of this turn")
+            forks = [self._forks[i] for i in ids]
         for fork in forks:
             await fork.done.wait()
         return {fork.fork_id: fork.report(include_history) for fork in forks}
@@ -130,9 +144,12 @@ class ForkManager:
                 # Sent from the child's task, so it comes before the child's own events.
                 info = {"fork_id": fork.fork_id, "memory_key": fork.key, "depth": fork.depth}
                 spawned = {**info, "task": fork.task, "status": status}
-                await fork.emit(CustomEvent("selfref_fork_spawn", spawned))
+                await fork.emit(CustomEvent("selfref_fork_spawned", spawned))
                 async with self._limiter:
                     fork.status = "running"
+                    await fork.emit(
+                        CustomEvent("selfref_fork_start", {**info, "status": "running"})
+                    )
                     await run_fork(fork)
         finally:
             await self._finish(fork)

@@ -150,6 +150,11 @@ class SelfReferenceHook(RunHook):
         """The memory key."""
         return self._key
 
+    @property
+    def bank(self) -> MemoryBank:
+        """The memory bank."""
+        return self._bank
+
     def system_prompt_suffix(self) -> str:
         """The memory contract."""
         return memory_contract(self._key)

@@ -24,7 +24,8 @@ import anyio.to_thread
 from ..pyrepl import PrimitivePack
 from ._bank import MemoryBank
 from ._handle import MemoryMap
-from ._turn import active_key, active_turn
+from ._instance import InstanceForks, cell_emitter
+from ._turn import active_key, active_turn, current_turn
 
 __all__ = ["NAMESPACE", "selfref_pack"]
 
@@ -57,12 +58,15 @@ def _memory_primitive(memory: MemoryMap, method: str) -> Callable[..., Any]:
     return call
 
 
-def selfref_pack(bank: MemoryBank, *, backend: object) -> PrimitivePack:
+def selfref_pack(
+    bank: MemoryBank, *, backend: object, instance: InstanceForks | None = None
+) -> PrimitivePack:
     """Build the ``selfref`` primitive pack over ``bank``.
 
     Args:
         bank: The memory the primitives act on.
         backend: What ``PyRepl.get_runtime_backend("selfref")`` returns (the SelfReference).
+        instance: The bound agent's forks (what ``fork.*`` uses outside an ``@llm_chat`` turn).
     """
     pack = PrimitivePack(
         NAMESPACE,
@@ -117,24 +121,57 @@ def selfref_pack(bank: MemoryBank, *, backend: object) -> PrimitivePack:
         ("compact", compact),
     ):
         pack.add(f"context.{name}", func)
-    _add_fork_primitives(pack, bank)
+    _add_fork_primitives(pack, bank, instance)
     return pack
 
 
-def _add_fork_primitives(pack: PrimitivePack, bank: MemoryBank) -> None:
-    async def spawn(task: str, instruction: str = "") -> dict[str, Any]:
+def _add_fork_primitives(
+    pack: PrimitivePack, bank: MemoryBank, instance: InstanceForks | None
+) -> None:
+    def bound() -> InstanceForks | None:
+        """The bound agent's forks, when no turn is running here and an agent is bound."""
+        if current_turn(bank) is None and instance is not None and instance.agent is not None:
+            return instance
+        return None
+
+    async def spawn(task: str, instruction: str = "", **agent_kwargs: Any) -> dict[str, Any]:
         """Start a fork: a child agent that sees your conversation up to this tool call plus
         the task, and runs concurrently with its own fresh REPL; returns {"fork_id",
         "memory_key", "depth", "status"} (status "running", or "queued" at the concurrency
-        limit)."""
-        return await active_turn(bank).forks.spawn(task, instruction)
+        limit). Outside an @llm_chat turn it calls the agent bound with
+        bind_agent_instance (keyword arguments go to it; source_memory_key= /
+        fork_memory_key= choose the keys) and lives as long as this cell."""
+        if "include_history" in agent_kwargs:
+            raise TypeError(
+                "fork.spawn does not accept include_history; "
+                "call fork.gather_all(..., include_history=True) instead"
+            )
+        forks = bound()
+        if forks is None:
+            if agent_kwargs:
+                raise TypeError(f"fork.spawn got unexpected arguments: {sorted(agent_kwargs)}")
+            return await active_turn(bank).forks.spawn(task, instruction)
+        text = f"{task}\n\n{instruction}" if instruction else task
+        source = agent_kwargs.pop("source_memory_key", None)
+        target = agent_kwargs.pop("fork_memory_key", None)
+        return await forks.spawn(
+            (text,), agent_kwargs, source=source, target=target, emitter=cell_emitter()
+        )
 
-    async def gather_all(include_history: bool = False) -> dict[str, dict[str, Any]]:
-        """Wait for every fork of this turn; returns {fork_id: {"status", "response", "result",
-        "error", "usage", "terminated_by", ...}} with status completed, failed or cancelled
-        ("result" is the reply parsed as JSON when it is JSON). If the execution times out
-        while waiting, the forks keep running: call gather_all again."""
-        return await active_turn(bank).forks.gather_all(include_history)
+    async def gather_all(
+        fork_ids: Any = None, include_history: bool = False
+    ) -> dict[str, dict[str, Any]]:
+        """Wait for the forks (fork_ids: an id, a handle or a list of them; default: every fork
+        of this turn); returns {fork_id: {"status", "response", "result", "error", "usage",
+        "history_count", "history_included", ...}} with status completed, failed or cancelled
+        ("result" is the reply parsed as JSON when it is JSON, else the reply). If the execution
+        times out while waiting, the forks keep running: call gather_all again."""
+        if isinstance(fork_ids, bool):  # gather_all(True): the include_history of before
+            fork_ids, include_history = None, fork_ids
+        forks = bound()
+        if forks is not None:
+            return await forks.gather(fork_ids, include_history)
+        return await active_turn(bank).forks.gather_all(include_history, fork_ids)
 
     pack.add("fork.spawn", spawn)
     pack.add("fork.gather_all", gather_all, timeout=_GATHER_TIMEOUT)

@@ -11,11 +11,14 @@ not need.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ...exceptions import ArgumentValueError, UnboundKeyError
 from ._bank import MemoryBank, check_fork_limits
 from ._handle import MemoryMap
+from ._instance import InstanceForks, InstanceHandle
 from ._store import MemoryStateStore, SQLiteStateStore, StateStore
 
 if TYPE_CHECKING:
@@ -55,6 +58,67 @@ class SelfReference(MemoryBank):
             store, max_fork_depth=max_fork_depth, max_concurrent_forks=max_concurrent_forks
         )
         self.memory = MemoryMap(self)
+        self._instance = InstanceForks(self)
+
+    @property
+    def instance(self) -> InstanceHandle:
+        """The bound agent and forks of it from Python (SimpleLLMFunc's API): ``fork(...)``,
+        ``fork_spawn(...)``, ``fork_gather_all(...)``; see :meth:`bind_agent_instance`."""
+        return InstanceHandle(self._instance)
+
+    def bind_agent_instance(
+        self, agent_instance: Callable[..., Any], default_memory_key: str | None = None
+    ) -> None:
+        """Bind the agent that ``instance.fork(...)`` calls (and that
+        ``runtime.selfref.fork.spawn`` calls from a kernel cell outside an ``@llm_chat``
+        turn), and the key forks start from when none is given.
+
+        Raises:
+            ArgumentValueError: If ``agent_instance`` is not callable (a ``ValueError``).
+        """
+        self._instance.bind(agent_instance, default_memory_key)
+
+    def get_agent_instance(self) -> Callable[..., Any] | None:
+        """The bound agent, if any."""
+        return self._instance.agent
+
+    def resolve_history_key(self, key: str | None = None) -> str:
+        """The key memory operations act on (SimpleLLMFunc's resolution): ``key`` when given;
+        else the key of the running turn or fork in this context, the bound agent's default
+        key (bound empty when missing), or the only key there is.
+
+        Raises:
+            UnboundKeyError: If ``key`` is given but not bound (a ``KeyError``).
+            ArgumentValueError: If no key is given and none can be chosen (a ``ValueError``).
+        """
+        bound = set(self.keys())
+        if key is not None:
+            if key not in bound:
+                raise UnboundKeyError(f"memory key {key!r} is not bound")
+            return key
+        from ._turn import current_turn
+
+        turn = current_turn(self)
+        running = turn.key if turn is not None else self._instance.active_key()
+        if running is not None:
+            return running
+        default = self._instance.default_key
+        if default is not None:
+            if default not in bound:
+                self.bind_history(default, [])
+            return default
+        if len(bound) == 1:
+            return next(iter(bound))
+        what = "no memory key is bound" if not bound else "several memory keys are bound"
+        raise ArgumentValueError(f"history key is required: {what}")
+
+    def list_history_keys(self) -> list[str]:
+        """:meth:`keys` under SimpleLLMFunc's name."""
+        return self.keys()
+
+    def has_history(self, key: str) -> bool:
+        """Whether ``key`` has stored state."""
+        return key in self.keys()
 
     def run_hook(self, key: str) -> RunHook:
         """Return the run hook binding an ``@llm_chat`` turn to ``key``."""
@@ -66,7 +130,7 @@ class SelfReference(MemoryBank):
         """The ``selfref`` primitive pack that exposes this memory inside a PyRepl kernel."""
         from ._primitives import selfref_pack
 
-        return selfref_pack(self, backend=self)
+        return selfref_pack(self, backend=self, instance=self._instance)
 
     def active_key(self, key: str | None = None) -> str:
         """``key``, or the key of the turn whose tool call is running in this context (else the

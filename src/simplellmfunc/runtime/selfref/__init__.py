@@ -18,6 +18,7 @@ from ...exceptions import UnsupportedError
 if TYPE_CHECKING:
     from ...builtin import SelfReference
     from ...builtin.pyrepl import PrimitivePack
+    from ...builtin.selfref import InstanceHandle as SelfReferenceInstanceHandle
     from ...builtin.selfref import MemoryHandle as SelfReferenceMemoryHandle
     from ...builtin.selfref import MemoryMap as SelfReferenceMemoryProxy
 
@@ -27,6 +28,7 @@ __all__ = [
     "SELF_REFERENCE_KEY_OVERRIDE_TEMPLATE_PARAM",
     "SELF_REFERENCE_TOOLKIT_OVERRIDE_TEMPLATE_PARAM",
     "SelfReference",
+    "SelfReferenceInstanceHandle",
     "SelfReferenceMemoryHandle",
     "SelfReferenceMemoryProxy",
     "build_self_reference_pack",
@@ -71,12 +73,11 @@ __getattr__: Any = compat_getattr(
     __name__,
     {
         "SelfReference": (".builtin", "SelfReference"),
+        "SelfReferenceInstanceHandle": (".builtin.selfref", "InstanceHandle"),
         "SelfReferenceMemoryHandle": (".builtin.selfref", "MemoryHandle"),
         "SelfReferenceMemoryProxy": (".builtin.selfref", "MemoryMap"),
     },
     {
-        "SelfReferenceInstanceHandle": "forks are started from the kernel with "
-        "runtime.selfref.fork.spawn(task) / gather_all()",
         "SELF_REFERENCE_PACK_GUIDANCE": "the selfref pack documents itself: "
         "runtime.list_primitive_specs() in the kernel",
         "register_self_reference_primitives": "PyRepl.attach_self_reference(self_reference)",
