@@ -35,7 +35,7 @@ import inspect
 from collections.abc import Awaitable, Callable
 from contextvars import ContextVar
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 import anyio
 import anyio.to_thread
@@ -48,7 +48,21 @@ from ..pyrepl import current_cell, fork_repl_tools
 from ._bank import MemoryBank
 from ._child import ForkStatus, fork_id_list, reply_result
 
+if TYPE_CHECKING:
+    from ..._transcript import Transcript
+    from ...engine import Invocation
+
+
 __all__ = ["InstanceForks", "InstanceHandle"]
+
+
+@runtime_checkable
+class _PreparedAgent(Protocol):
+    """An agent that compiles its call into an engine run (``ChatAgent``: the builtins sit
+    below the decorators, so the type is named by what it does, not imported)."""
+
+    async def prepare(self, *args: Any, **kwargs: Any) -> tuple[Invocation, Transcript]: ...
+
 
 _HISTORY_NAMES = ("history", "chat_history")
 _CLEANUP_SECONDS = 15.0
@@ -326,9 +340,7 @@ class InstanceForks:
             limiter = anyio.CapacityLimiter(self._bank.max_concurrent_forks)
             token = _ACTIVE.set(_Active(fork, tg, limiter))
             try:
-                from ...decorators import ChatAgent
-
-                if isinstance(agent, ChatAgent):
+                if isinstance(agent, _PreparedAgent):
                     fork.response = await self._run_chat(agent, fork, history)
                     return
                 kwargs = dict(fork.kwargs)
