@@ -60,6 +60,7 @@ class AuditLog:
     def __init__(self, root: Path, instance_id: str) -> None:
         self.directory = root / "pyrepl" / instance_id
         self.file = self.directory / "executions.jsonl"
+        self._path = str(self.file)
         self._outputs = os.path.join(self.directory, "outputs")  # a str: no Path per call
         self.instance_id = instance_id
         self._warned = False
@@ -110,8 +111,15 @@ class AuditLog:
     def _append(self, line: str) -> None:
         if not self._made:
             self.directory.mkdir(parents=True, exist_ok=True)
-        with open(self.file, "a", encoding="utf-8") as handle:
-            handle.write(line)
+        # One O_APPEND write per line: no buffered text file to build and flush per execution,
+        # and a line is never interleaved with another writer's.
+        data = line.encode("utf-8")
+        fd = os.open(self._path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o666)
+        try:
+            while data:
+                data = data[os.write(fd, data) :]
+        finally:
+            os.close(fd)
         self._made = True
 
     async def write_spill(self, path: str, text: str) -> bool:

@@ -10,6 +10,7 @@ every answer restarts the window), unanswered input, abort, or the death of the 
 from __future__ import annotations
 
 import logging
+import queue
 import uuid
 from collections.abc import Callable, Coroutine, Mapping
 from dataclasses import dataclass, field
@@ -144,18 +145,10 @@ class CellRun:
         )
         self._window_start = anyio.current_time()
         try:
-            async with anyio.create_task_group() as tg:
-                tg.start_soon(self._pump_iopub)
-                if self.allow_input:
-                    tg.start_soon(self._pump_stdin)
-                if self.abort is not None:
-                    tg.start_soon(self._watch_abort, self.abort)
-                if self.serve is not None:
-                    tg.start_soon(self.serve)
-                self.out.verdict = await self._watchdog()
-                if self.out.verdict in ("timeout", "input_timeout", "aborted"):
-                    await self._interrupt_and_wait()
-                tg.cancel_scope.cancel()
+            if self.allow_input or self.abort is not None or self.serve is not None:
+                await self._run_beside_helpers()
+            else:
+                await self._run_alone()
         except BaseException:
             with anyio.CancelScope(shield=True):
                 await self._recover_after_cancel()
@@ -176,6 +169,50 @@ class CellRun:
                 self.out.kernel_exited = True
                 await self.session.destroy("exited because the code asked it to")
         return self.out
+
+    async def _run_beside_helpers(self) -> None:
+        """The IOPub pump, the stdin pump, the abort watcher and the bridge in one task group;
+        this task is the watchdog."""
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(self._pump_iopub)
+            if self.allow_input:
+                tg.start_soon(self._pump_stdin)
+            if self.abort is not None:
+                tg.start_soon(self._watch_abort, self.abort)
+            if self.serve is not None:
+                tg.start_soon(self.serve)
+            self.out.verdict = await self._watchdog()
+            if self.out.verdict in ("timeout", "input_timeout", "aborted"):
+                await self._interrupt_and_wait()
+            tg.cancel_scope.cancel()
+
+    async def _run_alone(self) -> None:
+        """Nothing to serve beside the cell (no input, no abort signal, no bridge): this task
+        reads IOPub itself and is its own watchdog, with no task group and no hand-over between
+        tasks per message (most of the host's cost of a short cell)."""
+        client = self.session.client
+        iopub = client.iopub_channel
+        while True:
+            remaining = self._window_start + self.limits.execution_timeout - anyio.current_time()
+            if remaining <= 0:
+                break
+            try:
+                msg = await self.session.next_message(iopub, min(remaining, _LIVENESS_POLL))
+            except queue.Empty:
+                if not await self.session.is_alive():
+                    self.out.verdict = "died"
+                    return
+                continue
+            if await self._on_iopub(msg):
+                self._idle.set()
+                return
+        self.out.verdict = "timeout"
+        await self.session.interrupt()
+        with anyio.move_on_after(self.limits.interrupt_grace):
+            while not await self._on_iopub(await client.get_iopub_msg()):
+                pass
+            self._idle.set()
+        self.out.recovered = self._idle.is_set()
 
     # -- the watchdog -------------------------------------------------------------------------
 
@@ -239,25 +276,28 @@ class CellRun:
 
     async def _pump_iopub(self) -> None:
         client = self.session.client
-        while True:
-            msg = await client.get_iopub_msg()
-            if msg["parent_header"].get("msg_id") != self.msg_id:
-                continue
-            kind = msg["msg_type"]
-            content = msg["content"]
-            if kind == "status":
-                if content.get("execution_state") == "idle":
-                    self._idle.set()
-                    self._notify()
-                    return
-            elif kind == "stream":
-                await self._stream(content.get("name", "stdout"), content.get("text", ""))
-            elif kind == "execute_result":
-                await self._rich(content.get("data", {}), result=True)
-            elif kind in ("display_data", "update_display_data"):
-                await self._rich(content.get("data", {}), result=False)
-            elif kind == "error":
-                self.out.error = content
+        while not await self._on_iopub(await client.get_iopub_msg()):
+            pass
+        self._idle.set()
+        self._notify()
+
+    async def _on_iopub(self, msg: dict[str, Any]) -> bool:
+        """Take one IOPub message; whether it says this cell is done (the kernel is idle)."""
+        if msg["parent_header"].get("msg_id") != self.msg_id:
+            return False
+        kind = msg["msg_type"]
+        content = msg["content"]
+        if kind == "status":
+            return bool(content.get("execution_state") == "idle")
+        if kind == "stream":
+            await self._stream(content.get("name", "stdout"), content.get("text", ""))
+        elif kind == "execute_result":
+            await self._rich(content.get("data", {}), result=True)
+        elif kind in ("display_data", "update_display_data"):
+            await self._rich(content.get("data", {}), result=False)
+        elif kind == "error":
+            self.out.error = content
+        return False
 
     async def _stream(self, name: str, text: str) -> None:
         capture = self.out.stderr if name == "stderr" else self.out.stdout

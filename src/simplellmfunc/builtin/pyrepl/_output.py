@@ -82,6 +82,14 @@ async def present_streams(
         )
     )
     views: dict[str, StreamView] = {}
+    if all(
+        capture.spool is None or not capture.spool.started for capture in captures.values()
+    ) and all(
+        capture.total_chars <= shares[name] and capture.dropped_chars == 0
+        for name, capture in captures.items()
+    ):
+        # The usual case: everything fits and no file was started (nothing to save or remove).
+        return {name: StreamView(capture.text()) for name, capture in captures.items()}
     kept: set[str] = set()
     try:
         for name, capture in captures.items():

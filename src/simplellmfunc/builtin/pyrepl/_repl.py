@@ -245,7 +245,8 @@ class PyRepl(PrimitiveHost, AsyncResource):
         self._instance_id = f"{datetime.now(UTC):%Y%m%d-%H%M%S}-{uuid.uuid4().hex[:8]}"
         self._audit: AuditLog | None = None
         self._sandbox_cache: tuple[SandboxPolicy, dict[str, Any]] | None = None
-        self._lock = anyio.Lock()
+        # Uncontended (the usual case), taking it costs no trip through the event loop.
+        self._lock = anyio.Lock(fast_acquire=True)
         self._inputs = InputBroker()
         self._self_reference: Any = None
         self._sequence = 0
