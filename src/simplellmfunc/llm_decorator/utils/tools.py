@@ -4,10 +4,12 @@ model sees it, built the way the decorators build it."""
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Iterable
+from functools import partial
 from typing import Any
 
 from ...decorators._common import ToolkitItem, static_tools
 from ...exceptions import ArgumentValueError
+from ...tools import Tool
 
 __all__ = ["process_tools"]
 
@@ -15,8 +17,8 @@ __all__ = ["process_tools"]
 def process_tools(
     toolkit: Iterable[ToolkitItem] | None, func_name: str = "unknown_function"
 ) -> tuple[list[dict[str, Any]] | None, dict[str, Callable[..., Awaitable[Any]]]]:
-    """The chat-completions ``tools`` entries of ``toolkit`` (``None`` when it is empty) and each
-    tool's ``run`` by name.
+    """The chat-completions ``tools`` entries of ``toolkit`` (``None`` when it is empty) and, by
+    name, each tool's validating async call (``await runs[name](**arguments)``).
 
     Raises:
         ToolDefinitionError: For an item that is not a tool or a function, or duplicate names.
@@ -31,4 +33,6 @@ def process_tools(
         )
     if not tools:
         return None, {}
-    return [item.spec().to_openai() for item in tools], {item.name: item.run for item in tools}
+    return [item.spec().to_openai() for item in tools], {
+        item.name: partial(Tool.__call__, item) for item in tools
+    }
