@@ -1258,3 +1258,34 @@ def test_a_langfuse_trace_context_is_joined_by_traced_runs() -> None:
             set_langfuse_trace_context({"trace_id": "trace-root"})
     finally:
         shutdown_langfuse()
+
+
+async def test_llm_chat_strict_signature_checks_the_canonical_shape(
+    mock_server: MockLLMServer, llm: OpenAICompatible
+) -> None:
+    """``strict_signature=True`` is SimpleLLMFunc's decorator option, not an LLM body parameter:
+    a non-canonical signature fails at decoration with a TypeError naming what is wrong."""
+    for match, signature in [
+        ("first parameter", "message: str, history=None"),
+        ("second parameter to be annotated", "history, message"),
+        ("second parameter name", "history, user_message: str"),
+        ("only allows", "history, message: str, extra: int = 0"),
+        ("requires", "history, *args"),
+    ]:
+        namespace: dict[str, object] = {}
+        exec(f"async def agent({signature}):\n    'Agent.'", namespace)
+        with pytest.raises(DecoratorError, match=match) as caught:
+            llm_chat(llm_interface=llm, strict_signature=True)(namespace["agent"])  # type: ignore[arg-type]
+        assert isinstance(caught.value, TypeError)
+
+    @llm_chat(llm_interface=llm, strict_signature=True)
+    async def good(
+        history: HistoryList, message: str, _template_params: dict[str, str] | None = None
+    ):  # type: ignore[no-untyped-def]
+        """Agent."""
+
+    mock_server.script(Reply.text("Hi."))
+    with anyio.fail_after(GUARD):
+        async for _ in good([], "hello"):
+            pass
+    assert "strict_signature" not in mock_server.requests[-1].json
