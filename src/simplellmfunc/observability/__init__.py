@@ -88,6 +88,16 @@ def _langfuse() -> Any:
     return langfuse
 
 
+def _trace_api() -> Any:
+    try:
+        from opentelemetry import trace
+    except ImportError as exc:
+        raise ConfigError(
+            "Langfuse tracing needs OpenTelemetry: pip install 'simplellmfunc[langfuse]'"
+        ) from exc
+    return trace
+
+
 def get_langfuse_client(config: LangfuseConfig | None = None) -> Any:
     """The process's ``langfuse.Langfuse`` client (built on first call, from ``config`` or the
     environment; a different ``config`` given later replaces it), exporting every span of its tracer
@@ -192,9 +202,7 @@ def reset_langfuse_trace_context(token: contextvars.Token[dict[str, str] | None]
 def get_langfuse_trace_context() -> dict[str, str] | None:
     """The trace runs join: the current OpenTelemetry span's (``trace_id``, and its span as
     ``parent_span_id``), else the one set by :func:`set_langfuse_trace_context`, else ``None``."""
-    from opentelemetry import trace
-
-    span = trace.get_current_span().get_span_context()
+    span = _trace_api().get_current_span().get_span_context()
     if span.is_valid:
         return {"trace_id": f"{span.trace_id:032x}", "parent_span_id": f"{span.span_id:016x}"}
     current = _TRACE_CONTEXT.get()
@@ -202,10 +210,8 @@ def get_langfuse_trace_context() -> dict[str, str] | None:
 
 
 def _trace_context_carrier() -> dict[str, str] | None:
-    from opentelemetry import trace
-
     current = _TRACE_CONTEXT.get()
-    if current is None or trace.get_current_span().get_span_context().is_valid:
+    if current is None or _trace_api().get_current_span().get_span_context().is_valid:
         return None
     parent = current.get("parent_span_id") or secrets.token_hex(8)
     return {"traceparent": f"00-{current['trace_id']}-{parent}-01"}

@@ -10,8 +10,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from opentelemetry import trace as otel_trace_api
-
 from . import (
     flush_all_observations,
     get_langfuse_client,
@@ -24,7 +22,6 @@ __all__ = [
     "flush_all_observations",
     "get_langfuse_client",
     "get_langfuse_trace_context",
-    "otel_trace_api",
     "reset_langfuse_trace_context",
     "set_langfuse_trace_context",
 ]
@@ -33,6 +30,10 @@ __all__ = [
 def __getattr__(name: str) -> Any:
     if name == "langfuse_client":
         return get_langfuse_client()
+    if name == "otel_trace_api":
+        from . import _trace_api
+
+        return _trace_api()
     if name == "langfuse_propagate_attributes":
         from . import _langfuse
 
