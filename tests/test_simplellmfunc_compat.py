@@ -1154,3 +1154,138 @@ async def test_kernel_forks_outside_a_turn_call_the_bound_agent(tmp_path: Path) 
     names = [e.event.event_name for e in await emitter.get_events()]
     assert names.count("selfref_fork_spawned") == 3
     assert names.count("selfref_fork_end") == 3
+
+
+# --- SimpleLLMFunc compatibility IV: the module paths its own tests import ----------------------
+
+
+async def test_simplellmfunc_module_paths_are_our_objects(caplog: pytest.LogCaptureFixture) -> None:
+    """``tool.tool``, ``llm_chat_decorator.DEFAULT_MAX_TOOL_CALLS``, ``llm_decorator.utils.tools``,
+    ``logger.context_manager``, ``APIKeyPool(api_keys=...)``; ``base.tool_call.extraction``
+    names the replacement."""
+    import simplellmfunc
+    from simplellmfunc import APIKeyPool, tools
+    from simplellmfunc.exceptions import ConfigError
+
+    tool_module = importlib.import_module("simplellmfunc.tool.tool")
+    from simplellmfunc.tool import TOO_LONG_TO_FILE_MAX_TOKENS, Tool
+    from simplellmfunc.tool import tool as tool_decorator
+
+    # importing the submodule left the package's ``tool`` the decorator
+    assert tool_decorator is tools.tool
+    assert simplellmfunc.tool.tool is tools.tool
+    assert (tool_module.Tool, tool_module.tool) == (Tool, tools.tool)
+    assert tool_module.TOO_LONG_TO_FILE_MAX_TOKENS == TOO_LONG_TO_FILE_MAX_TOKENS
+
+    from simplellmfunc.llm_decorator.llm_chat_decorator import DEFAULT_MAX_TOOL_CALLS
+    from simplellmfunc.llm_decorator.utils.tools import process_tools
+
+    assert DEFAULT_MAX_TOOL_CALLS is None
+
+    def shout(text: str) -> str:
+        """Shout.
+
+        Args:
+            text: What to shout.
+        """
+        return text.upper()
+
+    entries, runs = process_tools([get_weather, shout], "supervisor")
+    assert entries is not None
+    assert [e["function"]["name"] for e in entries] == ["get_weather", "shout"]
+    assert entries[1]["function"]["parameters"]["properties"]["text"]["type"] == "string"
+    assert await runs["shout"](text="hi") == "HI"
+    assert process_tools(None, "x") == (None, {})
+
+    from simplellmfunc.logger import app_log, log_context
+    from simplellmfunc.logger.context_manager import (
+        get_current_context_attribute,
+        get_current_trace_id,
+        set_current_context_attribute,
+    )
+
+    with caplog.at_level("INFO", logger="simplellmfunc.app"), log_context(trace_id="t-2"):
+        assert get_current_trace_id() == "t-2"
+        set_current_context_attribute("user_id", "u-1")
+        assert get_current_context_attribute("user_id") == "u-1"
+        app_log("hello")
+    assert caplog.records[-1].simplellmfunc == {"trace_id": "t-2", "user_id": "u-1"}
+    assert get_current_context_attribute("user_id") is None
+
+    assert APIKeyPool(api_keys=["k-1", "k-2"], provider_id="p").keys == ("k-1", "k-2")
+    with pytest.raises(ConfigError, match="not both"):
+        APIKeyPool(["k"], api_keys=["k"])
+    with pytest.raises(ConfigError, match="at least one"):
+        APIKeyPool()
+
+    with pytest.raises(UnsupportedError, match="accumulate_tool_calls_from_chunks"):
+        from simplellmfunc.base.tool_call.extraction import (  # noqa: F401
+            accumulate_tool_calls_from_chunks,
+        )
+
+
+def test_a_langfuse_trace_context_is_joined_by_traced_runs() -> None:
+    """``observability.langfuse_client.set_langfuse_trace_context``: a run traced by
+    ``langfuse_tracing`` outside any span joins that trace, under that parent span."""
+    pytest.importorskip("langfuse")
+    from simplellmfunc.exceptions import ArgumentValueError
+    from simplellmfunc.observability import LangfuseConfig, langfuse_tracing, shutdown_langfuse
+    from simplellmfunc.observability.langfuse_client import (
+        get_langfuse_trace_context,
+        reset_langfuse_trace_context,
+        set_langfuse_trace_context,
+    )
+
+    trace_id, parent = "0af7651916cd43dd8448eb211c80319c", "b7ad6b7169203331"
+    try:
+        tracing = langfuse_tracing(LangfuseConfig())
+        assert get_langfuse_trace_context() is None
+        token = set_langfuse_trace_context({"trace_id": trace_id, "parent_span_id": parent})
+        assert get_langfuse_trace_context() == {"trace_id": trace_id, "parent_span_id": parent}
+        with tracing.agent_run("assistant"):
+            inside = get_langfuse_trace_context()
+        assert inside is not None
+        assert inside["trace_id"] == trace_id
+        assert inside["parent_span_id"] != parent  # the run's own span
+        reset_langfuse_trace_context(token)
+        reset_langfuse_trace_context(token)  # used twice: ignored, as in SimpleLLMFunc
+        assert get_langfuse_trace_context() is None
+        with tracing.agent_run("assistant"):
+            fresh = get_langfuse_trace_context()
+        assert fresh is not None
+        assert fresh["trace_id"] != trace_id
+        with pytest.raises(ArgumentValueError, match="32 hex digits"):
+            set_langfuse_trace_context({"trace_id": "trace-root"})
+    finally:
+        shutdown_langfuse()
+
+
+async def test_llm_chat_strict_signature_checks_the_canonical_shape(
+    mock_server: MockLLMServer, llm: OpenAICompatible
+) -> None:
+    """``strict_signature=True`` is SimpleLLMFunc's decorator option, not an LLM body parameter:
+    a non-canonical signature fails at decoration with a TypeError naming what is wrong."""
+    for match, signature in [
+        ("first parameter", "message: str, history=None"),
+        ("second parameter to be annotated", "history, message"),
+        ("second parameter name", "history, user_message: str"),
+        ("only allows", "history, message: str, extra: int = 0"),
+        ("requires", "history, *args"),
+    ]:
+        namespace: dict[str, object] = {}
+        exec(f"async def agent({signature}):\n    'Agent.'", namespace)
+        with pytest.raises(DecoratorError, match=match) as caught:
+            llm_chat(llm_interface=llm, strict_signature=True)(namespace["agent"])  # type: ignore[arg-type]
+        assert isinstance(caught.value, TypeError)
+
+    @llm_chat(llm_interface=llm, strict_signature=True)
+    async def good(
+        history: HistoryList, message: str, _template_params: dict[str, str] | None = None
+    ):  # type: ignore[no-untyped-def]
+        """Agent."""
+
+    mock_server.script(Reply.text("Hi."))
+    with anyio.fail_after(GUARD):
+        async for _ in good([], "hello"):
+            pass
+    assert "strict_signature" not in mock_server.requests[-1].json

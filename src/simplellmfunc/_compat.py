@@ -5,12 +5,20 @@ the replacement in the message (``from simplellmfunc.x import Gone`` raises at o
 from __future__ import annotations
 
 import importlib
+import sys
+import types
 from collections.abc import Callable, Mapping
 from typing import Any
 
 from .exceptions import UnsupportedError
 
-__all__ = ["FORK_TASK_PARAM", "KEY_OVERRIDE_PARAM", "TOOLKIT_OVERRIDE_PARAM", "compat_getattr"]
+__all__ = [
+    "FORK_TASK_PARAM",
+    "KEY_OVERRIDE_PARAM",
+    "TOOLKIT_OVERRIDE_PARAM",
+    "compat_getattr",
+    "keep_package_attributes",
+]
 
 # SimpleLLMFunc's SELF_REFERENCE_TOOLKIT_OVERRIDE_TEMPLATE_PARAM: a ``_template_params`` key whose
 # value replaces the decorator's toolkit for one call.
@@ -52,3 +60,23 @@ def compat_getattr(
         )
 
     return __getattr__
+
+
+def keep_package_attributes(package: str, *names: str) -> None:
+    """Importing submodule ``package.<name>`` does not rebind the package's attribute ``name``.
+
+    SimpleLLMFunc has modules named as the object they export (``tool.tool``,
+    ``observability.langfuse_client``); Python's import sets the package attribute to the
+    submodule, so ``from package import name`` would then give the module, not the object.
+    """
+    module = sys.modules[package]
+    kept = frozenset(names)
+    base = type(module)
+
+    class _KeepsAttributes(base):  # type: ignore[valid-type,misc]
+        def __setattr__(self, name: str, value: Any) -> None:
+            if name in kept and isinstance(value, types.ModuleType):
+                return
+            super().__setattr__(name, value)
+
+    module.__class__ = _KeepsAttributes

@@ -3,6 +3,7 @@ with history."""
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any, Literal
 
@@ -14,6 +15,7 @@ from ..engine import (
     ToolProtocol,
     split_options,
 )
+from ..exceptions import DecoratorError
 from ..providers import LLMInterface
 from ._agent import ChatAgent, ChatSettings
 from ._common import MemoryBackend, ToolkitItem, self_reference_hook, static_tools
@@ -39,6 +41,7 @@ def llm_chat(
     termination: TerminationPolicy | None = None,
     history_window: HistoryWindow | None = None,
     hooks: Sequence[RunHook] = (),
+    strict_signature: bool = False,
     **llm_kwargs: object,
 ) -> Callable[[Callable[..., Any]], ChatAgent]:
     """Turn an ``async def`` into a :class:`ChatAgent` that yields ``(text, updated_history)``.
@@ -77,6 +80,8 @@ def llm_chat(
         history_window: Send only the system prompt and recent turns within a token budget.
         hooks: Extra run hooks (memory, checkpoints, ...), called after SelfReference's; toolkit
             items that are run hooks too (skills) come last.
+        strict_signature: Require SimpleLLMFunc's canonical shape
+            ``async def agent(history, message: str, _template_params=None)``.
         **llm_kwargs: Body parameters for every call (``temperature`` …); engine option names
             (``tool_timeout``, ``keyword_heuristic`` …) are taken out first.
 
@@ -108,6 +113,43 @@ def llm_chat(
     )
 
     def decorate(func: Callable[..., object]) -> ChatAgent:
+        if strict_signature:
+            _check_strict_signature(func)
         return ChatAgent(func, settings)
 
     return decorate
+
+
+def _check_strict_signature(func: Callable[..., object]) -> None:
+    """SimpleLLMFunc's ``strict_signature=True``: ``(history, message: str[, _template_params])``.
+
+    Raises:
+        DecoratorError: (a ``TypeError``) naming the first parameter that does not fit.
+    """
+    shape = "`async def agent(history, message: str, _template_params=None)`"
+    parameters = list(inspect.signature(func).parameters.values())
+    variadic = (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD)
+    if len(parameters) < 2 or any(p.kind in variadic for p in parameters):
+        raise DecoratorError(f"llm_chat(strict_signature=True) requires {shape}")
+    history, message, *extra = parameters
+    if history.name not in ("history", "chat_history"):
+        raise DecoratorError(
+            f"llm_chat(strict_signature=True) requires the first parameter to be `history` "
+            f"or `chat_history`: {shape}"
+        )
+    if message.annotation not in (str, "str"):
+        raise DecoratorError(
+            f"llm_chat(strict_signature=True) requires the second parameter to be annotated "
+            f"`str` (the user message): {shape}"
+        )
+    if message.name != "message":
+        raise DecoratorError(
+            f"llm_chat(strict_signature=True) requires the second parameter name to be "
+            f"`message`: {shape}"
+        )
+    for item in extra:
+        if item.name != "_template_params":
+            raise DecoratorError(
+                f"llm_chat(strict_signature=True) only allows `_template_params` besides "
+                f"(history, message: str), not {item.name!r}"
+            )

@@ -12,7 +12,7 @@ from collections.abc import Iterator
 from contextvars import ContextVar
 from typing import Any
 
-from .._compat import compat_getattr
+from .._compat import compat_getattr, keep_package_attributes
 from .._lazy import publish
 
 __all__ = [
@@ -94,3 +94,5 @@ __getattr__ = compat_getattr(
 )
 
 publish(__name__, __all__)
+# ``logger.app_log`` (SimpleLLMFunc's module path) leaves ``app_log`` the function.
+keep_package_attributes(__name__, "app_log")

@@ -35,12 +35,25 @@ class APIKeyPool:
     Args:
         keys: One key or several (duplicates are dropped).
         provider_id: A label for errors and logs (never the key).
+        api_keys: SimpleLLMFunc's name for ``keys`` (give one of the two).
 
     Raises:
-        ConfigError: If no key is given.
+        ConfigError: If no key is given, or both ``keys`` and ``api_keys``.
     """
 
-    def __init__(self, keys: str | Sequence[str], provider_id: str = "") -> None:
+    def __init__(
+        self,
+        keys: str | Sequence[str] | None = None,
+        provider_id: str = "",
+        *,
+        api_keys: str | Sequence[str] | None = None,
+    ) -> None:
+        if api_keys is not None:  # SimpleLLMFunc's name of the same argument
+            if keys is not None:
+                raise ConfigError("APIKeyPool takes keys or api_keys, not both")
+            keys = api_keys
+        if keys is None:
+            raise ConfigError("APIKeyPool needs at least one non-empty key")
         unique = list(dict.fromkeys([keys] if isinstance(keys, str) else keys))
         if not unique or not all(isinstance(k, str) and k for k in unique):
             raise ConfigError("APIKeyPool needs at least one non-empty key")

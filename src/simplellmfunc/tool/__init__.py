@@ -2,7 +2,8 @@
 ``@tool`` (``from simplellmfunc.tool import tool``, as SimpleLLMFunc's README writes it).
 
 ``simplellmfunc.tool`` is also the name of the ``@tool`` decorator on the package
-(``from simplellmfunc import tool``). Once this module is imported, the package attribute is this
+(``from simplellmfunc import tool``). ``simplellmfunc.tool.tool`` is SimpleLLMFunc's module path
+of the same names. Once this module is imported, the package attribute is this
 module, so the module is callable and calling it is calling ``@tool``: both spellings keep
 working whichever is imported first.
 """
@@ -13,8 +14,9 @@ import sys
 import types
 from typing import Any
 
-from .tools import Tool
-from .tools import tool as tool
+from .._compat import keep_package_attributes
+from ..tools import Tool
+from ..tools import tool as tool
 
 __all__ = ["TOO_LONG_TO_FILE_MAX_TOKENS", "Tool", "tool"]
 
@@ -32,3 +34,5 @@ class _CallableModule(types.ModuleType):
 
 
 sys.modules[__name__].__class__ = _CallableModule
+# ``simplellmfunc.tool.tool`` (SimpleLLMFunc's module path) leaves ``tool`` the decorator.
+keep_package_attributes(__name__, "tool")
