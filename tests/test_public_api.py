@@ -194,9 +194,11 @@ def test_decorators_surface() -> None:
         "AgentTool",
         "ChatAgent",
         "LLMFunction",
+        "ToolkitItem",
         "agent_run",
         "llm_chat",
         "llm_function",
+        "static_tools",
     }
     for name in ("resume", "run", "as_tool", "prepare", "options", "name", "description"):
         assert hasattr(decorators.ChatAgent, name), name

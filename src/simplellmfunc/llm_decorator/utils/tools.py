@@ -7,7 +7,7 @@ from collections.abc import Awaitable, Callable, Iterable
 from functools import partial
 from typing import Any
 
-from ...decorators._common import ToolkitItem, static_tools
+from ...decorators import ToolkitItem, static_tools
 from ...exceptions import ArgumentValueError
 from ...tools import Tool
 
