@@ -16,6 +16,7 @@ from pathlib import Path
 
 import psutil
 import pytest
+from hypothesis import settings
 
 from simplellmfunc.testing import MockLLMServer
 
@@ -27,6 +28,12 @@ _TIKTOKEN_CACHE = _REPO / ".cache" / "tiktoken"
 # back to an estimate without them, but token-count tests want the real encodings.
 if "TIKTOKEN_CACHE_DIR" not in os.environ and _TIKTOKEN_CACHE.is_dir():
     os.environ["TIKTOKEN_CACHE_DIR"] = str(_TIKTOKEN_CACHE)
+
+
+# Property tests check behaviour, not speed: a per-example deadline only measures how loaded the
+# machine is (CI shares two cores); pytest's own timeout still ends a test that hangs.
+settings.register_profile("simplellmfunc", deadline=None)
+settings.load_profile("simplellmfunc")
 
 
 def pytest_configure(config: pytest.Config) -> None:
