@@ -13,10 +13,15 @@ itself, so with one the run may take another path than the script.
 
 from __future__ import annotations
 
+import contextlib
+import faulthandler
+import os
 import sys
+import threading
 from collections.abc import Awaitable, Callable
 
 import anyio
+import psutil
 
 from simplellmfunc import LLMInterface, OpenAICompatible, make_llm
 from simplellmfunc.providers import env_settings
@@ -40,12 +45,46 @@ def pick_model(*script: Canned, default: Canned | None = None) -> LLMInterface:
 
 _REAL: list[str] = []  # the real models picked so far (none: every part is scripted)
 BUDGET_S = 60.0
+GRACE_S = 5.0  # after the budget, this long for the example's clean-up, then a hard stop
+
+
+def _stopped(budget: float) -> str:
+    return (
+        f"\n(stopped: the small model did not finish in {budget:.0f} s; a small local model "
+        "often loops on a tool or never gives its answer; try a larger one)"
+    )
+
+
+def _hard_stop(budget: float, finished: threading.Event, said: threading.Event) -> None:
+    """The watchdog's last resort: the cancellation did not end the run within the grace (a
+    blocking call in a thread, a shielded clean-up, an exit waiting on a thread): stop the
+    children and this process."""
+    if finished.is_set() or not _REAL:
+        return
+    if os.environ.get("EXAMPLE_DEBUG"):
+        faulthandler.dump_traceback(all_threads=True, file=sys.stderr)
+    if not said.is_set():
+        print(_stopped(budget), file=sys.stderr, flush=True)
+    children = psutil.Process().children(recursive=True)  # kernels, MCP servers, forks
+    for child in children:
+        with contextlib.suppress(psutil.Error):
+            child.kill()
+    psutil.wait_procs(children, timeout=2)
+    sys.stdout.flush()
+    os._exit(1)
 
 
 def run(main: Callable[[], Awaitable[object]], budget: float = BUDGET_S) -> None:
     """``anyio.run(main)`` for an example: Ctrl-C ends it with one line instead of a traceback,
     and on a real model it gets ``budget`` seconds, then says the model did not finish rather
-    than look hung (a small local model may call a tool in a loop or never give its answer)."""
+    than look hung (a small local model may call a tool in a loop or never give its answer).
+
+    The budget cancels ``main``; should that not end the run (a blocking call in a worker
+    thread, a long clean-up), a watchdog ends the process ``GRACE_S`` later with the same line.
+    """
+    finished, said = threading.Event(), threading.Event()
+    watchdog = threading.Timer(budget + GRACE_S, _hard_stop, (budget, finished, said))
+    watchdog.daemon = True
 
     async def bounded() -> bool:
         if not _REAL:
@@ -56,15 +95,18 @@ def run(main: Callable[[], Awaitable[object]], budget: float = BUDGET_S) -> None
             return True
         return False
 
+    watchdog.start()
     try:
-        finished = anyio.run(bounded)
+        completed = anyio.run(bounded)
     except KeyboardInterrupt:
+        finished.set()
         sys.exit("\ninterrupted")
-    if not finished:
-        sys.exit(
-            f"\n(stopped after {budget:.0f} s: the model did not finish; a small local model "
-            "often loops on a tool or never gives its answer; try a larger one)"
-        )
+    if completed:
+        finished.set()
+        watchdog.cancel()
+        return
+    said.set()  # the watchdog stays armed: the exit itself may wait on a thread or a child
+    sys.exit(_stopped(budget))
 
 
 def note_if(wrong: bool, what: str) -> None:
