@@ -13,8 +13,10 @@ itself, so with one the run may take another path than the script.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import faulthandler
+import gc
 import os
 import sys
 import threading
@@ -40,12 +42,31 @@ def pick_model(*script: Canned, default: Canned | None = None) -> LLMInterface:
         return ScriptedLLM(script, default=default)
     print(f"(model: {llm.provider_name}:{llm.model_name})")
     _REAL.append(llm.model_name)
+    for scope, deadline in _BUDGETS:  # picked inside main: its budget starts to count now
+        scope.deadline = deadline
     return llm
 
 
 _REAL: list[str] = []  # the real models picked so far (none: every part is scripted)
 BUDGET_S = 60.0
-GRACE_S = 5.0  # after the budget, this long for the example's clean-up, then a hard stop
+GRACE_S = 10.0  # after the budget, this long for the clean-up (an MCP server's takes ~6 s)
+
+
+_BUDGETS: list[tuple[anyio.CancelScope, float]] = []  # run()'s scope, deadline if a real model
+_LOOPS: list[asyncio.AbstractEventLoop] = []  # for EXAMPLE_DEBUG's dump of the stuck tasks
+
+
+def _print_awaits(awaitable: object) -> None:
+    """The chain of frames a task is suspended in, through coroutines and async generators."""
+    while awaitable is not None:
+        frame = getattr(awaitable, "cr_frame", None) or getattr(awaitable, "ag_frame", None)
+        if frame is not None:
+            code = frame.f_code
+            print(f"  {code.co_filename}:{frame.f_lineno} {code.co_name}", file=sys.stderr)
+        follow = getattr(awaitable, "cr_await", None) or getattr(awaitable, "ag_await", None)
+        if follow is None and type(awaitable).__name__ == "async_generator_asend":
+            follow = next(iter(gc.get_referents(awaitable)), None)  # the generator itself
+        awaitable = follow
 
 
 def _stopped(budget: float) -> str:
@@ -61,8 +82,12 @@ def _hard_stop(budget: float, finished: threading.Event, said: threading.Event) 
     children and this process."""
     if finished.is_set() or not _REAL:
         return
-    if os.environ.get("EXAMPLE_DEBUG"):
+    if os.environ.get("EXAMPLE_DEBUG"):  # where it is stuck: the threads and the tasks
         faulthandler.dump_traceback(all_threads=True, file=sys.stderr)
+        for loop in _LOOPS:
+            for task in asyncio.all_tasks(loop):
+                print(f"task {task.get_name()}:", file=sys.stderr)
+                _print_awaits(task.get_coro())
     if not said.is_set():
         print(_stopped(budget), file=sys.stderr, flush=True)
     children = psutil.Process().children(recursive=True)  # kernels, MCP servers, forks
@@ -87,13 +112,16 @@ def run(main: Callable[[], Awaitable[object]], budget: float = BUDGET_S) -> None
     watchdog.daemon = True
 
     async def bounded() -> bool:
-        if not _REAL:
+        _LOOPS.append(asyncio.get_running_loop())
+        # The deadline is set when a real model is picked (before run() or inside main): a
+        # scripted run has none.
+        with anyio.CancelScope() as scope:
+            deadline = anyio.current_time() + budget
+            _BUDGETS.append((scope, deadline))
+            if _REAL:
+                scope.deadline = deadline
             await main()
-            return True
-        with anyio.move_on_after(budget):
-            await main()
-            return True
-        return False
+        return not scope.cancelled_caught
 
     watchdog.start()
     try:

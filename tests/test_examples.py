@@ -365,3 +365,31 @@ def test_the_example_budget_stops_a_run_its_cancellation_cannot_reach(tmp_path: 
     assert result.returncode == 1
     assert "the small model did not finish in 1 s" in result.stderr
     assert elapsed < 10, f"the 1 s budget ended the run after {elapsed:.1f} s"
+
+
+#: The usual example: the model is picked inside main, after run() started.
+_PICKED_LATE = """
+import sys, anyio
+sys.path.insert(0, {examples!r})
+import _model
+_model.GRACE_S = 30
+async def main():
+    _model.pick_model()
+    await anyio.sleep(30)
+_model.run(main, budget=1)
+"""
+
+
+def test_the_budget_counts_when_the_model_is_picked_inside_main(tmp_path: Path) -> None:
+    script = tmp_path / "late.py"
+    script.write_text(_PICKED_LATE.format(examples=str(EXAMPLES)))
+    env = {**os.environ, "EXAMPLE_MODEL": "llamacpp:SmolLM2-135M-Instruct"}
+    started = time.monotonic()
+    result = subprocess.run(
+        [sys.executable, str(script)],
+        capture_output=True, text=True, timeout=40, check=False, cwd=tmp_path, env=env,
+    )  # fmt: skip
+    elapsed = time.monotonic() - started
+    assert result.returncode == 1
+    assert "the small model did not finish in 1 s" in result.stderr
+    assert elapsed < 10, f"the 1 s budget ended the run after {elapsed:.1f} s"
