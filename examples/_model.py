@@ -41,10 +41,15 @@ def pick_model(*script: Canned, default: Canned | None = None) -> LLMInterface:
         print("(no model configured: a scripted model plays its part; see examples/_model.py)")
         return ScriptedLLM(script, default=default)
     print(f"(model: {llm.provider_name}:{llm.model_name})")
-    _REAL.append(llm.model_name)
+    real_model(llm.model_name)
+    return llm
+
+
+def real_model(name: str) -> None:
+    """Note that a real model runs the example: run()'s budget applies from now on."""
+    _REAL.append(name)
     for scope, deadline in _BUDGETS:  # picked inside main: its budget starts to count now
         scope.deadline = deadline
-    return llm
 
 
 _REAL: list[str] = []  # the real models picked so far (none: every part is scripted)
