@@ -12,7 +12,7 @@ server on 127.0.0.1 that plays the model (DEEPSEEK_BASE_URL points the preset at
 import os
 from pathlib import Path
 
-import anyio
+from _model import real_model, run
 
 from simplellmfunc.providers import env_settings
 from simplellmfunc.runtime import load_agent_config, run_config
@@ -32,11 +32,15 @@ def mock_model(request: RecordedRequest) -> Reply:
 
 
 async def main() -> None:
+    env = env_settings()
+    if env.get("EXAMPLE_MODEL"):
+        real_model(env["EXAMPLE_MODEL"])
+    elif env.get("DEEPSEEK_API_KEY"):
+        real_model("deepseek-chat")
     print(f"checking {CONFIG.name} offline:")
     for finding in await check_config(load_agent_config(CONFIG)):
         print(f"  {finding}")
 
-    env = env_settings()
     if env.get("EXAMPLE_MODEL"):
         result = await run_config(CONFIG, QUESTION, model=env["EXAMPLE_MODEL"])
     elif env.get("DEEPSEEK_API_KEY"):
@@ -52,4 +56,4 @@ async def main() -> None:
 
 
 if __name__ == "__main__":
-    anyio.run(main)
+    run(main)

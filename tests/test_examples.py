@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import anyio
@@ -337,3 +338,58 @@ async def test_approval_chatbot_against_the_mock_server(
     assert "result.txt holds '1024'" in out
     denied = mock_server.requests[3].json["messages"][-1]
     assert "The user denied this call of execute_code: not before I say please" in denied["content"]
+
+
+#: A run on a "real" model whose main is stuck where a cancellation cannot reach: a worker
+#: thread that does not give up on cancel (as a blocking client call in a thread does).
+_STUCK = """
+import sys, time, anyio
+sys.path.insert(0, {examples!r})
+import _model
+_model.GRACE_S = 0.5
+_model._REAL.append("a real model")
+async def main():
+    await anyio.to_thread.run_sync(time.sleep, 30)
+_model.run(main, budget=1)
+"""
+
+
+def test_the_example_budget_stops_a_run_its_cancellation_cannot_reach(tmp_path: Path) -> None:
+    script = tmp_path / "stuck.py"
+    script.write_text(_STUCK.format(examples=str(EXAMPLES)))
+    started = time.monotonic()
+    result = subprocess.run(
+        [sys.executable, str(script)], capture_output=True, text=True, timeout=25, check=False
+    )
+    elapsed = time.monotonic() - started
+    assert result.returncode == 1
+    assert "the small model did not finish in 1 s" in result.stderr
+    assert elapsed < 10, f"the 1 s budget ended the run after {elapsed:.1f} s"
+
+
+#: The usual example: the model is picked inside main, after run() started.
+_PICKED_LATE = """
+import sys, anyio
+sys.path.insert(0, {examples!r})
+import _model
+_model.GRACE_S = 30
+async def main():
+    _model.pick_model()
+    await anyio.sleep(30)
+_model.run(main, budget=1)
+"""
+
+
+def test_the_budget_counts_when_the_model_is_picked_inside_main(tmp_path: Path) -> None:
+    script = tmp_path / "late.py"
+    script.write_text(_PICKED_LATE.format(examples=str(EXAMPLES)))
+    env = {**os.environ, "EXAMPLE_MODEL": "llamacpp:SmolLM2-135M-Instruct"}
+    started = time.monotonic()
+    result = subprocess.run(
+        [sys.executable, str(script)],
+        capture_output=True, text=True, timeout=40, check=False, cwd=tmp_path, env=env,
+    )  # fmt: skip
+    elapsed = time.monotonic() - started
+    assert result.returncode == 1
+    assert "the small model did not finish in 1 s" in result.stderr
+    assert elapsed < 10, f"the 1 s budget ended the run after {elapsed:.1f} s"
