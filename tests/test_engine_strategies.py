@@ -17,7 +17,12 @@ from hypothesis import strategies as st
 
 import simplellmfunc.engine as engine_pkg
 from simplellmfunc import OpenAICompatible, llm_chat, llm_function, tool
-from simplellmfunc.engine._json_protocol import AnswerStream, JSONProtocol, parse_step
+from simplellmfunc.engine._json_protocol import (
+    ANSWER_PLACEHOLDER,
+    AnswerStream,
+    JSONProtocol,
+    parse_step,
+)
 from simplellmfunc.engine._protocol import NativeProtocol, ToolCallProtocol
 from simplellmfunc.engine._text_protocol import HeldCalls, TextProtocol
 from simplellmfunc.events import EventYield, ReactEndEvent
@@ -324,3 +329,24 @@ def test_a_step_cut_anywhere_in_its_answer_gives_a_prefix_of_it(
     assert step_.repaired
     assert step_.answer is not None
     assert answer.startswith(step_.answer)
+
+
+async def test_the_catalogues_placeholder_copied_as_the_answer_is_no_answer(
+    mock_server: MockLLMServer,
+) -> None:
+    """SmolLM2 answered with the JSON catalogue's placeholder word for word (issue 28): that is
+    an empty answer, nudged once, never handed to the user as the reply."""
+    placeholder = ANSWER_PLACEHOLDER
+    mock_server.script(
+        step(action="final_answer", answer=placeholder), step(action="final_answer", answer="42")
+    )
+    async with model(mock_server, JSON_CAPS) as llm:
+
+        @llm_function(llm, toolkit=[add])
+        async def ask(question: str) -> str:
+            """Answer."""
+
+        with anyio.fail_after(GUARD):
+            assert await ask("40 + 2?") == "42"
+    assert placeholder in mock_server.requests[0].json["messages"][0]["content"]
+    assert "no answer" in mock_server.requests[1].json["messages"][-1]["content"]

@@ -53,6 +53,8 @@ __all__ = [
 ]
 
 FINAL_ACTION = "final_answer"
+#: What the catalogue shows in place of the answer; a small model that copies it has not answered.
+ANSWER_PLACEHOLDER = "<your answer to the user, built from the tool results>"
 _HALF_ESCAPE = re.compile(r"(?<!\\)((?:\\\\)*)\\(?:u[0-9a-fA-F]{0,3})?$")
 _STRING: Mapping[str, Any] = {"type": "string"}
 
@@ -98,7 +100,7 @@ def render_json_catalogue(tools: Sequence[ToolSpec]) -> str:
         arguments = ", ".join(f'"{name}": ...' for name in properties)
         call = f'{{"action": "{spec.name}", "action_input": {{{arguments}}}}}'
         lines.append(f"- {spec.name}: {spec.description.strip()} To use it, reply {call}.")
-    answer = '"<your answer to the user, built from the tool results>"'
+    answer = f'"{ANSWER_PLACEHOLDER}"'
     lines.append(
         f'When you have the result, reply {{"action": "{FINAL_ACTION}", "answer": {answer}}}.'
     )
@@ -133,6 +135,8 @@ def parse_step(text: str) -> JSONStep:
         text = answer if isinstance(answer, str) else json.dumps(answer, ensure_ascii=False)
         if repaired and text and "\ud800" <= text[-1] <= "\udbff":
             text = text[:-1]  # cut between the halves of a surrogate pair
+        if text.strip() == ANSWER_PLACEHOLDER:
+            text = ""  # the catalogue's placeholder copied: an empty answer (nudged, then typed)
         return JSONStep(answer=text, repaired=repaired)
     if not isinstance(action, str) or not action:
         return JSONStep(error='The JSON object needs an "action": a tool name or "final_answer".')
