@@ -113,6 +113,22 @@ class Usage:
             self.completion_tokens += item.event.usage.completion_tokens
 
 
+async def counted_result(
+    items: AsyncGenerator[EventYield | TurnResult, None], usage: Usage
+) -> TurnResult:
+    """Read a turn from the door to its :class:`TurnResult`, counting its usage on the way
+    (what a non-streamed chat completion and a non-streamed response both do)."""
+    result: TurnResult | None = None
+    async with aclosing(items) as turn:
+        async for item in turn:
+            if isinstance(item, TurnResult):
+                result = item
+            else:
+                usage.count(item)
+    assert result is not None  # the door's last item
+    return result
+
+
 class _Completion(Usage):
     """The chunks and the final object of one completion."""
 
@@ -323,17 +339,10 @@ async def chat_completions(
             headers=headers,
         )
 
-    result: TurnResult | None = None
     try:
-        async with aclosing(turn.items(served, pending)) as items:
-            async for item in items:
-                if isinstance(item, TurnResult):
-                    result = item
-                else:
-                    completion.count(item)
+        result = await counted_result(turn.items(served, pending), completion)
     except SimpleLLMFuncError as exc:
         return failure(exc).response()
-    assert result is not None  # the door's last item
     problem = turn.shape_error(result)
     if problem is not None:
         return problem.response()

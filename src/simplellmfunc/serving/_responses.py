@@ -48,7 +48,7 @@ from ._chat_request import (
 from ._client import AnswerShape, ClientHook, ClientTurn
 from ._edge import principal_of
 from ._errors import ApiError, failure
-from ._openai import Usage, read_json
+from ._openai import Usage, counted_result, read_json
 from ._served import ServedAgent, TurnRequest
 from ._sse import encode_sse
 
@@ -348,17 +348,10 @@ async def create_response(served: ServedAgent, log: ResponseLog, request: Reques
             _stream(served, log, turn, response), media_type="text/event-stream"
         )
 
-    result: TurnResult | None = None
     try:
-        async with aclosing(turn.items(served)) as items:
-            async for item in items:
-                if isinstance(item, TurnResult):
-                    result = item
-                else:
-                    response.count(item)
+        result = await counted_result(turn.items(served), response)
     except SimpleLLMFuncError as exc:
         return failure(exc).response()
-    assert result is not None  # the door's last item
     problem = turn.problem(result)
     if problem is not None:
         return problem.response()
