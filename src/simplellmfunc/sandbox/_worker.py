@@ -62,6 +62,7 @@ __all__ = ["main"]
 _LIMIT_ERRNO = {errno.EAGAIN: "processes", errno.EMFILE: "open_files", errno.EFBIG: "file_size"}
 _VIOLATION_ERRNO = {errno.EACCES, errno.EROFS, errno.EPERM}
 _OUTPUT_TAIL = 2000
+_HANDOVERS = 3  # spares tried for one call when those before it were killed unread
 _PR_SET_PDEATHSIG = 1
 
 
@@ -164,25 +165,32 @@ _PR_SET_DUMPABLE = 4
 class _Spare:
     """A child forked ahead of its call, waiting for the request on a pipe."""
 
-    __slots__ = ("output", "pid", "reaped", "reply", "request")
+    __slots__ = ("ack", "output", "pid", "reaped", "reply", "request")
 
     def __init__(self, program: bytes | None, private: tuple[int, ...]) -> None:
         # Closed by close(), after the call (they outlive this method).
         self.reply = tempfile.TemporaryFile()  # noqa: SIM115
         self.output = tempfile.TemporaryFile()  # noqa: SIM115
         read, self.request = os.pipe()
+        # The child writes a byte here once it has read its request, before it runs anything:
+        # a spare that ended without it never started its call (a killed spare not reaped yet
+        # still looks like a waiting one), so the call can go to another spare.
+        self.ack, acked = os.pipe()
         sys.stdout.flush()
         sys.stderr.flush()
         self.reaped = False
         self.pid = os.fork()
         if self.pid == 0:
             os.close(self.request)
-            _child(read, self.reply, self.output, program, private)
+            os.close(self.ack)
+            _child(read, acked, self.reply, self.output, program, private)
         os.close(read)
+        os.close(acked)
+        os.set_blocking(self.ack, False)
 
     def descriptors(self) -> tuple[int, ...]:
-        """The worker's ends of this spare's pipe and files."""
-        return (self.request, self.reply.fileno(), self.output.fileno())
+        """The worker's ends of this spare's pipes and files."""
+        return (self.request, self.ack, self.reply.fileno(), self.output.fileno())
 
     def waiting(self) -> bool:
         """Whether the child still waits for its request (not ended, not stopped)."""
@@ -203,7 +211,16 @@ class _Spare:
         # The child stops itself once its reply is written: the worker does not wait for its
         # address space to be torn down (that happens after the reply, on SIGKILL).
         _, status = os.waitpid(self.pid, os.WUNTRACED)
+        if not os.WIFSTOPPED(status):
+            self.reaped = True
         return status
+
+    def started(self) -> bool:
+        """Whether the child read its request (and so may have run the call)."""
+        try:
+            return bool(os.read(self.ack, 1))
+        except (BlockingIOError, OSError):
+            return False
 
     def close(self) -> None:
         """Kill the child (unless reaped already) and close its files."""
@@ -211,8 +228,9 @@ class _Spare:
             with contextlib.suppress(OSError):
                 os.kill(self.pid, signal.SIGKILL)
         if not self.reply.closed:
-            with contextlib.suppress(OSError):
-                os.close(self.request)
+            for fd in (self.request, self.ack):
+                with contextlib.suppress(OSError):
+                    os.close(fd)
             self.reply.close()
             self.output.close()
 
@@ -235,7 +253,12 @@ def _read_all(fd: int) -> bytes:
 
 
 def _child(
-    read: int, reply: Any, output: Any, program: bytes | None, private: tuple[int, ...]
+    read: int,
+    acked: int,
+    reply: Any,
+    output: Any,
+    program: bytes | None,
+    private: tuple[int, ...],
 ) -> None:
     """Run one call in the forked child; never returns.
 
@@ -261,6 +284,8 @@ def _child(
         request = json.loads(_read_all(read) or b"null")
         if not isinstance(request, dict):
             os._exit(0)  # the worker let this spare go unused
+        os.write(acked, b"1")
+        os.close(acked)
         try:
             target = _load(request)
             data = _encode({"ok": True, "result": _call(target, request["arguments"])})
@@ -361,9 +386,15 @@ class _Server:
         if request.get("op") == "load":
             self.close()  # forked before the import: the next spares inherit it
             return json.dumps({"ok": True, "result": None}), None
-        call = self._take()
-        payload = {**request, "arguments": dict(request.get("arguments") or {})}
-        status = call.run(json.dumps(payload).encode())
+        payload = json.dumps({**request, "arguments": dict(request.get("arguments") or {})})
+        for _ in range(_HANDOVERS):
+            call = self._take()
+            status = call.run(payload.encode())
+            if call.started() or os.WIFSTOPPED(status):
+                break
+            # Killed before it read the request (by the previous call's code, reaped only
+            # now): the call never ran; hand it to another spare.
+            self.finish(call)
         self._sweep(call)
         call.reply.seek(0)
         data = call.reply.read().decode("utf-8", errors="replace")

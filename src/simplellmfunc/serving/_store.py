@@ -207,6 +207,7 @@ class SessionStore:
         self._opening = anyio.Lock()
         self._tasks: TaskGroup | None = None
         self._pool: KernelPool | None = None
+        self._closing = False
 
     # -- lifecycle ----------------------------------------------------------------------------
 
@@ -215,7 +216,7 @@ class SessionStore:
             self._root = Path(tempfile.mkdtemp(prefix="simplellmfunc-sessions-"))
         tasks = anyio.create_task_group()
         await tasks.__aenter__()
-        self._tasks = tasks
+        self._tasks, self._closing = tasks, False
         if self._repl_options is not None and self._pool_size > 0:
             from ..builtin import KernelPool
 
@@ -231,14 +232,19 @@ class SessionStore:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        await self.close_all()
-        pool, self._pool = self._pool, None
-        if pool is not None:
-            await pool.__aexit__(None, None, None)
-        tasks, self._tasks = self._tasks, None
-        if tasks is not None:
-            tasks.cancel_scope.cancel()
-            await tasks.__aexit__(exc_type, exc, tb)
+        self._closing = True
+        try:
+            await self.close_all()
+            pool, self._pool = self._pool, None
+            if pool is not None:
+                await pool.__aexit__(None, None, None)
+            tasks, self._tasks = self._tasks, None
+            if tasks is not None:
+                tasks.cancel_scope.cancel()
+                await tasks.__aexit__(exc_type, exc, tb)
+        finally:
+            # A session its cancelled turn left behind (or one opened while closing) goes too.
+            await self.close_all()
 
     async def close_all(self) -> None:
         """Close every session: abort its turn, keep its history, close its kernel and remove
@@ -285,7 +291,7 @@ class SessionStore:
                 ``max_sessions`` are open and all are busy.
         """
         check_session_id(session_id)
-        if self._tasks is None:
+        if self._tasks is None or self._closing:
             raise SessionError(
                 "the session store is not open: use `async with SessionStore(...)`",
                 reason="closed",

@@ -125,7 +125,13 @@ class KernelPool(AsyncResource):
             # The replacement starts a little later: its launch (command line, process start)
             # runs on this event loop and would otherwise delay the taken kernel's set-up.
             self._spawn(_REPLACE_AFTER_SECONDS)
-            if not session.closed and await session.is_alive():
+            try:
+                alive = not session.closed and await session.is_alive()
+            except BaseException:
+                # Cancelled while checking: the kernel is out of the pool and nobody's yet.
+                await session.destroy()
+                raise
+            if alive:
                 return session
             await session.destroy()
         return await KernelSession.start(self._options)
