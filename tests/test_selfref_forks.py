@@ -279,7 +279,8 @@ async def test_failing_fork_is_reported_and_extra_spawns_queue(llm: Any, tmp_pat
         server,
         {
             "agent_main": code_then(SPAWN_TWO, lambda m: "reported"),
-            "agent_main::fork::1": lambda m: Reply.error(400, "bad request for the fork"),
+            # Slow to fail: still running when the second spawn comes, however loaded the machine.
+            "agent_main::fork::1": lambda m: Reply.error(400, "bad request for the fork", ttft=2.0),
             "agent_main::fork::2": lambda m: Reply.text("fine"),
         },
     )

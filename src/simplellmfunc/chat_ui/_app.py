@@ -110,7 +110,9 @@ class ChatApp(App[None]):
         self.view: TurnView | None = None
         self.busy = False
         self.turns = 0
-        self._widgets_of: dict[int, Widget] = {}
+        # By the block's id, with the block itself: an id is only unique while its object
+        # lives, and a finished turn's blocks are freed (a new block may get an old id).
+        self._widgets_of: dict[int, tuple[Block, Widget]] = {}
         self._opened = asyncio.Event()
         self._leaving = asyncio.Event()
         self._holder: asyncio.Task[None] | None = None
@@ -245,16 +247,19 @@ class ChatApp(App[None]):
         return " · ".join(parts)
 
     async def _show(self, block: Block) -> None:
-        widget = self._widgets_of.get(id(block))
+        known = self._widgets_of.get(id(block))
+        widget = known[1] if known is not None and known[0] is block else None
         if isinstance(block, ReplyBlock):
             if widget is None:
-                widget = self._widgets_of[id(block)] = ReplyView(block)
+                widget = ReplyView(block)
+                self._widgets_of[id(block)] = (block, widget)
                 await self._mount(widget)
             assert isinstance(widget, ReplyView)
             await widget.show(block)
         else:
             if widget is None:
-                widget = self._widgets_of[id(block)] = ToolCard(block, self.images)
+                widget = ToolCard(block, self.images)
+                self._widgets_of[id(block)] = (block, widget)
                 await self._mount(widget)
             assert isinstance(widget, ToolCard)
             widget.show(block)
