@@ -566,3 +566,45 @@ async def test_a_started_pump_outlives_a_reader_that_leaves() -> None:
             with pytest.raises(ValueError, match="boom"):
                 [item async for item in pump_items(start_pump(failing, owner))]
     assert sorted(ended) == ["kept", "went on without a reader"]
+
+
+async def test_a_tap_sees_every_event_once_through_any_sink(
+    server: MockLLMServer, llm: OpenAICompatible
+) -> None:
+    """``Emitter.tap``: an observer of a run someone else drives (a trace recorder under a
+    session store) sees each event before the sink, once, and survives ``connect``; text and
+    raw items are not events and pass it by."""
+    server.script(
+        Reply.tool_calls(ToolCallSpec("add", {"a": 1, "b": 2}, id="t1")),
+        Reply.text("3", chunks=2),
+    )
+
+    @tool
+    async def add(a: int, b: int) -> int:
+        """Add."""
+        return a + b
+
+    @llm_chat(llm, toolkit=[add], stream=True)
+    async def helper(message: str, history: list[dict[str, Any]] | None = None) -> None:
+        """Help."""
+
+    seen: list[Any] = []
+    sunk: list[Any] = []
+
+    async def observe(item: Any) -> None:
+        assert not sunk or sunk[-1] is not item  # the tap goes first
+        seen.append(item)
+
+    async def sink(item: Any) -> None:
+        sunk.append(item)
+
+    run = await helper.run("add", history=[])
+    run.context.emitter.tap(observe)
+    run.context.emitter.connect(sink)  # a driver's own sink (the session store's)
+    with anyio.fail_after(GUARD):
+        await run.run_to_end()
+    events = [item for item in sunk if isinstance(item, EventYield)]
+    assert seen == events
+    assert len({id(item) for item in seen}) == len(seen)
+    assert isinstance(seen[-1].event, ReactEndEvent)
+    assert run.state.result().text == "3"

@@ -4,6 +4,8 @@ shutdown; and the command as a subprocess."""
 
 from __future__ import annotations
 
+import asyncio
+import json
 import signal
 from dataclasses import replace
 from pathlib import Path
@@ -421,6 +423,77 @@ async def test_a_chain_config_agent_is_served(mock_server: MockLLMServer, tmp_pa
     assert reply.choices[0].message.content == "polished draft"
     prompts = [r.json["messages"][-1]["content"] for r in mock_server.requests]
     assert prompts == ["Draft: a poem", "Polish: draft"]
+
+
+def pump_tasks() -> int:
+    """How many engine event pumps are running now (tasks running ``engine/_pump.py``'s body)."""
+    body = str(Path("engine", "_pump.py"))
+    running = 0
+    for task in asyncio.all_tasks():
+        awaited: Any = task.get_coro()  # anyio may wrap the task's coroutine: walk down
+        while awaited is not None:
+            code = getattr(awaited, "cr_code", None)
+            if code is not None and code.co_name == "_run" and code.co_filename.endswith(body):
+                running += 1
+                break
+            awaited = getattr(awaited, "cr_await", None)
+    return running
+
+
+async def test_a_configured_agent_is_served_on_one_pump_with_its_whole_trace(
+    mock_server: MockLLMServer, tmp_path: Path
+) -> None:
+    """A config agent's turn over ``/v1`` crosses one event pump (the session store's; its
+    run is driven there, the trace recorder tapped on the run's emitter), streams each chunk
+    once, and its trace still has every step, in the recorder and the trace file."""
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    (workspace / "notes.txt").write_text("the answer is 42\n")
+    pumps: list[int] = []
+
+    def answer(request: Any) -> Reply:
+        pumps.append(pump_tasks())  # the mock server runs in this event loop
+        return Reply.text("It is 42.", chunks=3)
+
+    mock_server.script(
+        Reply.tool_calls(ToolCallSpec("read_file", {"path": "notes.txt"}, id="c1")), answer
+    )
+    environ = {"OPENAI_API_KEY": KEY, "OPENAI_BASE_URL": mock_server.url}
+    config = load_agent_config(
+        write(
+            tmp_path / "reader.yml",
+            f"name: reader\nmodel: openai:mock-model\ntoolkit:\n  files: {workspace}\n"
+            f"trace:\n  file: {tmp_path / 'trace.jsonl'}\n",
+        ),
+        environ=environ,
+    )
+    async with (
+        ConfiguredAgent(config, environ=environ) as agent,
+        running(lambda url: create_app(ServedAgent(agent), url, token=TOKEN)) as url,
+    ):
+        client = openai.AsyncOpenAI(api_key=TOKEN, base_url=f"{url}/v1")
+        with anyio.fail_after(GUARD):
+            stream = await client.chat.completions.create(
+                model="reader",
+                messages=[{"role": "user", "content": "what is in notes?"}],
+                stream=True,
+            )
+            chunks = [chunk async for chunk in stream]
+        await client.close()
+        records = agent.recorder.records
+    text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+    assert text == "It is 42."
+    assert pumps == [1]
+    assert [(r.kind, r.name) for r in records] == [
+        ("llm", "mock-model"),
+        ("tool", "read_file"),
+        ("llm", "mock-model"),
+        ("end", "answer"),
+    ]
+    assert "the answer is 42" in records[1].output
+    assert records[-1].output == "It is 42."
+    lines = (tmp_path / "trace.jsonl").read_text().splitlines()
+    assert [json.loads(line)["kind"] for line in lines] == ["llm", "tool", "llm", "end"]
 
 
 def test_limits_have_one_set_of_defaults(tmp_path: Path) -> None:

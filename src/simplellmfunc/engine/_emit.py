@@ -49,6 +49,8 @@ def leave_tool_call(token: Token[str | None]) -> None:
 
 
 Send = Callable[[Any], Awaitable[None]]
+#: What :meth:`Emitter.tap` hands each event to (its return value is ignored).
+Observer = Callable[[EventYield], Awaitable[object]]
 
 
 class Emitter:
@@ -57,12 +59,17 @@ class Emitter:
     ``wants_events`` is false when the caller did not ask for events: the loop then skips
     building them (``LLMCallStartEvent`` copies the transcript, which costs CPU per call).
     Each sent event is stamped with the agent call id (``trace_id``) and ``func_name``.
+    Observers added with :meth:`tap` see every event before the sink does, whichever sink the
+    run is connected to (a trace recorder watching a run someone else drives: one stream, one
+    pump, and nothing in it is seen twice).
     """
 
     __slots__ = (
         "_origin",
         "_send",
         "_seq",
+        "_sink",
+        "_taps",
         "_wants",
         "func_name",
         "wants_events",
@@ -82,6 +89,8 @@ class Emitter:
     ) -> None:
         self.func_name = func_name
         self._send = send
+        self._sink = send
+        self._taps: tuple[Observer, ...] = ()
         self._origin = origin
         self._seq = 0
         self._wants = (wants_events, wants_text, wants_raw)
@@ -90,11 +99,22 @@ class Emitter:
         self.wants_raw = wants_raw and send is not None
 
     def connect(self, send: Send) -> None:
-        """Send to ``send`` from now on (the run picks its sink when it is iterated)."""
-        self._send = send
+        """Send to ``send`` from now on (the run picks its sink when it is iterated); the
+        observers of :meth:`tap` keep seeing the events first."""
+        self._sink = send
+        self._send = _tapped(send, self._taps) if self._taps else send
         self.wants_events = self._wants[0]
         self.wants_text = self._wants[1]
         self.wants_raw = self._wants[2]
+
+    def tap(self, observer: Observer) -> None:
+        """Hand every event (each ``EventYield``, a sub-run's included; not text or raw items)
+        to ``observer`` too, awaited before the event goes to the sink, from now on and
+        through any later :meth:`connect`. Set it before the run starts: a sub-run's emitter
+        (:meth:`derive`) takes the stream as it is then."""
+        self._taps = (*self._taps, observer)
+        if self._sink is not None:
+            self._send = _tapped(self._sink, self._taps)
 
     @property
     def requested(self) -> tuple[bool, bool, bool]:
@@ -178,3 +198,15 @@ class Emitter:
         """Send a non-event item (text deltas in plain stream mode, raw chunks)."""
         if self._send is not None:
             await self._send(item)
+
+
+def _tapped(send: Send, taps: tuple[Observer, ...]) -> Send:
+    """``send``, handing each event to ``taps`` first."""
+
+    async def tapped(item: Any) -> None:
+        if type(item) is EventYield:
+            for tap in taps:
+                await tap(item)
+        await send(item)
+
+    return tapped

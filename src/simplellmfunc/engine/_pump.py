@@ -14,6 +14,7 @@ group has exited.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import AsyncGenerator, Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
@@ -28,6 +29,7 @@ from ..exceptions import RunError
 __all__ = ["Finished", "Send", "being_cancelled", "event_pump", "pump_items", "start_pump"]
 
 _GONE = (anyio.BrokenResourceError, anyio.ClosedResourceError)
+_NO_GROUP: Any = contextlib.nullcontext()  # a started pump's reader has no task group
 
 Send = Callable[[Any], Awaitable[None]]
 
@@ -122,7 +124,7 @@ def start_pump(
     return receive
 
 
-async def pump_items(
+def pump_items(
     receive: MemoryObjectReceiveStream[Any], *, on_leave: Callable[[], bool] | None = None
 ) -> AsyncGenerator[Any, None]:
     """Yield what a :func:`start_pump` run sends, to its end (its return value is dropped).
@@ -135,39 +137,10 @@ async def pump_items(
         Exception: Whatever the body raised.
         RunError: If the run ended without a result (its task was cancelled).
     """
-    failure: Exception | None = None
-    finished = False
-    ended = False  # the stream ended (or failed): the reader did not leave early
-    try:
-        while True:
-            try:
-                item = receive.receive_nowait()
-            except anyio.WouldBlock:
-                try:
-                    item = await receive.receive()
-                except anyio.EndOfStream:
-                    break
-            except anyio.EndOfStream:
-                break
-            kind = type(item)
-            if kind is _Failed:
-                failure = item.error
-                break
-            if kind is Finished:
-                finished = True
-                break
-            yield item
-        ended = True
-    finally:
-        if ended or on_leave is None or not on_leave():
-            receive.close()
-    if failure is not None:
-        raise failure
-    if not finished:
-        raise RunError("the run ended without a result")
+    return _read(receive, None, on_leave=on_leave)
 
 
-async def event_pump(
+def event_pump(
     body: Callable[[Send], Awaitable[Any]], buffer: int = 256, *, unwrap: bool = False
 ) -> AsyncGenerator[Any, None]:
     """Run ``body(send)`` and yield everything it sends, then a :class:`Finished` item.
@@ -181,38 +154,57 @@ async def event_pump(
         Exception: Whatever ``body`` raised, after its task has ended.
         RunError: If the run ended without a result (it never ends silently).
     """
-    send, receive = anyio.create_memory_object_stream[Any](buffer)
+    return _read(None, (body, buffer), last="value" if unwrap else "item")
+
+
+async def _read(
+    receive: MemoryObjectReceiveStream[Any] | None,
+    own: tuple[Callable[[Send], Awaitable[Any]], int] | None,
+    *,
+    on_leave: Callable[[], bool] | None = None,
+    last: str | None = None,
+) -> AsyncGenerator[Any, None]:
+    """The one read loop of both pumps: the items of ``receive`` (a started pump's), or of
+    ``own`` (``(body, buffer)``: started here, in a task group of the reader's, cancelled when
+    the reader leaves); the return value is yielded as ``last`` says (``None``: dropped,
+    ``"item"``: the :class:`Finished`, ``"value"``: its value)."""
     failure: Exception | None = None
     finished = False
+    ended = False  # the stream ended (or failed): the reader did not leave early
     try:
-        async with anyio.create_task_group() as group:
-            group.start_soon(_run, body, send)
+        async with anyio.create_task_group() if own is not None else _NO_GROUP as group:
+            if own is not None:
+                receive = start_pump(own[0], group, own[1])
+            assert receive is not None
             try:
-                async with receive:
-                    while True:
-                        # Buffered items without a checkpoint each (one event-loop pass saved
-                        # per event: a streamed reply sends one per chunk); wait when there
-                        # are none.
+                while True:
+                    # Buffered items without a checkpoint each (one event-loop pass saved per
+                    # event: a streamed reply sends one per chunk); wait when there are none.
+                    try:
+                        item = receive.receive_nowait()
+                    except anyio.WouldBlock:
                         try:
-                            item = receive.receive_nowait()
-                        except anyio.WouldBlock:
-                            try:
-                                item = await receive.receive()
-                            except anyio.EndOfStream:
-                                break
+                            item = await receive.receive()
                         except anyio.EndOfStream:
                             break
-                        kind = type(item)
-                        if kind is _Failed:
-                            failure = item.error
-                            break
-                        if kind is Finished:
-                            finished = True
-                            yield item.value if unwrap else item
-                        else:
-                            yield item
+                    except anyio.EndOfStream:
+                        break
+                    kind = type(item)
+                    if kind is _Failed:
+                        failure = item.error
+                        break
+                    if kind is Finished:
+                        finished = True
+                        if last is not None:
+                            yield item.value if last == "value" else item
+                        break
+                    yield item
+                ended = True
             finally:
-                group.cancel_scope.cancel()
+                if ended or on_leave is None or not on_leave():
+                    receive.close()
+                if own is not None:
+                    group.cancel_scope.cancel()
     except BaseExceptionGroup as group_error:
         # The run catches its own failures, so the group holds what was thrown in at the
         # ``yield``: GeneratorExit when the consumer closes us early. ``aclose`` needs it bare.

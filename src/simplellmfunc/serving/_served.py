@@ -363,9 +363,10 @@ def _namespace_name(name: str) -> str:
 
 class _ChatTurns:
     """An ``@llm_chat`` agent (with events or not) or a ``ConfiguredAgent`` as the store's
-    :class:`SessionAgent`. An ``@llm_chat`` turn is its engine :class:`~simplellmfunc.engine.Run`,
-    which the store drives in its turn's task (one pump per turn); a ``ConfiguredAgent``'s is
-    its ``chat`` items (events, then a ``ResponseYield`` with the history)."""
+    :class:`SessionAgent`. A turn is its engine :class:`~simplellmfunc.engine.Run`, which the
+    store drives in its turn's task (one pump per turn): an ``@llm_chat`` agent's, or a
+    ``ConfiguredAgent``'s with its trace recorder tapped on the run's emitter
+    (:meth:`ConfiguredAgent.turn_run`; a chain or team agent's turn is its ``chat`` items)."""
 
     def __init__(self, agent: ChatAgent | ConfiguredAgent) -> None:
         self.agent = agent
@@ -373,7 +374,7 @@ class _ChatTurns:
     async def turn(self, turn: AgentTurn) -> AsyncIterable[Any]:
         options = turn.call_options()
         if isinstance(self.agent, ConfiguredAgent):
-            return self.agent.chat(turn.message, turn.history, **options)
+            return await self.agent.turn_run(turn.message, turn.history, **options)
         if turn.message is None:  # continue the history (a client's tool results, say)
             return await self.agent.run(history=turn.history, _resume=True, **options)
         return await self.agent.run(turn.message, history=turn.history, **options)

@@ -37,7 +37,7 @@ from ..._events import (
 )
 from ..._resource import AsyncResource
 from ...decorators import ChatAgent, llm_chat
-from ...engine import RunHook
+from ...engine import Run, RunHook
 from ...exceptions import ConfigError, UserError
 from ...providers import LLMInterface
 from ...tools import Tool
@@ -379,6 +379,40 @@ class ConfiguredAgent(AsyncResource):
             items = self._chat(message, history=list(history or []), **call_options)
         async for item in self.recorder.wrap(items):
             yield item
+
+    async def turn_run(
+        self,
+        message: str | None,
+        history: list[dict[str, Any]] | None = None,
+        **call_options: Any,
+    ) -> Run | AsyncIterator[Any]:
+        """One turn for a caller that drives it (a session store): what :meth:`chat` yields,
+        but an agent of one ``@llm_chat`` function (``simple``, ``react`` without handoffs)
+        gives its engine :class:`~simplellmfunc.engine.Run`, not started, with the trace
+        recorder tapped on its emitter (:meth:`~simplellmfunc.engine.Emitter.tap`): the
+        driver connects its own sink and the recorder sees every event on the way, so the
+        turn crosses one event pump, not the run's inside the driver's. A chain or a team
+        gives its :meth:`chat` items. The agent's own ``history`` is left untouched.
+
+        Args:
+            message: The user's message; ``None``: continue ``history`` as it is.
+            history: The conversation to continue.
+            **call_options: Per-call options of the ``@llm_chat`` call (``_abort_signal``,
+                ``_session_id``, ``_toolkit``, ``_hooks``).
+
+        Raises:
+            UserError: If the agent is not open.
+        """
+        chat = self._chat
+        if not isinstance(chat, ChatAgent):
+            return self.chat(message, history, **call_options)
+        recorder = self.recorder
+        if message is None:  # continue the history as it is (a client's tool results)
+            run = await chat.run(history=list(history or []), _resume=True, **call_options)
+        else:
+            run = await chat.run(message, history=list(history or []), **call_options)
+        run.context.emitter.tap(recorder.record)
+        return run
 
     async def _chain_items(self, text: str, abort: AbortSignal | None) -> AsyncIterator[Any]:
         for step, chat in self._stages:
