@@ -2,17 +2,16 @@
 
 from __future__ import annotations
 
-import json
 import logging
-from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, Final, TypeVar, cast
+from typing import Any, TypeVar
 
 import anyio
 import httpx
 
 from .._resource import AsyncResource
-from .._unicode import loads_reply, replace_surrogates
+from .._unicode import loads_reply
 from ..exceptions import (
     AuthenticationError,
     EmptyReplyError,
@@ -22,45 +21,20 @@ from ..exceptions import (
     RateLimitError,
     UserError,
 )
+from ._body import Body, RequestBody
+from ._failures import origin, response_error, timeout_error
 from ._keys import APIKeyPool
 from ._ratelimit import TokenBucket
+from ._reading import read_all
 from ._redact import fingerprint, redact
 from ._retry import RetryPolicy
 
-__all__ = [
-    "HTTPSettings",
-    "HTTPTransport",
-    "OpenResponse",
-    "encode_json",
-    "next_chunk",
-    "origin",
-    "read_timeout",
-]
+__all__ = ["HTTPSettings", "HTTPTransport", "OpenResponse"]
 
 logger = logging.getLogger("simplellmfunc.providers")
 
 AuthHeaders = Callable[[str], Mapping[str, str]]
-#: A request body, or a function that builds it (called once, when it is about to be sent).
-Body = Mapping[str, Any] | Callable[[], Mapping[str, Any]]
 T = TypeVar("T")
-_EXCERPT: Final = 500
-_DETAIL: Final = 300
-# One encoder for every request: json.dumps with options builds a new encoder per call.
-_ENCODE: Final = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
-
-
-def encode_json(body: Mapping[str, object]) -> bytes:
-    """A request body as compact UTF-8 JSON (non-ASCII characters kept, as the SDKs send).
-
-    Text that UTF-8 cannot encode (lone surrogates, e.g. a file name from ``os.listdir()``
-    that is not UTF-8) is sent with U+FFFD in its place; see :mod:`simplellmfunc._unicode`.
-    """
-    text = _ENCODE(body)
-    try:
-        return text.encode()
-    except UnicodeEncodeError:
-        # Surrogates only occur inside JSON strings, so no pair forms across two of them.
-        return replace_surrogates(text).encode()
 
 
 @dataclass(frozen=True, slots=True)
@@ -161,7 +135,7 @@ class HTTPTransport:
                 whatever ``parse`` raises.
             UserError: When the interface was closed.
         """
-        content = _Content(body)
+        content = RequestBody(body)
         attempt = 0
         while True:
             response, hold, attempt = await self._connect(path, content, deadline, attempt)
@@ -211,12 +185,8 @@ class HTTPTransport:
             ProviderTimeoutError: When the deadline passes.
             ProviderConnectionError: When the connection breaks (retryable).
         """
-        body = cast("AsyncGenerator[bytes, None]", response.aiter_bytes())
-        limit = read_timeout(response)
-        parts = []
         try:
-            while (part := await next_chunk(body, deadline, limit)) is not None:
-                parts.append(part)
+            return await read_all(response, deadline)
         except TimeoutError:
             raise self._timeout(attempt, f"while reading the reply from {self.target}") from None
         except httpx.HTTPError as exc:
@@ -228,9 +198,6 @@ class HTTPTransport:
                 attempts=attempt,
                 retryable=True,
             ) from exc
-        finally:
-            await body.aclose()
-        return b"".join(parts)
 
     def open(self, path: str, body: Body, deadline: float, attempt: int = 0) -> OpenResponse:
         """``async with transport.open(...) as opened``: send the request, retrying until a
@@ -247,10 +214,10 @@ class HTTPTransport:
                 non-retryable error.
             UserError: (on entering) when the interface was closed.
         """
-        return OpenResponse(self, path, _Content(body), deadline, attempt)
+        return OpenResponse(self, path, RequestBody(body), deadline, attempt)
 
     async def _connect(
-        self, path: str, content: _Content, deadline: float, attempt: int = 0
+        self, path: str, content: RequestBody, deadline: float, attempt: int = 0
     ) -> tuple[httpx.Response, Hold, int]:
         """Retry until a 2xx response's headers arrive.
 
@@ -440,25 +407,18 @@ class HTTPTransport:
         body: str,
         attempt: int = 1,
     ) -> ProviderError:
-        request_id = response.headers.get("x-request-id") or response.headers.get("request-id")
-        secrets = self._secrets()
-        # Redact before cutting: a cut through a key would leave a piece no pattern matches.
-        detail = redact(_error_message(body), secrets)[:_DETAIL]
-        return kind(
-            f"{self.provider}: {message}" + (f": {detail}" if detail else ""),
-            status=response.status_code,
-            request_id=request_id,
-            attempts=attempt,
-            body_excerpt=redact(body[: _EXCERPT * 4], secrets)[:_EXCERPT],
+        return response_error(
+            kind,
+            message,
+            response,
+            body,
             provider=self.provider,
+            secrets=self._secrets(),
+            attempt=attempt,
         )
 
     def _timeout(self, attempt: int, when: str) -> ProviderTimeoutError:
-        return ProviderTimeoutError(
-            f"{self.provider}: call deadline passed {when}",
-            provider=self.provider,
-            attempts=attempt,
-        )
+        return timeout_error(self.provider, attempt, when)
 
     def key_label(self, key: str | None) -> str:
         """A loggable label of ``key``."""
@@ -476,23 +436,6 @@ class Hold:
         self.slots: anyio.Semaphore | None = None
 
 
-class _Content:
-    """A request body, built (when given as a function) and encoded once, on first use."""
-
-    __slots__ = ("_body", "_encoded")
-
-    def __init__(self, body: Body) -> None:
-        self._body: Body | None = body
-        self._encoded: bytes | None = None
-
-    def encoded(self) -> bytes:
-        if self._encoded is None:
-            body, self._body = self._body, None
-            assert body is not None
-            self._encoded = encode_json(body() if callable(body) else body)
-        return self._encoded
-
-
 class OpenResponse(AsyncResource):
     """What :meth:`HTTPTransport.open` returns: ``async with`` sends the request (retrying until
     the response's headers arrive), :attr:`response` is the response, and leaving closes it and
@@ -504,7 +447,7 @@ class OpenResponse(AsyncResource):
         self,
         transport: HTTPTransport,
         path: str,
-        content: _Content,
+        content: RequestBody,
         deadline: float,
         attempt: int,
     ):
@@ -544,68 +487,3 @@ class OpenResponse(AsyncResource):
         finally:
             if hold is not None:
                 self._transport._release(hold)
-
-
-_DEFAULT_PORTS: Final = {"http": 80, "https": 443}
-
-
-def origin(url: str) -> str:
-    """``scheme://host:port`` of ``url``, the port given even when it is the default: what an
-    error names. Never credentials, a path or a query string, where keys sometimes travel.
-
-    A URL that is not ``http(s)://host...`` (a typo: ``"localhost:8000/v1"``) is named as
-    written, without its query string and credentials.
-    """
-    try:
-        parsed: httpx.URL | None = httpx.URL(url)
-    except httpx.InvalidURL:
-        parsed = None
-    if parsed is None or not parsed.host or parsed.scheme not in _DEFAULT_PORTS:
-        bare = url.partition("?")[0].rpartition("@")[2]
-        return f"{bare} (not an http:// or https:// URL)"
-    host = f"[{parsed.host}]" if ":" in parsed.host else parsed.host
-    port = parsed.port or _DEFAULT_PORTS[parsed.scheme]
-    return f"{parsed.scheme}://{host}:{port}"
-
-
-def read_timeout(response: httpx.Response) -> float | None:
-    """The per-read timeout httpx applies to ``response``'s body (``None``: no limit)."""
-    timeouts = response.request.extensions.get("timeout")
-    value = timeouts.get("read") if isinstance(timeouts, dict) else None
-    return float(value) if value is not None else None
-
-
-async def next_chunk(
-    body: AsyncIterator[bytes], deadline: float, read_limit: float | None
-) -> bytes | None:
-    """The next chunk of a response body, or ``None`` at its end, within the call's deadline.
-
-    httpx already bounds each network read by ``read_limit``; while more time than that is left
-    before the deadline, one read cannot pass it, so no cancel scope is needed. That matters on
-    the hot path: a stream brings one chunk per event, and a scope costs about 10 µs. Closer to
-    the deadline every read runs under a scope that ends exactly at it (at once, if a slow drip
-    already took the call past it).
-
-    Raises:
-        TimeoutError: When the deadline passes.
-        httpx.HTTPError: When the connection fails.
-    """
-    if read_limit is not None and deadline - anyio.current_time() > read_limit:
-        return await anext(body, None)
-    with anyio.CancelScope(deadline=deadline):
-        return await anext(body, None)
-    raise TimeoutError  # reached only when the scope cancelled the read
-
-
-def _error_message(body: str) -> str:
-    try:
-        data = json.loads(body)
-    except ValueError:
-        return ""
-    if isinstance(data, dict):
-        error = data.get("error", data)
-        if isinstance(error, dict) and isinstance(error.get("message"), str):
-            return str(error["message"])[: _DETAIL * 4]
-        if isinstance(error, str):
-            return error[: _DETAIL * 4]
-    return ""

@@ -23,9 +23,10 @@ from ._base import (
     StreamEvent,
     UsageEvent,
 )
-from ._http import HTTPSettings, HTTPTransport, read_timeout
+from ._http import HTTPSettings, HTTPTransport
 from ._keys import APIKeyPool
 from ._ratelimit import TokenBucket
+from ._reading import read_timeout
 from ._redact import fingerprint
 from ._reply import check_reply, is_json, reply_events
 from ._retry import RetryPolicy

@@ -17,7 +17,7 @@ import httpx
 
 from ..exceptions import ProviderTimeoutError, StreamError
 from ._base import LLMResponse, StreamEvent
-from ._http import next_chunk
+from ._reading import next_chunk
 
 __all__ = ["StreamParser", "body_chunks", "next_events", "stream_error"]
 
@@ -91,7 +91,7 @@ async def next_events(
 ) -> list[StreamEvent] | None:
     """Read chunks until one carries events; ``None`` once the stream is over.
 
-    ``limit`` is httpx's per-read timeout (see :func:`~._http.read_timeout`); ``target`` the
+    ``limit`` is httpx's per-read timeout (see :func:`~._reading.read_timeout`); ``target`` the
     server's ``scheme://host:port``, which errors name. After the
     terminal event the rest of the body (normally only the chunked encoding's end) is read, so
     the connection goes back to the pool.
