@@ -15,7 +15,8 @@ Exactly one party resumes a parked run, decided by conditional updates of its ro
 each, only one writer can win): the run, after cancelling itself, turns ``parking`` into
 ``parked`` (:meth:`ParkedRuns.settle`); an answer sent while the run was still ``parking``
 turns it into ``answered``, and the run, finding that, resumes itself; an answer that finds
-the run cancelled deletes the row and resumes it. An abort deletes the row first: nothing resumes an aborted run.
+the run cancelled deletes the row and resumes it. An abort deletes the row first: nothing
+resumes an aborted run.
 """
 
 from __future__ import annotations
