@@ -3,7 +3,9 @@
 ``python agent_child.py start|resume|worker DB_URL LLM_URL DIR [QUEUE]``: ``start`` runs the
 session ``w1`` (its ``hang`` and ``charge`` tools print ``blocked`` and block until the process
 is killed), ``resume`` launches the runtime (which resumes ``w1``) and waits for it,
-``worker`` consumes QUEUE until killed. Its ``wipe`` tool asks for approval (a durable wait).
+``worker`` consumes QUEUE until killed. Its ``wipe`` tool asks for approval (a durable wait;
+a queued run parks after ``$DURABLE_PARK_AFTER`` seconds; ``$DURABLE_CONCURRENCY`` caps the
+queue).
 Results are printed as one JSON line.
 """
 
@@ -110,11 +112,20 @@ def _tracing() -> GenAITracing | None:
     return GenAITracing(provider)
 
 
-AGENT = DurableAgent(clerk, name="clerk", tracing=_tracing())
+PARK_AFTER = float(os.environ.get("DURABLE_PARK_AFTER", "5"))
+CONCURRENCY = int(os.environ.get("DURABLE_CONCURRENCY", "0")) or None
+AGENT = DurableAgent(clerk, name="clerk", tracing=_tracing(), park_after=PARK_AFTER)
 CONFIG = DurableConfig(
     database_url=DB_URL,
     executor_id=os.environ.get("DURABLE_EXECUTOR", "local"),
-    queues=(QueueConfig(QUEUE, worker_concurrency=2, polling_interval=0.05),),
+    queues=(
+        QueueConfig(
+            QUEUE,
+            concurrency=CONCURRENCY,
+            worker_concurrency=min(2, CONCURRENCY or 2),
+            polling_interval=0.05,
+        ),
+    ),
 )
 
 

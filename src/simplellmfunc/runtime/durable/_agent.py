@@ -8,7 +8,7 @@ from typing import Any
 
 from dbos import DBOS, SetWorkflowID, WorkflowHandleAsync
 
-from ...exceptions import DurableError
+from ...exceptions import ConfigError, DurableError
 from ..otel import GenAITracing
 from ._result import DurableHandle, DurableResult
 from ._workflow import AgentEntry, EventCallback, durable_workflow, register_agent
@@ -38,6 +38,12 @@ class DurableAgent:
         tracing: Make OpenTelemetry spans of each run (``invoke_agent``, ``chat``,
             ``execute_tool``), children of the caller's span even when the run is resumed or
             dequeued in another process.
+        park_after: A run taken from a queue that has waited this many seconds for an
+            approval (no other call of it running) parks: it gives its queue slot back, and
+            the answer puts it back on its queue (``None``: it holds its slot while it waits).
+
+    Raises:
+        ConfigError: If ``park_after`` is negative.
     """
 
     def __init__(
@@ -48,11 +54,15 @@ class DurableAgent:
         on_event: EventCallback | None = None,
         resume_note: bool = True,
         tracing: GenAITracing | None = None,
+        park_after: float | None = 5.0,
     ) -> None:
+        if park_after is not None and not park_after >= 0:
+            raise ConfigError(f"park_after must be a number of seconds >= 0, got {park_after!r}")
         self.name = name or f"{func.__module__}.{func.__qualname__}"
         self.func = func
         self.tracing = tracing
-        register_agent(self.name, AgentEntry(func, on_event, resume_note, tracing))
+        entry = AgentEntry(func, on_event, resume_note, tracing, park_after)
+        register_agent(self.name, entry)
         durable_workflow()
 
     async def start(

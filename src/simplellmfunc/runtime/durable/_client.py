@@ -13,7 +13,8 @@ from ...engine import ApprovalDecision
 from ...exceptions import DurableError
 from ..otel import GenAITracing
 from ._config import DurableConfig
-from ._result import DurableResult, check_waiting, wait_result
+from ._parking import ParkedRuns
+from ._result import DurableResult, check_waiting, park_status, wait_result, wake
 from ._waits import ANSWER_TOPIC, answer_message, waiting_requests
 from ._workflow import WORKFLOW_NAME
 
@@ -33,6 +34,7 @@ class DurableClient(AsyncResource):
         self.config = config
         self.tracing = tracing
         self._client: DBOSClient | None = None
+        self._parked: ParkedRuns | None = None
 
     async def open(self) -> None:
         """Connect to the system database (``async with`` does)."""
@@ -42,12 +44,22 @@ class DurableClient(AsyncResource):
         self._client = await anyio.to_thread.run_sync(
             lambda: DBOSClient(system_database_url=url, application_name=self.config.app_name)
         )
+        self._parked = ParkedRuns(url)
 
     async def aclose(self) -> None:
         """Disconnect (idempotent)."""
         client, self._client = self._client, None
+        parked, self._parked = self._parked, None
+        if parked is not None:
+            parked.close()
         if client is not None:
             await anyio.to_thread.run_sync(client.destroy)
+
+    @property
+    def _parking(self) -> ParkedRuns:
+        if self._parked is None:
+            raise DurableError("the client is not open; use 'async with DurableClient(...)'")
+        return self._parked
 
     @property
     def _dbos(self) -> DBOSClient:
@@ -80,13 +92,15 @@ class DurableClient(AsyncResource):
             DurableError: If the session failed, was cancelled, or does not exist.
             TimeoutError: If ``timeout`` seconds passed first.
         """
-        return await wait_result(workflow_id, timeout, self._dbos.retrieve_workflow_async)
+        retrieve = self._dbos.retrieve_workflow_async
+        return await wait_result(workflow_id, timeout, retrieve, parked=self._parking)
 
     async def status(self, workflow_id: str) -> str:
-        """The session's status (``ENQUEUED``, ``PENDING``, ``SUCCESS``, ``ERROR`` ...)."""
+        """The session's status (``ENQUEUED``, ``PENDING``, ``SUCCESS``, ``ERROR`` ...), or
+        ``WAITING``: parked, waiting for an answer off its queue."""
         handle: WorkflowHandleAsync[Any] = await self._dbos.retrieve_workflow_async(workflow_id)
         status = await handle.get_status()
-        return str(status.status)
+        return await park_status(self._parking, workflow_id, str(status.status))
 
     async def waiting(self, workflow_id: str) -> list[ApprovalRequestEvent]:
         """The session's tool calls waiting for approval now."""
@@ -103,7 +117,19 @@ class DurableClient(AsyncResource):
         message = answer_message(request_id, answer)
         await check_waiting(workflow_id, request_id, await self.waiting(workflow_id))
         await self._dbos.send_async(workflow_id, message, ANSWER_TOPIC, request_id)
+        dbos = self._dbos
+
+        async def status() -> str | None:
+            handle: WorkflowHandleAsync[Any] = await dbos.retrieve_workflow_async(workflow_id)
+            return str((await handle.get_status()).status)
+
+        async def resume(workflow_id: str, queue: str) -> None:
+            await dbos.resume_workflow_async(workflow_id, queue_name=queue)
+
+        await wake(self._parking, workflow_id, status, resume)
 
     async def cancel(self, workflow_id: str) -> None:
-        """Cancel the session: it stops at its next step and is not resumed."""
+        """Cancel the session: it stops at its next step and is not resumed (a parked one is
+        not resumed by an answer either)."""
+        await self._parking.forget(workflow_id)
         await self._dbos.cancel_workflow_async(workflow_id)

@@ -10,9 +10,17 @@ from typing import Any
 
 from ...exceptions import ConfigError
 
-__all__ = ["DEFAULT_DATABASE_PATH", "DurableConfig", "QueueConfig"]
+__all__ = ["DEFAULT_DATABASE_PATH", "DurableConfig", "QueueConfig", "sqlalchemy_url"]
 
 DEFAULT_DATABASE_PATH = ".simplellmfunc/durable.sqlite"
+
+
+def sqlalchemy_url(url: str) -> str:
+    """``url`` with the driver SQLAlchemy should use (psycopg 3 for Postgres, as DBOS does)."""
+    for prefix in ("postgresql://", "postgres://"):
+        if url.startswith(prefix):
+            return "postgresql+psycopg://" + url[len(prefix) :]
+    return url
 
 
 def _sqlite_connector(path: str) -> Callable[[], sqlite3.Connection]:

@@ -19,9 +19,10 @@ import anyio
 import sqlalchemy as sa
 from dbos import DBOS
 
+from ._config import sqlalchemy_url
 from ._workflow import WORKFLOW_NAME
 
-__all__ = ["Heartbeat", "sqlalchemy_url"]
+__all__ = ["Heartbeat"]
 
 _METADATA = sa.MetaData()
 _WORKERS = sa.Table(
@@ -31,14 +32,6 @@ _WORKERS = sa.Table(
     sa.Column("queue", sa.String(200), nullable=False),
     sa.Column("seen_at", sa.Float, nullable=False),
 )
-
-
-def sqlalchemy_url(url: str) -> str:
-    """``url`` with the driver SQLAlchemy should use (psycopg 3 for Postgres, as DBOS does)."""
-    for prefix in ("postgresql://", "postgres://"):
-        if url.startswith(prefix):
-            return "postgresql+psycopg://" + url[len(prefix) :]
-    return url
 
 
 @dataclass(frozen=True, slots=True)

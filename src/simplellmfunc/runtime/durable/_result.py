@@ -8,14 +8,29 @@ from typing import Any
 
 import anyio
 from dbos import DBOS, WorkflowHandleAsync
+from dbos import error as dbos_error
 
 from ..._events import ApprovalRequestEvent
 from ...engine import ApprovalDecision
 from ...exceptions import AnswerRefusedError, DurableError
 from ._local import abort_local
+from ._parking import ParkedRuns, current_parking
 from ._waits import ANSWER_TOPIC, answer_message, waiting_requests
 
-__all__ = ["DurableHandle", "DurableResult", "check_waiting", "wait_result"]
+__all__ = [
+    "WAITING",
+    "DurableHandle",
+    "DurableResult",
+    "check_waiting",
+    "park_status",
+    "wait_result",
+    "wake",
+]
+
+WAITING = "WAITING"
+"""The status of a parked run: it waits for an answer off its queue (DBOS says CANCELLED)."""
+
+_PARKED_POLL_S = 0.2
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,10 +68,11 @@ class DurableHandle:
         Raises:
             DurableError: If the run failed, was cancelled, or does not exist.
         """
-        return await wait_result(self.workflow_id, timeout)
+        return await wait_result(self.workflow_id, timeout, parked=current_parking())
 
     async def status(self) -> str:
         """The run's status: ``PENDING``, ``ENQUEUED``, ``SUCCESS``, ``ERROR``, ``CANCELLED``...
+        or ``WAITING``: parked, waiting for an answer off its queue.
 
         Raises:
             DurableError: If there is no such run.
@@ -64,7 +80,7 @@ class DurableHandle:
         status = await DBOS.get_workflow_status_async(self.workflow_id)
         if status is None:
             raise DurableError(f"no durable run {self.workflow_id!r}")
-        return str(status.status)
+        return await park_status(current_parking(), self.workflow_id, str(status.status))
 
     async def waiting(self) -> list[ApprovalRequestEvent]:
         """The run's tool calls waiting for approval now (whichever process runs it, or none
@@ -80,15 +96,51 @@ class DurableHandle:
             AnswerRefusedError: If no request of the run waits under that id.
         """
         message = answer_message(request_id, answer)
-        await check_waiting(self.workflow_id, request_id, await self.waiting())
-        await DBOS.send_async(self.workflow_id, message, ANSWER_TOPIC, idempotency_key=request_id)
+        workflow_id = self.workflow_id
+        await check_waiting(workflow_id, request_id, await self.waiting())
+        await DBOS.send_async(workflow_id, message, ANSWER_TOPIC, idempotency_key=request_id)
+        store = current_parking()
+        if store is not None:
+            await wake(store, workflow_id, self._dbos_status, _resume)
 
     async def abort(self) -> None:
         """Cancel the run durably: it stops at its next step, wherever it runs, and is not
         resumed; a run of this process also stops its current LLM or tool call."""
+        store = current_parking()
+        if store is not None:
+            await store.forget(self.workflow_id)  # a parked run: no answer resumes it now
         # Cancelled in the database first: the run, stopped next, cannot record a success.
         await DBOS.cancel_workflow_async(self.workflow_id)
         abort_local(self.workflow_id, "aborted through its durable handle")
+
+    async def _dbos_status(self) -> str | None:
+        status = await DBOS.get_workflow_status_async(self.workflow_id)
+        return None if status is None else str(status.status)
+
+
+async def _resume(workflow_id: str, queue: str) -> None:
+    await DBOS.resume_workflow_async(workflow_id, queue_name=queue)
+
+
+async def wake(
+    store: ParkedRuns,
+    workflow_id: str,
+    status: Callable[[], Awaitable[str | None]],
+    resume: Callable[[str, str], Awaitable[None]],
+) -> None:
+    """After an answer was sent: resume the run on its queue if it is parked and this caller
+    wins it (see :mod:`._parking`)."""
+    cancelled = await status() == "CANCELLED"
+    queue = await store.answered(workflow_id, cancelled=cancelled)
+    if queue is not None:
+        await resume(workflow_id, queue)
+
+
+async def park_status(store: ParkedRuns | None, workflow_id: str, status: str) -> str:
+    """``status`` as DBOS gives it, or :data:`WAITING` for a parked run."""
+    if status == "CANCELLED" and store is not None and await store.is_parked(workflow_id):
+        return WAITING
+    return status
 
 
 async def check_waiting(
@@ -109,9 +161,12 @@ async def wait_result(
     workflow_id: str,
     timeout: float | None,
     retrieve: Callable[[str], Awaitable[WorkflowHandleAsync[Any]]] = DBOS.retrieve_workflow_async,
+    *,
+    parked: ParkedRuns | None = None,
 ) -> DurableResult:
     """The result of the run ``workflow_id`` once it is done (``retrieve``: how its handle is
-    found, in this process's DBOS or through a client).
+    found, in this process's DBOS or through a client; ``parked``: the parked runs, whose
+    wait goes on while they wait for an answer).
 
     Raises:
         DurableError: If the run failed, was cancelled, or does not exist.
@@ -120,7 +175,14 @@ async def wait_result(
     try:
         handle = await retrieve(workflow_id)
         with anyio.fail_after(timeout):
-            result = await handle.get_result(polling_interval_sec=0.05)
+            while True:
+                try:
+                    result = await handle.get_result(polling_interval_sec=0.05)
+                    break
+                except dbos_error.DBOSAwaitedWorkflowCancelledError:
+                    if parked is None or not await parked.is_parked(workflow_id):
+                        raise
+                await anyio.sleep(_PARKED_POLL_S)  # parked: until an answer resumes it
     except TimeoutError:
         raise
     except Exception as exc:  # boundary: DBOS's errors become ours

@@ -13,18 +13,23 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, TypeVar
 
+import anyio
 from dbos import DBOS, StepReservation
+from dbos import error as dbos_error
 
 from ..._events import ApprovalRequestEvent
 from ..._mutations import ContextMutation, UserMessageMutation
 from ...engine import ApprovalDecision, RunHook, RunView, StepKind, running_steps
 from ...exceptions import StepInterruptedError
 from ._journal import recorded_steps
-from ._waits import DurableWaits, asked_record
+from ._parking import current_parking, outside_workflow
+from ._waits import ANSWER_TOPIC, DurableWaits, asked_record
 
 __all__ = ["RESUME_NOTE", "DBOSStepRunner"]
 
 T = TypeVar("T")
+
+_INTERNAL_QUEUE_PREFIX = "_dbos_internal"
 
 RESUME_NOTE = (
     "[Note from the runtime: this run was interrupted and resumed in a new process. The "
@@ -46,12 +51,20 @@ class DBOSStepRunner(RunHook):
     one: when its first step (the first LLM call, which comes before any other) is replayed. A
     fresh run, the common case, never reads it.
 
+    A run taken from a queue that waits ``park_after`` seconds for an answer, with no other
+    call of it running, parks (:meth:`park`, see :mod:`._parking`): it gives its queue slot
+    back, and the answer resumes it.
+
     Args:
         workflow_id: The run's workflow id.
         note: The note for a resumed run (``None``: no note).
+        park_after: Seconds a queued run waits for an answer before it parks (``None``: it
+            never parks; it holds its queue slot while it waits).
     """
 
-    def __init__(self, workflow_id: str, note: str | None = RESUME_NOTE) -> None:
+    def __init__(
+        self, workflow_id: str, note: str | None = RESUME_NOTE, park_after: float | None = None
+    ) -> None:
         self.workflow_id = workflow_id
         self.recorded: dict[int, str] | None = None  # unknown until the first step ran
         self._last_recorded = -1
@@ -62,6 +75,12 @@ class DBOSStepRunner(RunHook):
         self.waits = DurableWaits()
         self.replayed = 0
         self.executed = 0
+        self.parks = 0
+        self._park_after = park_after
+        self._queue: str | None = None  # the queue a parked run goes back to
+        self._checked_queue = False
+        self._running = 0  # steps of the run in flight (a park waits until none is)
+        self._quiet = anyio.Event()
 
     @property
     def resumed(self) -> bool:
@@ -101,7 +120,64 @@ class DBOSStepRunner(RunHook):
                 return record
 
             await ask.run_async({"name": f"approval:{request.tool_name}"}, asked)
+        if not self._checked_queue:
+            self._checked_queue = True
+            await self._may_park()
         return await self.waits.answer(request.tool_call_id)
+
+    async def _may_park(self) -> None:
+        """Let the waits park the run if it came from a queue and a runtime keeps parked runs."""
+        if self._park_after is None or current_parking() is None:
+            return
+        workflow_id = self.workflow_id
+        status = await outside_workflow(lambda: DBOS.get_workflow_status(workflow_id))
+        queue = status.queue_name if status is not None else None
+        if queue and not queue.startswith(_INTERNAL_QUEUE_PREFIX):
+            self._queue = queue
+            self.waits.park_after(self._park_after, self.park)
+
+    async def park(self) -> Any:
+        """Park the run, which waits for an answer: give its queue slot back until the answer
+        resumes it (see :mod:`._parking`).
+
+        Waits until no other call of the run is running, records the ``park`` step, notes the
+        run as parking, receives once more, then cancels the run (DBOS frees its slot).
+
+        Returns:
+            A message received meanwhile (the run goes on), or ``None`` when an earlier
+            attempt made this park (this attempt was resumed past it: it receives again).
+
+        Raises:
+            DBOSWorkflowCancelledError: Once parked: this attempt ends here.
+        """
+        store, queue, workflow_id = current_parking(), self._queue, self.workflow_id
+        assert store is not None
+        assert queue is not None
+        while self._running:
+            await self._quiet.wait()
+        fresh = await _ran(DBOS.reserve_step(), "park", _true)
+        if fresh:
+            await store.parking(workflow_id, queue)
+        message = await DBOS.recv_async(ANSWER_TOPIC, timeout_seconds=0)
+        if not fresh:
+            return message
+        if message is not None:
+            await store.forget(workflow_id)
+            return message
+        await outside_workflow(lambda: DBOS.cancel_workflow(workflow_id))
+        self.parks += 1
+        if await store.settle(workflow_id):  # answered while parking: resumed at once
+            await outside_workflow(lambda: DBOS.resume_workflow(workflow_id, queue_name=queue))
+        raise dbos_error.DBOSWorkflowCancelledError(
+            f"durable run {workflow_id!r} parked: it waits for an answer off its queue"
+        )
+
+    def steps_running(self, change: int) -> None:
+        """A step of the run began (``+1``) or ended (``-1``)."""
+        self._running += change
+        if not self._running:
+            self._quiet.set()
+            self._quiet = anyio.Event()
 
     async def first_step(self, replayed: bool) -> None:
         """The attempt's first step ran (or was replayed): learn whether the attempt resumes."""
@@ -131,6 +207,14 @@ class _Slot:
         self._main = main
 
     async def run(self, func: Callable[[], Awaitable[T]]) -> tuple[T, bool]:
+        runner = self._runner
+        runner.steps_running(+1)
+        try:
+            return await self._run(func)
+        finally:
+            runner.steps_running(-1)
+
+    async def _run(self, func: Callable[[], Awaitable[T]]) -> tuple[T, bool]:
         runner = self._runner
         interrupted = False
         if self._began is not None:

@@ -11,6 +11,7 @@ from dbos import DBOS
 from ..._resource import AsyncResource
 from ...exceptions import DurableError
 from ._config import DurableConfig, QueueConfig
+from ._parking import ParkedRuns, current_parking, use_parking
 from ._result import DurableHandle, DurableResult, wait_result
 from ._workflow import durable_workflow
 
@@ -62,12 +63,16 @@ class DurableRuntime(AsyncResource):
                 DBOS.listen_queues(list(listen))
             DBOS.launch()
 
+        store = ParkedRuns(config["system_database_url"])
+        use_parking(store)  # before launch: a resumed run may park at once
         try:
             # In this thread, on purpose: DBOS then runs the workflows it starts itself
             # (resumed runs, sessions from a queue) on this event loop, where the agents'
             # LLM clients live, instead of a loop of its own.
             launch()
         except Exception as exc:  # boundary: DBOS's errors become ours
+            use_parking(None)
+            store.close()
             await anyio.to_thread.run_sync(_destroy)
             raise DurableError(f"cannot launch the durable runtime: {exc}") from exc
         self._launched = True
@@ -80,6 +85,10 @@ class DurableRuntime(AsyncResource):
             return
         self._launched = False
         await anyio.to_thread.run_sync(_destroy)
+        store = current_parking()
+        use_parking(None)
+        if store is not None:
+            store.close()
 
     async def result(self, workflow_id: str, timeout: float | None = None) -> DurableResult:
         """The result of the run ``workflow_id``, once it is done (whichever process runs it).
@@ -88,7 +97,7 @@ class DurableRuntime(AsyncResource):
             DurableError: If the run failed, was cancelled, or does not exist.
             TimeoutError: If ``timeout`` seconds passed first.
         """
-        return await wait_result(workflow_id, timeout)
+        return await wait_result(workflow_id, timeout, parked=current_parking())
 
     def handle(self, workflow_id: str) -> DurableHandle:
         """A handle on the run ``workflow_id`` (status, result, abort)."""

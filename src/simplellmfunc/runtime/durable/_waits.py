@@ -12,12 +12,14 @@ The run receives answers with ``DBOS.recv`` on that one topic, one receive at a 
 hands each to the call it names (:class:`DurableWaits`): the receives are recorded in the
 order they happened, and a re-executed attempt gets the same answers back in the same order,
 whichever of its waiting calls asks first. Waiting holds no thread: ``DBOS.recv_async`` waits
-on the event loop (a database check every few seconds, in a worker thread for the moment).
+on the event loop (a database check every few seconds, in a worker thread for the moment). A
+run taken from a queue receives for ``park_after`` seconds, then parks (see :mod:`._parking`):
+it gives its queue slot back until the answer resumes it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import Any
 
 import anyio
@@ -49,6 +51,13 @@ class DurableWaits:
     def __init__(self) -> None:
         self._answers: dict[str, ApprovalDecision] = {}
         self._receiving = anyio.Lock()
+        self._window = _RECEIVE_WINDOW_S
+        self._park: Callable[[], Awaitable[Any]] | None = None
+
+    def park_after(self, seconds: float, park: Callable[[], Awaitable[Any]]) -> None:
+        """Receive for ``seconds`` at a time; after each empty receive, call ``park`` (which
+        returns a message received meanwhile, ``None``, or raises once the run is parked)."""
+        self._window, self._park = seconds, park
 
     async def answer(self, request_id: str) -> ApprovalDecision:
         """The answer to ``request_id``, received (and recorded) when it comes."""
@@ -56,7 +65,9 @@ class DurableWaits:
             async with self._receiving:  # one receive at a time: their order is recorded
                 if request_id in self._answers:
                     break
-                message = await DBOS.recv_async(ANSWER_TOPIC, timeout_seconds=_RECEIVE_WINDOW_S)
+                message = await DBOS.recv_async(ANSWER_TOPIC, timeout_seconds=self._window)
+                if message is None and self._park is not None:
+                    message = await self._park()
                 if message is None:
                     continue
                 try:

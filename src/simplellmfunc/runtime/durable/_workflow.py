@@ -38,6 +38,7 @@ class AgentEntry:
     on_event: EventCallback | None = None
     resume_note: bool = True
     tracing: GenAITracing | None = None
+    park_after: float | None = None
 
 
 _AGENTS: dict[str, AgentEntry] = {}
@@ -70,7 +71,8 @@ async def _run_agent(
     if entry is None:
         raise DurableError(f"no durable agent named {name!r} is registered in this process")
     workflow_id = DBOS.workflow_id or ""
-    runner = DBOSStepRunner(workflow_id, RESUME_NOTE if entry.resume_note else None)
+    note = RESUME_NOTE if entry.resume_note else None
+    runner = DBOSStepRunner(workflow_id, note, entry.park_after)
     # Approvals are answered durably (DurableHandle.answer, DurableClient.answer) unless the
     # caller gave an approver of its own.
     kwargs = {"_approver": runner.approve, **kwargs}
