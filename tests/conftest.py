@@ -11,14 +11,16 @@ from __future__ import annotations
 import asyncio
 import inspect
 import os
-from collections.abc import AsyncIterator, Callable
+import shutil
+from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import psutil
 import pytest
 from hypothesis import settings
 
-from simplellmfunc.testing import MockLLMServer
+from simplellmfunc.testing import MockLLMServer, postgres_cluster, postgres_missing
 
 LEAK_SETTLE_SECONDS = 2.0
 _REPO = Path(__file__).resolve().parent.parent
@@ -51,6 +53,47 @@ async def settle(check: Callable[[], bool], seconds: float = LEAK_SETTLE_SECONDS
             return False
         await asyncio.sleep(0.005)
     return True
+
+
+BROWSER_TIMEOUT = 20_000  # ms, a page's waits; a kernel's first cell includes its start
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    """Debian's headless ``chromium`` for the module, driven by Playwright for Python (never a
+    downloaded browser); skipped, saying why, without either."""
+    sync_api = pytest.importorskip(
+        "playwright.sync_api",
+        reason="Playwright for Python is not installed (pip install -e .[dev])",
+    )
+    chromium = os.environ.get("CHROMIUM") or shutil.which("chromium")
+    if chromium is None:
+        pytest.skip("no chromium executable (apt-get install chromium; .ci/run installs it)")
+    with sync_api.sync_playwright() as playwright:
+        launched = playwright.chromium.launch(
+            executable_path=chromium, headless=True, args=["--no-sandbox"]
+        )
+        yield launched
+        launched.close()
+
+
+@pytest.fixture
+def context(browser: Any) -> Iterator[Any]:
+    """A browser context of its own per test (its own tabs, storage and session)."""
+    opened = browser.new_context(viewport={"width": 1000, "height": 800})
+    opened.set_default_timeout(BROWSER_TIMEOUT)
+    yield opened
+    opened.close()
+
+
+@pytest.fixture(scope="module")
+def postgres() -> Iterator[str]:
+    """A private PostgreSQL cluster's URL for the module (skipped, saying why, without one)."""
+    missing = postgres_missing()
+    if missing is not None:
+        pytest.skip(f"{missing}; .ci/run installs postgresql")
+    with postgres_cluster() as url:
+        yield url
 
 
 @pytest.fixture

@@ -5,7 +5,8 @@ or, after a SIGKILL, in another worker."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -20,8 +21,6 @@ from simplellmfunc.testing import (
     RecordedRequest,
     Reply,
     ToolCallSpec,
-    postgres_cluster,
-    postgres_missing,
 )
 
 pytest.importorskip("dbos", reason="durable runs need the [durable] extra (dbos)")
@@ -68,9 +67,12 @@ async def _status(client: DurableClient, workflow_id: str, wanted: str) -> None:
         await anyio.sleep(0.05)
 
 
-async def test_a_waiting_run_gives_its_queue_slot_to_the_next_and_resumes_on_the_answer(
-    tmp_path: Path,
-) -> None:
+@asynccontextmanager
+async def _clerk(
+    tmp_path: Path, name: str
+) -> AsyncIterator[tuple[MockLLMServer, DurableAgent, DurableClient]]:
+    """A clerk agent that parks after 0.2 s, on a SQLite runtime with one queue ``q`` of
+    concurrency 1, its model and a client of the same database."""
     WIPED.clear()
     config = DurableConfig(
         path=str(tmp_path / "durable.sqlite"),
@@ -87,7 +89,13 @@ async def test_a_waiting_run_gives_its_queue_slot_to_the_next_and_resumes_on_the
         async def clerk(message: str, history: list[dict[str, Any]] | None = None) -> None:
             """You are a careful clerk."""
 
-        agent = DurableAgent(clerk, name="test_durable_parking.clerk", park_after=0.2)
+        yield server, DurableAgent(clerk, name=name, park_after=0.2), client
+
+
+async def test_a_waiting_run_gives_its_queue_slot_to_the_next_and_resumes_on_the_answer(
+    tmp_path: Path,
+) -> None:
+    async with _clerk(tmp_path, "test_durable_parking.clerk") as (server, agent, client):
         with anyio.fail_after(GUARD):
             first = await agent.enqueue("q", "wipe old.log", history=[], workflow_id="p1")
             await _status(client, "p1", "WAITING")  # parked: its slot is free
@@ -119,23 +127,7 @@ async def test_a_waiting_run_gives_its_queue_slot_to_the_next_and_resumes_on_the
 
 
 async def test_an_aborted_parked_run_is_not_resumed_by_an_answer(tmp_path: Path) -> None:
-    WIPED.clear()
-    config = DurableConfig(
-        path=str(tmp_path / "durable.sqlite"),
-        queues=(QueueConfig("q", concurrency=1, polling_interval=0.05),),
-    )
-    async with (
-        MockLLMServer(default=_replies) as server,
-        DurableRuntime(config, listen=("q",)),
-        OpenAICompatible("sk-test", "mock", server.url) as llm,
-        DurableClient(config) as client,
-    ):
-
-        @llm_chat(llm, toolkit=[wipe], approval_timeout=None)
-        async def clerk(message: str, history: list[dict[str, Any]] | None = None) -> None:
-            """You are a careful clerk."""
-
-        agent = DurableAgent(clerk, name="test_durable_parking.aborted", park_after=0.2)
+    async with _clerk(tmp_path, "test_durable_parking.aborted") as (server, agent, client):
         with anyio.fail_after(GUARD):
             handle = await agent.enqueue("q", "wipe a.txt", history=[], workflow_id="p3")
             await _status(client, "p3", "WAITING")
@@ -157,15 +149,6 @@ def test_park_after_must_be_seconds() -> None:
 
     with pytest.raises(ConfigError, match="park_after"):
         DurableAgent(chat, name="test_durable_parking.chat", park_after=-1)
-
-
-@pytest.fixture(scope="module")
-def postgres() -> Iterator[str]:
-    missing = postgres_missing()
-    if missing is not None:
-        pytest.skip(f"{missing}; .ci/run installs postgresql")
-    with postgres_cluster() as url:
-        yield url
 
 
 async def test_a_parked_run_answered_after_its_worker_was_killed_resumes_in_another(

@@ -4,29 +4,19 @@ worker's sessions are finished by another, each from its last recorded step."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 
 import anyio
 import pytest
 
 from durable.support import child, log_lines, session_reply
-from simplellmfunc.testing import MockLLMServer, postgres_cluster, postgres_missing
+from simplellmfunc.testing import MockLLMServer
 
 pytest.importorskip("dbos", reason="durable runs need the [durable] extra (dbos)")
 
 from simplellmfunc.runtime.durable import DurableClient, DurableConfig
 
 GUARD = 90
-
-
-@pytest.fixture(scope="module")
-def postgres() -> Iterator[str]:
-    missing = postgres_missing()
-    if missing is not None:
-        pytest.skip(f"{missing}; .ci/run installs postgresql")
-    with postgres_cluster() as url:
-        yield url
 
 
 async def test_a_killed_workers_sessions_are_finished_by_another(

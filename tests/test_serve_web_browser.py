@@ -1,5 +1,5 @@
-"""``simplellmfunc serve --web``'s app in a real headless Chromium (see
-test_webchat_browser.py for the setup): the page, A2A and /v1 on one app behind a bearer
+"""``simplellmfunc serve --web``'s app in a real headless Chromium (the browser and a
+context per test: ``tests/conftest.py``): the page, A2A and /v1 on one app behind a bearer
 token, and an agent used as a tool drawn inside its card.
 
 A module of its own: the example app of test_webchat_browser.py is gone (its warm pool's
@@ -16,35 +16,15 @@ import pytest
 
 from test_webchat_browser import (
     CHROMIUM,
-    TIMEOUT,
     _children,
     _leaked,
     expect,
     idle,
-    playwright_api,
     say,
 )
 from webchat_support import Served, serve_in_thread
 
 pytestmark = pytest.mark.skipif(CHROMIUM is None, reason="no chromium executable")
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Any]:
-    with playwright_api.sync_playwright() as playwright:
-        browser = playwright.chromium.launch(
-            executable_path=CHROMIUM, headless=True, args=["--no-sandbox"]
-        )
-        yield browser
-        browser.close()
-
-
-@pytest.fixture
-def context(browser: Any) -> Iterator[Any]:
-    context = browser.new_context(viewport={"width": 1000, "height": 800})
-    context.set_default_timeout(TIMEOUT)
-    yield context
-    context.close()
 
 
 TOKEN = "serve-web-token-0123"

@@ -19,6 +19,7 @@ from typing import Any
 import psutil
 import pytest
 
+from conftest import BROWSER_TIMEOUT
 from simplellmfunc.serving import ServeLimits
 from webchat_support import Served, serve_in_thread
 
@@ -34,7 +35,7 @@ expect = playwright_api.expect
 Page = playwright_api.Page
 REPO = Path(__file__).resolve().parents[1]
 ARTIFACTS = Path(os.environ.get("TEST_ARTIFACTS") or REPO / ".cache" / "test-artifacts")
-TIMEOUT = 20_000  # ms; a kernel's first cell includes its start
+TIMEOUT = BROWSER_TIMEOUT
 
 
 def _children() -> set[int]:
@@ -74,24 +75,6 @@ def served() -> Iterator[Served]:
         yield served
     # The sessions' kernels and the warm pool are gone with the app.
     assert not _leaked(before)
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Any]:
-    with playwright_api.sync_playwright() as playwright:
-        browser = playwright.chromium.launch(
-            executable_path=CHROMIUM, headless=True, args=["--no-sandbox"]
-        )
-        yield browser
-        browser.close()
-
-
-@pytest.fixture
-def context(browser: Any) -> Iterator[Any]:
-    context = browser.new_context(viewport={"width": 1000, "height": 800})
-    context.set_default_timeout(TIMEOUT)
-    yield context
-    context.close()
 
 
 def open_tab(context: Any, served: Served) -> Page:

@@ -365,9 +365,10 @@ class _Server:
         with contextlib.suppress(OSError):
             os.killpg(call.pid, signal.SIGKILL)  # the call and what it left in its group
         if not self.own_namespace:
-            with contextlib.suppress(ChildProcessError):
-                os.waitpid(call.pid, 0)
-            call.reaped = True
+            if not call.reaped:  # run() reaped a call that ended; only a stopped one is left
+                with contextlib.suppress(ChildProcessError):
+                    os.waitpid(call.pid, 0)
+                call.reaped = True
             _launch.kill_the_rest()  # what the call detached came back to this subreaper
             return
         # Everything else of the namespace but its init, this worker and the spares, until

@@ -243,7 +243,7 @@ class SessionStore:
                 tasks.cancel_scope.cancel()
                 await tasks.__aexit__(exc_type, exc, tb)
         finally:
-            # A session its cancelled turn left behind (or one opened while closing) goes too.
+            # A session whose opening was under way when the closing began goes too.
             await self.close_all()
 
     async def close_all(self) -> None:
