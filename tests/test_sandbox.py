@@ -411,3 +411,30 @@ async def test_fallback_fails_closed_as_root_and_warns_at_every_start(
     assert all("no bubblewrap isolation" in e.data["missing"][0] for e in warned)
     logged = [r for r in caplog.records if "weaker isolation" in r.getMessage()]
     assert len(logged) >= 3  # every start says so, not one line per process
+
+
+_STOPPED_SPARE = """
+import json, os, signal, time
+from simplellmfunc.sandbox._worker import _Spare
+spare = _Spare(None, ())
+os.kill(spare.pid, signal.SIGSTOP)  # sent before the request, as a previous call's code would
+while open(f"/proc/{spare.pid}/stat").read().split(") ")[1][0] != "T":
+    time.sleep(0.01)
+status = spare.run(json.dumps({"module": "os", "qualname": "getpid", "arguments": {}}).encode())
+print(json.dumps({"stopped": os.WIFSTOPPED(status), "started": spare.started()}))
+spare.close()
+spare.reap(wait=True)
+"""
+
+
+def test_a_spare_stopped_before_its_request_is_known_not_to_have_run_it() -> None:
+    # The worker hands a call on to another spare exactly when its spare never read the
+    # request: a stopped spare's wait status alone looks like a call that replied and stopped.
+    import subprocess
+    import sys
+
+    done = subprocess.run(
+        [sys.executable, "-c", _STOPPED_SPARE], capture_output=True, text=True, timeout=30
+    )
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout) == {"stopped": True, "started": False}

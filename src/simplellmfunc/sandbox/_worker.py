@@ -62,7 +62,7 @@ __all__ = ["main"]
 _LIMIT_ERRNO = {errno.EAGAIN: "processes", errno.EMFILE: "open_files", errno.EFBIG: "file_size"}
 _VIOLATION_ERRNO = {errno.EACCES, errno.EROFS, errno.EPERM}
 _OUTPUT_TAIL = 2000
-_HANDOVERS = 3  # spares tried for one call when those before it were killed unread
+_HANDOVERS = 3  # spares tried for one call when those before it were killed or stopped unread
 _PR_SET_PDEATHSIG = 1
 
 
@@ -388,13 +388,15 @@ class _Server:
             self.close()  # forked before the import: the next spares inherit it
             return json.dumps({"ok": True, "result": None}), None
         payload = json.dumps({**request, "arguments": dict(request.get("arguments") or {})})
-        for _ in range(_HANDOVERS):
+        for attempt in range(_HANDOVERS):
             call = self._take()
             status = call.run(payload.encode())
-            if call.started() or os.WIFSTOPPED(status):
+            if call.started() or attempt == _HANDOVERS - 1:
                 break
-            # Killed before it read the request (by the previous call's code, reaped only
-            # now): the call never ran; hand it to another spare.
+            # Killed or stopped before it read the request (by the previous call's code; a
+            # signal sent before the request is acted on before the read returns, but it may
+            # not show in the wait status until now): the call never ran; hand it to another
+            # spare. Only a spare that read its request can have run the call.
             self.finish(call)
         self._sweep(call)
         call.reply.seek(0)
