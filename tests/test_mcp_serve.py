@@ -184,3 +184,79 @@ async def test_cli_serves_pyrepl_with_output_events(tmp_path: Path) -> None:
         assert toolset.server_info is not None
         assert toolset.server_info.version == simplellmfunc.__version__
         assert "x" in (await tools["list_variables"].invoke({})).text
+
+
+@tool
+def secret_count() -> int:
+    """A tool a web page must never be able to call."""
+    return 7
+
+
+_INIT = {
+    "jsonrpc": "2.0",
+    "id": 1,
+    "method": "initialize",
+    "params": {
+        "protocolVersion": "2025-06-18",
+        "capabilities": {},
+        "clientInfo": {"name": "page", "version": "0"},
+    },
+}
+_MCP_ACCEPT = {"Accept": "application/json, text/event-stream"}
+
+
+async def test_the_http_server_refuses_browsers_foreign_hosts_and_missing_tokens() -> None:
+    import httpx
+
+    from simplellmfunc.mcp_server import mcp_http_app
+    from simplellmfunc.serving import Principals, running
+
+    principals = Principals.single("s3cret-token")
+    app = mcp_http_app([secret_count], principals=principals)
+    async with running(lambda _url: app) as base, httpx.AsyncClient(base_url=base) as client:
+        url, auth = "/mcp", {"Authorization": "Bearer s3cret-token", **_MCP_ACCEPT}
+        # A DNS-rebinding page: its own name in Host.
+        rebound = await client.post(url, json=_INIT, headers={**auth, "Host": "evil.example"})
+        assert rebound.status_code == 421
+        # A cross-site page: a form post (no preflight) and a fetch with its Origin.
+        form = await client.post(url, content=b"{}", headers={**auth, "Content-Type": "text/plain"})
+        assert form.status_code == 415
+        fetch = await client.post(
+            url, json=_INIT, headers={**auth, "Origin": "https://evil.example"}
+        )
+        assert fetch.status_code == 403
+        assert (await client.post(url, json=_INIT, headers=_MCP_ACCEPT)).status_code == 401
+        deep = b"[" * 200 + b"]" * 200
+        huge = await client.post(
+            url, content=deep, headers={**auth, "Content-Type": "application/json"}
+        )
+        assert huge.status_code == 400  # nested past the JSON depth limit
+        async with MCPToolset.http(
+            f"{base}/mcp", headers={"Authorization": "Bearer s3cret-token"}, name="guarded"
+        ) as toolset:
+            tools = await by_name(toolset)
+            assert (await tools["secret_count"].invoke({})).text == "7"
+
+
+def test_an_http_server_off_loopback_needs_a_token_and_its_host_names(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from simplellmfunc.exceptions import UserError
+    from simplellmfunc.mcp_server import mcp_http_app
+    from simplellmfunc.serving import Principals
+
+    with pytest.raises(UserError, match="needs a token"):
+        mcp_http_app([secret_count], host="0.0.0.0", allowed_hosts=["tools.internal"])
+    with pytest.raises(UserError, match="allowed-host"):
+        mcp_http_app([secret_count], host="0.0.0.0", principals=Principals.single("t"))
+    guarded = mcp_http_app(
+        [secret_count], host="0.0.0.0", principals=Principals.single("t"), allowed_hosts=["a.b"]
+    )
+    assert guarded.policy.allowed_hosts == {"a.b"}
+    # The command line says so in one line, without a traceback, and takes no token on argv.
+    monkeypatch.delenv(server_pkg.MCP_TOKEN_ENV, raising=False)
+    argv = ["serve", "--files", ".", "--http", "0", "--host", "0.0.0.0", "--allowed-host", "x"]
+    assert cli_main(argv) == 2
+    err = capsys.readouterr().err
+    assert "needs a token" in err
+    assert "Traceback" not in err

@@ -1,7 +1,9 @@
 """``python -m simplellmfunc.mcp_server serve --pyrepl --files DIR [--http PORT]``.
 
 Serves PyRepl and / or FileToolset over MCP (stdio by default, streamable HTTP on 127.0.0.1
-with ``--http``) so any MCP client can use them.
+with ``--http``) so any MCP client can use them. Off loopback (``--host``) the HTTP server needs
+the names clients reach it by (``--allowed-host``) and a token: ``SIMPLELLMFUNC_MCP_TOKEN`` in
+the environment, or a token file (``--token-file``), never one on the command line.
 """
 
 from __future__ import annotations
@@ -16,7 +18,8 @@ from typing import Any
 
 import anyio
 
-from ._server import serve_mcp
+from ..exceptions import SimpleLLMFuncError
+from ._server import MCP_TOKEN_ENV, http_edge, serve_mcp
 
 __all__ = ["main"]
 
@@ -29,6 +32,18 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--files", metavar="DIR", help="serve FileToolset tools for DIR")
     serve.add_argument("--http", metavar="PORT", type=int, help="streamable HTTP on this port")
     serve.add_argument("--host", default="127.0.0.1", help="HTTP host (default: 127.0.0.1)")
+    serve.add_argument(
+        "--allowed-host",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="a Host name clients use (off loopback; repeatable; '*': any)",
+    )
+    serve.add_argument(
+        "--token-file",
+        metavar="FILE",
+        help=f"tokens accepted over HTTP (else the token in ${MCP_TOKEN_ENV})",
+    )
     serve.add_argument("--name", default="simplellmfunc", help="server name for clients")
     serve.add_argument("--log-level", default="WARNING", help="log level (to stderr)")
     return parser
@@ -62,12 +77,18 @@ async def _serve_toolsets(options: argparse.Namespace) -> None:
             from ..builtin import FileToolset
 
             toolkit.extend(FileToolset(options.files).toolset)
+        if options.http is None:
+            await serve_mcp(toolkit, name=options.name)
+            return
         await serve_mcp(
             toolkit,
             name=options.name,
-            transport="http" if options.http is not None else "stdio",
+            transport="http",
             host=options.host,
-            port=options.http or 8000,
+            port=options.http,
+            principals=options.principals,
+            allowed_hosts=options.allowed_host,
+            announce=lambda url: print(f"serving MCP on {url}/mcp", file=sys.stderr, flush=True),
         )
 
 
@@ -80,9 +101,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     # Logs go to stderr: over stdio, stdout carries the protocol.
     logging.basicConfig(level=options.log_level.upper(), stream=sys.stderr)
     try:
+        if options.http is not None:  # a refused setup fails here, before anything starts
+            from ..serving import Principals
+
+            options.principals = Principals.resolve(
+                MCP_TOKEN_ENV, options.token_file, host=options.host
+            )
+            http_edge(options.host, options.principals, options.allowed_host)
         anyio.run(_serve, options)
     except KeyboardInterrupt:
         return 130
+    except SimpleLLMFuncError as exc:  # a refused setup (no token off loopback, a bad file)
+        print(f"serve: {exc}", file=sys.stderr)
+        return 2
     return 0
 
 

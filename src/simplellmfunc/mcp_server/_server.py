@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 from collections.abc import Callable, Sequence
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import anyio
 import mcp.types as types
@@ -18,7 +19,7 @@ from mcp.types.version import MODERN_PROTOCOL_VERSIONS
 from .. import __version__
 from .._abort import AbortSignal
 from .._events import CustomEvent
-from ..exceptions import ToolDefinitionError
+from ..exceptions import ToolDefinitionError, UserError
 from ..tools import (
     Tool,
     ToolContext,
@@ -30,7 +31,13 @@ from ..tools import (
     tool,
 )
 
-__all__ = ["build_server", "serve_mcp"]
+if TYPE_CHECKING:
+    from ..serving import EdgeGuard, EdgePolicy, Principals
+
+__all__ = ["MCP_TOKEN_ENV", "build_server", "mcp_http_app", "serve_mcp"]
+
+#: The environment variable the command line reads the token of an HTTP server from.
+MCP_TOKEN_ENV = "SIMPLELLMFUNC_MCP_TOKEN"
 
 # The logger users already configure for MCP, client and server alike.
 logger = logging.getLogger("simplellmfunc.mcp")
@@ -195,6 +202,69 @@ def _event_text(event: CustomEvent) -> str:
     return f"{event.event_name}: {text}"[:_MAX_EVENT_TEXT]
 
 
+def http_edge(
+    host: str,
+    principals: Principals | None,
+    allowed_hosts: Sequence[str] = (),
+    policy: EdgePolicy | None = None,
+) -> EdgePolicy:
+    """The checks of an HTTP server bound to ``host`` (see :func:`mcp_http_app`).
+
+    Raises:
+        UserError: Off loopback without a token, or on every interface without
+            ``allowed_hosts``.
+    """
+    from ..serving import EdgePolicy, allowed_hosts_for, is_loopback
+
+    if not is_loopback(host) and (principals is None or not principals.required):
+        raise UserError(
+            f"serving tools over MCP on {host!r} (off loopback) needs a token: set "
+            f"{MCP_TOKEN_ENV} or give --token-file FILE"
+        )
+    hosts = allowed_hosts_for(host, allowed_hosts)
+    return dataclasses.replace(policy or EdgePolicy(), allowed_hosts=hosts)
+
+
+def mcp_http_app(
+    toolkit: Sequence[Any],
+    *,
+    name: str = "simplellmfunc",
+    host: str = "127.0.0.1",
+    path: str = "/mcp",
+    instructions: str | None = None,
+    principals: Principals | None = None,
+    allowed_hosts: Sequence[str] = (),
+    policy: EdgePolicy | None = None,
+) -> EdgeGuard:
+    """``toolkit`` over MCP's streamable HTTP, as an ASGI app for a server bound to ``host``,
+    behind the same :class:`~simplellmfunc.serving.EdgeGuard` as every other door: the
+    ``Host`` header must name the server (the loopback names on loopback, ``allowed_hosts``
+    otherwise: no DNS rebinding), cross-origin and non-JSON requests are refused (no web page
+    can call a tool), bodies are bounded, and off loopback every request needs a token.
+
+    Args:
+        principals: The tokens accepted (:meth:`Principals.resolve`); ``None``: none needed,
+            which is allowed on loopback only.
+        allowed_hosts: The names clients reach the server by, when it is not on loopback.
+        policy: The limits (default: :class:`EdgePolicy`'s, with the hosts above).
+
+    Raises:
+        UserError: Off loopback without a token, or on every interface without
+            ``allowed_hosts``.
+    """
+    from ..serving import EdgeGuard, Principals
+
+    edge = http_edge(host, principals, allowed_hosts, policy)
+    server = build_server(toolkit, name=name, instructions=instructions)
+    # The SDK's own Host / Origin check stays on where it turns itself on (loopback).
+    app = server.streamable_http_app(
+        streamable_http_path=path,
+        host=host,
+        max_request_body_size=edge.max_body_bytes,
+    )
+    return EdgeGuard(app, policy=edge, principals=principals or Principals.open())
+
+
 async def serve_mcp(
     toolkit: Sequence[Any],
     *,
@@ -204,22 +274,37 @@ async def serve_mcp(
     port: int = 8000,
     path: str = "/mcp",
     instructions: str | None = None,
+    principals: Principals | None = None,
+    allowed_hosts: Sequence[str] = (),
+    policy: EdgePolicy | None = None,
+    announce: Callable[[str], None] | None = None,
 ) -> None:
-    """Serve ``toolkit`` over MCP until cancelled (stdio) or stopped (HTTP, on ``host``).
+    """Serve ``toolkit`` over MCP until cancelled (stdio) or stopped (HTTP: SIGINT / SIGTERM).
 
     Over stdio nothing else may write to stdout. Over HTTP the server listens on loopback
-    unless ``host`` says otherwise, with the SDK's DNS-rebinding protection.
+    unless ``host`` says otherwise, behind the checks of :func:`mcp_http_app` (``principals``,
+    ``allowed_hosts`` and ``policy`` are its), with the header and idle timeouts and the
+    connection cap of every other server of this package; ``announce`` gets the base URL.
 
     Raises:
         ToolDefinitionError: For an item that is no tool, provider or function.
+        UserError: Over HTTP off loopback without a token (see :func:`mcp_http_app`).
     """
-    server = build_server(toolkit, name=name, instructions=instructions)
     if transport == "stdio":
+        server = build_server(toolkit, name=name, instructions=instructions)
         async with stdio_server() as (read, write):
             await server.run(read, write, server.create_initialization_options())
         return
-    import uvicorn
+    from ..serving import serve_app
 
-    app = server.streamable_http_app(streamable_http_path=path, host=host)
-    config = uvicorn.Config(app, host=host, port=port, log_level="warning")
-    await uvicorn.Server(config).serve()
+    app = mcp_http_app(
+        toolkit,
+        name=name,
+        host=host,
+        path=path,
+        instructions=instructions,
+        principals=principals,
+        allowed_hosts=allowed_hosts,
+        policy=policy,
+    )
+    await serve_app(lambda _url: app, host, port, announce=announce, policy=app.policy)
