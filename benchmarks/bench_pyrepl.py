@@ -233,7 +233,7 @@ async def concurrent_sessions(rows: list[tuple[str, str, str]]) -> None:
         with anyio.CancelScope(shield=True):
             async with anyio.create_task_group() as tg:
                 for repl in repls:
-                    tg.start_soon(repl.close)
+                    tg.start_soon(repl.aclose)
     ordered = sorted(latencies)
     p50 = ordered[len(ordered) // 2] * 1000
     p99 = ordered[min(len(ordered) - 1, int(len(ordered) * 0.99))] * 1000
