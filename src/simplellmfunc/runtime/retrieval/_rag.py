@@ -25,7 +25,8 @@ from ...exceptions import ConfigError
 from ...providers import LLMInterface
 from ...tools import FunctionTool
 from ._chunk import DocKind
-from ._kb import Embedder, IngestReport, KnowledgeBase, Passage, SearchMode
+from ._kb import KnowledgeBase
+from ._passage import Embedder, IngestReport, Passage, SearchMode
 from ._tool import OutputFormat, retrieve_tool
 
 __all__ = ["AGENTIC_PROMPT", "RAG", "create_rag"]
