@@ -198,7 +198,7 @@ def sandboxed(
 _POLICY_FIELDS = frozenset(SandboxPolicy.__dataclass_fields__) | frozenset(SEED_NAMES)
 
 
-def _request(func: Callable[..., Any], arguments: Any) -> dict[str, Any]:
+def _request(func: Callable[..., object], arguments: object) -> dict[str, Any]:
     """What the worker needs to find ``func``, plus the paths to bind and import from."""
     module_name = str(func.__module__)
     module = sys.modules.get(module_name)
