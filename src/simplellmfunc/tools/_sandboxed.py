@@ -265,6 +265,6 @@ def _error(error: dict[str, Any]) -> Exception:
     if isinstance(builtin, type) and issubclass(builtin, Exception):
         try:
             return builtin(message)
-        except Exception:  # boundary: a built-in with another constructor signature
+        except TypeError:  # a built-in with another constructor signature
             pass
     return ToolExecutionError(text)

@@ -107,7 +107,7 @@ class KnowledgeBase(AsyncResource):
             self._db.write(idx.migrate)
             if embedder is not None:
                 self._db.write(self._check_model)
-        except BaseException:
+        except BaseException:  # boundary: cleanup, re-raised: the database is closed
             self.close()
             raise
 

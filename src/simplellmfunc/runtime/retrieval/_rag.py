@@ -133,7 +133,7 @@ class RAG(AsyncResource):
         """Ingest the sources (``async with`` does); a failure closes the knowledge base."""
         try:
             await self.refresh()
-        except BaseException:
+        except BaseException:  # boundary: cleanup, re-raised: the knowledge base is closed
             await self.aclose()
             raise
 
