@@ -48,6 +48,8 @@ def misbehave(what: str, path: str = "") -> str:
     """Do something a sandbox must stop."""
     if what == "value":
         raise ValueError("bad value")
+    if what == "decode":  # a built-in whose constructor takes five arguments
+        return b"\xff".decode("utf-8")
     if what == "memory":
         return str(len(bytearray(8 * 1024**3)))
     if what == "write":
@@ -259,6 +261,8 @@ async def test_sandboxed_tool_results_and_typed_errors(tmp_path: Path) -> None:
     assert await add(2, 3) == 5  # a direct call runs in the sandbox too (awaitable in a loop)
     with pytest.raises(ValueError, match="bad value"):
         await misbehave.invoke({"what": "value"})
+    with pytest.raises(ToolExecutionError, match="UnicodeDecodeError"):
+        await misbehave.invoke({"what": "decode"})
     with pytest.raises(ResourceLimitExceeded) as hit:
         await misbehave.invoke({"what": "memory"})
     assert hit.value.limit == "memory"

@@ -161,7 +161,7 @@ class SQLiteDatabase:
                 self._conn.execute("BEGIN IMMEDIATE")
                 try:
                     result = work(self._conn)
-                except BaseException:
+                except BaseException:  # boundary: cleanup, re-raised: rolled back
                     if self._conn.in_transaction:  # some errors already rolled it back
                         self._conn.execute("ROLLBACK")
                     raise
@@ -297,7 +297,7 @@ def open_database(
     database = SQLiteDatabase(target, durable=durable, driver=driver)
     try:
         database.ensure_schema(schema)
-    except BaseException:
+    except BaseException:  # boundary: cleanup, re-raised: the database is closed
         database.close()
         raise
     return database, True
@@ -327,7 +327,7 @@ def _write_temp(dir_fd: int, data: bytes, mode: int | None) -> str:
             os.fsync(fd)
         finally:
             os.close(fd)
-    except BaseException:
+    except BaseException:  # boundary: cleanup, re-raised: the temporary file is removed
         _unlink_quietly(tmp, dir_fd)
         raise
     return tmp
@@ -356,7 +356,7 @@ def atomic_write(dir_fd: int, name: str, data: bytes, mode: int | None = None) -
     tmp = _write_temp(dir_fd, data, mode)
     try:
         os.replace(tmp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
-    except BaseException:
+    except BaseException:  # boundary: cleanup, re-raised: the temporary file is removed
         _unlink_quietly(tmp, dir_fd)
         raise
     # Make the rename itself durable.
@@ -416,7 +416,7 @@ def _link_new(dir_fd: int, tmp: str, name: str, data: bytes) -> bool:
             os.fsync(fd)
         finally:
             os.close(fd)
-    except BaseException:
+    except BaseException:  # boundary: cleanup, re-raised: the half-written file is removed
         _unlink_quietly(name, dir_fd)  # never leave a half-written file under a taken name
         raise
     return True

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Callable, Iterable, Sequence
-from typing import Any, Literal
+from typing import Literal
 
 from ..engine import (
     EngineOptions,
@@ -43,7 +43,7 @@ def llm_chat(
     hooks: Sequence[RunHook] = (),
     strict_signature: bool = False,
     **llm_kwargs: object,
-) -> Callable[[Callable[..., Any]], ChatAgent]:
+) -> Callable[[Callable[..., object]], ChatAgent]:
     """Turn an ``async def`` into a :class:`ChatAgent` that yields ``(text, updated_history)``.
 
     The docstring is the system prompt (with ``_template_params``). The decorated function takes

@@ -49,7 +49,7 @@ class Decorated:
     __name__: str
     __qualname__: str
 
-    def __init__(self, func: Callable[..., Any], settings: Any) -> None:
+    def __init__(self, func: Callable[..., object], settings: _Settings) -> None:
         functools.update_wrapper(cast(Any, self), func)  # both subclasses are callable
         self._func = func
         self._settings = settings
@@ -61,14 +61,12 @@ class Decorated:
     @property
     def options(self) -> EngineOptions:
         """The engine options the decorator was given."""
-        settings: _Settings = self._settings
-        return settings.options
+        return self._settings.options
 
     @property
     def llm(self) -> LLMInterface:
         """The model it calls."""
-        settings: _Settings = self._settings
-        return settings.llm
+        return self._settings.llm
 
     def __get__(self, instance: object, owner: type | None = None) -> Self:
         # A method of a class: the instance is bound to the first parameter (not sent to the

@@ -30,7 +30,7 @@ def chat_output(item: Any, view: HistoryView, *, enable_event: bool, stream: boo
     return item
 
 
-def initial_messages(system: str, history: Any, user: Message | None) -> list[Message]:
+def initial_messages(system: str, history: object, user: Message | None) -> list[Message]:
     if history is not None and not isinstance(history, list | tuple):
         raise DecoratorError("history must be a list of chat message dicts")
     previous = history_from_dicts(history)

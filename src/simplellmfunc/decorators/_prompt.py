@@ -7,7 +7,6 @@ import json
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import asdict, is_dataclass
-from typing import Any
 
 import anyio.to_thread
 from pydantic import BaseModel
@@ -53,7 +52,7 @@ def render_value(value: object) -> str:
         return repr(value)
 
 
-def _json_default(value: object) -> Any:
+def _json_default(value: object) -> object:
     if isinstance(value, BaseModel):
         return value.model_dump(mode="json")
     return str(value)
@@ -71,7 +70,7 @@ def _images(value: object) -> list[ImgUrl | ImgPath] | None:
     return None
 
 
-_TYPE_NAMES: dict[Any, str] = {}  # annotation -> label: the same few, on every call
+_TYPE_NAMES: dict[object, str] = {}  # annotation -> label: the same few, on every call
 _TYPE_NAMES_MAX = 1024
 
 

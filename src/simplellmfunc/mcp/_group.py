@@ -87,7 +87,7 @@ class LinkGroup(AsyncResource, Generic[M]):
             async with anyio.create_task_group() as starting:
                 for toolset in self.toolsets.values():
                     starting.start_soon(attach, toolset)
-        except BaseException:
+        except BaseException:  # boundary: cleanup, re-raised: the toolsets attached are closed
             await self.aclose()
             raise
         if failures:

@@ -89,7 +89,7 @@ class ServerLink(AsyncResource):
         self._owner_task = anyio.get_current_task().id
         try:
             await self._attach(group)
-        except BaseException:
+        except BaseException:  # boundary: cleanup, re-raised: the task group is cancelled and left
             self._group = None
             group.cancel_scope.cancel()
             await group.__aexit__(None, None, None)

@@ -235,7 +235,7 @@ class HTTPTransport:
             try:
                 await self._take_slot(hold, deadline, attempt)
                 outcome = await self._attempt(path, content.encoded(), hold.key, deadline, attempt)
-            except BaseException:
+            except BaseException:  # boundary: cleanup, re-raised: the slot goes back
                 self._release(hold)
                 raise
             if isinstance(outcome, httpx.Response):

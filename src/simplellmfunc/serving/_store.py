@@ -507,7 +507,7 @@ class SessionStore:
                             close = getattr(iterator, "aclose", None)
                             if close is not None:
                                 await close()
-                except Exception:
+                except Exception:  # boundary: cleanup, re-raised
                     history = None  # the turn failed: the history is left as it was
                     raise
         finally:

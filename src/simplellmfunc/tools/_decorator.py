@@ -13,7 +13,7 @@ __all__ = ["tool"]
 
 
 @overload
-def tool(func: Callable[..., Any], /) -> FunctionTool: ...
+def tool(func: Callable[..., object], /) -> FunctionTool: ...
 
 
 @overload
@@ -32,14 +32,14 @@ def tool(
     idempotent: bool = True,
     requires_approval: ApprovalFlag = False,
     sandbox: SandboxPolicy | None = None,
-) -> Callable[[Callable[..., Any]], FunctionTool]: ...
+) -> Callable[[Callable[..., object]], FunctionTool]: ...
 
 
 def tool(
-    func: Callable[..., Any] | None = None,
+    func: Callable[..., object] | None = None,
     /,
     **options: Any,
-) -> FunctionTool | Callable[[Callable[..., Any]], FunctionTool]:
+) -> FunctionTool | Callable[[Callable[..., object]], FunctionTool]:
     """Turn a function into a tool; bare (``@tool``) or with options (``@tool(name=...)``).
 
     Async functions are awaited; sync functions run in a worker thread. The schema comes from
@@ -55,12 +55,12 @@ def tool(
     policy = options.pop("sandbox", None)
     if policy is not None:
 
-        def make(f: Callable[..., Any]) -> FunctionTool:
+        def make(f: Callable[..., object]) -> FunctionTool:
             return SandboxedTool(f, policy, **options)
 
     else:
 
-        def make(f: Callable[..., Any]) -> FunctionTool:
+        def make(f: Callable[..., object]) -> FunctionTool:
             return FunctionTool(f, **options)
 
     return make(func) if func is not None else make

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
-from typing import Any
 
 from .._abort import AbortSignal
 from .._events import CustomEvent, EventOrigin, EventYield
@@ -52,7 +51,7 @@ class ToolEventEmitter:
             origin = EventOrigin(tool_name=self.tool_name, tool_call_id=self.tool_call_id)
             self._events.append(EventYield(event, origin))
 
-    async def emit_batch(self, events: Iterable[tuple[str, Any]]) -> None:
+    async def emit_batch(self, events: Iterable[tuple[str, object]]) -> None:
         """Emit ``(event_name, data)`` pairs in order."""
         for name, data in events:
             await self.emit(name, data)

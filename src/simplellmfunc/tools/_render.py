@@ -20,7 +20,6 @@ import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path, PurePath
-from typing import Any
 
 import anyio.to_thread
 from pydantic import BaseModel
@@ -254,7 +253,7 @@ def _dumps(value: object) -> str:
         return repr(value)
 
 
-def _json_default(obj: object) -> Any:
+def _json_default(obj: object) -> object:
     """Convert what :mod:`json` cannot encode into something it can (``str`` as last resort)."""
     if isinstance(obj, BaseModel):
         try:
@@ -273,7 +272,7 @@ def _json_default(obj: object) -> Any:
     return _plain_default(obj)
 
 
-def _plain_default(obj: object) -> Any:
+def _plain_default(obj: object) -> object:
     if isinstance(obj, enum.Enum):
         return obj.value
     if isinstance(obj, PurePath):

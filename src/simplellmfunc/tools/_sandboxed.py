@@ -198,7 +198,7 @@ def sandboxed(
 _POLICY_FIELDS = frozenset(SandboxPolicy.__dataclass_fields__) | frozenset(SEED_NAMES)
 
 
-def _request(func: Callable[..., Any], arguments: Any) -> dict[str, Any]:
+def _request(func: Callable[..., object], arguments: object) -> dict[str, Any]:
     """What the worker needs to find ``func``, plus the paths to bind and import from."""
     module_name = str(func.__module__)
     module = sys.modules.get(module_name)
@@ -265,6 +265,6 @@ def _error(error: dict[str, Any]) -> Exception:
     if isinstance(builtin, type) and issubclass(builtin, Exception):
         try:
             return builtin(message)
-        except Exception:  # boundary: a built-in with another constructor signature
+        except TypeError:  # a built-in with another constructor signature
             pass
     return ToolExecutionError(text)

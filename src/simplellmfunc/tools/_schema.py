@@ -73,7 +73,7 @@ def _describe(exc: ValidationError) -> str:
     return "invalid arguments: " + "; ".join(problems)
 
 
-def _unwrap_annotated(annotation: object) -> tuple[Any, tuple[Any, ...]]:
+def _unwrap_annotated(annotation: object) -> tuple[object, tuple[object, ...]]:
     if get_origin(annotation) is Annotated:
         base, *metadata = get_args(annotation)
         return base, tuple(metadata)
@@ -95,9 +95,9 @@ def _injection_kind(name: str, annotation: object) -> str | None:
     return None
 
 
-def _type_hints(func: Callable[..., object]) -> dict[str, Any]:
+def _type_hints(func: Callable[..., object]) -> dict[str, object]:
     """Resolved annotations of a function, method, ``functools.partial`` or callable object."""
-    target: Any = func
+    target: object = func
     while isinstance(target, functools.partial):
         target = target.func
     if not (inspect.isfunction(target) or inspect.ismethod(target)) and callable(target):
@@ -152,7 +152,9 @@ def build_schema(func: Callable[..., object], name: str, doc: ParsedDocstring) -
     return SignatureSchema(doc.description, parameters, model, injected, var_kwargs, names)
 
 
-def _field(param: inspect.Parameter, annotation: Any, described: str | None) -> Any:
+def _field(
+    param: inspect.Parameter, annotation: Any, described: str | None
+) -> tuple[object, FieldInfo]:
     """Return the ``(annotation, FieldInfo)`` pair of one model-facing parameter."""
     _, metadata = _unwrap_annotated(annotation)
     declared = [m for m in metadata if isinstance(m, FieldInfo)]

@@ -149,7 +149,7 @@ class CellRun:
                 await self._run_beside_helpers()
             else:
                 await self._run_alone()
-        except BaseException:
+        except BaseException:  # boundary: cleanup, re-raised: the kernel is recovered
             with anyio.CancelScope(shield=True):
                 await self._recover_after_cancel()
                 for stream in (self.out.stdout, self.out.stderr):

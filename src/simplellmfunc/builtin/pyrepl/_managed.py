@@ -235,7 +235,7 @@ class ManagedKernel:
         }
         try:
             await session.control("configure", config=config)
-        except BaseException:
+        except BaseException:  # boundary: cleanup, re-raised: the kernel is shut down
             await session.destroy("could not be configured and was shut down")
             raise
         self._configured = True

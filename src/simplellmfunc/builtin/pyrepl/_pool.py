@@ -127,7 +127,7 @@ class KernelPool(AsyncResource):
             self._spawn(_REPLACE_AFTER_SECONDS)
             try:
                 alive = not session.closed and await session.is_alive()
-            except BaseException:
+            except BaseException:  # boundary: cleanup, re-raised: the kernel is destroyed
                 # Cancelled while checking: the kernel is out of the pool and nobody's yet.
                 await session.destroy()
                 raise

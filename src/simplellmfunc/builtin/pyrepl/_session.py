@@ -193,7 +193,7 @@ class KernelSession:
                 info = await session.control("install", code=_LOADER)
             session.fd_capture = bool(info.get("fd_capture"))
             return session
-        except BaseException as exc:
+        except BaseException as exc:  # boundary: cleanup, re-raised: the kernel started is stopped
             # Shielded: a start cancelled midway (a pool closing during a refill) must still
             # stop the kernel it launched.
             with anyio.CancelScope(shield=True):

@@ -151,7 +151,7 @@ class A2AAgentTool(TaskTool, AsyncResource):
                         self._card = await A2ACardResolver(http, self.url).get_agent_card()
                     config = ClientConfig(httpx_client=http)
                     session.client = ClientFactory(config).create(await self._checked(self._card))
-                except BaseException:
+                except BaseException:  # boundary: cleanup, re-raised: the HTTP client is closed
                     await http.aclose()
                     raise
                 session.http = http

@@ -143,7 +143,7 @@ class ConfiguredAgent(AsyncResource):
         self._stack = stack
         try:
             await self._open(stack)
-        except BaseException:
+        except BaseException:  # boundary: cleanup, re-raised: what was opened is closed
             await self.aclose()
             raise
 

@@ -164,7 +164,7 @@ class _TracedSlot:
                     value, replayed = await func(), False
                 else:
                     value, replayed = await self._inner.run(func)
-            except Exception as exc:
+            except Exception as exc:  # boundary: recorded on the span, re-raised
                 span.set_attribute("error.type", type(exc).__qualname__)
                 raise
             span.set_attribute("simplellmfunc.step.replayed", replayed)

@@ -18,7 +18,8 @@ agent config files use the same classes.
 from ..._lazy import publish
 from ._chunk import Chunk, chunk_text
 from ._files import Skipped
-from ._kb import Embedder, IngestReport, KnowledgeBase, Passage, SearchMode, SourceInfo
+from ._kb import KnowledgeBase
+from ._passage import Embedder, IngestReport, Passage, SearchMode, SourceInfo
 from ._rag import AGENTIC_PROMPT, RAG, create_rag
 from ._tool import OutputFormat, format_passages, retrieve_tool
 

@@ -32,6 +32,7 @@ from ._files import FileEntry
 
 __all__ = [
     "SCHEMA",
+    "Row",
     "chunk_rowids",
     "delete_chunks",
     "delete_files",

@@ -15,167 +15,36 @@ embedder).
 
 from __future__ import annotations
 
-import hashlib
 import os
-import queue
-import threading
+import sqlite3
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Final, Literal, Protocol, TypeVar
+from types import ModuleType
+from typing import TypeVar
 
 import anyio
 import anyio.to_thread
 
 from ..._persist import DatabaseLike, SQLiteDatabase, open_database
 from ..._resource import AsyncResource
-from ..._unicode import replace_surrogates
 from ...exceptions import ConfigError, ProviderError, UserError
 from . import _index as idx
-from ._chunk import Chunk, DocKind, chunk_text
-from ._files import FileEntry, Skipped, read_chunks, root_label, walk
-from ._vectors import (
-    add_vectors,
-    delete_vectors,
-    has_vectors,
-    load_vec,
-    missing_vectors,
-    nearest,
-    vec_driver,
-)
+from ._chunk import DocKind
+from ._index import Row
+from ._passage import Embedder, IngestReport, Passage, SearchMode, SourceInfo, passage, rrf
+from ._plan import Change, Known, Plan, plan_targets, plan_texts, report, text_name
+from ._vectors import add_vectors, has_vectors, load_vec, missing_vectors, nearest, vec_driver
+from ._write import delete_sources, write_plan, write_streamed
 
-__all__ = ["Embedder", "IngestReport", "KnowledgeBase", "Passage", "SearchMode", "SourceInfo"]
+__all__ = ["KnowledgeBase"]
 
-SearchMode = Literal["bm25", "dense", "hybrid"]
 T = TypeVar("T")
-RRF_K: Final = 60  # reciprocal-rank fusion constant (Cormack et al.)
-_TEXT_PREFIX: Final = "text:"
-
-
-class Embedder(Protocol):
-    """Turns texts into vectors (:class:`~simplellmfunc.providers.OpenAIEmbeddings` is one)."""
-
-    model: str
-
-    async def embed(self, texts: Sequence[str]) -> list[list[float]]:
-        """One vector per text, in order."""
-        ...
-
-
-@dataclass(frozen=True, slots=True)
-class Passage:
-    """A search hit.
-
-    Attributes:
-        id: The chunk's stable id.
-        source: Where it comes from (a path relative to the ingested folder's parent).
-        heading: The headings above it, or a Python signature, or ``""``.
-        start_line: First line in the source (1-based).
-        end_line: Last line (inclusive).
-        text: The passage.
-        score: Higher is better (BM25, cosine similarity, or the fused rank score).
-    """
-
-    id: str
-    source: str
-    heading: str
-    start_line: int
-    end_line: int
-    text: str
-    score: float
-
-    @property
-    def citation(self) -> str:
-        """``source:start-end § heading``."""
-        where = f"{self.source}:{self.start_line}-{self.end_line}"
-        return f"{where} § {self.heading}" if self.heading else where
-
-
-@dataclass(frozen=True, slots=True)
-class IngestReport:
-    """What one :meth:`KnowledgeBase.ingest` did."""
-
-    files: int = 0  #: readable files seen
-    added: int = 0  #: new files
-    updated: int = 0  #: changed files
-    unchanged: int = 0
-    deleted: int = 0  #: files gone from an ingested folder
-    #: candidates not ingested, each with its reason (links, special files, too large, not text)
-    skipped: list[Skipped] = field(default_factory=list)
-    chunks_added: int = 0
-    chunks_removed: int = 0
-    chunks_kept: int = 0  #: unchanged passages of changed files
-    embedded: int = 0  #: passages sent to the embedder
-    seconds: float = 0.0
-
-    def __str__(self) -> str:
-        return (
-            f"{self.files} files: {self.added} added, {self.updated} updated, "
-            f"{self.unchanged} unchanged, {self.deleted} deleted, {len(self.skipped)} skipped; "
-            f"chunks +{self.chunks_added} -{self.chunks_removed} ={self.chunks_kept}; "
-            f"{self.embedded} embedded; {self.seconds:.2f}s"
-        ) + "".join(f"\n  skipped {entry}" for entry in self.skipped)
-
-
-@dataclass(frozen=True, slots=True)
-class SourceInfo:
-    """An ingested source: what citations call it, its file, and how many passages it has."""
-
-    source: str
-    path: str
-    chunks: int
-    size: int
-
-
-@dataclass(slots=True)
-class _Change:
-    entry: FileEntry
-    sha256: str
-    chunks: list[Chunk]
-    new: bool
-
-
-@dataclass(slots=True)
-class _Plan:
-    changes: list[_Change] = field(default_factory=list)
-    touched: list[tuple[FileEntry, str, int]] = field(default_factory=list)  # same content
-    gone: list[str] = field(default_factory=list)
-    skipped: list[Skipped] = field(default_factory=list)
-    files: int = 0
-    unchanged: int = 0
-
-
-Row = idx.Row
-_EMIT_BATCH: Final = 16  # files whose chunks are handed to the writer together
-
-
-def _passage(row: Row, score: float | None = None) -> Passage:
-    return Passage(*row[:6], score=row[6] if score is None else score)
 
 
 def _embed_text(heading: str, text: str) -> str:
     """What is embedded for a passage: its heading (when it has one) above its text."""
     return f"{heading}\n{text}" if heading else text
-
-
-def _text_name(text: str) -> str:
-    """The default source of a document added as text: ``doc-`` and a content hash."""
-    digest = hashlib.sha256(replace_surrogates(text).encode("utf-8")).hexdigest()
-    return f"doc-{digest[:12]}"
-
-
-def rrf(rankings: Sequence[Sequence[Row]], k: int) -> list[Passage]:
-    """Reciprocal-rank fusion: each list gives ``1 / (RRF_K + rank)`` to its rows; the ``k``
-    best sums."""
-    scores: dict[str, float] = {}
-    rows: dict[str, Row] = {}
-    for ranking in rankings:
-        for rank, row in enumerate(ranking, start=1):
-            scores[row[0]] = scores.get(row[0], 0.0) + 1.0 / (RRF_K + rank)
-            rows.setdefault(row[0], row)
-    best = sorted(scores, key=lambda ident: -scores[ident])[:k]
-    return [_passage(rows[ident], scores[ident]) for ident in best]
 
 
 class KnowledgeBase(AsyncResource):
@@ -238,12 +107,12 @@ class KnowledgeBase(AsyncResource):
             self._db.write(idx.migrate)
             if embedder is not None:
                 self._db.write(self._check_model)
-        except BaseException:
+        except BaseException:  # boundary: cleanup, re-raised: the database is closed
             self.close()
             raise
 
     @staticmethod
-    def _driver(needed: bool) -> tuple[Any, bool]:
+    def _driver(needed: bool) -> tuple[ModuleType | None, bool]:
         try:
             return vec_driver(), True
         except ConfigError:
@@ -260,7 +129,7 @@ class KnowledgeBase(AsyncResource):
             return False
         return True
 
-    def _check_model(self, conn: Any) -> None:
+    def _check_model(self, conn: sqlite3.Connection) -> None:
         assert self.embedder is not None
         stored = idx.get_meta(conn, "embedding_model")
         url = getattr(self.embedder, "base_url", None)
@@ -313,65 +182,28 @@ class KnowledgeBase(AsyncResource):
             )
             if self.embedder is None:
                 return await self._ingest_streaming(targets, known, labels, prune, started)
-            plan = await anyio.to_thread.run_sync(self._plan, targets, known, labels, prune)
+            plan = await anyio.to_thread.run_sync(
+                plan_targets, targets, known, labels, prune, self.max_chunk_chars
+            )
             return await self._apply(plan, started)
 
     async def _ingest_streaming(
         self,
         targets: Sequence[str | os.PathLike[str]],
-        known: dict[str, tuple[int, int, str, str]],
+        known: Known,
         labels: dict[str, str],
         prune: bool,
         started: float,
     ) -> IngestReport:
         """Ingest without an embedder: files are read and chunked in one thread while the
-        chunks of those before are written in another, in the one transaction (SQLite
-        releases the GIL while it indexes)."""
-        batches: queue.SimpleQueue[list[_Change] | BaseException | None] = queue.SimpleQueue()
-        plan = _Plan()
+        chunks of those before are written in another (:func:`write_streamed`)."""
+        plan = Plan()
 
-        def produce() -> None:
-            try:
-                self._plan(targets, known, labels, prune, plan=plan, emit=batches.put)
-                batches.put(None)
-            except BaseException as exc:  # boundary: handed to the writer, which raises it
-                batches.put(exc)
+        def fill(emit: Callable[[list[Change]], None]) -> None:
+            plan_targets(targets, known, labels, prune, self.max_chunk_chars, plan=plan, emit=emit)
 
-        def consume(conn: Any) -> tuple[int, int, int]:
-            # The reader runs beside this writer and is joined before the transaction ends,
-            # whatever happens (it stops by itself: nothing it waits for).
-            reader = threading.Thread(target=produce, name="slf-ingest-reader")
-            reader.start()
-            try:
-                removed = added = kept = 0
-                while (batch := batches.get()) is not None:
-                    if isinstance(batch, BaseException):
-                        raise batch  # the transaction is rolled back: nothing is kept
-                    existing = {c.entry.path: idx.chunk_rowids(conn, c.entry.path) for c in batch}
-                    added += sum(
-                        c.id not in existing[ch.entry.path] for ch in batch for c in ch.chunks
-                    )
-                    dropped, stay = self._write_changes(conn, batch, existing, {})
-                    removed, kept = removed + dropped, kept + stay
-                return removed + self._write_rest(conn, plan), kept, added
-            finally:
-                reader.join()
-
-        removed, kept, fresh = await self._db.awrite(consume)
-        added = sum(c.new for c in plan.changes)
-        return IngestReport(
-            files=plan.files,
-            added=added,
-            updated=len(plan.changes) - added,
-            unchanged=plan.unchanged,
-            deleted=len(plan.gone),
-            skipped=plan.skipped,
-            chunks_added=fresh,
-            chunks_removed=removed,
-            chunks_kept=kept,
-            embedded=0,
-            seconds=time.perf_counter() - started,
-        )
+        removed, kept, fresh = await self._db.awrite(lambda conn: write_streamed(conn, plan, fill))
+        return report(plan, added=fresh, removed=removed, kept=kept, embedded=0, started=started)
 
     async def add_text(self, source: str, text: str, kind: DocKind = "markdown") -> IngestReport:
         """Add (or replace) a document given as text, cited as ``source``.
@@ -386,7 +218,7 @@ class KnowledgeBase(AsyncResource):
     ) -> IngestReport:
         """Add one document given as text (the seed's ``store.add``); cited as ``source``, by
         default ``doc-`` and the start of its content hash (the same text is added once)."""
-        return await self._add_texts([(source or _text_name(text), text)], kind)
+        return await self._add_texts([(source or text_name(text), text)], kind)
 
     async def add_many(
         self, texts: Iterable[str] | Mapping[str, str], kind: DocKind = "markdown"
@@ -396,7 +228,7 @@ class KnowledgeBase(AsyncResource):
         items = (
             list(texts.items())
             if isinstance(texts, Mapping)
-            else [(_text_name(t), t) for t in texts]
+            else [(text_name(t), t) for t in texts]
         )
         return await self._add_texts(items, kind)
 
@@ -404,91 +236,9 @@ class KnowledgeBase(AsyncResource):
         started = time.perf_counter()
         async with self._writing:
             known = await self._db.aread(idx.known_files)
-            plan = _Plan()
-            for raw_source, raw_text in items:
-                source, text = replace_surrogates(raw_source), replace_surrogates(raw_text)
-                path = _TEXT_PREFIX + source
-                data = text.encode("utf-8")
-                entry = FileEntry(path, source, "", len(data), 0)
-                sha = hashlib.sha256(data).hexdigest()
-                plan.files += 1
-                if path in known and known[path][2] == sha:
-                    plan.unchanged += 1
-                    continue
-                chunks = chunk_text(text, source, kind, max_chars=self.max_chunk_chars)
-                plan.changes = [c for c in plan.changes if c.entry.path != path]
-                plan.changes.append(_Change(entry, sha, chunks, path not in known))
-            return await self._apply(plan, started)
+            return await self._apply(plan_texts(items, known, kind, self.max_chunk_chars), started)
 
-    def _plan(
-        self,
-        targets: Sequence[str | os.PathLike[str]],
-        known: dict[str, tuple[int, int, str, str]],
-        labels: dict[str, str],
-        prune: bool,
-        *,
-        plan: _Plan | None = None,
-        emit: Callable[[list[_Change]], None] | None = None,
-    ) -> _Plan:
-        """What to ingest; ``emit`` is handed the changes as they are found, in batches."""
-        plan = _Plan() if plan is None else plan
-        sent = 0
-        seen: set[str] = set()
-        roots: list[str] = []
-        taken = set(labels.values())
-        for target in targets:
-            root = Path(target).expanduser().resolve()
-            label = labels.get(str(root))
-            if label is None:  # a new root: a label no other root has
-                label = root_label(root, taken)
-                taken.add(label)
-            try:
-                entries = list(walk(target, label))
-            except FileNotFoundError:
-                raise UserError(f"nothing to ingest at {os.fspath(target)!r}") from None
-            roots.append(str(root))
-            for entry in entries:
-                if isinstance(entry, Skipped):
-                    plan.skipped.append(entry)
-                elif entry.path not in seen:
-                    seen.add(entry.path)
-                    self._plan_file(plan, entry, known.get(entry.path))
-                    if emit is not None and len(plan.changes) - sent >= _EMIT_BATCH:
-                        emit(plan.changes[sent:])
-                        sent = len(plan.changes)
-        if emit is not None and len(plan.changes) > sent:
-            emit(plan.changes[sent:])
-        if prune:
-            plan.gone = [
-                path
-                for path, (*_, root) in known.items()
-                if path not in seen and any(root == r or path.startswith(r + os.sep) for r in roots)
-            ]
-        return plan
-
-    def _plan_file(
-        self, plan: _Plan, entry: FileEntry, old: tuple[int, int, str, str] | None
-    ) -> None:
-        if old is not None and (old[0], old[1]) == (entry.size, entry.mtime_ns):
-            plan.files += 1
-            plan.unchanged += 1
-            return
-        try:
-            read = read_chunks(entry, self.max_chunk_chars)
-        except OSError as exc:
-            read = Skipped(entry.source, f"cannot be read: {exc.strerror or exc}")
-        if isinstance(read, Skipped):
-            plan.skipped.append(read)
-            return
-        plan.files += 1
-        sha, chunks = read
-        if old is not None and old[2] == sha:
-            plan.unchanged += 1
-            plan.touched.append((entry, sha, len(chunks)))
-        else:
-            plan.changes.append(_Change(entry, sha, chunks, old is None))
-
-    async def _apply(self, plan: _Plan, started: float) -> IngestReport:
+    async def _apply(self, plan: Plan, started: float) -> IngestReport:
         existing = await self._db.aread(
             lambda conn: {c.entry.path: idx.chunk_rowids(conn, c.entry.path) for c in plan.changes}
         )
@@ -503,23 +253,15 @@ class KnowledgeBase(AsyncResource):
         if self.embedder is not None and fresh:
             vectors = await self._embed([_embed_text(c.heading, c.text) for c in fresh])
             fresh_vectors = {c.id: v for c, v in zip(fresh, vectors, strict=True)}
-        counts = await self._db.awrite(
-            lambda conn: self._write(conn, plan, existing, fresh_vectors)
-        )
+        counts = await self._db.awrite(lambda conn: write_plan(conn, plan, existing, fresh_vectors))
         backfilled = await self._backfill() if self.embedder is not None else 0
-        added = sum(c.new for c in plan.changes)
-        return IngestReport(
-            files=plan.files,
-            added=added,
-            updated=len(plan.changes) - added,
-            unchanged=plan.unchanged,
-            deleted=len(plan.gone),
-            skipped=plan.skipped,
-            chunks_added=len(fresh),
-            chunks_removed=counts[0],
-            chunks_kept=counts[1],
+        return report(
+            plan,
+            added=len(fresh),
+            removed=counts[0],
+            kept=counts[1],
             embedded=len(vectors) + backfilled,
-            seconds=time.perf_counter() - started,
+            started=started,
         )
 
     async def _embed(self, texts: list[str]) -> list[list[float]]:
@@ -551,81 +293,12 @@ class KnowledgeBase(AsyncResource):
         await self._db.awrite(lambda conn: add_vectors(conn, rowids, vectors))
         return len(missing)
 
-    def _write(
-        self,
-        conn: Any,
-        plan: _Plan,
-        existing: dict[str, dict[str, int]],
-        vectors: dict[str, list[float]],
-    ) -> tuple[int, int]:
-        gone = self._write_rest(conn, plan)
-        removed, kept = self._write_changes(conn, plan.changes, existing, vectors)
-        return gone + removed, kept
-
-    def _write_changes(
-        self,
-        conn: Any,
-        changes: Sequence[_Change],
-        existing: dict[str, dict[str, int]],
-        vectors: dict[str, list[float]],
-    ) -> tuple[int, int]:
-        """Write changed files' chunks; (chunks removed, chunks kept)."""
-        kept = 0
-        removed: list[int] = []
-        new: list[tuple[str, Chunk]] = []
-        for change in changes:
-            old = existing[change.entry.path]
-            ids = {c.id for c in change.chunks}
-            dropped = [rowid for ident, rowid in old.items() if ident not in ids]
-            idx.delete_chunks(conn, dropped)
-            removed += dropped
-            stay = [c for c in change.chunks if c.id in old]
-            idx.move_chunks(conn, stay)
-            kept += len(stay)
-            new += [(change.entry.path, c) for c in change.chunks if c.id not in old]
-        # Before the inserts: a new chunk may get the rowid of one removed now.
-        delete_vectors(conn, removed)
-        rowids = idx.insert_chunks(conn, new)
-        with_vectors = [
-            (rowid, vectors[c.id])
-            for rowid, (_, c) in zip(rowids, new, strict=True)
-            if c.id in vectors
-        ]
-        if with_vectors:
-            add_vectors(conn, [r for r, _ in with_vectors], [v for _, v in with_vectors])
-        for change in changes:
-            idx.upsert_file(conn, change.entry, change.sha256, len(change.chunks))
-        return len(removed), kept
-
-    def _write_rest(self, conn: Any, plan: _Plan) -> int:
-        """Forget the files gone, record those touched (same content); chunks removed."""
-        removed = idx.delete_files(conn, plan.gone)
-        delete_vectors(conn, removed)
-        for entry, sha, count in plan.touched:
-            idx.upsert_file(conn, entry, sha, count)
-        return len(removed)
-
     async def delete(self, *targets: str | os.PathLike[str]) -> int:
         """Forget sources: a file, every file under a folder, or a source as cited (or an
         :meth:`add_text` source). Returns how many files were removed."""
         wanted = [os.fspath(t) for t in targets]
-
-        def work(conn: Any) -> int:
-            resolved = [os.path.realpath(os.path.expanduser(t)) for t in wanted]
-            rows = list(conn.execute("SELECT path, source FROM files"))
-            paths = [
-                path
-                for path, source in rows
-                if source in wanted
-                or path in resolved
-                or path.removeprefix(_TEXT_PREFIX) in wanted
-                or any(path.startswith(r + os.sep) for r in resolved)
-            ]
-            delete_vectors(conn, idx.delete_files(conn, paths))
-            return len(paths)
-
         async with self._writing:
-            return await self._db.awrite(work)
+            return await self._db.awrite(lambda conn: delete_sources(conn, wanted))
 
     # -- search ------------------------------------------------------------------------------
 
@@ -649,23 +322,23 @@ class KnowledgeBase(AsyncResource):
         if mode == "bm25":
             match = idx.fts_query(query)
             rows = await self._search_read(lambda conn: idx.keyword_search(conn, match, k))
-            return [_passage(row) for row in rows]
+            return [passage(row) for row in rows]
         if self.embedder is None:
             raise UserError(f"{mode} search needs an embedder (KnowledgeBase(embedder=...))")
         (vector,) = await self._embed([query])
         if mode == "dense":
             rows = await self._search_read(lambda conn: nearest(conn, vector, k))
-            return [_passage(row) for row in rows]
+            return [passage(row) for row in rows]
         pool = max(4 * k, 20)
         match = idx.fts_query(query)
 
-        def both(conn: Any) -> tuple[list[Row], list[Row]]:
+        def both(conn: sqlite3.Connection) -> tuple[list[Row], list[Row]]:
             return idx.keyword_search(conn, match, pool), nearest(conn, vector, pool)
 
         keyword, dense = await self._search_read(both)
         return rrf([keyword, dense], k)
 
-    async def _search_read(self, work: Callable[[Any], T]) -> T:
+    async def _search_read(self, work: Callable[[sqlite3.Connection], T]) -> T:
         if not self.offload:
             return self._db.read(work)
         return await self._db.aread(work, inline_for=self.offload_after)

@@ -25,7 +25,8 @@ from ...exceptions import ConfigError
 from ...providers import LLMInterface
 from ...tools import FunctionTool
 from ._chunk import DocKind
-from ._kb import Embedder, IngestReport, KnowledgeBase, Passage, SearchMode
+from ._kb import KnowledgeBase
+from ._passage import Embedder, IngestReport, Passage, SearchMode
 from ._tool import OutputFormat, retrieve_tool
 
 __all__ = ["AGENTIC_PROMPT", "RAG", "create_rag"]
@@ -132,7 +133,7 @@ class RAG(AsyncResource):
         """Ingest the sources (``async with`` does); a failure closes the knowledge base."""
         try:
             await self.refresh()
-        except BaseException:
+        except BaseException:  # boundary: cleanup, re-raised: the knowledge base is closed
             await self.aclose()
             raise
 

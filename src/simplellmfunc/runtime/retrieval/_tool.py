@@ -27,7 +27,8 @@ from typing import Final, Literal
 from ...exceptions import UserError
 from ...providers import count_text_tokens
 from ...tools import FunctionTool
-from ._kb import KnowledgeBase, Passage, SearchMode
+from ._kb import KnowledgeBase
+from ._passage import Passage, SearchMode
 
 __all__ = ["NO_MATCH", "OutputFormat", "format_passages", "retrieve_tool"]
 

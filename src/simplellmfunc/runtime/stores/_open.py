@@ -66,7 +66,7 @@ async def open_store(
         raise ConfigError(f"unknown store {kind!r}: use 'memory' ('local'), 'sqlite' or 'redis'")
     try:
         await store.ping()
-    except BaseException:
+    except BaseException:  # boundary: cleanup, re-raised: a store that cannot be reached is closed
         with anyio.move_on_after(_CLOSE_SECONDS, shield=True):
             await store.aclose()
         raise

@@ -405,7 +405,7 @@ def _connect(config: dict[str, Any], timeout: float) -> socket.socket:
     sock.settimeout(timeout)
     try:
         sock.connect(address)
-    except BaseException:
+    except BaseException:  # boundary: cleanup, re-raised: the socket is closed
         sock.close()
         raise
     return sock
