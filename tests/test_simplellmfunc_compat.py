@@ -1096,7 +1096,7 @@ async def test_a_bound_chat_agent_forks_on_its_own_key_with_a_fresh_kernel(
             """You are an agent with a Python REPL."""
 
         ref.bind_history("agent_main", [{"role": "user", "content": "earlier"}])
-        ref.bind_agent_instance(agent, default_memory_key="agent_main")
+        assert ref.get_agent_instance() is agent  # @llm_chat(self_reference=ref) binds it
         await repl.execute("pass")  # the agent's own kernel, to tell it from the fork's
         before = {p.pid for p in me.children(recursive=True)}
         with anyio.fail_after(GUARD * 3):
@@ -1470,3 +1470,26 @@ async def test_pyrepl_primitives_registered_on_the_repl(tmp_path: Path) -> None:
         assert lines[2] == contract["contract"]
     finally:
         await repl.aclose()
+
+
+async def test_llm_chat_binds_itself_to_its_self_reference(llm: OpenAICompatible) -> None:
+    """``@llm_chat(self_reference=ref)`` binds the agent as the one ``ref``'s forks call, on
+    the agent's memory key (``agent_main`` when none is given); the last agent decorated wins."""
+    from simplellmfunc.builtin import SelfReference
+
+    ref = SelfReference()
+
+    @llm_chat(llm_interface=llm, self_reference=ref)
+    async def first(message: str, history: HistoryList | None = None):  # type: ignore[no-untyped-def]
+        """You are the first agent."""
+
+    assert ref.get_agent_instance() is first
+    assert ref.resolve_history_key() == "agent_main"
+
+    @llm_chat(llm_interface=llm, self_reference=ref, self_reference_key="second")
+    async def second(message: str, history: HistoryList | None = None):  # type: ignore[no-untyped-def]
+        """You are the second agent."""
+
+    assert ref.get_agent_instance() is second
+    assert ref.resolve_history_key() == "second"
+    ref.close()
