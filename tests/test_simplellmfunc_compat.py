@@ -600,6 +600,10 @@ async def test_hooks_input_router_observer_and_bus() -> None:
     first = await bus.emit_event(start)
     second = await bus.emit_and_get(start)
     assert (first.origin.seq, second.origin.seq, first.origin.session_id) == (1, 2, "s")
+    assert (first.origin.event_seq, second.origin.event_seq) == (1, 2)  # SimpleLLMFunc's name
+    assert second.origin.parent_agent_call_id is second.origin.parent_call_id
+    assert second.origin.as_dict()["event_seq"] == 2
+    assert second.origin.as_dict()["agent_call_id"] == "a"
     assert bus.get_nowait() is first
     assert bus.get_nowait() is None
     bus.close()
