@@ -323,7 +323,8 @@ async def test_toolset_schema_and_descriptions(repl: PyRepl) -> None:
     tools = {t.name: t for t in repl.toolset}
     assert list(tools) == ["execute_code", "reset_repl", "list_variables"]
     execute = tools["execute_code"]
-    assert list(execute.parameters["properties"]) == ["code"]
+    assert list(execute.parameters["properties"]) == ["code", "timeout_seconds"]
+    assert execute.parameters["required"] == ["code"]
     assert 'if __name__ == "__main__":' in execute.description
     assert "input()" in execute.description
     assert "self_reference" in tools["reset_repl"].description

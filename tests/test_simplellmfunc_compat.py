@@ -600,6 +600,10 @@ async def test_hooks_input_router_observer_and_bus() -> None:
     first = await bus.emit_event(start)
     second = await bus.emit_and_get(start)
     assert (first.origin.seq, second.origin.seq, first.origin.session_id) == (1, 2, "s")
+    assert (first.origin.event_seq, second.origin.event_seq) == (1, 2)  # SimpleLLMFunc's name
+    assert second.origin.parent_agent_call_id is second.origin.parent_call_id
+    assert second.origin.as_dict()["event_seq"] == 2
+    assert second.origin.as_dict()["agent_call_id"] == "a"
     assert bus.get_nowait() is first
     assert bus.get_nowait() is None
     bus.close()
@@ -1096,7 +1100,7 @@ async def test_a_bound_chat_agent_forks_on_its_own_key_with_a_fresh_kernel(
             """You are an agent with a Python REPL."""
 
         ref.bind_history("agent_main", [{"role": "user", "content": "earlier"}])
-        ref.bind_agent_instance(agent, default_memory_key="agent_main")
+        assert ref.get_agent_instance() is agent  # @llm_chat(self_reference=ref) binds it
         await repl.execute("pass")  # the agent's own kernel, to tell it from the fork's
         before = {p.pid for p in me.children(recursive=True)}
         with anyio.fail_after(GUARD * 3):
@@ -1289,3 +1293,207 @@ async def test_llm_chat_strict_signature_checks_the_canonical_shape(
         async for _ in good([], "hello"):
             pass
     assert "strict_signature" not in mock_server.requests[-1].json
+
+
+def test_tool_serialises_the_simplellmfunc_way() -> None:
+    """``to_openai_tool``, ``Tool.serialize_tools``, ``tool_spec`` and
+    ``build_system_prompt_injection``: SimpleLLMFunc's names for a tool's wire entry, its prompt
+    metadata and its injected system-prompt text."""
+    from simplellmfunc.exceptions import ToolDefinitionError
+    from simplellmfunc.tool import Tool
+
+    @tool(
+        name="lookup",
+        best_practices=["Ask for one key at a time."],
+        prompt_injection_builder=lambda t: f"  {t.name} reads the settings table.\n",
+    )
+    async def lookup(key: str, default: str = "") -> str:
+        """Read one setting.
+
+        Args:
+            key: The setting's name.
+            default: Returned when it is missing.
+        """
+        return default
+
+    entry = lookup.to_openai_tool()
+    assert entry["type"] == "function"
+    function = entry["function"]
+    assert (function["name"], function["description"]) == ("lookup", "Read one setting.")
+    assert function["parameters"]["required"] == ["key"]
+    assert function["parameters"]["properties"]["key"]["description"] == "The setting's name."
+    assert Tool.serialize_tools([lookup, get_weather]) == [entry, get_weather.to_openai_tool()]
+    with pytest.raises(ToolDefinitionError, match="serialize_tools takes tools"):
+        Tool.serialize_tools([len])  # type: ignore[list-item]
+
+    assert lookup.tool_spec == {
+        "name": "lookup",
+        "description": "Read one setting.",
+        "best_practices": ["Ask for one key at a time."],
+    }
+    assert lookup.build_system_prompt_injection() == "lookup reads the settings table."
+    assert lookup.build_system_prompt_injection({"any": "context"}) == (
+        "lookup reads the settings table."
+    )
+    assert lookup.guidance() == "- Ask for one key at a time.\nlookup reads the settings table."
+    assert get_weather.build_system_prompt_injection() is None  # no builder
+    blank = tool(name="blank", prompt_injection_builder=lambda t: "  \n")(get_weather.func)
+    assert blank.build_system_prompt_injection() is None
+    assert blank.guidance() == ""
+
+
+async def test_pyrepl_prompt_names_its_installed_packs_and_no_host_path(
+    mock_server: MockLLMServer, llm: OpenAICompatible, tmp_path: Path
+) -> None:
+    """``execute_code``'s system-prompt text lists the installed primitive packs (none: no
+    text) and reaches the system prompt a run sends; the host's working directory is never in
+    it. ``list_installed_packs`` and ``list_primitives`` are the host-side listings."""
+    from simplellmfunc.builtin import PyRepl
+
+    repl = PyRepl(working_directory=tmp_path)
+    execute = next(t for t in repl.toolset if t.name == "execute_code")
+    assert execute.build_system_prompt_injection() is None
+    assert repl.list_installed_packs() == []
+    assert repl.list_primitives() == []
+
+    pack = repl.pack("units", backend={"km": 1000}, guidance="units = unit conversions.")
+
+    @pack.primitive("to_metres")
+    def to_metres(ctx: object, value: float, unit: str) -> float:
+        """Convert to metres."""
+        return value * ctx.backend[unit]  # type: ignore[attr-defined]
+
+    repl.install_pack(pack)
+    prompt = execute.build_system_prompt_injection()
+    assert prompt is not None
+    assert "runtime.<namespace>.<name>(...)" in prompt
+    assert "Installed primitive packs:\n- units: units = unit conversions." in prompt
+    assert str(tmp_path) not in prompt
+    assert tmp_path.name not in prompt
+    mock_server.script(Reply.text("Noted."))
+
+    @llm_chat(llm_interface=llm, toolkit=repl.toolset)
+    async def helper(message: str, history: HistoryList | None = None):  # type: ignore[no-untyped-def]
+        """You are a helper."""
+
+    with anyio.fail_after(GUARD):
+        async for _ in helper("Hi", []):
+            pass
+    system = mock_server.requests[-1].json["messages"][0]
+    assert system["role"] == "system"
+    assert f"### execute_code\n{prompt}" in system["content"]
+    assert str(tmp_path) not in system["content"]
+    assert repl.list_installed_packs() == ["units"]
+    assert repl.list_primitives() == ["units.to_metres"]
+    repl.get_runtime_backend("selfref")  # attaches the SelfReference pack
+    assert repl.list_installed_packs() == ["selfref", "units"]
+    assert "selfref.fork.spawn" in repl.list_primitives()
+    assert "\n- selfref: " in (execute.build_system_prompt_injection() or "")
+    repl.close()
+
+
+async def test_execute_code_takes_a_timeout_capped_by_the_repl(tmp_path: Path) -> None:
+    """``execute_code(code, timeout_seconds=...)``: the model may shorten one run's limit, never
+    lengthen it past the REPL's own (a longer value is cut to it, and the model is told); a
+    non-positive one is a failed call the model reads."""
+    from simplellmfunc.builtin import PyRepl
+    from simplellmfunc.exceptions import ToolRetry
+
+    repl = PyRepl(tmp_path, execution_timeout_seconds=2, log_dir=tmp_path / "logs")
+    execute = next(t for t in repl.toolset if t.name == "execute_code")
+    parameters = execute.to_openai_tool()["function"]["parameters"]
+    assert parameters["properties"]["timeout_seconds"]["type"] == "number"
+    assert "timeout_seconds" not in parameters["required"]
+    assert "limit of 2 seconds" in execute.description
+    try:
+        with anyio.fail_after(GUARD * 6):
+            shorter = await execute.invoke(
+                {"code": "import time\ntime.sleep(30)", "timeout_seconds": 0.5}
+            )
+            assert shorter["success"] is False
+            assert "0.5 seconds" in shorter["error"]
+            longer = await execute.invoke(
+                {"code": "import time\ntime.sleep(30)", "timeout_seconds": 600}
+            )
+            assert longer["success"] is False
+            assert "2 seconds" in longer["error"]
+            assert "timeout_seconds=600 is above this REPL's limit; 2 was used." in longer
+            quick = await execute.invoke({"code": "print('done')", "timeout_seconds": 600})
+            assert quick["success"] is True
+            assert "above this REPL's limit" in quick
+            with pytest.raises(ToolRetry, match="timeout_seconds must be greater than 0"):
+                await execute.invoke({"code": "1", "timeout_seconds": 0})
+    finally:
+        await repl.aclose()
+
+
+async def test_pyrepl_primitives_registered_on_the_repl(tmp_path: Path) -> None:
+    """SimpleLLMFunc's ``repl.register_runtime_backend`` + ``@repl.primitive("ns.name")`` +
+    ``repl.get_primitive_contract``: handlers get ``ctx`` with the namespace's backend, kernel
+    code calls them, and their contract is the one kernel code lists."""
+    from simplellmfunc.builtin import PyRepl, SelfReference
+    from simplellmfunc.exceptions import UserError
+
+    repl = PyRepl(tmp_path, log_dir=tmp_path / "logs")
+    repl.register_runtime_backend("settings", {"theme": "dark"})
+    with pytest.raises(ValueError, match="already registered"):
+        repl.register_runtime_backend("settings", {})
+    repl.register_runtime_backend("settings", {"theme": "light", "font": "mono"}, replace=True)
+
+    @repl.primitive("settings.read", backend="settings", description="Read one setting.")
+    def read(ctx: object, key: str) -> str:
+        return ctx.backend[key]  # type: ignore[attr-defined]
+
+    @repl.primitive("settings.read_via_lookup")
+    def read_via_lookup(ctx: object, key: str) -> str:
+        return ctx.get_backend("settings")[key]  # type: ignore[attr-defined]
+
+    with pytest.raises(UserError, match="already registered"):
+        repl.primitive("settings.read")(read)
+    with pytest.raises(UnsupportedError, match="register_runtime_backend"):
+        repl.primitive("settings.other", backend="elsewhere")
+    contract = repl.get_primitive_contract("settings.read")
+    assert contract["name"] == "settings.read"
+    assert contract["description"] == "Read one setting."
+    assert [p["name"] for p in contract["parameters"]] == ["key"]  # no ctx
+    with pytest.raises(KeyError, match=r"settings\.missing"):
+        repl.get_primitive_contract("settings.missing")
+    memory = SelfReference()
+    repl.register_runtime_backend("selfref", memory)
+    assert repl.get_runtime_backend("selfref") is memory
+    try:
+        with anyio.fail_after(GUARD * 6):
+            result = await repl.execute(
+                "print(runtime.settings.read('theme'))\n"
+                "print(runtime.settings.read_via_lookup('font'))\n"
+                "print(runtime.get_primitive_spec('settings.read', format='dict')['contract'])"
+            )
+        assert result["success"] is True, result
+        lines = result["stdout"].splitlines()
+        assert lines[:2] == ["light", "mono"]
+        assert lines[2] == contract["contract"]
+    finally:
+        await repl.aclose()
+
+
+async def test_llm_chat_binds_itself_to_its_self_reference(llm: OpenAICompatible) -> None:
+    """``@llm_chat(self_reference=ref)`` binds the agent as the one ``ref``'s forks call, on
+    the agent's memory key (``agent_main`` when none is given); the last agent decorated wins."""
+    from simplellmfunc.builtin import SelfReference
+
+    ref = SelfReference()
+
+    @llm_chat(llm_interface=llm, self_reference=ref)
+    async def first(message: str, history: HistoryList | None = None):  # type: ignore[no-untyped-def]
+        """You are the first agent."""
+
+    assert ref.get_agent_instance() is first
+    assert ref.resolve_history_key() == "agent_main"
+
+    @llm_chat(llm_interface=llm, self_reference=ref, self_reference_key="second")
+    async def second(message: str, history: HistoryList | None = None):  # type: ignore[no-untyped-def]
+        """You are the second agent."""
+
+    assert ref.get_agent_instance() is second
+    assert ref.resolve_history_key() == "second"
+    ref.close()

@@ -456,6 +456,26 @@ class EventOrigin:
     agent: str | None = None
     parent_tool_call_id: str | None = None
 
+    @property
+    def event_seq(self) -> int:
+        """SimpleLLMFunc's name for :attr:`seq`."""
+        return self.seq
+
+    @property
+    def parent_agent_call_id(self) -> str | None:
+        """SimpleLLMFunc's name for :attr:`parent_call_id`."""
+        return self.parent_call_id
+
+    def as_dict(self) -> dict[str, Any]:
+        """The fields as a dict, with SimpleLLMFunc's names of the same facts beside ours
+        (``event_seq``, ``parent_agent_call_id``)."""
+        fields = {name: getattr(self, name) for name in self.__dataclass_fields__}
+        return {
+            **fields,
+            "event_seq": self.seq,
+            "parent_agent_call_id": self.parent_call_id,
+        }
+
 
 @dataclass(frozen=True, slots=True)
 class EventYield:

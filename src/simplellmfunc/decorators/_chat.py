@@ -18,7 +18,13 @@ from ..engine import (
 from ..exceptions import DecoratorError
 from ..providers import LLMInterface
 from ._agent import ChatAgent, ChatSettings
-from ._common import MemoryBackend, ToolkitItem, self_reference_hook, static_tools
+from ._common import (
+    DEFAULT_MEMORY_KEY,
+    MemoryBackend,
+    ToolkitItem,
+    self_reference_hook,
+    static_tools,
+)
 
 __all__ = ["llm_chat"]
 
@@ -66,7 +72,8 @@ def llm_chat(
         stream: Stream the reply text.
         return_mode: ``"text"`` or ``"raw"``.
         enable_event: Yield typed events and a final response.
-        self_reference: A ``SelfReference`` memory backend.
+        self_reference: A ``SelfReference`` memory backend; the agent is bound to it as the
+            agent its forks call (``bind_agent_instance``; the last agent decorated wins).
         self_reference_key: The memory key of this agent; alone, it binds the SelfReference
             of the first PyRepl in the toolkit (attaching one if it has none), else a private
             one.
@@ -115,7 +122,13 @@ def llm_chat(
     def decorate(func: Callable[..., object]) -> ChatAgent:
         if strict_signature:
             _check_strict_signature(func)
-        return ChatAgent(func, settings)
+        agent = ChatAgent(func, settings)
+        # SimpleLLMFunc's binding: the agent is what ``self_reference.instance.fork(...)``
+        # (and a kernel fork outside a turn) calls, on this agent's key by default.
+        bind = getattr(self_reference, "bind_agent_instance", None)
+        if callable(bind):
+            bind(agent, self_reference_key or DEFAULT_MEMORY_KEY)
+        return agent
 
     return decorate
 

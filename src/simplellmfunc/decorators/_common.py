@@ -14,6 +14,7 @@ from ..exceptions import DecoratorError, ToolDefinitionError, UnsupportedError
 from ..tools import FunctionTool, Tool, ToolProvider
 
 __all__ = [
+    "DEFAULT_MEMORY_KEY",
     "CallOptions",
     "MemoryBackend",
     "ToolkitItem",
@@ -26,6 +27,9 @@ __all__ = [
     "toolkit_hooks",
     "unbound",
 ]
+
+DEFAULT_MEMORY_KEY = "agent_main"
+"""The memory key of an agent given ``self_reference=`` without ``self_reference_key=``."""
 
 ToolkitItem = Tool | ToolProvider | Callable[..., object] | Sequence["ToolkitItem"]
 """What a ``toolkit`` holds: tools, tool providers (MCP servers, skills), plain functions
@@ -318,7 +322,7 @@ def self_reference_hook(
     backend = _toolkit_self_reference(tools) if self_reference is None else self_reference
     if not isinstance(backend, MemoryBackend):
         raise DecoratorError("self_reference must be a SelfReference")
-    return backend.run_hook(key or "agent_main")
+    return backend.run_hook(key or DEFAULT_MEMORY_KEY)
 
 
 def _toolkit_self_reference(tools: Iterable[Tool]) -> object:

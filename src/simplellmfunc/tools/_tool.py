@@ -183,9 +183,61 @@ class Tool:
     def guidance(self) -> str:
         """Tool guidance for the system prompt (best practices and injected text)."""
         lines = [f"- {p}" for p in self.best_practices]
-        if self.prompt_injection_builder is not None:
-            lines.append(self.prompt_injection_builder(self))
+        injected = self.build_system_prompt_injection()
+        if injected is not None:
+            lines.append(injected)
         return "\n".join(line for line in lines if line)
+
+    # --- SimpleLLMFunc's names for the same facts ------------------------------------------
+
+    def to_openai_tool(self) -> dict[str, Any]:
+        """The tool as an entry of OpenAI's ``tools`` list (SimpleLLMFunc's name):
+        ``{"type": "function", "function": {"name", "description", "parameters"}}``."""
+        return self.spec().to_openai()
+
+    @staticmethod
+    def serialize_tools(tools: Sequence[Tool]) -> list[dict[str, Any]]:
+        """:meth:`to_openai_tool` of each tool, in order (SimpleLLMFunc's ``Tool.serialize_tools``;
+        a function decorated with ``@tool`` is a ``Tool`` here).
+
+        Raises:
+            ToolDefinitionError: For an entry that is not a tool (a plain function, say).
+        """
+        out = []
+        for entry in tools:
+            if not isinstance(entry, Tool):
+                raise ToolDefinitionError(
+                    f"serialize_tools takes tools (a Tool, or a function decorated with @tool), "
+                    f"got {entry!r}"
+                )
+            out.append(entry.to_openai_tool())
+        return out
+
+    @property
+    def tool_spec(self) -> dict[str, Any]:
+        """``{"name", "description", "best_practices"}``: what the system prompt's tool guidance
+        is built from (SimpleLLMFunc's ``Tool.tool_spec``; the provider's view is :meth:`spec`)."""
+        return {
+            "name": self.name,
+            "description": self.description,
+            "best_practices": list(self.best_practices),
+        }
+
+    def build_system_prompt_injection(self, context: Mapping[str, Any] | None = None) -> str | None:
+        """The text ``prompt_injection_builder`` adds to the system prompt, stripped; ``None``
+        without a builder or when it gives no text (SimpleLLMFunc's method of the same name).
+
+        Args:
+            context: Accepted for SimpleLLMFunc's signature; a builder here is given the tool
+                (``builder(tool)``), not a context dict, so it is not read.
+        """
+        del context  # a builder here reads the tool, see above
+        if self.prompt_injection_builder is None:
+            return None
+        text = self.prompt_injection_builder(self)
+        if not isinstance(text, str):
+            return None
+        return text.strip() or None
 
     async def run(self, *args: Any, **kwargs: Any) -> Any:
         """Do the work: override with typed keyword parameters (sync or async).

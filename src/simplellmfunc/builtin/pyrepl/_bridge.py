@@ -34,7 +34,13 @@ from anyio.abc import ByteStream, Listener, SocketAttribute, TaskGroup
 from anyio.streams.buffered import BufferedByteReceiveStream
 from pydantic_core import to_jsonable_python
 
-from ._pack import Primitive, PrimitiveCallContext, PrimitivePack, pack_backends
+from ._pack import (
+    Primitive,
+    PrimitiveCallContext,
+    PrimitivePack,
+    pack_backends,
+    primitive_entry,
+)
 from ._reaper import make_private_dir
 
 __all__ = ["BridgeServer", "CellScope", "current_cell"]
@@ -189,20 +195,11 @@ class BridgeServer:
         return await _call(primitive, pack.timeout, args, kwargs)
 
     def _listing(self, namespace: str | None) -> list[dict[str, Any]]:
-        listing = []
+        listing: list[dict[str, Any]] = []
         for pack in self._packs().values():
             if namespace is not None and pack.namespace != namespace:
                 continue
-            for primitive in pack.primitives:
-                listing.append(
-                    {
-                        "name": f"{pack.namespace}.{primitive.name}",
-                        "contract": primitive.contract,
-                        "description": primitive.description,
-                        "pack": pack.description,
-                        "parameters": [dict(p) for p in primitive.parameters],
-                    }
-                )
+            listing.extend(primitive_entry(pack, primitive) for primitive in pack.primitives)
         return listing
 
 

@@ -4,11 +4,14 @@ SelfReference (``self_reference`` in the kernel)."""
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 from ...exceptions import ArgumentValueError, UnknownPackError, UnsupportedError, UserError
 from ._managed import ManagedKernel
-from ._pack import PrimitivePack, default_backend, pack_backends
+from ._pack import PrimitivePack, default_backend, pack_backends, primitive_entry
+
+F = TypeVar("F", bound=Callable[..., Any])
 
 __all__ = ["SELF_REFERENCE", "PrimitiveHost"]
 
@@ -112,6 +115,120 @@ class PrimitiveHost:
     def list_runtime_backends(self) -> list[str]:
         """The namespaces of the installed packs that have a backend object, sorted."""
         return sorted(pack_backends(self._kernel.packs))
+
+    def register_runtime_backend(self, name: str, backend: Any, *, replace: bool = False) -> None:
+        """Make ``backend`` the backend of namespace ``name`` (SimpleLLMFunc's name): the
+        ``ctx.backend`` of the primitives :meth:`primitive` adds there. An empty pack is
+        installed under ``name`` if none is; ``"selfref"`` attaches ``backend`` as the
+        SelfReference (:meth:`attach_self_reference`).
+
+        Raises:
+            ArgumentValueError: For a ``None`` backend, or a namespace that already has one
+                and ``replace`` is false.
+        """
+        if backend is None:
+            raise ArgumentValueError("backend must not be None")
+        pack = self._kernel.packs.get(name)
+        if pack is not None and pack.backend is not None and not replace:
+            raise ArgumentValueError(f"runtime backend {name!r} is already registered")
+        if name == SELF_REFERENCE:  # its pack is built from the SelfReference
+            self.attach_self_reference(backend)
+            return
+        if pack is None:
+            self.install_primitive_pack(PrimitivePack(name, backend=backend, pass_context=True))
+            return
+        pack.backend = backend
+        self._kernel.invalidate()
+
+    def primitive(
+        self,
+        name: str,
+        *,
+        backend: str | None = None,
+        description: str = "",
+        contract: str | None = None,
+        timeout: float | None = None,
+        replace: bool = False,
+    ) -> Callable[[F], F]:
+        """Decorator: add the handler as primitive ``"<namespace>.<name>"`` of the pack under
+        that namespace (SimpleLLMFunc's ``repl.primitive``); the handler gets ``ctx`` first
+        (``ctx.backend``: the namespace's backend, see :meth:`register_runtime_backend`). An
+        empty pack is installed under the namespace if none is.
+
+        Raises:
+            UnsupportedError: For a ``backend`` other than the namespace (a backend is named by
+                its namespace here).
+            UserError: For a name without a namespace, a pack whose handlers get no ``ctx``,
+                or a primitive that exists and ``replace`` is false.
+        """
+        namespace, _, rest = name.partition(".")
+        if not rest:
+            raise UserError(f"a primitive's name is '<namespace>.<name>', got {name!r}")
+        if backend not in (None, namespace):
+            raise UnsupportedError(
+                f"a primitive's backend is its namespace's here: register it with "
+                f"repl.register_runtime_backend({namespace!r}, ...) and use backend={namespace!r}"
+            )
+        pack = self._kernel.packs.get(namespace)
+        if pack is None:
+            pack = PrimitivePack(namespace, pass_context=True)
+            self.install_primitive_pack(pack)
+        if not pack.pass_context:
+            raise UserError(f"the pack under {namespace!r} calls its handlers without ctx")
+        if pack.get(rest) is not None and not replace:
+            raise UserError(f"primitive {name!r} is already registered")
+
+        def register(func: F) -> F:
+            pack.add(rest, func, contract=contract, timeout=timeout, description=description)
+            self._kernel.invalidate()
+            return func
+
+        return register
+
+    def get_primitive_contract(self, name: str) -> dict[str, Any]:
+        """Primitive ``"<namespace>.<name>"`` as kernel code's ``runtime.list_primitives()``
+        lists it: ``name``, ``contract``, ``description``, ``pack``, ``parameters``.
+
+        Raises:
+            UnknownPackError: For a name no installed primitive has (a ``KeyError``).
+        """
+        namespace, _, rest = name.partition(".")
+        pack = self._kernel.packs.get(namespace)
+        primitive = pack.get(rest) if pack is not None else None
+        if pack is None or primitive is None:
+            raise UnknownPackError(f"no primitive {name!r} is installed")
+        return primitive_entry(pack, primitive)
+
+    def list_installed_packs(self) -> list[str]:
+        """The namespaces of the installed packs, sorted (SimpleLLMFunc's name)."""
+        return sorted(self._kernel.packs)
+
+    def list_primitives(self) -> list[str]:
+        """The full names of the installed primitives (``"selfref.fork.spawn"``), sorted: what
+        kernel code calls as ``runtime.<name>(...)``."""
+        packs = self._kernel.packs.values()
+        return sorted(f"{pack.namespace}.{p.name}" for pack in packs for p in pack.primitives)
+
+    def pack_guidance(self) -> str:
+        """The system-prompt text of ``execute_code`` (its ``prompt_injection_builder``): the
+        installed packs, one line each with its description; ``""`` when none is installed.
+        Read at every request, so a pack installed during a run is listed from the next call."""
+        packs = sorted(self._kernel.packs.values(), key=lambda pack: pack.namespace)
+        if not packs:
+            return ""
+        lines = [
+            "Runtime primitives are host functions, not tool calls: call them in code you run "
+            "with execute_code, as runtime.<namespace>.<name>(...). runtime.list_primitives() "
+            "lists them with their contracts.",
+            "Installed primitive packs:",
+        ]
+        for pack in packs:
+            lines.append(
+                f"- {pack.namespace}: {pack.description}"
+                if pack.description
+                else f"- {pack.namespace}"
+            )
+        return "\n".join(lines)
 
     def attach_self_reference(self, obj: Any, *, namespace: str = "selfref") -> None:
         """Attach a SelfReference-like object; kernel code reaches it as ``self_reference``.

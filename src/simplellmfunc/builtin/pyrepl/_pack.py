@@ -16,6 +16,7 @@ __all__ = [
     "PrimitivePack",
     "default_backend",
     "pack_backends",
+    "primitive_entry",
     "register_default_backend",
 ]
 
@@ -272,6 +273,18 @@ class PrimitivePack:
 
     def __repr__(self) -> str:
         return f"PrimitivePack({self.namespace!r}, {len(self._primitives)} primitives)"
+
+
+def primitive_entry(pack: PrimitivePack, primitive: Primitive) -> dict[str, Any]:
+    """One primitive as ``runtime.list_primitives()`` lists it: ``name`` (with the namespace),
+    ``contract``, ``description``, ``pack`` (the pack's description) and ``parameters``."""
+    return {
+        "name": f"{pack.namespace}.{primitive.name}",
+        "contract": primitive.contract,
+        "description": primitive.description,
+        "pack": pack.description,
+        "parameters": [dict(p) for p in primitive.parameters],
+    }
 
 
 def pack_backends(packs: Mapping[str, PrimitivePack]) -> dict[str, Any]:

@@ -317,7 +317,10 @@ class PyRepl(PrimitiveHost, AsyncResource):
             # An abort interrupts the cell: wait for its partial output (interrupt grace,
             # plus the watchdog's poll and the result's assembly).
             execute = ExecuteCodeTool(
-                self, self._max_output_tokens, self._limits.interrupt_grace + 5.0
+                self,
+                self._max_output_tokens,
+                self._limits.interrupt_grace + 5.0,
+                prompt_injection_builder=lambda _tool: self.pack_guidance(),
             )
             execute.requires_approval = self._requires_approval
             self._toolset = [execute, ResetReplTool(self), ListVariablesTool(self)]

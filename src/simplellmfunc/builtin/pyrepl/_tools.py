@@ -12,8 +12,10 @@ this module does not import the PyRepl class, and the class imports the tools.
 from __future__ import annotations
 
 import json
-from collections.abc import KeysView, Sequence
-from typing import Any, Protocol, SupportsIndex, overload
+from collections.abc import Callable, KeysView, Sequence
+from typing import Annotated, Any, Protocol, SupportsIndex, overload
+
+from pydantic import WithJsonSchema
 
 from ..._abort import AbortSignal
 from ..._content import ImgPath, ImgUrl
@@ -41,8 +43,14 @@ class ReplBackend(Protocol):
         *,
         event_emitter: ToolEventEmitter | None = None,
         abort_signal: AbortSignal | None = None,
+        timeout_seconds: float | None = None,
     ) -> dict[str, Any]:
-        """Run ``code``; the result dict."""
+        """Run ``code``; the result dict (``timeout_seconds``: this run's active-time limit)."""
+        ...
+
+    @property
+    def execution_timeout_seconds(self) -> float:
+        """The active-time limit of one execution."""
         ...
 
     async def reset(self) -> str:
@@ -68,18 +76,24 @@ class ReplBackend(Protocol):
 
 
 EXECUTE_DESCRIPTION = """\
-Run Python code in a persistent IPython REPL (a Jupyter kernel) and return its output.
-Variables, imports and function definitions persist between calls, so work step by step: run a \
-small snippet, look at the result, then continue. Write direct snippets, not standalone scripts: \
-do not wrap code in `if __name__ == "__main__":` and do not re-define what already exists. The \
+Run Python code in a persistent REPL session (an IPython REPL in a Jupyter kernel) and return its \
+output. Variables, imports and function definitions persist between calls, so work step by step: \
+run a small snippet, look at the result, then continue. Write direct snippets of top-level \
+executable code, not standalone scripts: do not wrap code in `if __name__ == "__main__":` and do \
+not re-define what already exists. The \
 value of the last expression is returned (like a notebook cell); use print() for anything else \
 you need to see. Top-level `await`, IPython magics (%timeit, !ls) and display() work; images \
 shown with display() or returned as the last expression are attached for you to look at. \
 input() is supported when a user is attached to answer it; otherwise pass values in the code. \
 Errors report the line and column in your code. Very long output is cut to its head and tail, \
-with the full text saved to a file whose path is given. Each run has an active-time limit; a \
-run that times out is interrupted (variables are kept). Files are read and written relative to \
-the REPL's working directory."""
+with the full text saved to a file whose path is given. Each run has an active-time limit of \
+{limit} seconds (waiting for input() does not count); pass timeout_seconds for a shorter limit on \
+one run (a longer one is cut to {limit}). A run that times out is interrupted (variables are \
+kept). Files are read and written relative to the REPL's working directory."""
+
+#: ``execute_code``'s ``timeout_seconds`` as the model sees it: a number it may leave out (the
+#: ``null`` of ``float | None`` is the Python default, not something to send).
+_TIMEOUT_SCHEMA = WithJsonSchema({"type": "number"})
 
 RESET_DESCRIPTION = """\
 Reset the Python REPL: delete every variable, function and import you defined. Use it to start \
@@ -113,25 +127,35 @@ class ExecuteCodeTool(ReplTool):
         max_output_tokens: About how much output the REPL lets the model read per execution.
         abort_grace: How long an aborted run waits for the interrupted cell's result (its
             output so far) before cancelling the call.
+        prompt_injection_builder: The tool's system-prompt text (PyRepl's lists its installed
+            primitive packs).
     """
 
     def __init__(
-        self, repl: ReplBackend, max_output_tokens: int, abort_grace: float = 10.0
+        self,
+        repl: ReplBackend,
+        max_output_tokens: int,
+        abort_grace: float = 10.0,
+        *,
+        prompt_injection_builder: Callable[[Tool], str] | None = None,
     ) -> None:
         # The REPL fits its own output (head + tail + spill file) to ~max_output_tokens: leave
         # room for that plus the summary, so the engine never cuts it a second time.
         budget = int(max_output_tokens * 1.2) + 1000
+        limit = f"{repl.execution_timeout_seconds:g}"
         super().__init__(
             repl,
             "execute_code",
-            EXECUTE_DESCRIPTION,
+            EXECUTE_DESCRIPTION.format(limit=limit),
             result_budget=budget,
             abort_grace=abort_grace,
+            prompt_injection_builder=prompt_injection_builder,
         )
 
     async def run(
         self,
         code: str,
+        timeout_seconds: Annotated[float | None, _TIMEOUT_SCHEMA] = None,
         event_emitter: ToolEventEmitter | None = None,
         abort_signal: AbortSignal | None = None,
     ) -> ExecutionSummary:
@@ -139,10 +163,25 @@ class ExecuteCodeTool(ReplTool):
 
         Args:
             code: The Python code to run (IPython syntax: magics and top-level await work).
+            timeout_seconds: Active-time limit of this run in seconds, greater than 0; at most
+                the REPL's own limit (a larger value is cut to it). Leave it out for that limit.
+
+        Raises:
+            ToolRetry: For a ``timeout_seconds`` that is not greater than 0 (the model is told).
         """
+        limit = self._repl.execution_timeout_seconds
+        capped: float | None = None
+        if timeout_seconds is not None:
+            if not timeout_seconds > 0:
+                raise ToolRetry(f"timeout_seconds must be greater than 0, got {timeout_seconds}")
+            capped = min(float(timeout_seconds), limit)
         result = await self._repl.execute(
-            code, event_emitter=event_emitter, abort_signal=abort_signal
+            code, event_emitter=event_emitter, abort_signal=abort_signal, timeout_seconds=capped
         )
+        if timeout_seconds is not None and timeout_seconds > limit:
+            asked = f"timeout_seconds={timeout_seconds:g}"
+            cut = f"{asked} is above this REPL's limit; {limit:g} was used."
+            result = {**result, "notice": " ".join(filter(None, [result.get("notice"), cut]))}
         return ExecutionSummary.of(result)
 
     def render(self, result: Any) -> Any:
