@@ -150,6 +150,10 @@ Row = idx.Row
 _EMIT_BATCH: Final = 16  # files whose chunks are handed to the writer together
 
 
+class _ReaderStopped(Exception):
+    """The ingestion's writer stopped early: the reader thread ends (never seen outside)."""
+
+
 def _passage(row: Row, score: float | None = None) -> Passage:
     return Passage(*row[:6], score=row[6] if score is None else score)
 
@@ -325,36 +329,67 @@ class KnowledgeBase(AsyncResource):
         started: float,
     ) -> IngestReport:
         """Ingest without an embedder: files are read and chunked in one thread while the
-        chunks of those before are written in another, in the one transaction (SQLite
-        releases the GIL while it indexes)."""
+        chunks of those before are indexed in another, in the one transaction.
+
+        The two take turns on the GIL: the reader hands over a batch and waits until the
+        writer has written its rows and starts indexing them, which SQLite does without the
+        GIL. Were the reader free to run while the writer's many short statements run, each
+        statement would wait up to the interpreter's switch interval (5 ms) to get the GIL
+        back from it."""
         batches: queue.SimpleQueue[list[_Change] | BaseException | None] = queue.SimpleQueue()
+        turn = threading.Semaphore(0)  # the reader's turn to chunk the next batch
+        parked = threading.Semaphore(0)  # the reader handed something over and waits
+        stopped = threading.Event()  # the writer stopped early: the reader ends
         plan = _Plan()
+
+        def emit(batch: list[_Change]) -> None:
+            batches.put(batch)
+            parked.release()
+            turn.acquire()
+            if stopped.is_set():
+                raise _ReaderStopped
 
         def produce() -> None:
             try:
-                self._plan(targets, known, labels, prune, plan=plan, emit=batches.put)
+                self._plan(targets, known, labels, prune, plan=plan, emit=emit)
                 batches.put(None)
+            except _ReaderStopped:
+                return
             except BaseException as exc:  # boundary: handed to the writer, which raises it
                 batches.put(exc)
+            parked.release()
 
         def consume(conn: Any) -> tuple[int, int, int]:
             # The reader runs beside this writer and is joined before the transaction ends,
-            # whatever happens (it stops by itself: nothing it waits for).
+            # whatever happens.
             reader = threading.Thread(target=produce, name="slf-ingest-reader")
             reader.start()
             try:
                 removed = added = kept = 0
-                while (batch := batches.get()) is not None:
+                while parked.acquire() and (batch := batches.get()) is not None:
                     if isinstance(batch, BaseException):
                         raise batch  # the transaction is rolled back: nothing is kept
+                    handed = False
+
+                    def hand_over() -> None:
+                        nonlocal handed
+                        handed = True
+                        turn.release()
+
                     existing = {c.entry.path: idx.chunk_rowids(conn, c.entry.path) for c in batch}
                     added += sum(
                         c.id not in existing[ch.entry.path] for ch in batch for c in ch.chunks
                     )
-                    dropped, stay = self._write_changes(conn, batch, existing, {})
+                    dropped, stay = self._write_changes(
+                        conn, batch, existing, {}, before_index=hand_over
+                    )
+                    if not handed:  # nothing to index in this batch
+                        turn.release()
                     removed, kept = removed + dropped, kept + stay
                 return removed + self._write_rest(conn, plan), kept, added
             finally:
+                stopped.set()
+                turn.release()  # a reader waiting for its turn wakes up and ends
                 reader.join()
 
         removed, kept, fresh = await self._db.awrite(consume)
@@ -568,8 +603,11 @@ class KnowledgeBase(AsyncResource):
         changes: Sequence[_Change],
         existing: dict[str, dict[str, int]],
         vectors: dict[str, list[float]],
+        *,
+        before_index: Callable[[], None] | None = None,
     ) -> tuple[int, int]:
-        """Write changed files' chunks; (chunks removed, chunks kept)."""
+        """Write changed files' chunks; (chunks removed, chunks kept). ``before_index``: see
+        :func:`._index.insert_chunks`."""
         kept = 0
         removed: list[int] = []
         new: list[tuple[str, Chunk]] = []
@@ -585,7 +623,9 @@ class KnowledgeBase(AsyncResource):
             new += [(change.entry.path, c) for c in change.chunks if c.id not in old]
         # Before the inserts: a new chunk may get the rowid of one removed now.
         delete_vectors(conn, removed)
-        rowids = idx.insert_chunks(conn, new)
+        for change in changes:  # before the inserts too: before_index may hand the GIL over
+            idx.upsert_file(conn, change.entry, change.sha256, len(change.chunks))
+        rowids = idx.insert_chunks(conn, new, before_index=before_index)
         with_vectors = [
             (rowid, vectors[c.id])
             for rowid, (_, c) in zip(rowids, new, strict=True)
@@ -593,8 +633,6 @@ class KnowledgeBase(AsyncResource):
         ]
         if with_vectors:
             add_vectors(conn, [r for r, _ in with_vectors], [v for _, v in with_vectors])
-        for change in changes:
-            idx.upsert_file(conn, change.entry, change.sha256, len(change.chunks))
         return len(removed), kept
 
     def _write_rest(self, conn: Any, plan: _Plan) -> int:
