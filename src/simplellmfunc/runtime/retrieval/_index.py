@@ -47,6 +47,7 @@ __all__ = [
     "root_labels",
     "set_meta",
     "upsert_file",
+    "upsert_files",
 ]
 
 SCHEMA: Final = (
@@ -210,10 +211,18 @@ def root_labels(conn: sqlite3.Connection) -> dict[str, str]:
 
 def upsert_file(conn: sqlite3.Connection, entry: FileEntry, sha256: str, chunks: int) -> None:
     """Record ``entry`` as ingested."""
-    conn.execute(
+    upsert_files(conn, [(entry, sha256, chunks)])
+
+
+def upsert_files(conn: sqlite3.Connection, files: Iterable[tuple[FileEntry, str, int]]) -> None:
+    """Record files as ingested: each entry, its content hash and its number of chunks."""
+    conn.executemany(
         "INSERT OR REPLACE INTO files (path, source, root, size, mtime_ns, sha256, chunks) "
         "VALUES (?, ?, ?, ?, ?, ?, ?)",
-        (entry.path, entry.source, entry.root, entry.size, entry.mtime_ns, sha256, chunks),
+        [
+            (entry.path, entry.source, entry.root, entry.size, entry.mtime_ns, sha256, chunks)
+            for entry, sha256, chunks in files
+        ],
     )
 
 

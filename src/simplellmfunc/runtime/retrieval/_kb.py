@@ -376,7 +376,10 @@ class KnowledgeBase(AsyncResource):
                         handed = True
                         turn.release()
 
-                    existing = {c.entry.path: idx.chunk_rowids(conn, c.entry.path) for c in batch}
+                    existing = {  # a file new to the knowledge base has no chunks yet
+                        c.entry.path: {} if c.new else idx.chunk_rowids(conn, c.entry.path)
+                        for c in batch
+                    }
                     added += sum(
                         c.id not in existing[ch.entry.path] for ch in batch for c in ch.chunks
                     )
@@ -623,8 +626,8 @@ class KnowledgeBase(AsyncResource):
             new += [(change.entry.path, c) for c in change.chunks if c.id not in old]
         # Before the inserts: a new chunk may get the rowid of one removed now.
         delete_vectors(conn, removed)
-        for change in changes:  # before the inserts too: before_index may hand the GIL over
-            idx.upsert_file(conn, change.entry, change.sha256, len(change.chunks))
+        # Before the inserts too: before_index may hand the GIL over.
+        idx.upsert_files(conn, [(c.entry, c.sha256, len(c.chunks)) for c in changes])
         rowids = idx.insert_chunks(conn, new, before_index=before_index)
         with_vectors = [
             (rowid, vectors[c.id])
