@@ -9,6 +9,7 @@ import json
 import os
 import sqlite3
 import sys
+import threading
 from collections.abc import Sequence
 from contextlib import closing
 from pathlib import Path
@@ -237,6 +238,58 @@ async def test_a_missing_target_is_a_user_error(tmp_path: Path) -> None:
     async with KnowledgeBase() as kb:
         with pytest.raises(UserError, match="nothing to ingest"):
             await kb.ingest(tmp_path / "nope")
+
+
+def many_files(root: Path, count: int) -> Path:
+    """``count`` small Python files under ``root`` (more than one batch of the reader)."""
+    for n in range(count):
+        write(root / f"mod{n:03}.py", f'"""Module {n}."""\n\n\ndef f{n}():\n    return {n}\n')
+    return root
+
+
+def reader_threads() -> list[threading.Thread]:
+    return [t for t in threading.enumerate() if t.name == "slf-ingest-reader"]
+
+
+async def test_a_reader_failing_after_some_batches_keeps_nothing(tmp_path: Path) -> None:
+    folder = many_files(tmp_path / "many", 70)  # batches written before the reader fails
+    async with KnowledgeBase() as kb:
+        with pytest.raises(UserError, match="nothing to ingest"):
+            await kb.ingest(folder, tmp_path / "nope")
+        assert await kb.count() == 0
+        assert await kb.sources() == []
+        assert reader_threads() == []
+        report = await kb.ingest(folder)  # and the next ingestion is whole
+        assert (report.added, report.chunks_added) == (70, 140)
+
+
+async def test_a_writer_failing_mid_ingestion_stops_the_reader(tmp_path: Path) -> None:
+    folder = many_files(tmp_path / "many", 70)
+    async with KnowledgeBase(tmp_path / "kb.db") as kb:
+        # A real failure inside SQLite, in a later batch than the first.
+        kb.database.write(
+            lambda conn: conn.execute(
+                "CREATE TRIGGER boom BEFORE INSERT ON chunks WHEN NEW.source LIKE '%mod050.py' "
+                "BEGIN SELECT RAISE(ABORT, 'boom'); END"
+            )
+        )
+        with pytest.raises(Exception, match="boom"):
+            await kb.ingest(folder)
+        assert reader_threads() == []
+        assert await kb.count() == 0
+        kb.database.write(lambda conn: conn.execute("DROP TRIGGER boom"))
+        assert (await kb.ingest(folder)).chunks_added == 140
+
+
+async def test_a_changed_file_whose_passages_all_stay(tmp_path: Path) -> None:
+    folder = many_files(tmp_path / "many", 3)
+    async with KnowledgeBase() as kb:
+        await kb.ingest(folder)
+        path = folder / "mod001.py"
+        bump(path, path.read_text() + "\n\n")  # new content, the same passages
+        report = await kb.ingest(folder)
+        assert (report.updated, report.chunks_added, report.chunks_kept) == (1, 0, 2)
+        assert [p.source for p in await kb.search("f1", 1)] == ["many/mod001.py"]
 
 
 async def test_bm25_hits_carry_citations(corpus: Path) -> None:

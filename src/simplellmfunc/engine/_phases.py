@@ -44,6 +44,7 @@ from ._compile import FINAL_ANSWER_INSTRUCTION, compile_request
 from ._emit import Emitter
 from ._invocation import Invocation, RunContext
 from ._llm_call import TextChunk, call_llm, report_answer
+from ._parked import park, unpark
 from ._protocol import StepInfo
 from ._runaway import (
     LOOP_STOP_REASON,
@@ -109,9 +110,13 @@ async def think(run: RunContext) -> tuple[ToolCall, ...] | None:
         instruction=FINAL_ANSWER_INSTRUCTION if capped else "",
         step=StepInfo(state.tool_iterations + 1, cap),
     )
+    # The previous reply, parked while the call waits (see _parked): only an aborted or failed
+    # call leaves it the last one.
+    state.last_response = park(state.last_response)
     try:
         outcome = await call_llm(run, request)
     except ProviderError:
+        state.last_response = unpark(state.last_response)
         fallback = _last_assistant_text(run) if final else None
         if fallback is None:
             raise
@@ -119,7 +124,11 @@ async def think(run: RunContext) -> tuple[ToolCall, ...] | None:
         state.final_text, state.terminated_by = fallback, "max_steps"
         await _iteration_end(emitter, state, 0)
         return None
+    except BaseException:
+        state.last_response = unpark(state.last_response)
+        raise
     if outcome.response is None:  # aborted mid-call
+        state.last_response = unpark(state.last_response)
         run.aborted()
         state.final_text = outcome.partial_text
         state.transcript.apply(AssistantTruncatedMutation(outcome.partial_text, state.abort_reason))

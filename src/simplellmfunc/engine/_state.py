@@ -49,7 +49,8 @@ class RunState:
         final_text: The answer (or the partial reply of an aborted call).
         terminated_by: Why the run ended (meaningful once it has).
         abort_reason: The abort's reason, if it was aborted.
-        last_response: The last complete LLM response.
+        last_response: The last complete LLM response (while the next LLM call is in flight,
+            a copy whose ``raw`` is a read-only mapping of the same JSON, decoded on access).
         started: ``perf_counter`` at the start.
         used_ids: Tool call ids in the transcript (filled on first need).
         repairs: Answers sent back to the model for repair so far.

@@ -19,11 +19,13 @@ keeps its id when the file around it changes: re-ingestion keeps its vector.
 
 from __future__ import annotations
 
+import bisect
 import hashlib
 import itertools
+import operator
 import re
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Final, Literal
 
 __all__ = ["Chunk", "DocKind", "chunk_id", "chunk_text"]
@@ -32,8 +34,11 @@ DocKind = Literal["markdown", "python", "code", "text"]
 
 _HEADING: Final = re.compile(r"^(#{1,6})\s+(.+?)\s*#*\s*$")
 _FENCE: Final = re.compile(r"^\s{0,3}(`{3,}|~{3,})")
-_PY_TOP: Final = re.compile(r"^(async\s+def|def|class)\s+\w+")
-_PY_TOP_WORDS: Final = ("async", "def", "class")
+# Over the whole text (lines joined by newlines): [^\S\n] is \s within one line. A line start
+# is found as a newline (much faster than ``^`` in MULTILINE mode, tried at every character).
+_PY_DEF: Final = r"(?:async[^\S\n]+def|def|class)[^\S\n]+\w"
+_PY_TOP: Final = re.compile(_PY_DEF)
+_PY_TOP_AFTER_NEWLINE: Final = re.compile("\n" + _PY_DEF)
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,12 +65,8 @@ class Chunk:
 @dataclass(frozen=True, slots=True)
 class _Block:
     start: int  # 0-based line index
-    lines: tuple[str, ...]
+    end: int  # one past the last line
     atomic: bool  # a fenced code block: keep whole when it fits
-    size: int = field(init=False)  # characters, a newline after each line
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "size", sum(map(len, self.lines)) + len(self.lines))
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,46 +75,74 @@ class _Section:
     blocks: tuple[_Block, ...]
 
 
+@dataclass(frozen=True, slots=True)
+class _Lines:
+    """A document's lines, joined by newlines once: a run of lines is a slice of ``joined``
+    and its size (characters, a newline after each line) a difference of ``offsets``."""
+
+    lines: list[str]
+    joined: str
+    offsets: list[int]  # where each line starts in ``joined``, then len(joined) + 1
+
+    @classmethod
+    def of(cls, lines: list[str]) -> _Lines:
+        # offsets[i] = the lengths of the lines before i, plus a newline after each: at C
+        # speed, no Python loop over the lines.
+        lengths = itertools.accumulate(map(len, lines), initial=0)
+        return cls(lines, "\n".join(lines), list(map(operator.add, lengths, itertools.count())))
+
+    def size(self, block: _Block) -> int:
+        return self.offsets[block.end] - self.offsets[block.start]
+
+    def text(self, start: int, end: int) -> str:
+        """Lines ``start`` to ``end`` (exclusive), joined by newlines."""
+        return self.joined[self.offsets[start] : self.offsets[end] - 1]
+
+
 def chunk_id(source: str, heading: str, text: str, repeat: int = 0) -> str:
     """The stable id of a passage (16 hex digits)."""
     key = f"{source}\x00{heading}\x00{text}\x00{repeat}"
     return hashlib.sha256(key.encode("utf-8", "surrogatepass")).hexdigest()[:16]
 
 
-def _paragraphs(lines: list[str], offset: int) -> Iterator[_Block]:
-    """Blank-line separated blocks of ``lines`` (which start at line index ``offset``)."""
-    start: int | None = None
-    for i, line in enumerate([*lines, ""]):
-        if line.strip() and start is None:
-            start = i
-        elif not line.strip() and start is not None:
-            yield _Block(offset + start, tuple(lines[start:i]), False)
-            start = None
+def _paragraphs(lines: list[str], start: int, end: int) -> Iterator[_Block]:
+    """Blank-line separated blocks of ``lines[start:end]``."""
+    first: int | None = None
+    for i in range(start, end):
+        if lines[i].strip():
+            if first is None:
+                first = i
+        elif first is not None:
+            yield _Block(first, i, False)
+            first = None
+    if first is not None:
+        yield _Block(first, end, False)
 
 
 def _markdown_sections(lines: list[str]) -> Iterator[_Section]:
     path: list[tuple[int, str]] = []
     heading, pending_start = "", 0
     blocks: list[_Block] = []
-    pending: list[str] = []
+    pending = 0  # lines from pending_start not in a block yet
     fence: str | None = None
 
     def flush_pending() -> None:
-        blocks.extend(_paragraphs(pending, pending_start))
-        pending.clear()
+        nonlocal pending
+        blocks.extend(_paragraphs(lines, pending_start, pending_start + pending))
+        pending = 0
 
     for i, line in enumerate(lines):
         if fence is not None:
-            pending.append(line)
+            pending += 1
             if line.strip().startswith(fence):
-                blocks.append(_Block(pending_start, tuple(pending), True))
-                pending.clear()
+                blocks.append(_Block(pending_start, i + 1, True))
+                pending = 0
                 fence = None
             continue
         if (match := _FENCE.match(line)) is not None:
             flush_pending()
             fence, pending_start = match.group(1), i
-            pending.append(line)
+            pending = 1
             continue
         if (match := _HEADING.match(line)) is not None:
             flush_pending()
@@ -127,21 +156,32 @@ def _markdown_sections(lines: list[str]) -> Iterator[_Section]:
             continue
         if not pending:
             pending_start = i
-        pending.append(line)
+        pending += 1
     if fence is not None:  # an unclosed fence runs to the end
-        blocks.append(_Block(pending_start, tuple(pending), True))
+        blocks.append(_Block(pending_start, pending_start + pending, True))
     else:
         flush_pending()
     if blocks:
         yield _Section(heading, tuple(blocks))
 
 
-def _python_sections(lines: list[str]) -> Iterator[_Section]:
-    starts = [
-        i
-        for i, line in enumerate(lines)
-        if line.startswith(_PY_TOP_WORDS) and _PY_TOP.match(line)  # the cheap test first
-    ]
+def _python_starts(doc: _Lines) -> list[int]:
+    """The lines that start a top-level definition: one regular expression over the whole
+    text, each match's line found by counting the newlines since the one before."""
+    joined = doc.joined
+    starts = [0] if _PY_TOP.match(joined) else []
+    line, at = 0, 0
+    for match in _PY_TOP_AFTER_NEWLINE.finditer(joined):
+        newline = match.start()
+        line += joined.count("\n", at, newline + 1)
+        at = newline + 1
+        starts.append(line)
+    return starts
+
+
+def _python_sections(doc: _Lines) -> Iterator[_Section]:
+    lines = doc.lines
+    starts = _python_starts(doc)
     # A definition owns the decorators and comments right above it.
     owned = []
     for start in starts:
@@ -153,51 +193,51 @@ def _python_sections(lines: list[str]) -> Iterator[_Section]:
     for n, (begin, end) in enumerate(itertools.pairwise(bounds)):
         if begin >= end:
             continue
-        heading = lines[starts[n - 1]].rstrip().rstrip(":") if n > 0 else ""
         if n > 0:  # a definition: one block, cut only if too long
-            body = lines[begin:end]
-            while body and not body[-1].strip():
-                body.pop()
-            yield _Section(heading, (_Block(begin, tuple(body), True),))
+            heading = lines[starts[n - 1]].rstrip().rstrip(":")
+            while end > begin and not lines[end - 1].strip():
+                end -= 1
+            yield _Section(heading, (_Block(begin, end, True),))
         else:
-            yield _Section("", tuple(_paragraphs(lines[begin:end], begin)))
+            yield _Section("", tuple(_paragraphs(lines, begin, end)))
 
 
-def _cut(block: _Block, max_chars: int) -> Iterator[_Block]:
+def _cut(doc: _Lines, block: _Block, max_chars: int) -> Iterator[_Block]:
     """A block longer than ``max_chars``, cut at line ends (no line is longer: see
-    :func:`_split_long_lines`)."""
-    start, size = 0, 0
-    lines = block.lines
-    for i, length in enumerate(map(len, lines)):
-        if size and size + length + 1 > max_chars:
-            yield _Block(block.start + start, lines[start:i], False)
-            start, size = i, 0
-        size += length + 1
-    yield _Block(block.start + start, lines[start:], False)
+    :func:`_split_long_lines`): each piece the most lines from its first that fit."""
+    offsets, start, end = doc.offsets, block.start, block.end
+    while offsets[end] - offsets[start] > max_chars:
+        fits = bisect.bisect_right(offsets, offsets[start] + max_chars, start + 1, end) - 1
+        cut = max(fits, start + 1)
+        yield _Block(start, cut, False)
+        start = cut
+    yield _Block(start, end, False)
 
 
-def _pack(section: _Section, max_chars: int) -> Iterator[list[_Block]]:
+def _pack(doc: _Lines, section: _Section, max_chars: int) -> Iterator[list[_Block]]:
     """Consecutive blocks grouped so that each group stays under ``max_chars``."""
     group: list[_Block] = []
     size = 0
     for block in section.blocks:
-        pieces = [block] if block.size <= max_chars else list(_cut(block, max_chars))
+        whole = doc.size(block)
+        pieces = [block] if whole <= max_chars else list(_cut(doc, block, max_chars))
         for piece in pieces:
-            if group and size + piece.size > max_chars:
+            length = whole if piece is block else doc.size(piece)
+            if group and size + length > max_chars:
                 yield group
                 group, size = [], 0
             group.append(piece)
-            size += piece.size
+            size += length
     if group:
         yield group
 
 
-def _sections(lines: list[str], kind: DocKind) -> Iterator[_Section]:
+def _sections(doc: _Lines, kind: DocKind) -> Iterator[_Section]:
     if kind == "markdown":
-        return _markdown_sections(lines)
+        return _markdown_sections(doc.lines)
     if kind == "python":
-        return _python_sections(lines)
-    return iter([_Section("", tuple(_paragraphs(lines, 0)))])
+        return _python_sections(doc)
+    return iter([_Section("", tuple(_paragraphs(doc.lines, 0, len(doc.lines))))])
 
 
 def _pieces(line: str, max_chars: int) -> Iterator[str]:
@@ -245,19 +285,21 @@ def chunk_text(
         heading: A heading above everything (e.g. ``"page 3"`` of a PDF).
     """
     lines, numbers = _split_long_lines(text, max_chars)
+    doc = _Lines.of(lines)
     chunks: list[Chunk] = []
     seen: dict[str, int] = {}
-    for section in _sections(lines, kind):
+    for section in _sections(doc, kind):
         title = " > ".join(part for part in (heading, section.heading) if part)
-        for group in _pack(section, max_chars):
-            first = group[0].start
-            last = group[-1].start + len(group[-1].lines) - 1
-            body = "\n".join(lines[first : last + 1]).strip("\n")
+        for group in _pack(doc, section, max_chars):
+            first, end = group[0].start, group[-1].end
+            body = doc.text(first, end).strip("\n")
             if not body.strip():
                 continue
-            repeat = seen.get(title + "\x00" + body, 0)
-            seen[title + "\x00" + body] = repeat + 1
+            key = title + "\x00" + body
+            repeat = seen.get(key, 0)
+            seen[key] = repeat + 1
             ident = chunk_id(source, title, body, repeat)
-            start, end = numbers[first] + 1, numbers[last] + 1
-            chunks.append(Chunk(ident, source, title, start, end, body))
+            chunks.append(
+                Chunk(ident, source, title, numbers[first] + 1, numbers[end - 1] + 1, body)
+            )
     return chunks

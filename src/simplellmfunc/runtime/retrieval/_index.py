@@ -23,7 +23,7 @@ from __future__ import annotations
 import itertools
 import re
 import sqlite3
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import PurePath
 from typing import Final
 
@@ -48,6 +48,7 @@ __all__ = [
     "root_labels",
     "set_meta",
     "upsert_file",
+    "upsert_files",
 ]
 
 SCHEMA: Final = (
@@ -211,10 +212,18 @@ def root_labels(conn: sqlite3.Connection) -> dict[str, str]:
 
 def upsert_file(conn: sqlite3.Connection, entry: FileEntry, sha256: str, chunks: int) -> None:
     """Record ``entry`` as ingested."""
-    conn.execute(
+    upsert_files(conn, [(entry, sha256, chunks)])
+
+
+def upsert_files(conn: sqlite3.Connection, files: Iterable[tuple[FileEntry, str, int]]) -> None:
+    """Record files as ingested: each entry, its content hash and its number of chunks."""
+    conn.executemany(
         "INSERT OR REPLACE INTO files (path, source, root, size, mtime_ns, sha256, chunks) "
         "VALUES (?, ?, ?, ?, ?, ?, ?)",
-        (entry.path, entry.source, entry.root, entry.size, entry.mtime_ns, sha256, chunks),
+        [
+            (entry.path, entry.source, entry.root, entry.size, entry.mtime_ns, sha256, chunks)
+            for entry, sha256, chunks in files
+        ],
     )
 
 
@@ -224,8 +233,18 @@ def chunk_rowids(conn: sqlite3.Connection, path: str) -> dict[str, int]:
     return dict(rows)
 
 
-def insert_chunks(conn: sqlite3.Connection, chunks: Sequence[tuple[str, Chunk]]) -> list[int]:
-    """Add chunks, each with its file's path, and index them; their rowids, in order."""
+def insert_chunks(
+    conn: sqlite3.Connection,
+    chunks: Sequence[tuple[str, Chunk]],
+    *,
+    before_index: Callable[[], None] | None = None,
+) -> list[int]:
+    """Add chunks, each with its file's path, and index them; their rowids, in order.
+
+    ``before_index`` is called once the rows are written, right before they are indexed: in
+    the usual case (no CJK text) that is one statement that runs in SQLite alone, without the
+    GIL, so a thread that waited for it can run Python meanwhile.
+    """
     if not chunks:
         return []
     first = int(conn.execute("SELECT coalesce(max(rowid), 0) + 1 FROM chunks").fetchone()[0])
@@ -238,14 +257,23 @@ def insert_chunks(conn: sqlite3.Connection, chunks: Sequence[tuple[str, Chunk]])
             for rowid, (path, c) in zip(rowids, chunks, strict=True)
         ],
     )
+    spaced = [(fts_text(c.heading), fts_text(c.text)) for _, c in chunks]
+    if before_index is not None:
+        before_index()
+    if all(h is c.heading and t is c.text for (h, t), (_, c) in zip(spaced, chunks, strict=True)):
+        # The usual case (no CJK text): one statement, the index built from the rows just
+        # written, in SQLite alone.
+        conn.execute(
+            "INSERT INTO chunks_fts (rowid, heading, text) "
+            "SELECT rowid, heading, text FROM chunks WHERE rowid BETWEEN ? AND ?",
+            (first, rowids[-1]),
+        )
+        return rowids
     # From the values in hand (not read back through the SQL function: a call into Python per
     # row and column).
     conn.executemany(
         "INSERT INTO chunks_fts (rowid, heading, text) VALUES (?, ?, ?)",
-        [
-            (rowid, fts_text(c.heading), fts_text(c.text))
-            for rowid, (_, c) in zip(rowids, chunks, strict=True)
-        ],
+        [(rowid, h, t) for rowid, (h, t) in zip(rowids, spaced, strict=True)],
     )
     return rowids
 

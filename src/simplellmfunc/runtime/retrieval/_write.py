@@ -30,38 +30,73 @@ def write_plan(
     return gone + removed, kept
 
 
+class _ReaderStopped(Exception):
+    """The ingestion's writer stopped early: the reader thread ends (never seen outside)."""
+
+
 def write_streamed(
     conn: sqlite3.Connection, plan: Plan, fill: Callable[[Callable[[list[Change]], None]], None]
 ) -> tuple[int, int, int]:
     """Write ``plan`` while ``fill`` finds its changes: ``fill`` (reading and chunking files)
     runs in a reader thread and hands each batch of changes to the function it is given, and
-    each batch is written here as it comes, in the one transaction (SQLite releases the GIL
-    while it indexes); an exception of ``fill`` is raised here (the transaction is rolled
-    back). Returns (chunks removed, chunks kept, chunks added)."""
+    each batch is written here as it comes, in the one transaction; an exception of ``fill``
+    is raised here (the transaction is rolled back). Returns (chunks removed, chunks kept,
+    chunks added).
+
+    The two take turns on the GIL: the reader hands over a batch and waits until the writer
+    has written its rows and starts indexing them, which SQLite does without the GIL. Were the
+    reader free to run while the writer's many short statements run, each statement would wait
+    up to the interpreter's switch interval (5 ms) to get the GIL back from it."""
     batches: queue.SimpleQueue[list[Change] | BaseException | None] = queue.SimpleQueue()
+    turn = threading.Semaphore(0)  # the reader's turn to chunk the next batch
+    parked = threading.Semaphore(0)  # the reader handed something over and waits
+    stopped = threading.Event()  # the writer stopped early: the reader ends
+
+    def emit(batch: list[Change]) -> None:
+        batches.put(batch)
+        parked.release()
+        turn.acquire()
+        if stopped.is_set():
+            raise _ReaderStopped
 
     def produce() -> None:
         try:
-            fill(batches.put)
+            fill(emit)
             batches.put(None)
+        except _ReaderStopped:
+            return
         except BaseException as exc:  # boundary: handed to the writer, which raises it
             batches.put(exc)
+        parked.release()
 
     # The reader runs beside this writer and is joined before the transaction ends, whatever
-    # happens (it stops by itself: nothing it waits for).
+    # happens.
     reader = threading.Thread(target=produce, name="slf-ingest-reader")
     reader.start()
     try:
         removed = added = kept = 0
-        while (batch := batches.get()) is not None:
+        while parked.acquire() and (batch := batches.get()) is not None:
             if isinstance(batch, BaseException):
                 raise batch  # the transaction is rolled back: nothing is kept
-            existing = {c.entry.path: idx.chunk_rowids(conn, c.entry.path) for c in batch}
+            handed = False
+
+            def hand_over() -> None:
+                nonlocal handed
+                handed = True
+                turn.release()
+
+            existing = {  # a file new to the knowledge base has no chunks yet
+                c.entry.path: {} if c.new else idx.chunk_rowids(conn, c.entry.path) for c in batch
+            }
             added += sum(c.id not in existing[ch.entry.path] for ch in batch for c in ch.chunks)
-            dropped, stay = write_changes(conn, batch, existing, {})
+            dropped, stay = write_changes(conn, batch, existing, {}, before_index=hand_over)
+            if not handed:  # nothing to index in this batch
+                turn.release()
             removed, kept = removed + dropped, kept + stay
         return removed + write_rest(conn, plan), kept, added
     finally:
+        stopped.set()
+        turn.release()  # a reader waiting for its turn wakes up and ends
         reader.join()
 
 
@@ -70,9 +105,12 @@ def write_changes(
     changes: Sequence[Change],
     existing: dict[str, dict[str, int]],
     vectors: dict[str, list[float]],
+    *,
+    before_index: Callable[[], None] | None = None,
 ) -> tuple[int, int]:
     """Write changed files' chunks (``existing``: each file's chunk ids and rowids now;
-    ``vectors``: new chunks' vectors by id); (chunks removed, chunks kept)."""
+    ``vectors``: new chunks' vectors by id); (chunks removed, chunks kept). ``before_index``:
+    see :func:`._index.insert_chunks`."""
     kept = 0
     removed: list[int] = []
     new: list[tuple[str, Chunk]] = []
@@ -88,14 +126,14 @@ def write_changes(
         new += [(change.entry.path, c) for c in change.chunks if c.id not in old]
     # Before the inserts: a new chunk may get the rowid of one removed now.
     delete_vectors(conn, removed)
-    rowids = idx.insert_chunks(conn, new)
+    # Before the inserts too: before_index may hand the GIL over.
+    idx.upsert_files(conn, [(c.entry, c.sha256, len(c.chunks)) for c in changes])
+    rowids = idx.insert_chunks(conn, new, before_index=before_index)
     with_vectors = [
         (rowid, vectors[c.id]) for rowid, (_, c) in zip(rowids, new, strict=True) if c.id in vectors
     ]
     if with_vectors:
         add_vectors(conn, [r for r, _ in with_vectors], [v for _, v in with_vectors])
-    for change in changes:
-        idx.upsert_file(conn, change.entry, change.sha256, len(change.chunks))
     return len(removed), kept
 
 
