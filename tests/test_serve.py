@@ -16,6 +16,8 @@ import httpx
 import openai
 import pytest
 from anyio.abc import Process
+from starlette.applications import Starlette
+from starlette.routing import Mount
 
 from acceptance_support import clean_env, finish, start_cli, write
 from simplellmfunc import OpenAICompatible, llm_chat, tool
@@ -190,7 +192,7 @@ async def test_limits_and_graceful_close_abort_running_turns(mock_server: MockLL
                 await result_of(served, TurnRequest("a new session", "s2"))
             assert full.value.limit == "sessions"
             with anyio.fail_after(GUARD):
-                await served.aclose()
+                await served.stop()
             with pytest.raises(CapacityError):
                 await result_of(served, TurnRequest("after close"))
     assert results[0].aborted
@@ -396,6 +398,54 @@ async def test_a_standalone_web_chat_app_counts_turns_too(mock_server: MockLLMSe
     assert first.status_code == 200
     assert second.status_code == 429
     assert '"response":"Done."' in frames[-1]
+
+
+@pytest.mark.parametrize("mounted", [False, True], ids=["own-app", "mounted"])
+async def test_a_page_given_its_sessions_goes_through_the_door(
+    mock_server: MockLLMServer, mounted: bool
+) -> None:
+    """``web_chat_app(agent, sessions=store)`` (the caller opens the store; mounted in another
+    app, whose lifespan does not run the page's): the tabs' turns still pass the door, so
+    ``max_turns`` and the per-principal cap hold, and a turn is counted while it runs."""
+    wait, started, release = waiting_tool()
+    mock_server.script(
+        Reply.tool_calls(ToolCallSpec("wait", {}, id="w1")), Reply.text("Done."), Reply.text("Hi.")
+    )
+    async with OpenAICompatible(KEY, "mock-model", mock_server.url) as llm:
+        # (a store calls the function itself: with events, its last item is the answer)
+        agent = chat_agent(llm, toolkit=[wait], enable_event=True)
+        store = SessionStore(agent, max_sessions=5)
+        page = web_chat_app(agent, sessions=store, limits=ServeLimits(max_turns=1))
+
+        def make_app(url: str) -> Any:
+            return Starlette(routes=[Mount("/chat", page)]) if mounted else page
+
+        root = "/chat" if mounted else ""
+        async with (
+            store,
+            running(make_app) as url,
+            httpx.AsyncClient(base_url=url + root, timeout=GUARD) as http,
+        ):
+            with anyio.fail_after(GUARD):
+                async with http.stream("POST", "/api/chat/s1", json={"message": "wait"}) as first:
+                    await started.wait()
+                    second = await http.post("/api/chat/s2", json={"message": "hello"})
+                    overview = (await http.get("/api/sessions")).json()
+                    release.set()
+                    frames = [line async for line in first.aiter_lines() if line]
+            assert "s2" not in store  # refused before its session was used
+            assert not store.get("s1").busy
+            # Once the first turn ended, another one is admitted.
+            with anyio.fail_after(GUARD):
+                async with http.stream("POST", "/api/chat/s2", json={"message": "hi"}) as third:
+                    again = [line async for line in third.aiter_lines() if line]
+    assert first.status_code == 200
+    assert second.status_code == 429
+    assert "turns are running" in second.json()["error"]
+    assert [s["id"] for s in overview["sessions"]] == ["s1"]
+    assert '"response":"Done."' in frames[-1]
+    assert third.status_code == 200
+    assert '"response":"Hi."' in again[-1]
 
 
 async def test_a_chain_config_agent_is_served(mock_server: MockLLMServer, tmp_path: Path) -> None:

@@ -26,7 +26,6 @@ from contextlib import aclosing
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
-from types import TracebackType
 from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 
 import anyio
@@ -36,6 +35,7 @@ from anyio.streams.memory import MemoryObjectReceiveStream
 from .._abort import AbortSignal
 from .._events import EventYield, ResponseYield
 from .._messages import history_to_dicts
+from .._resource import AsyncResource
 from ..engine import ApprovalDecision, Run, pump_items, start_pump
 from ..exceptions import SessionError
 from ..runtime.config import ServeLimits
@@ -128,11 +128,11 @@ class CallableAgent:
         return f"CallableAgent({self.function!r})"
 
 
-class SessionStore:
+class SessionStore(AsyncResource):
     """Sessions of one agent: history, PyRepl kernel, SelfReference key, abort and last use.
 
-    Use it as an async context manager (it owns the turns' tasks, the kernel pool and the
-    idle reaper)::
+    Use it as an async context manager (an :class:`~simplellmfunc._resource.AsyncResource`:
+    ``open`` / ``aclose``; it owns the turns' tasks, the kernel pool and the idle reaper)::
 
         async with SessionStore(agent, pyrepl=True, pool_size=2) as sessions:
             async for item in sessions.chat("alice", "hello"):
@@ -211,37 +211,57 @@ class SessionStore:
 
     # -- lifecycle ----------------------------------------------------------------------------
 
-    async def __aenter__(self) -> SessionStore:
+    @property
+    def is_open(self) -> bool:
+        """Whether sessions can be opened (the store is open and not closing)."""
+        return self._tasks is not None and not self._closing
+
+    @property
+    def agent(self) -> SessionAgent:
+        """The agent the store hands its turns to."""
+        return self._agent
+
+    async def open(self) -> None:
+        """Start the turns' task group, the kernel pool and the idle reaper (``async with``
+        does).
+
+        Raises:
+            SessionError: If the store is open already.
+        """
+        if self._tasks is not None:
+            raise SessionError("the session store is open already")
         if self._root is None:
             self._root = Path(tempfile.mkdtemp(prefix="simplellmfunc-sessions-"))
         tasks = anyio.create_task_group()
         await tasks.__aenter__()
         self._tasks, self._closing = tasks, False
-        if self._repl_options is not None and self._pool_size > 0:
-            from ..builtin import KernelPool
+        try:
+            if self._repl_options is not None and self._pool_size > 0:
+                from ..builtin import KernelPool
 
-            sandbox = self._repl_options.get("sandbox", True)
-            self._pool = await KernelPool(self._pool_size, sandbox=sandbox).__aenter__()
-        if self.idle_timeout is not None:
-            tasks.start_soon(self._reap, self.idle_timeout)
-        return self
+                sandbox = self._repl_options.get("sandbox", True)
+                pool = KernelPool(self._pool_size, sandbox=sandbox)
+                await pool.open()
+                self._pool = pool
+            if self.idle_timeout is not None:
+                tasks.start_soon(self._reap, self.idle_timeout)
+        except BaseException:
+            await self.aclose()
+            raise
 
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    async def aclose(self) -> None:
+        """Close every session (:meth:`close_all`), the kernel pool, the turns' tasks and the
+        temporary root (idempotent; leaving ``async with`` does this)."""
         self._closing = True
         try:
             await self.close_all()
             pool, self._pool = self._pool, None
             if pool is not None:
-                await pool.__aexit__(None, None, None)
+                await pool.aclose()
             tasks, self._tasks = self._tasks, None
             if tasks is not None:
                 tasks.cancel_scope.cancel()
-                await tasks.__aexit__(exc_type, exc, tb)
+                await tasks.__aexit__(None, None, None)
         finally:
             # A session whose opening was under way when the closing began goes too.
             await self.close_all()
@@ -252,7 +272,7 @@ class SessionStore:
         the ``async with`` does this, then closes the kernel pool and the temporary root."""
         with anyio.CancelScope(shield=True):
             for session_id in list(self._sessions):
-                await self.close(session_id)
+                await self.close_session(session_id)
             if self._own_root and self._root is not None:
                 await anyio.to_thread.run_sync(shutil.rmtree, self._root, True)
 
@@ -280,7 +300,7 @@ class SessionStore:
             raise SessionError(f"no open session {session_id!r}", reason="unknown")
         return session
 
-    async def open(
+    async def open_session(
         self, session_id: str, *, history: Sequence[Mapping[str, Any]] | None = None
     ) -> Session:
         """The session ``session_id``, opened if needed (its history read from the store, or
@@ -311,7 +331,7 @@ class SessionStore:
             self._sessions[session_id] = session
             return session
 
-    async def close(self, session_id: str, *, forget: bool = False) -> bool:
+    async def close_session(self, session_id: str, *, forget: bool = False) -> bool:
         """Close one session: abort its turn (the history is kept), save the history (delete
         it with ``forget=True``), close the kernel, and remove its folder when the store made
         it. False if it was not open."""
@@ -352,7 +372,7 @@ class SessionStore:
             return []
         idle = [s.id for s in self._sessions.values() if not s.busy and s.idle_for() >= limit]
         for session_id in idle:
-            await self.close(session_id)
+            await self.close_session(session_id)
         return idle
 
     def abort(self, session_id: str, reason: str = "aborted by user") -> bool:
@@ -410,10 +430,10 @@ class SessionStore:
         Leaving early (a client disconnect) ends the turn as ``on_disconnect`` says.
 
         Raises:
-            SessionError: If the session is busy with another turn (see :meth:`open`).
+            SessionError: If the session is busy with another turn (see :meth:`open_session`).
             Exception: Whatever the agent raised (the history is then left as it was).
         """
-        session = await self.open(session_id)
+        session = await self.open_session(session_id)
         abort = session.begin()
         session.turn_message = message
         assert self._tasks is not None
@@ -512,7 +532,7 @@ class SessionStore:
                     raise
         finally:
             session.end(history)
-            if not session.closed:  # else close() saves (or forgets) it
+            if not session.closed:  # else close_session() saves (or forgets) it
                 with anyio.CancelScope(shield=True):
                     await self._save(session)
 
@@ -564,7 +584,7 @@ class SessionStore:
                 "try again later, or raise max_sessions",
                 reason="full",
             )
-        await self.close(min(idle, key=lambda s: s.last_used).id)
+        await self.close_session(min(idle, key=lambda s: s.last_used).id)
 
     async def _reap(self, idle_timeout: float) -> None:
         while True:
