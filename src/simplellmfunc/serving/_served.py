@@ -11,12 +11,14 @@ aborts the running ones.
 
 from __future__ import annotations
 
+import logging
 import os
 from collections import Counter
 from collections.abc import (
     AsyncGenerator,
     AsyncIterable,
     AsyncIterator,
+    Awaitable,
     Callable,
     Mapping,
     Sequence,
@@ -25,6 +27,8 @@ from contextlib import aclosing, asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+import anyio
 
 from .._events import EventYield, ReactEndEvent, ResponseYield
 from .._resource import AsyncResource
@@ -36,6 +40,8 @@ from ..runtime.stores import Store
 from ._store import AgentTurn, CallableAgent, SessionAgent, SessionStore
 
 __all__ = ["ServedAgent", "TurnRequest"]
+
+logger = logging.getLogger("simplellmfunc.serving")
 
 _CLOSE_WAIT = 30.0  # how long a shutdown waits for an aborted turn to end
 _SUPERSEDED = "Cancelled: the user sent a new message instead of this tool's result."
@@ -181,6 +187,7 @@ class ServedAgent(AsyncResource):
         self._running_by: Counter[str] = Counter()  # running turns per principal
         self._owners: dict[str, str] = {}  # session id -> the principal whose it is
         self._closing = False
+        self._closers: list[Callable[[], Awaitable[None]]] = []  # fronts' (see on_close)
 
     # -- lifecycle -----------------------------------------------------------------------------
 
@@ -203,11 +210,27 @@ class ServedAgent(AsyncResource):
         self._closing = False
 
     async def aclose(self) -> None:
-        """Stop (:meth:`stop`), then close the sessions unless the store is its owner's
-        (idempotent; leaving ``async with`` does this)."""
+        """Stop (:meth:`stop`), close what the fronts registered (:meth:`on_close`), then
+        close the sessions unless the store is its owner's (idempotent; leaving ``async
+        with`` does this)."""
         await self.stop()
+        await self._close_fronts()
         if self._owns:
             await self.sessions.aclose()
+
+    def on_close(self, closer: Callable[[], Awaitable[None]]) -> None:
+        """Have ``closer`` awaited when the agent closes, or its app's lifespan ends, after
+        the running turns ended: what a front holds beyond its turns (the A2A SDK's
+        background tasks of each task). ``closer`` may be called more than once."""
+        self._closers.append(closer)
+
+    async def _close_fronts(self) -> None:
+        with anyio.CancelScope(shield=True):
+            for closer in self._closers:
+                try:
+                    await closer()
+                except Exception:  # boundary: one front's failure must not keep the rest open
+                    logger.warning("a front of %r failed to close", self.name, exc_info=True)
 
     async def stop(self, reason: str = "the server is shutting down") -> None:
         """Refuse new turns, abort the running ones and wait until each has ended (each keeps
@@ -219,7 +242,8 @@ class ServedAgent(AsyncResource):
     @asynccontextmanager
     async def lifespan(self, app: object = None) -> AsyncIterator[None]:
         """A Starlette ``lifespan``: opens the agent for the app's lifetime unless it is open
-        already (then its owner closes it, and the lifespan's end only :meth:`stop` s it)."""
+        already (then its owner closes it, and the lifespan's end only :meth:`stop` s it and
+        closes what the fronts registered, :meth:`on_close`)."""
         if self._owns and not self.sessions.is_open:
             async with self:
                 yield
@@ -230,6 +254,7 @@ class ServedAgent(AsyncResource):
             yield
         finally:
             await self.stop()
+            await self._close_fronts()
 
     # -- turns ---------------------------------------------------------------------------------
 
