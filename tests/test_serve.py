@@ -448,9 +448,22 @@ async def test_a_page_given_its_sessions_goes_through_the_door(
     assert '"response":"Hi."' in again[-1]
 
 
-async def test_a_chain_config_agent_is_served(mock_server: MockLLMServer, tmp_path: Path) -> None:
-    """ConfiguredAgent.chat runs a chain's stages; the served answer is the last stage's."""
-    mock_server.script(Reply.text("draft"), Reply.text("polished draft"))
+async def test_a_chain_config_agent_is_served_on_one_pump(
+    mock_server: MockLLMServer, tmp_path: Path
+) -> None:
+    """A chain's stages run in turn (each answer fills the next prompt); served, its turn
+    crosses one event pump (each stage's engine run driven in the store's turn task), and
+    the trace has every stage."""
+    pumps: list[int] = []
+
+    def stage(text: str) -> Any:
+        def reply(request: Any) -> Reply:
+            pumps.append(pump_tasks())  # the mock server runs in this event loop
+            return Reply.text(text)
+
+        return reply
+
+    mock_server.script(stage("draft"), stage("polished draft"))
     environ = {"OPENAI_API_KEY": KEY, "OPENAI_BASE_URL": mock_server.url}
     config = load_agent_config(
         write(
@@ -470,9 +483,60 @@ async def test_a_chain_config_agent_is_served(mock_server: MockLLMServer, tmp_pa
                 model="writer", messages=[{"role": "user", "content": "a poem"}]
             )
         await client.close()
+        records = agent.recorder.records
     assert reply.choices[0].message.content == "polished draft"
     prompts = [r.json["messages"][-1]["content"] for r in mock_server.requests]
     assert prompts == ["Draft: a poem", "Polish: draft"]
+    assert pumps == [1, 1]
+    assert [(r.kind, r.output) for r in records if r.kind == "end"] == [
+        ("end", "draft"),
+        ("end", "polished draft"),
+    ]
+
+
+async def test_a_team_config_agent_is_served_on_one_pump(
+    mock_server: MockLLMServer, tmp_path: Path
+) -> None:
+    """A group's members speak in turn over ``/v1`` (streamed); the turn crosses one event
+    pump (the team is played in the store's turn task), each member's reply streams once,
+    and the trace says who spoke."""
+    pumps: list[int] = []
+
+    def by_member(request: Any) -> Reply:
+        pumps.append(pump_tasks())
+        if request.json["messages"][0]["content"] == "You criticise.":
+            return Reply.text("APPROVED, nice.", chunks=2)
+        return Reply.text("A draft.", chunks=2)
+
+    mock_server.default = by_member
+    environ = {"OPENAI_API_KEY": KEY, "OPENAI_BASE_URL": mock_server.url}
+    (tmp_path / "members").mkdir()
+    write(tmp_path / "members" / "writer.yml", "model: openai:mock-model\nsystem: You write.\n")
+    write(tmp_path / "members" / "critic.yml", "model: openai:mock-model\nsystem: You criticise.\n")
+    config = load_agent_config(
+        write(
+            tmp_path / "group.yml",
+            "name: team\nkind: group\nmodel: openai:mock-model\n"
+            "agents: [members/writer.yml, members/critic.yml]\n"
+            "group: {max_rounds: 3, stop_keywords: [APPROVED]}\n",
+        ),
+        environ=environ,
+    )
+    async with (
+        ConfiguredAgent(config, environ=environ) as agent,
+        running(lambda url: create_app(ServedAgent(agent), url, token=TOKEN)) as url,
+    ):
+        client = openai.AsyncOpenAI(api_key=TOKEN, base_url=f"{url}/v1")
+        with anyio.fail_after(GUARD):
+            stream = await client.chat.completions.create(
+                model="team", messages=[{"role": "user", "content": "a slogan"}], stream=True
+            )
+            chunks = [chunk async for chunk in stream]
+        await client.close()
+        records = agent.recorder.records
+    assert chunks[-1].choices[0].finish_reason == "stop"
+    assert pumps == [1, 1]
+    assert [r.agent for r in records if r.kind == "end"] == ["writer", "critic"]
 
 
 def pump_tasks() -> int:

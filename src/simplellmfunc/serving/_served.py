@@ -32,12 +32,12 @@ import anyio
 
 from .._events import EventYield, ReactEndEvent, ResponseYield
 from .._resource import AsyncResource
-from ..decorators import ChatAgent
+from ..decorators import ChatAgent, LLMFunction
 from ..engine import RunHook, answer_deferred, pending_calls
 from ..exceptions import CapacityError, SessionError, UserError
 from ..runtime.config import ConfiguredAgent, ServeLimits, TurnResult
 from ..runtime.stores import Store
-from ._store import AgentTurn, CallableAgent, SessionAgent, SessionStore
+from ._store import AgentTurn, CallableAgent, DrivenTurn, SessionAgent, SessionStore
 
 __all__ = ["ServedAgent", "TurnRequest"]
 
@@ -105,7 +105,7 @@ class ServedAgent(AsyncResource):
 
     Raises:
         UserError: If ``agent`` is neither an ``@llm_chat`` agent, a ``ConfiguredAgent``, a
-            :class:`SessionAgent` nor a function.
+            :class:`SessionAgent` nor a function (an ``@llm_function`` is no chat agent).
     """
 
     def __init__(
@@ -120,9 +120,8 @@ class ServedAgent(AsyncResource):
         root: str | Path | None = None,
         client_tools: bool = True,
     ) -> None:
-        if not isinstance(agent, ChatAgent | ConfiguredAgent | SessionAgent) and not callable(
-            agent
-        ):
+        known = isinstance(agent, ChatAgent | ConfiguredAgent | SessionAgent)
+        if not known and (not callable(agent) or isinstance(agent, LLMFunction)):
             raise UserError(
                 f"{agent!r} is neither an @llm_chat agent, a ConfiguredAgent, a SessionAgent "
                 "nor a function"
@@ -482,12 +481,13 @@ class _ChatTurns:
     :class:`SessionAgent`. A turn is its engine :class:`~simplellmfunc.engine.Run`, which the
     store drives in its turn's task (one pump per turn): an ``@llm_chat`` agent's, or a
     ``ConfiguredAgent``'s with its trace recorder tapped on the run's emitter
-    (:meth:`ConfiguredAgent.turn_run`; a chain or team agent's turn is its ``chat`` items)."""
+    (:meth:`ConfiguredAgent.turn_run`; a chain or team agent's turn is a
+    :class:`DrivenTurn`, driven in that task too)."""
 
     def __init__(self, agent: ChatAgent | ConfiguredAgent) -> None:
         self.agent = agent
 
-    async def turn(self, turn: AgentTurn) -> AsyncIterable[Any]:
+    async def turn(self, turn: AgentTurn) -> AsyncIterable[Any] | DrivenTurn:
         options = turn.call_options()
         if isinstance(self.agent, ConfiguredAgent):
             return await self.agent.turn_run(turn.message, turn.history, **options)

@@ -18,6 +18,7 @@ from collections.abc import (
     AsyncGenerator,
     AsyncIterable,
     AsyncIterator,
+    Awaitable,
     Callable,
     Mapping,
     Sequence,
@@ -45,7 +46,14 @@ from ._session import Session, check_session_id
 if TYPE_CHECKING:
     from ..builtin import KernelPool, PyRepl
 
-__all__ = ["AgentTurn", "CallableAgent", "OnDisconnect", "SessionAgent", "SessionStore"]
+__all__ = [
+    "AgentTurn",
+    "CallableAgent",
+    "DrivenTurn",
+    "OnDisconnect",
+    "SessionAgent",
+    "SessionStore",
+]
 
 OnDisconnect = Literal["abort", "cancel"]
 logger = logging.getLogger("simplellmfunc.sessions")
@@ -88,6 +96,17 @@ class AgentTurn:
 
 
 @runtime_checkable
+class DrivenTurn(Protocol):
+    """A turn the store drives in its turn's task: ``drive(send)`` runs it, awaiting ``send``
+    with each of its events, and returns its ``ResponseYield`` (a config agent's chain or
+    team turn: their engine runs' events go straight to the turn's stream, one pump)."""
+
+    async def drive(self, send: Callable[[Any], Awaitable[Any]]) -> ResponseYield:
+        """Run the turn, sending its events to ``send``; its answer and history."""
+        ...
+
+
+@runtime_checkable
 class SessionAgent(Protocol):
     """An agent that takes a store's turns as :class:`AgentTurn` s (``ServedAgent``'s).
 
@@ -96,12 +115,13 @@ class SessionAgent(Protocol):
     :class:`~simplellmfunc.engine.Run` (``await chat_agent.run(...)``) is iterable too; the
     store drives it right in that task, its emitter connected to the turn's stream (its events,
     then a ``ResponseYield`` of its result): one pump per turn, not a run's own inside the
-    store's.
+    store's. A :class:`DrivenTurn` (several runs: a chain's stages, a team's members) is
+    driven there too.
     """
 
-    async def turn(self, turn: AgentTurn) -> AsyncIterable[Any]:
-        """The items of ``turn``, in order (a :class:`~simplellmfunc.engine.Run`, or any async
-        iterable)."""
+    async def turn(self, turn: AgentTurn) -> AsyncIterable[Any] | DrivenTurn:
+        """The items of ``turn``, in order (a :class:`~simplellmfunc.engine.Run`, a
+        :class:`DrivenTurn`, or any async iterable)."""
         ...
 
 
@@ -518,6 +538,11 @@ class SessionStore(AsyncResource):
                         result = items.state.result()
                         events_only = False
                         await put(ResponseYield(result.text, history_to_dicts(result.messages)))
+                    elif isinstance(items, DrivenTurn):
+                        events_only = True
+                        response = await items.drive(put)
+                        events_only = False
+                        await put(response)
                     else:
                         iterator = aiter(items)
                         try:
