@@ -65,7 +65,7 @@ async def _serve(upstream: str) -> None:
             lambda url: create_app(served, url, token=TOKEN, a2a=False),
             "127.0.0.1",
             0,
-            before_shutdown=served.aclose,
+            before_shutdown=served.stop,
             announce=announce,
         )
 

@@ -5,13 +5,16 @@ message on that task, and the parked turn goes on to ``completed``. Real HTTP on
 
 from __future__ import annotations
 
+import asyncio
 import json
+import logging
 import os
 from pathlib import Path
 from typing import Any
 
 import anyio
 import httpx
+import pytest
 from a2a.client import A2ACardResolver, ClientConfig, ClientFactory
 from a2a.helpers import get_artifact_text, new_text_message
 from a2a.types import CancelTaskRequest, Role, SendMessageRequest, StreamResponse, TaskState
@@ -143,3 +146,75 @@ def _save(name: str, capture: dict[str, Any]) -> None:
     """Keep a capture for docs/human-in-the-loop.md (tiny: written in the event loop)."""
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     (ARTIFACTS / name).write_text(json.dumps(capture, indent=2) + "\n", encoding="utf-8")
+
+
+def _sdk_tasks() -> list[asyncio.Task[Any]]:
+    """The a2a-sdk's background tasks alive now (producers, consumers, queue dispatchers)."""
+    found = []
+    for task in asyncio.all_tasks():
+        code = getattr(task.get_coro(), "cr_code", None)
+        if code is not None and f"{os.sep}a2a{os.sep}" in code.co_filename:
+            found.append(task)
+    return found
+
+
+async def _rpc(http: httpx.AsyncClient, method: str, params: dict[str, Any]) -> Any:
+    body = {"jsonrpc": "2.0", "id": 1, "method": method, "params": params}
+    return (await http.post("/a2a", json=body, headers=V1)).json()["result"]
+
+
+V1 = {"A2A-Version": "1.0"}
+
+
+@pytest.mark.parametrize("then", ["waits", "runs"])
+async def test_a_streaming_client_that_disconnects_leaves_nothing_behind(
+    mock_server: MockLLMServer, caplog: pytest.LogCaptureFixture, then: str
+) -> None:
+    """A streaming client disconnects after the first event; its task then waits for an
+    approval (``input-required``) or still runs when the server shuts down. The SDK's
+    background tasks of that task used to outlive the server (asyncio then destroyed them
+    pending at loop shutdown, and the SDK's queues warned of lost events); the shutdown now
+    drains them, with no warning from the SDK, OpenTelemetry or asyncio."""
+    if then == "waits":
+        mock_server.script(Reply.tool_calls(ToolCallSpec("pay", {"invoice": "C-3"}, id="c1")))
+    else:
+        mock_server.script(Reply.text("slow " * 200, chunks=200, chunk_delay=0.1))
+    caplog.set_level(logging.WARNING)
+    async with OpenAICompatible(KEY, "mock-model", mock_server.url) as llm:
+
+        @llm_chat(llm, toolkit=[pay], stream=True)
+        async def payer(message: str, history: list[dict[str, Any]] | None = None) -> None:
+            """You pay invoices."""
+
+        served = ServedAgent(payer)
+        message = {"role": "ROLE_USER", "parts": [{"text": "pay C-3"}], "messageId": "m1"}
+        body = {"jsonrpc": "2.0", "id": 1, "method": "SendStreamingMessage"}
+        async with running(lambda url: a2a_app(served, url)) as url:
+            async with httpx.AsyncClient(base_url=url, timeout=GUARD) as http:
+                with anyio.fail_after(GUARD):
+                    stream = http.stream(
+                        "POST", "/a2a", json={**body, "params": {"message": message}}, headers=V1
+                    )
+                    async with stream as response:
+                        async for line in response.aiter_lines():
+                            if line.startswith("data:"):
+                                task_id = json.loads(line[5:])["result"]["task"]["id"]
+                                break  # the client leaves mid-stream
+                    wanted = (
+                        "TASK_STATE_INPUT_REQUIRED" if then == "waits" else "TASK_STATE_WORKING"
+                    )
+                    state = ""
+                    while state != wanted:  # (the server goes on without the client)
+                        await anyio.sleep(0.05)
+                        state = (await _rpc(http, "GetTask", {"id": task_id}))["status"]["state"]
+            assert _sdk_tasks()  # the task's background tasks, alive while the server is
+        left = _sdk_tasks()  # the server has shut down
+    assert left == []
+    noise = [
+        f"{r.name}: {r.getMessage()}"
+        for r in caplog.records
+        if r.name.startswith(("a2a", "opentelemetry", "asyncio", "sse_starlette"))
+        and "spec-compliant" not in r.getMessage()
+    ]
+    assert noise == []
+    assert "C-3" not in RAN  # the approval was never given

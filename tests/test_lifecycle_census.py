@@ -5,7 +5,9 @@ channels, the mock LLM server) keep their behaviour on the shared base."""
 from __future__ import annotations
 
 import ast
+from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -13,18 +15,19 @@ import pytest
 import simplellmfunc
 from simplellmfunc import OpenAICompatible
 from simplellmfunc._resource import AsyncResource
-from simplellmfunc.exceptions import ChannelClosedError, UserError
+from simplellmfunc.exceptions import CapacityError, ChannelClosedError, SessionError, UserError
 from simplellmfunc.providers._http import OpenResponse
+from simplellmfunc.runtime.config import TurnResult
 from simplellmfunc.runtime.multiagent import Channel, RedisChannel
+from simplellmfunc.serving import ServedAgent, ServeLimits, SessionStore, TurnRequest
 from simplellmfunc.testing import MockLLMServer, Reply
 
 SRC = Path(simplellmfunc.__file__).parent
 
 # Classes that still write the pair, each for a reason (docs/architecture.md, "Async resources"):
-# a Run is a computation that is iterated, not a resource that is held; the rest are being
-# converted in other branches (their exit does more than a close). Named by class, not path:
-# those branches also move files.
-STILL_OWN = {"Run", "ServedAgent", "SessionStore"}
+# a Run is a computation that is iterated, not a resource that is held. Named by class, not
+# path: files move.
+STILL_OWN = {"Run"}
 
 
 def _own_pairs() -> set[str]:
@@ -40,7 +43,7 @@ def _own_pairs() -> set[str]:
 
 def test_no_new_hand_written_lifecycle() -> None:
     assert {path for path in _own_pairs() if path.rpartition(":")[2] not in STILL_OWN} == set()
-    for cls in (OpenResponse, Channel, RedisChannel, MockLLMServer):
+    for cls in (OpenResponse, Channel, RedisChannel, MockLLMServer, ServedAgent, SessionStore):
         assert issubclass(cls, AsyncResource), cls
         assert cls.__aenter__ is AsyncResource.__aenter__, cls
         assert cls.__aexit__ is AsyncResource.__aexit__, cls
@@ -98,3 +101,45 @@ async def test_the_http_opener_is_a_resource_around_its_response() -> None:
             assert data["choices"][0]["message"]["content"] == "hi"
         with pytest.raises(UserError):
             _ = opener.response  # closed: no response to hand out
+
+
+async def _echo(message: str, history: list[Any] | None = None, **_: Any) -> AsyncIterator[str]:
+    yield message
+
+
+async def test_served_agent_and_session_store_on_the_one_lifecycle() -> None:
+    # A served agent owns its store: open() opens it, aclose() stops the turns and closes it.
+    own = ServedAgent(_echo, limits=ServeLimits(max_turns=1))
+    async with own:
+        assert own.is_open
+        assert own.sessions.is_open
+        with pytest.raises(UserError):
+            await own.open()
+        items = [item async for item in own.turn(TurnRequest("hi", "a"))]
+        assert items[0] == "hi"  # a plain function's own items pass the door
+        assert isinstance(items[-1], TurnResult)
+    assert not own.is_open
+    assert not own.sessions.is_open
+    await own.aclose()  # idempotent
+    async with own:  # and it opens again
+        assert own.is_open
+
+    # Around a store its caller holds: closing the served agent only stops its turns.
+    store = SessionStore(_echo)
+    async with store:
+        with pytest.raises(SessionError):
+            await store.open()
+        served = ServedAgent.around(store, limits=ServeLimits(max_turns=1))
+        assert served.is_open  # admits while the store is open
+        await served.aclose()
+        assert store.is_open
+        assert not served.is_open
+        with pytest.raises(CapacityError) as refused:
+            await anext(served.turn(TurnRequest("hi", "a")))
+        assert refused.value.limit == "closing"
+        await served.open()  # admits again
+        again = [i async for i in served.turn(TurnRequest("again", "a"))]
+        assert again[0] == "again"
+    assert not store.is_open
+    assert not served.is_open
+    await store.aclose()  # idempotent

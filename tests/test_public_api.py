@@ -471,6 +471,7 @@ SERVING_SURFACE = {
     "CallableAgent",
     "ClientHook",
     "ClientTurn",
+    "DrivenTurn",
     "EdgeGuard",
     "EdgePolicy",
     "LOOPBACK_NAMES",

@@ -16,6 +16,8 @@ import httpx
 import openai
 import pytest
 from anyio.abc import Process
+from starlette.applications import Starlette
+from starlette.routing import Mount
 
 from acceptance_support import clean_env, finish, start_cli, write
 from simplellmfunc import OpenAICompatible, llm_chat, tool
@@ -190,7 +192,7 @@ async def test_limits_and_graceful_close_abort_running_turns(mock_server: MockLL
                 await result_of(served, TurnRequest("a new session", "s2"))
             assert full.value.limit == "sessions"
             with anyio.fail_after(GUARD):
-                await served.aclose()
+                await served.stop()
             with pytest.raises(CapacityError):
                 await result_of(served, TurnRequest("after close"))
     assert results[0].aborted
@@ -398,9 +400,70 @@ async def test_a_standalone_web_chat_app_counts_turns_too(mock_server: MockLLMSe
     assert '"response":"Done."' in frames[-1]
 
 
-async def test_a_chain_config_agent_is_served(mock_server: MockLLMServer, tmp_path: Path) -> None:
-    """ConfiguredAgent.chat runs a chain's stages; the served answer is the last stage's."""
-    mock_server.script(Reply.text("draft"), Reply.text("polished draft"))
+@pytest.mark.parametrize("mounted", [False, True], ids=["own-app", "mounted"])
+async def test_a_page_given_its_sessions_goes_through_the_door(
+    mock_server: MockLLMServer, mounted: bool
+) -> None:
+    """``web_chat_app(agent, sessions=store)`` (the caller opens the store; mounted in another
+    app, whose lifespan does not run the page's): the tabs' turns still pass the door, so
+    ``max_turns`` and the per-principal cap hold, and a turn is counted while it runs."""
+    wait, started, release = waiting_tool()
+    mock_server.script(
+        Reply.tool_calls(ToolCallSpec("wait", {}, id="w1")), Reply.text("Done."), Reply.text("Hi.")
+    )
+    async with OpenAICompatible(KEY, "mock-model", mock_server.url) as llm:
+        # (a store calls the function itself: with events, its last item is the answer)
+        agent = chat_agent(llm, toolkit=[wait], enable_event=True)
+        store = SessionStore(agent, max_sessions=5)
+        page = web_chat_app(agent, sessions=store, limits=ServeLimits(max_turns=1))
+
+        def make_app(url: str) -> Any:
+            return Starlette(routes=[Mount("/chat", page)]) if mounted else page
+
+        root = "/chat" if mounted else ""
+        async with (
+            store,
+            running(make_app) as url,
+            httpx.AsyncClient(base_url=url + root, timeout=GUARD) as http,
+        ):
+            with anyio.fail_after(GUARD):
+                async with http.stream("POST", "/api/chat/s1", json={"message": "wait"}) as first:
+                    await started.wait()
+                    second = await http.post("/api/chat/s2", json={"message": "hello"})
+                    overview = (await http.get("/api/sessions")).json()
+                    release.set()
+                    frames = [line async for line in first.aiter_lines() if line]
+            assert "s2" not in store  # refused before its session was used
+            assert not store.get("s1").busy
+            # Once the first turn ended, another one is admitted.
+            with anyio.fail_after(GUARD):
+                async with http.stream("POST", "/api/chat/s2", json={"message": "hi"}) as third:
+                    again = [line async for line in third.aiter_lines() if line]
+    assert first.status_code == 200
+    assert second.status_code == 429
+    assert "turns are running" in second.json()["error"]
+    assert [s["id"] for s in overview["sessions"]] == ["s1"]
+    assert '"response":"Done."' in frames[-1]
+    assert third.status_code == 200
+    assert '"response":"Hi."' in again[-1]
+
+
+async def test_a_chain_config_agent_is_served_on_one_pump(
+    mock_server: MockLLMServer, tmp_path: Path
+) -> None:
+    """A chain's stages run in turn (each answer fills the next prompt); served, its turn
+    crosses one event pump (each stage's engine run driven in the store's turn task), and
+    the trace has every stage."""
+    pumps: list[int] = []
+
+    def stage(text: str) -> Any:
+        def reply(request: Any) -> Reply:
+            pumps.append(pump_tasks())  # the mock server runs in this event loop
+            return Reply.text(text)
+
+        return reply
+
+    mock_server.script(stage("draft"), stage("polished draft"))
     environ = {"OPENAI_API_KEY": KEY, "OPENAI_BASE_URL": mock_server.url}
     config = load_agent_config(
         write(
@@ -420,9 +483,60 @@ async def test_a_chain_config_agent_is_served(mock_server: MockLLMServer, tmp_pa
                 model="writer", messages=[{"role": "user", "content": "a poem"}]
             )
         await client.close()
+        records = agent.recorder.records
     assert reply.choices[0].message.content == "polished draft"
     prompts = [r.json["messages"][-1]["content"] for r in mock_server.requests]
     assert prompts == ["Draft: a poem", "Polish: draft"]
+    assert pumps == [1, 1]
+    assert [(r.kind, r.output) for r in records if r.kind == "end"] == [
+        ("end", "draft"),
+        ("end", "polished draft"),
+    ]
+
+
+async def test_a_team_config_agent_is_served_on_one_pump(
+    mock_server: MockLLMServer, tmp_path: Path
+) -> None:
+    """A group's members speak in turn over ``/v1`` (streamed); the turn crosses one event
+    pump (the team is played in the store's turn task), each member's reply streams once,
+    and the trace says who spoke."""
+    pumps: list[int] = []
+
+    def by_member(request: Any) -> Reply:
+        pumps.append(pump_tasks())
+        if request.json["messages"][0]["content"] == "You criticise.":
+            return Reply.text("APPROVED, nice.", chunks=2)
+        return Reply.text("A draft.", chunks=2)
+
+    mock_server.default = by_member
+    environ = {"OPENAI_API_KEY": KEY, "OPENAI_BASE_URL": mock_server.url}
+    (tmp_path / "members").mkdir()
+    write(tmp_path / "members" / "writer.yml", "model: openai:mock-model\nsystem: You write.\n")
+    write(tmp_path / "members" / "critic.yml", "model: openai:mock-model\nsystem: You criticise.\n")
+    config = load_agent_config(
+        write(
+            tmp_path / "group.yml",
+            "name: team\nkind: group\nmodel: openai:mock-model\n"
+            "agents: [members/writer.yml, members/critic.yml]\n"
+            "group: {max_rounds: 3, stop_keywords: [APPROVED]}\n",
+        ),
+        environ=environ,
+    )
+    async with (
+        ConfiguredAgent(config, environ=environ) as agent,
+        running(lambda url: create_app(ServedAgent(agent), url, token=TOKEN)) as url,
+    ):
+        client = openai.AsyncOpenAI(api_key=TOKEN, base_url=f"{url}/v1")
+        with anyio.fail_after(GUARD):
+            stream = await client.chat.completions.create(
+                model="team", messages=[{"role": "user", "content": "a slogan"}], stream=True
+            )
+            chunks = [chunk async for chunk in stream]
+        await client.close()
+        records = agent.recorder.records
+    assert chunks[-1].choices[0].finish_reason == "stop"
+    assert pumps == [1, 1]
+    assert [r.agent for r in records if r.kind == "end"] == ["writer", "critic"]
 
 
 def pump_tasks() -> int:

@@ -95,18 +95,18 @@ async def test_limits_reclaim_and_persistence(llm: OpenAICompatible) -> None:
     async with SessionStore(make_agent(llm), store=store, max_sessions=1) as sessions:
         first = [i async for i in sessions.chat("a", "hello")]
         assert first[-1].response == "ok: hello"
-        await sessions.open("b")  # one more than the limit: the idle "a" is reclaimed
+        await sessions.open_session("b")  # one more than the limit: the idle "a" is reclaimed
         assert "a" not in sessions
         assert len(sessions) == 1
-        reopened = await sessions.open("a")  # its history comes back from the store
+        reopened = await sessions.open_session("a")  # its history comes back from the store
         assert [m["role"] for m in reopened.history] == ["system", "user", "assistant"]
         assert await sessions.reclaim_idle(0) == ["a"]
         with pytest.raises(SessionError, match="invalid session id"):
-            await sessions.open("../etc")
+            await sessions.open_session("../etc")
         with pytest.raises(SessionError, match="no open session"):
             sessions.abort("nobody")
     with pytest.raises(SessionError, match="not open"):
-        await sessions.open("c")
+        await sessions.open_session("c")
 
 
 async def test_a_busy_session_refuses_a_second_turn(mock_server: MockLLMServer) -> None:
@@ -188,7 +188,7 @@ async def test_sandboxed_sessions_take_their_kernels_from_the_warm_pool(
         with anyio.fail_after(GUARD):
             await pool.wait_ready()
         warm = pool._ready[0].pid
-        session = await sessions.open("alice")
+        session = await sessions.open_session("alice")
         assert session.repl is not None
         with anyio.fail_after(GUARD):
             assert "2" in str(await session.repl.execute("1 + 1"))

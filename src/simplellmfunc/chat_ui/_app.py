@@ -17,7 +17,7 @@ from ..decorators import ChatAgent
 from ..exceptions import AnswerRefusedError, InputRefusedError, SimpleLLMFuncError
 from ..runtime.config import ConfiguredAgent, ServeLimits
 from ..runtime.stores import Store
-from ..serving import CallableAgent, ServedAgent, TurnRequest
+from ..serving import ServedAgent, TurnRequest
 from ._view import (
     APPROVAL_HELP,
     Block,
@@ -95,9 +95,8 @@ class ChatApp(App[None]):
         self.images = load_images() if images else None
         self.title = title
         self.session_id = session
-        served = agent if isinstance(agent, ChatAgent | ConfiguredAgent) else CallableAgent(agent)
         self.served = ServedAgent(
-            served,
+            agent,
             name=agent_name,
             limits=ServeLimits(max_sessions=1, idle_timeout=None, max_turns=1, pool_size=0),
             pyrepl=pyrepl,
@@ -147,7 +146,7 @@ class ChatApp(App[None]):
     async def _hold_sessions(self) -> None:
         try:
             async with self.served:
-                session = await self.sessions.open(self.session_id)
+                session = await self.sessions.open_session(self.session_id)
                 if not session.history and self.initial_history:
                     session.history = list(self.initial_history)
                 self._opened.set()

@@ -57,7 +57,14 @@ from ._principals import (
 from ._served import ServedAgent, TurnRequest
 from ._session import Session
 from ._sse import encode_sse, sse_stream
-from ._store import AgentTurn, CallableAgent, OnDisconnect, SessionAgent, SessionStore
+from ._store import (
+    AgentTurn,
+    CallableAgent,
+    DrivenTurn,
+    OnDisconnect,
+    SessionAgent,
+    SessionStore,
+)
 from ._waits import asked_request_id, pending_request_id, wait_kind
 
 if TYPE_CHECKING:
@@ -79,6 +86,7 @@ __all__ = [
     "CallableAgent",
     "ClientHook",
     "ClientTurn",
+    "DrivenTurn",
     "EdgeGuard",
     "EdgePolicy",
     "OnDisconnect",

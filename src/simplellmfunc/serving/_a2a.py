@@ -113,6 +113,7 @@ ANSWER_ARTIFACT = "answer"
 #: Where clients before 0.3 read the card (``agent-card.json`` is the current path).
 LEGACY_CARD_PATH = "/.well-known/agent.json"
 _CANCEL_WAIT_SECONDS = 30.0
+_WIND_DOWN_SECONDS = 5.0  # how long a shutdown waits for the SDK to end an ended task's tasks
 _STATES: frozenset[str | int] = frozenset([*TaskState.keys(), *TaskState.values()])
 #: Status metadata: the event's ``to_wire`` form, long texts cut to 2,000 characters.
 METADATA_POLICY = WirePolicy(max_text_chars=2_000)
@@ -246,8 +247,32 @@ class _Executor(AgentExecutor):
         self._served = served
         self._running: dict[str, tuple[str, anyio.Event]] = {}
         self._parked: dict[str, str] = {}  # input-required task id -> its session
+        self._calls: set[anyio.Event] = set()  # one per execute() under way
+        self.task_ids: set[str] = set()  # the tasks executed (until the SDK is done with them)
+
+    @property
+    def parked_ids(self) -> set[str]:
+        """The tasks waiting for the client's answer (``input-required``)."""
+        return set(self._parked)
+
+    async def drained(self) -> None:
+        """Wait until every ``execute`` under way has returned (its last update enqueued):
+        the running turns have been aborted by then (``ServedAgent.stop``)."""
+        with anyio.move_on_after(_CANCEL_WAIT_SECONDS):
+            for call in list(self._calls):
+                await call.wait()
 
     async def execute(self, context: RequestContext, event_queue: EventQueue) -> None:
+        call = anyio.Event()
+        self._calls.add(call)
+        self.task_ids.add(context.task_id or "")
+        try:
+            await self._execute(context, event_queue)
+        finally:
+            self._calls.discard(call)
+            call.set()
+
+    async def _execute(self, context: RequestContext, event_queue: EventQueue) -> None:
         task_id, context_id = context.task_id or "", context.context_id or ""
         session_id = _session_of(context)
         if context.current_task is None and context.message is not None:
@@ -442,9 +467,9 @@ def a2a_routes(
         filled.skills.extend(await skills.get())
         return filled
 
-    handler = _Handler(
-        agent_executor=_Executor(served), task_store=InMemoryTaskStore(), agent_card=card
-    )
+    executor = _Executor(served)
+    handler = _Handler(agent_executor=executor, task_store=InMemoryTaskStore(), agent_card=card)
+    served.on_close(handler.aclose)
     _quiet_sdk_client_errors()
     dispatcher = JsonRpcDispatcher(request_handler=handler, enable_v0_3_compat=True)
 
@@ -487,7 +512,30 @@ async def _refused_params(request: Request) -> Response | None:
 class _Handler(DefaultRequestHandler):
     """The SDK's handler; a ``ListTasks`` page says how many tasks it holds (``pageSize``),
     not how many were asked for (the TCK's reading of "the page size used for this
-    response": 0 for an empty page, the total on a last page)."""
+    response": 0 for an empty page, the total on a last page).
+
+    The SDK runs each task in background tasks of its own (producer, consumer, queue
+    dispatchers) that outlive the request: a task left ``input-required`` keeps them (also
+    when its streaming client disconnected), and a task that just ended winds them down over
+    a few loop turns. :meth:`aclose` (the served agent's, once its running turns are aborted)
+    waits for our executions' last updates and for the ended tasks' wind-down, then lets the
+    SDK force the waiting ones, so that none is left pending at event-loop shutdown (where
+    asyncio destroys it and the SDK's queues warn of lost events).
+    """
+
+    async def aclose(self) -> None:
+        executor = self.agent_executor
+        assert isinstance(executor, _Executor)
+        await executor.drained()
+        registry = self._active_task_registry  # (the SDK's; read with its public get())
+        with anyio.move_on_after(_WIND_DOWN_SECONDS):
+            while True:
+                live = [t for t in executor.task_ids if await registry.get(t) is not None]
+                executor.task_ids.intersection_update(live)
+                if not executor.task_ids - executor.parked_ids:
+                    break
+                await anyio.sleep(0.01)
+        await super().aclose()
 
     async def on_list_tasks(
         self, params: ListTasksRequest, context: ServerCallContext

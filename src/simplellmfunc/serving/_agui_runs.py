@@ -88,7 +88,7 @@ async def agui_run(
     sid = session_id or run_input.thread_id
     adapter = AGUIAdapter(run_input.thread_id, run_input.run_id, policy)
     try:
-        await sessions.open(sid)
+        await sessions.open_session(sid)
         if run_input.resume:
             _answer(sessions, sid, run_input.resume)
             items = sessions.follow(sid)

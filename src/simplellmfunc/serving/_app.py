@@ -19,13 +19,12 @@ server's own origin (or an allowed one) with a bounded ``application/json`` body
 tokens every other request needs ``Authorization: Bearer <token>`` (401 otherwise; the page's
 address may carry it as ``?token=``, and the page's static files need none). With a token
 file each principal's sessions and A2A tasks are its own. On shutdown the running turns are
-aborted first and each ends with a valid history (:meth:`ServedAgent.aclose`). More routes go
+aborted first and each ends with a valid history (:meth:`ServedAgent.stop`). More routes go
 in with ``routes=`` or ``app.router.routes``; they sit behind the same edge.
 """
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Sequence
 from typing import Any
 
@@ -41,7 +40,7 @@ from ._openai import PendingTurns, chat_completions, models
 from ._principals import Principals
 from ._responses import ResponseLog, create_response
 from ._served import ServedAgent
-from ._web import PAGE_PATHS, STATIC_PREFIX, page_error, page_turn, web_chat_routes
+from ._web import PAGE_PATHS, STATIC_PREFIX, page_error, web_chat_routes
 
 __all__ = ["PUBLIC_PATHS", "agent_routes", "create_app"]
 
@@ -89,14 +88,7 @@ def create_app(
         app.router.routes.extend(a2a_routes(served, base_url, bearer=principals.required))
     page: dict[str, Any] = {}
     if web:
-        app.router.routes.extend(
-            web_chat_routes(
-                served.sessions,
-                title=served.name,
-                admit=served.admit,
-                turns=functools.partial(page_turn, served),
-            )
-        )
+        app.router.routes.extend(web_chat_routes(served, title=served.name))
         page = {"public_prefixes": (STATIC_PREFIX,), "query_paths": PAGE_PATHS}
     shapes: list[tuple[str, ErrorShape]] = [("/api/", page_error), ("/a2a", jsonrpc_error)]
     app.add_middleware(

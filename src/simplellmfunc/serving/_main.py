@@ -159,7 +159,7 @@ async def serve_config(
             make_app,
             settings.host,
             settings.port,
-            before_shutdown=served.aclose,
+            before_shutdown=served.stop,
             announce=announce,
             policy=settings.edge,
         )

@@ -113,9 +113,7 @@ class Usage:
             self.completion_tokens += item.event.usage.completion_tokens
 
 
-async def counted_result(
-    items: AsyncGenerator[EventYield | TurnResult, None], usage: Usage
-) -> TurnResult:
+async def counted_result(items: AsyncGenerator[Any, None], usage: Usage) -> TurnResult:
     """Read a turn from the door to its :class:`TurnResult`, counting its usage on the way
     (what a non-streamed chat completion and a non-streamed response both do)."""
     result: TurnResult | None = None
@@ -123,7 +121,7 @@ async def counted_result(
         async for item in turn:
             if isinstance(item, TurnResult):
                 result = item
-            else:
+            elif isinstance(item, EventYield):  # (a plain function's own items: not counted)
                 usage.count(item)
     assert result is not None  # the door's last item
     return result
@@ -243,9 +241,7 @@ class _Turn:
         self.owner = owner
         self.hook = ClientHook(request.client)
 
-    async def items(
-        self, served: ServedAgent, pending: PendingTurns
-    ) -> AsyncGenerator[EventYield | TurnResult, None]:
+    async def items(self, served: ServedAgent, pending: PendingTurns) -> AsyncGenerator[Any, None]:
         """The turn through the one door (:meth:`ServedAgent.turn`): its events, then its
         :class:`TurnResult`."""
         request = self.request
@@ -368,6 +364,8 @@ async def _stream(
                 if isinstance(item, TurnResult):
                     result = item
                     continue
+                if not isinstance(item, EventYield):
+                    continue  # a plain function's own items: its answer comes as the result
                 completion.count(item)
                 event = item.event
                 if hold or not isinstance(event, LLMChunkArriveEvent):

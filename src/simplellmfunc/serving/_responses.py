@@ -319,7 +319,7 @@ class _Turn:
         self.request = request
         self.hook = ClientHook(request.client)
 
-    def items(self, served: ServedAgent) -> AsyncGenerator[EventYield | TurnResult, None]:
+    def items(self, served: ServedAgent) -> AsyncGenerator[Any, None]:
         """The turn through the one door (:meth:`ServedAgent.turn`), stateless."""
         text, history = split_turn(self.request.messages)
         owner = self.request.owner
@@ -413,6 +413,8 @@ async def _stream(
                 if isinstance(item, TurnResult):
                     result = item
                     continue
+                if not isinstance(item, EventYield):
+                    continue  # a plain function's own items: its answer comes as the result
                 response.count(item)
                 event = item.event
                 if hold or not isinstance(event, LLMChunkArriveEvent):

@@ -11,24 +11,37 @@ aborts the running ones.
 
 from __future__ import annotations
 
+import logging
 import os
 from collections import Counter
-from collections.abc import AsyncGenerator, AsyncIterable, AsyncIterator, Mapping, Sequence
-from contextlib import AsyncExitStack, aclosing, asynccontextmanager
+from collections.abc import (
+    AsyncGenerator,
+    AsyncIterable,
+    AsyncIterator,
+    Awaitable,
+    Callable,
+    Mapping,
+    Sequence,
+)
+from contextlib import aclosing, asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from types import TracebackType
 from typing import Any
 
+import anyio
+
 from .._events import EventYield, ReactEndEvent, ResponseYield
-from ..decorators import ChatAgent
+from .._resource import AsyncResource
+from ..decorators import ChatAgent, LLMFunction
 from ..engine import RunHook, answer_deferred, pending_calls
 from ..exceptions import CapacityError, SessionError, UserError
 from ..runtime.config import ConfiguredAgent, ServeLimits, TurnResult
 from ..runtime.stores import Store
-from ._store import AgentTurn, SessionAgent, SessionStore
+from ._store import AgentTurn, CallableAgent, DrivenTurn, SessionAgent, SessionStore
 
 __all__ = ["ServedAgent", "TurnRequest"]
+
+logger = logging.getLogger("simplellmfunc.serving")
 
 _CLOSE_WAIT = 30.0  # how long a shutdown waits for an aborted turn to end
 _SUPERSEDED = "Cancelled: the user sent a new message instead of this tool's result."
@@ -59,17 +72,22 @@ class TurnRequest:
     principal: str = ""
 
 
-class ServedAgent:
-    """An agent served to remote callers (A2A, the OpenAI-compatible endpoint).
+class ServedAgent(AsyncResource):
+    """An agent served to remote callers (A2A, the OpenAI-compatible endpoint, the web page,
+    the terminal chat).
 
-    Use it as an async context manager (it opens its :class:`SessionStore`); ``create_app``
-    and ``a2a_app`` open it for the app's lifetime when it is not open yet.
+    Use it as an async context manager (an :class:`~simplellmfunc._resource.AsyncResource`:
+    :meth:`open` opens its :class:`SessionStore`, :meth:`aclose` stops the running turns and
+    closes it); ``create_app``, ``a2a_app`` and ``web_chat_app`` open it for the app's
+    lifetime when it is not open yet. :meth:`around` serves a store someone else opens and
+    closes.
 
     Args:
-        agent: An ``@llm_chat`` function with ``enable_event=True``, an open
-            ``ConfiguredAgent`` (the caller opens and closes it), or any
-            :class:`SessionAgent` (a :class:`CallableAgent` around a function: the terminal
-            chat's; it takes no images).
+        agent: An ``@llm_chat`` function, an open ``ConfiguredAgent`` (the caller opens and
+            closes it), any :class:`SessionAgent`, or a function taken as a
+            :class:`CallableAgent` (the terminal chat's; it takes no images). The items of
+            an agent that are neither events nor its answer (a plain function's text) pass
+            through the door as they are.
         name: The agent's public name (default: the function's or the config's name).
         description: What it does (default: the docstring's first line or the config's
             ``description``).
@@ -86,13 +104,13 @@ class ServedAgent:
             :class:`ClientTurn`); ``False``: a request with tools is refused.
 
     Raises:
-        UserError: If ``agent`` is neither an ``@llm_chat`` agent, a ``ConfiguredAgent`` nor a
-            :class:`SessionAgent`.
+        UserError: If ``agent`` is neither an ``@llm_chat`` agent, a ``ConfiguredAgent``, a
+            :class:`SessionAgent` nor a function (an ``@llm_function`` is no chat agent).
     """
 
     def __init__(
         self,
-        agent: ChatAgent | ConfiguredAgent | SessionAgent,
+        agent: ChatAgent | ConfiguredAgent | SessionAgent | Callable[..., Any],
         *,
         name: str | None = None,
         description: str | None = None,
@@ -102,87 +120,146 @@ class ServedAgent:
         root: str | Path | None = None,
         client_tools: bool = True,
     ) -> None:
-        if isinstance(agent, ConfiguredAgent):
-            default_name, default_text = agent.config.name, agent.config.description
-        elif isinstance(agent, ChatAgent):
-            default_name, default_text = agent.name, agent.description
-        elif isinstance(agent, SessionAgent):
-            default_name, default_text = "agent", None
-        else:
+        known = isinstance(agent, ChatAgent | ConfiguredAgent | SessionAgent)
+        if not known and (not callable(agent) or isinstance(agent, LLMFunction)):
             raise UserError(
-                f"{agent!r} is neither an @llm_chat agent, a ConfiguredAgent nor a SessionAgent"
+                f"{agent!r} is neither an @llm_chat agent, a ConfiguredAgent, a SessionAgent "
+                "nor a function"
             )
         limits = limits or ServeLimits()
-        self.agent = agent
-        self.name = name or default_name
-        self.description = description or default_text or f"The agent {self.name!r}."
-        self.limits = limits
-        self.client_tools = client_tools
-        self._vision: bool | None = None
-        self.sessions = SessionStore(
-            agent if isinstance(agent, SessionAgent) else _ChatTurns(agent),
+        default_name = _name_of(agent)
+        sessions = SessionStore(
+            _session_agent(agent),
             pyrepl=pyrepl,
             root=root,
             pool_size=limits.pool_size if pyrepl is not False else 0,
             store=store,
-            agent_name=_namespace_name(self.name),
+            agent_name=_namespace_name(name or default_name),
             idle_timeout=limits.idle_timeout,
             max_sessions=limits.max_sessions,
         )
-        self._open = False
+        self._setup(agent, sessions, name, description, limits, client_tools, owns=True)
+
+    @classmethod
+    def around(
+        cls,
+        sessions: SessionStore,
+        *,
+        name: str | None = None,
+        description: str | None = None,
+        limits: ServeLimits | None = None,
+        client_tools: bool = True,
+    ) -> ServedAgent:
+        """A served agent on ``sessions``, a store its caller opens and closes (an app
+        mounted in another one, whose lifespan opens the store): its turns go through the
+        same door (admitted under ``limits``' turn caps; the store keeps its own
+        ``max_sessions`` and ``idle_timeout``). It admits turns while the store is open;
+        :meth:`aclose` stops the running turns and leaves the store open.
+        """
+        served = cls.__new__(cls)
+        agent = _served_agent(sessions.agent)
+        served._setup(
+            agent, sessions, name, description, limits or ServeLimits(), client_tools, owns=False
+        )
+        return served
+
+    def _setup(
+        self,
+        agent: Any,
+        sessions: SessionStore,
+        name: str | None,
+        description: str | None,
+        limits: ServeLimits,
+        client_tools: bool,
+        *,
+        owns: bool,
+    ) -> None:
+        self.agent = agent
+        self.name = name or _name_of(agent)
+        self.description = description or _description_of(agent) or f"The agent {self.name!r}."
+        self.limits = limits
+        self.client_tools = client_tools
+        self.sessions = sessions
+        self._owns = owns  # whether open() / aclose() open and close the store
+        self._vision: bool | None = None
         self._running = 0
         self._running_by: Counter[str] = Counter()  # running turns per principal
         self._owners: dict[str, str] = {}  # session id -> the principal whose it is
         self._closing = False
+        self._closers: list[Callable[[], Awaitable[None]]] = []  # fronts' (see on_close)
 
     # -- lifecycle -----------------------------------------------------------------------------
 
     @property
     def is_open(self) -> bool:
-        """Whether the sessions are open (inside ``async with``)."""
-        return self._open
+        """Whether turns are admitted: the sessions are open and the agent is not stopping."""
+        return self.sessions.is_open and not self._closing
 
-    async def __aenter__(self) -> ServedAgent:
-        if self._open:
-            raise UserError("the served agent is open already")
-        await self.sessions.__aenter__()
-        self._open, self._closing = True, False
-        return self
+    async def open(self) -> None:
+        """Open the sessions (``async with`` does; a store of :meth:`around` is its owner's
+        to open: this only admits turns again after :meth:`stop`).
 
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+        Raises:
+            UserError: If the served agent is open already.
+        """
+        if self._owns:
+            if self.sessions.is_open:
+                raise UserError("the served agent is open already")
+            await self.sessions.open()
+        self._closing = False
+
+    async def aclose(self) -> None:
+        """Stop (:meth:`stop`), close what the fronts registered (:meth:`on_close`), then
+        close the sessions unless the store is its owner's (idempotent; leaving ``async
+        with`` does this)."""
+        await self.stop()
+        await self._close_fronts()
+        if self._owns:
+            await self.sessions.aclose()
+
+    def on_close(self, closer: Callable[[], Awaitable[None]]) -> None:
+        """Have ``closer`` awaited when the agent closes, or its app's lifespan ends, after
+        the running turns ended: what a front holds beyond its turns (the A2A SDK's
+        background tasks of each task). ``closer`` may be called more than once."""
+        self._closers.append(closer)
+
+    async def _close_fronts(self) -> None:
+        with anyio.CancelScope(shield=True):
+            for closer in self._closers:
+                try:
+                    await closer()
+                except Exception:  # boundary: one front's failure must not keep the rest open
+                    logger.warning("a front of %r failed to close", self.name, exc_info=True)
+
+    async def stop(self, reason: str = "the server is shutting down") -> None:
+        """Refuse new turns, abort the running ones and wait until each has ended (each keeps
+        a valid history); the sessions stay open and readable until :meth:`aclose`. A server
+        does this before it waits for its connections to close."""
         self._closing = True
-        try:
-            await self.sessions.__aexit__(exc_type, exc, tb)
-        finally:
-            self._open = False
+        await self.sessions.abort_running(reason, wait=_CLOSE_WAIT)
 
     @asynccontextmanager
     async def lifespan(self, app: object = None) -> AsyncIterator[None]:
         """A Starlette ``lifespan``: opens the agent for the app's lifetime unless it is open
-        already (then its owner closes it); on shutdown the running turns are aborted first."""
-        async with AsyncExitStack() as stack:
-            if not self._open:
-                await stack.enter_async_context(self)
-            try:
+        already (then its owner closes it, and the lifespan's end only :meth:`stop` s it and
+        closes what the fronts registered, :meth:`on_close`)."""
+        if self._owns and not self.sessions.is_open:
+            async with self:
                 yield
-            finally:
-                await self.aclose()
-
-    async def aclose(self, reason: str = "the server is shutting down") -> None:
-        """Refuse new turns, abort the running ones and wait until each has ended (each keeps
-        a valid history); the sessions stay readable until the ``async with`` ends."""
-        self._closing = True
-        await self.sessions.abort_running(reason, wait=_CLOSE_WAIT)
+            return
+        if not self._owns:
+            await self.open()  # admits turns (again); the store is its owner's
+        try:
+            yield
+        finally:
+            await self.stop()
+            await self._close_fronts()
 
     # -- turns ---------------------------------------------------------------------------------
 
-    async def turn(self, request: TurnRequest) -> AsyncGenerator[EventYield | TurnResult, None]:
-        """The one door: one turn, as its events and then a :class:`TurnResult` (last).
+    async def turn(self, request: TurnRequest) -> AsyncGenerator[Any, None]:
+        """The one door: one turn, as its events (:class:`EventYield`; a plain function
+        agent's own items as they are) and then a :class:`TurnResult` (last).
 
         It admits the turn (refused while closing or with ``max_turns`` running), counts it
         while it runs, opens or reuses its session (``request.session_id``; ``None``: a
@@ -222,6 +299,8 @@ class ServedAgent:
                         yield item
                     elif isinstance(item, ResponseYield):
                         answer, history = item.response, list(item.messages)
+                    else:  # a plain function's own items (its text)
+                        yield item
             if history is None:
                 history = await self.sessions.history(session_id)
             yield TurnResult(str(answer), history, ended)
@@ -232,7 +311,7 @@ class ServedAgent:
                 del self._running_by[principal]
             if stateless:
                 self._owners.pop(session_id, None)
-                await self.sessions.close(session_id, forget=True)
+                await self.sessions.close_session(session_id, forget=True)
 
     async def _continue(self, session_id: str, results: Mapping[str, Any] | None) -> None:
         """Open the session, refuse it busy, and answer its pending client calls (with
@@ -273,8 +352,8 @@ class ServedAgent:
             )
 
     def _admit(self, principal: str) -> None:
-        if self._closing or not self._open:
-            state = "shutting down" if self._open or self._closing else "not open"
+        if not self.is_open:
+            state = "shutting down" if self._closing else "not open"
             raise CapacityError(f"the agent is {state}", limit="closing")
         if self._running >= self.limits.max_turns:
             raise CapacityError(f"{self.limits.max_turns} turns are running already", limit="turns")
@@ -308,7 +387,7 @@ class ServedAgent:
         self, session_id: str, history: Sequence[Mapping[str, Any]] | None = None
     ) -> None:
         try:
-            await self.sessions.open(session_id, history=history)
+            await self.sessions.open_session(session_id, history=history)
         except SessionError as exc:
             if exc.reason == "full":
                 raise CapacityError(str(exc), limit="sessions") from None
@@ -355,6 +434,42 @@ class ServedAgent:
         return f"ServedAgent({self.name!r}, sessions={len(self.sessions)}, running={self._running})"
 
 
+def _name_of(agent: Any) -> str:
+    """The default public name: the ``@llm_chat`` function's or the config's; ``"agent"``."""
+    if isinstance(agent, ConfiguredAgent):
+        return agent.config.name
+    if isinstance(agent, ChatAgent):
+        return agent.name
+    return "agent"
+
+
+def _description_of(agent: Any) -> str | None:
+    if isinstance(agent, ConfiguredAgent):
+        return agent.config.description
+    if isinstance(agent, ChatAgent):
+        return agent.description
+    return None
+
+
+def _session_agent(agent: Any) -> SessionAgent:
+    """What the store hands the turns to: an engine-run adapter for ``@llm_chat`` and config
+    agents, a :class:`SessionAgent` as it is, a function as a :class:`CallableAgent`."""
+    if isinstance(agent, ChatAgent | ConfiguredAgent):
+        return _ChatTurns(agent)
+    if isinstance(agent, SessionAgent):
+        return agent
+    return CallableAgent(agent)
+
+
+def _served_agent(agent: SessionAgent) -> Any:
+    """The agent a store's session agent serves (for its name, description and vision)."""
+    if isinstance(agent, _ChatTurns):
+        return agent.agent
+    if isinstance(agent, CallableAgent) and isinstance(agent.function, ChatAgent):
+        return agent.function
+    return agent
+
+
 def _namespace_name(name: str) -> str:
     """The agent's name as a store namespace part (letters, digits, ``_.-``)."""
     cleaned = "".join(c if c.isalnum() or c in "_.-" else "_" for c in name).strip("_.-")
@@ -366,12 +481,13 @@ class _ChatTurns:
     :class:`SessionAgent`. A turn is its engine :class:`~simplellmfunc.engine.Run`, which the
     store drives in its turn's task (one pump per turn): an ``@llm_chat`` agent's, or a
     ``ConfiguredAgent``'s with its trace recorder tapped on the run's emitter
-    (:meth:`ConfiguredAgent.turn_run`; a chain or team agent's turn is its ``chat`` items)."""
+    (:meth:`ConfiguredAgent.turn_run`; a chain or team agent's turn is a
+    :class:`DrivenTurn`, driven in that task too)."""
 
     def __init__(self, agent: ChatAgent | ConfiguredAgent) -> None:
         self.agent = agent
 
-    async def turn(self, turn: AgentTurn) -> AsyncIterable[Any]:
+    async def turn(self, turn: AgentTurn) -> AsyncIterable[Any] | DrivenTurn:
         options = turn.call_options()
         if isinstance(self.agent, ConfiguredAgent):
             return await self.agent.turn_run(turn.message, turn.history, **options)

@@ -18,6 +18,7 @@ from collections.abc import (
     AsyncGenerator,
     AsyncIterable,
     AsyncIterator,
+    Awaitable,
     Callable,
     Mapping,
     Sequence,
@@ -26,7 +27,6 @@ from contextlib import aclosing
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
-from types import TracebackType
 from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 
 import anyio
@@ -36,6 +36,7 @@ from anyio.streams.memory import MemoryObjectReceiveStream
 from .._abort import AbortSignal
 from .._events import EventYield, ResponseYield
 from .._messages import history_to_dicts
+from .._resource import AsyncResource
 from ..engine import ApprovalDecision, Run, pump_items, start_pump
 from ..exceptions import SessionError
 from ..runtime.config import ServeLimits
@@ -45,7 +46,14 @@ from ._session import Session, check_session_id
 if TYPE_CHECKING:
     from ..builtin import KernelPool, PyRepl
 
-__all__ = ["AgentTurn", "CallableAgent", "OnDisconnect", "SessionAgent", "SessionStore"]
+__all__ = [
+    "AgentTurn",
+    "CallableAgent",
+    "DrivenTurn",
+    "OnDisconnect",
+    "SessionAgent",
+    "SessionStore",
+]
 
 OnDisconnect = Literal["abort", "cancel"]
 logger = logging.getLogger("simplellmfunc.sessions")
@@ -88,6 +96,17 @@ class AgentTurn:
 
 
 @runtime_checkable
+class DrivenTurn(Protocol):
+    """A turn the store drives in its turn's task: ``drive(send)`` runs it, awaiting ``send``
+    with each of its events, and returns its ``ResponseYield`` (a config agent's chain or
+    team turn: their engine runs' events go straight to the turn's stream, one pump)."""
+
+    async def drive(self, send: Callable[[Any], Awaitable[Any]]) -> ResponseYield:
+        """Run the turn, sending its events to ``send``; its answer and history."""
+        ...
+
+
+@runtime_checkable
 class SessionAgent(Protocol):
     """An agent that takes a store's turns as :class:`AgentTurn` s (``ServedAgent``'s).
 
@@ -96,12 +115,13 @@ class SessionAgent(Protocol):
     :class:`~simplellmfunc.engine.Run` (``await chat_agent.run(...)``) is iterable too; the
     store drives it right in that task, its emitter connected to the turn's stream (its events,
     then a ``ResponseYield`` of its result): one pump per turn, not a run's own inside the
-    store's.
+    store's. A :class:`DrivenTurn` (several runs: a chain's stages, a team's members) is
+    driven there too.
     """
 
-    async def turn(self, turn: AgentTurn) -> AsyncIterable[Any]:
-        """The items of ``turn``, in order (a :class:`~simplellmfunc.engine.Run`, or any async
-        iterable)."""
+    async def turn(self, turn: AgentTurn) -> AsyncIterable[Any] | DrivenTurn:
+        """The items of ``turn``, in order (a :class:`~simplellmfunc.engine.Run`, a
+        :class:`DrivenTurn`, or any async iterable)."""
         ...
 
 
@@ -128,11 +148,11 @@ class CallableAgent:
         return f"CallableAgent({self.function!r})"
 
 
-class SessionStore:
+class SessionStore(AsyncResource):
     """Sessions of one agent: history, PyRepl kernel, SelfReference key, abort and last use.
 
-    Use it as an async context manager (it owns the turns' tasks, the kernel pool and the
-    idle reaper)::
+    Use it as an async context manager (an :class:`~simplellmfunc._resource.AsyncResource`:
+    ``open`` / ``aclose``; it owns the turns' tasks, the kernel pool and the idle reaper)::
 
         async with SessionStore(agent, pyrepl=True, pool_size=2) as sessions:
             async for item in sessions.chat("alice", "hello"):
@@ -211,37 +231,57 @@ class SessionStore:
 
     # -- lifecycle ----------------------------------------------------------------------------
 
-    async def __aenter__(self) -> SessionStore:
+    @property
+    def is_open(self) -> bool:
+        """Whether sessions can be opened (the store is open and not closing)."""
+        return self._tasks is not None and not self._closing
+
+    @property
+    def agent(self) -> SessionAgent:
+        """The agent the store hands its turns to."""
+        return self._agent
+
+    async def open(self) -> None:
+        """Start the turns' task group, the kernel pool and the idle reaper (``async with``
+        does).
+
+        Raises:
+            SessionError: If the store is open already.
+        """
+        if self._tasks is not None:
+            raise SessionError("the session store is open already")
         if self._root is None:
             self._root = Path(tempfile.mkdtemp(prefix="simplellmfunc-sessions-"))
         tasks = anyio.create_task_group()
         await tasks.__aenter__()
         self._tasks, self._closing = tasks, False
-        if self._repl_options is not None and self._pool_size > 0:
-            from ..builtin import KernelPool
+        try:
+            if self._repl_options is not None and self._pool_size > 0:
+                from ..builtin import KernelPool
 
-            sandbox = self._repl_options.get("sandbox", True)
-            self._pool = await KernelPool(self._pool_size, sandbox=sandbox).__aenter__()
-        if self.idle_timeout is not None:
-            tasks.start_soon(self._reap, self.idle_timeout)
-        return self
+                sandbox = self._repl_options.get("sandbox", True)
+                pool = KernelPool(self._pool_size, sandbox=sandbox)
+                await pool.open()
+                self._pool = pool
+            if self.idle_timeout is not None:
+                tasks.start_soon(self._reap, self.idle_timeout)
+        except BaseException:
+            await self.aclose()
+            raise
 
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    async def aclose(self) -> None:
+        """Close every session (:meth:`close_all`), the kernel pool, the turns' tasks and the
+        temporary root (idempotent; leaving ``async with`` does this)."""
         self._closing = True
         try:
             await self.close_all()
             pool, self._pool = self._pool, None
             if pool is not None:
-                await pool.__aexit__(None, None, None)
+                await pool.aclose()
             tasks, self._tasks = self._tasks, None
             if tasks is not None:
                 tasks.cancel_scope.cancel()
-                await tasks.__aexit__(exc_type, exc, tb)
+                await tasks.__aexit__(None, None, None)
         finally:
             # A session whose opening was under way when the closing began goes too.
             await self.close_all()
@@ -252,7 +292,7 @@ class SessionStore:
         the ``async with`` does this, then closes the kernel pool and the temporary root."""
         with anyio.CancelScope(shield=True):
             for session_id in list(self._sessions):
-                await self.close(session_id)
+                await self.close_session(session_id)
             if self._own_root and self._root is not None:
                 await anyio.to_thread.run_sync(shutil.rmtree, self._root, True)
 
@@ -280,7 +320,7 @@ class SessionStore:
             raise SessionError(f"no open session {session_id!r}", reason="unknown")
         return session
 
-    async def open(
+    async def open_session(
         self, session_id: str, *, history: Sequence[Mapping[str, Any]] | None = None
     ) -> Session:
         """The session ``session_id``, opened if needed (its history read from the store, or
@@ -311,7 +351,7 @@ class SessionStore:
             self._sessions[session_id] = session
             return session
 
-    async def close(self, session_id: str, *, forget: bool = False) -> bool:
+    async def close_session(self, session_id: str, *, forget: bool = False) -> bool:
         """Close one session: abort its turn (the history is kept), save the history (delete
         it with ``forget=True``), close the kernel, and remove its folder when the store made
         it. False if it was not open."""
@@ -352,7 +392,7 @@ class SessionStore:
             return []
         idle = [s.id for s in self._sessions.values() if not s.busy and s.idle_for() >= limit]
         for session_id in idle:
-            await self.close(session_id)
+            await self.close_session(session_id)
         return idle
 
     def abort(self, session_id: str, reason: str = "aborted by user") -> bool:
@@ -410,10 +450,10 @@ class SessionStore:
         Leaving early (a client disconnect) ends the turn as ``on_disconnect`` says.
 
         Raises:
-            SessionError: If the session is busy with another turn (see :meth:`open`).
+            SessionError: If the session is busy with another turn (see :meth:`open_session`).
             Exception: Whatever the agent raised (the history is then left as it was).
         """
-        session = await self.open(session_id)
+        session = await self.open_session(session_id)
         abort = session.begin()
         session.turn_message = message
         assert self._tasks is not None
@@ -498,6 +538,11 @@ class SessionStore:
                         result = items.state.result()
                         events_only = False
                         await put(ResponseYield(result.text, history_to_dicts(result.messages)))
+                    elif isinstance(items, DrivenTurn):
+                        events_only = True
+                        response = await items.drive(put)
+                        events_only = False
+                        await put(response)
                     else:
                         iterator = aiter(items)
                         try:
@@ -512,7 +557,7 @@ class SessionStore:
                     raise
         finally:
             session.end(history)
-            if not session.closed:  # else close() saves (or forgets) it
+            if not session.closed:  # else close_session() saves (or forgets) it
                 with anyio.CancelScope(shield=True):
                     await self._save(session)
 
@@ -564,7 +609,7 @@ class SessionStore:
                 "try again later, or raise max_sessions",
                 reason="full",
             )
-        await self.close(min(idle, key=lambda s: s.last_used).id)
+        await self.close_session(min(idle, key=lambda s: s.last_used).id)
 
     async def _reap(self, idle_timeout: float) -> None:
         while True:

@@ -1,10 +1,9 @@
-"""The chat page, its static files and its API over a SessionStore: as routes (to mount in
-another app, e.g. ``simplellmfunc serve --web``) or as an app of its own."""
+"""The chat page, its static files and its API on a ServedAgent (every tab's turn through its
+door): as routes (to mount in another app, e.g. ``simplellmfunc serve --web``) or as an app of
+its own."""
 
 from __future__ import annotations
 
-import contextlib
-import functools
 import html
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import aclosing
@@ -19,7 +18,6 @@ from starlette.routing import BaseRoute, Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from .._events import ResponseYield
-from ..decorators import ChatAgent
 from ..engine import parse_answer
 from ..exceptions import (
     AnswerRefusedError,
@@ -41,10 +39,6 @@ __all__ = ["PAGE_PATHS", "STATIC_PREFIX", "page_error", "web_chat_app", "web_cha
 
 _STATIC = Path(__file__).parent / "static"
 Handler = Callable[[Request], Awaitable[Response]]
-#: Refuses a turn before it starts: ``(session_id, principal) -> None`` (raises).
-Admit = Callable[[str, str], None]
-#: Runs one turn of a session on a message: ``(session_id, message, principal) -> items``.
-Turns = Callable[[str, str, str], AsyncIterator[Any]]
 
 #: The page's address: the one path that may carry the token as ``?token=``.
 PAGE_PATHS = frozenset({"/"})
@@ -76,19 +70,25 @@ def web_chat_app(
     Every browser tab is a session (its id lives in the tab's ``sessionStorage``, so a reload
     keeps the conversation): its own history and, with ``pyrepl``, its own kernel.
 
+    Every tab's turn goes through a :class:`ServedAgent`'s door (:meth:`ServedAgent.turn`):
+    admitted under ``limits`` (``max_turns``, the caps per principal) and counted while it
+    runs, whether the app owns its sessions or is given them.
+
     Args:
-        agent: An ``@llm_chat`` function (``stream=True`` for live text): its tabs' turns
-            go through a :class:`ServedAgent`'s door (admitted under ``limits``, counted toward
-            ``max_turns``); any other session agent runs on a bare
-            :class:`~simplellmfunc.serving.SessionStore` (see it for how it is called).
-        sessions: A :class:`SessionStore` of ``agent`` that the caller has entered and closes
-            (for an app mounted in another one, whose lifespan does not run); the other session
-            arguments are then ignored. Default: the app makes one and its lifespan owns it.
+        agent: An ``@llm_chat`` function (``stream=True`` for live text), a
+            ``ConfiguredAgent``, any :class:`SessionAgent`, or a function (see
+            :class:`CallableAgent` for how it is called).
+        sessions: A :class:`SessionStore` of ``agent`` that the caller opens and closes (for
+            an app mounted in another one, whose lifespan does not run): the page serves it
+            through :meth:`ServedAgent.around`, under ``limits``' turn caps (the store keeps its
+            own ``max_sessions`` and ``idle_timeout``); ``pyrepl`` and ``store`` are then
+            ignored. Default: the app makes one and its lifespan owns it.
         pyrepl: Give each session a PyRepl kernel (``True``, or PyRepl keyword arguments).
-        limits: Open sessions at most (tabs beyond it are refused while all are busy;
-            otherwise the least recently used idle session is reclaimed), the idle timeout
-            after which a session's kernel is closed (its history stays in ``store``) and the
-            kernels started ahead of time (:class:`~simplellmfunc.runtime.config.ServeLimits`).
+        limits: Turns running at once (``max_turns``; more are refused with 429), open
+            sessions at most (tabs beyond it are refused while all are busy; otherwise the
+            least recently used idle session is reclaimed), the idle timeout after which a
+            session's kernel is closed (its history stays in ``store``) and the kernels
+            started ahead of time (:class:`~simplellmfunc.runtime.config.ServeLimits`).
         store: Where histories are kept (default: in memory).
         token: Required on the page (``?token=`` in its address; the page then sends it
             as ``Authorization: Bearer`` on its API calls) and on every API call; ``None``:
@@ -103,39 +103,13 @@ def web_chat_app(
     """
 
     limits = limits or ServeLimits()
-    served: ServedAgent | None = None
-    if sessions is None and isinstance(agent, ChatAgent):
-        # The one door: the tabs' turns are admitted and counted toward ``max_turns``.
+    # The one door, in every case: the tabs' turns are admitted and counted toward ``max_turns``.
+    if sessions is not None:
+        served = ServedAgent.around(sessions, limits=limits)
+    else:
         served = ServedAgent(agent, limits=limits, pyrepl=pyrepl, store=store)
-
-    @contextlib.asynccontextmanager
-    async def lifespan(app: Starlette) -> AsyncIterator[None]:
-        if sessions is not None:
-            app.state.sessions = sessions
-            yield
-            return
-        if served is not None:
-            async with served.lifespan():
-                app.state.sessions = served.sessions
-                yield
-            return
-        owned = SessionStore(
-            agent,
-            pyrepl=pyrepl,
-            pool_size=limits.pool_size if pyrepl else 0,
-            max_sessions=limits.max_sessions,
-            idle_timeout=limits.idle_timeout,
-            store=store,
-        )
-        async with owned:
-            app.state.sessions = owned
-            yield
-
-    door: dict[str, Any] = {}
-    if served is not None:
-        door = {"admit": served.admit, "turns": functools.partial(page_turn, served)}
     routes = web_chat_routes(
-        sessions, title=title, max_message_chars=max_message_chars, policy=policy, **door
+        served, title=title, max_message_chars=max_message_chars, policy=policy
     )
     if principals is None:
         principals = Principals.single(token) if token is not None else Principals.open()
@@ -147,33 +121,28 @@ def web_chat_app(
         public_prefixes=(STATIC_PREFIX,),
         query_paths=PAGE_PATHS,
     )
-    return Starlette(routes=routes, lifespan=lifespan, middleware=[guard])
+    return Starlette(routes=routes, lifespan=served.lifespan, middleware=[guard])
 
 
 def web_chat_routes(
-    sessions: SessionStore | None = None,
+    served: ServedAgent | None = None,
     *,
     title: str = "simplellmfunc chat",
     max_message_chars: int = 20_000,
     policy: WirePolicy | None = None,
-    admit: Admit | None = None,
-    turns: Turns | None = None,
 ) -> list[BaseRoute]:
     """The page (``/``), its files (``/static/``) and its API (``/api/...``) as routes, to
     mount in an app of one's own; that app's :class:`~simplellmfunc.serving.EdgeGuard`
     guards them (the page may carry the token as ``?token=``, its files need none). Each
-    principal (``request.user``) sees its own sessions only.
+    principal (``request.user``) sees its own sessions only. A tab's turn goes through the
+    served agent's door (:meth:`ServedAgent.turn`: admitted, counted toward its limits).
 
     Args:
-        sessions: The open :class:`SessionStore` the tabs' sessions live in (default: the
-            app's ``state.sessions``, set by its lifespan).
+        served: The :class:`ServedAgent` whose sessions the tabs are (on a store of one's
+            own: :meth:`ServedAgent.around`; default: the app's ``state.served``).
         title: The page's title.
         max_message_chars: Longer messages are refused (413).
         policy: The size policy of the events sent to the page (images are sent whole).
-        admit: Called with the session id before a turn starts; what it raises refuses the
-            turn (``CapacityError``: 429, or 503 while closing; ``SessionError``: by reason).
-        turns: Runs a turn (default: the store's ``chat``); a server passes its door
-            (:meth:`ServedAgent.turn`, which counts the turn toward its limits).
     """
     wire_policy = policy or WirePolicy()
     page_html = (_STATIC / "index.html").read_text(encoding="utf-8")
@@ -195,15 +164,16 @@ def web_chat_routes(
 
         return checked
 
-    def store_of(request: Request) -> SessionStore:
-        found: SessionStore | None = sessions  # (an empty store is falsy: no `or` here)
-        if found is None:
-            found = getattr(request.app.state, "sessions", None)
+    def served_of(request: Request) -> ServedAgent:
+        found = served if served is not None else getattr(request.app.state, "served", None)
         if found is None:
             raise SessionError(
                 "the chat is not open: its app's lifespan has not run", reason="closed"
             )
         return found
+
+    def store_of(request: Request) -> SessionStore:
+        return served_of(request).sessions
 
     async def page(request: Request) -> Response:
         return HTMLResponse(page_html)
@@ -215,18 +185,15 @@ def web_chat_routes(
             return error_response(400, "send {'message': <text>}")
         if len(message) > max_message_chars:
             return error_response(413, f"messages are limited to {max_message_chars} characters")
-        session = await store_of(request).open(request.path_params["sid"])
+        door, sid = served_of(request), request.path_params["sid"]
+        principal = principal_of(request).name
+        door.admit(sid, principal)  # refused now, before the stream commits to 200
+        session = await door.sessions.open_session(sid)
         if session.busy:
             return error_response(
                 409, f"session {session.id!r} is running a turn: wait, or abort it"
             )
-        principal = principal_of(request).name
-        if admit is not None:
-            admit(session.id, principal)
-        if turns is not None:
-            turn = turns(session.id, message, principal)
-        else:
-            turn = store_of(request).chat(session.id, message)
+        turn = page_turn(door, session.id, message, principal)
         headers = {"cache-control": "no-store", "x-accel-buffering": "no"}
         return StreamingResponse(
             turn_frames(turn, wire_policy), media_type="text/event-stream", headers=headers

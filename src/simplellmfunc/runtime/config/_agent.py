@@ -21,7 +21,7 @@ with events on, fed through the agent's :class:`TraceRecorder`.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from contextlib import AsyncExitStack
 from dataclasses import dataclass
 from pathlib import Path
@@ -53,7 +53,7 @@ from ._build import (
 )
 from ._load import load_agent_config
 from ._schema import AgentConfig, ChainStep
-from ._team import group_chat, handoff_chat, parallel_chat
+from ._team import TeamChat, TeamTurn, group_chat, handoff_chat, parallel_chat
 
 __all__ = ["ConfiguredAgent", "RunObserver", "TurnResult"]
 
@@ -95,6 +95,41 @@ def _fill(prompt: str, text: str) -> str:
     if "{input}" in prompt:
         return prompt.replace("{input}", text)
     return f"{prompt}\n\n{text}"
+
+
+class ChainTurn:
+    """One turn of a chain agent, driven in the caller's task (a session store's turn):
+    :meth:`drive` runs each stage's engine :class:`~simplellmfunc.engine.Run` in turn, its
+    events sent to the caller's sink and recorded by the trace recorder (tapped on its
+    emitter), each stage's answer filling the next one's prompt, and returns the
+    ``ResponseYield`` of the last answer. A stage that is aborted or fails ends the chain."""
+
+    def __init__(
+        self,
+        stages: Sequence[tuple[ChainStep, ChatAgent]],
+        message: str,
+        abort: AbortSignal | None,
+        recorder: TraceRecorder,
+    ) -> None:
+        self._stages, self._message = list(stages), message
+        self._abort, self._recorder = abort, recorder
+
+    async def drive(self, send: Callable[[Any], Awaitable[Any]]) -> ResponseYield:
+        async def events(item: Any) -> None:
+            if isinstance(item, EventYield):  # (a run's text and raw items: its events carry them)
+                await send(item)
+
+        text = self._message
+        for step, chat in self._stages:
+            run = await chat.run(_fill(step.prompt, text), history=[], _abort_signal=self._abort)
+            run.context.emitter.tap(self._recorder.record)
+            run.context.emitter.connect(events)
+            await run.run_to_end()
+            result = run.state.result()
+            text = result.text
+            if result.terminated_by in ("aborted", "error"):
+                break
+        return ResponseYield(text, [])
 
 
 class ConfiguredAgent(AsyncResource):
@@ -385,25 +420,41 @@ class ConfiguredAgent(AsyncResource):
         message: str | None,
         history: list[dict[str, Any]] | None = None,
         **call_options: Any,
-    ) -> Run | AsyncIterator[Any]:
+    ) -> Run | ChainTurn | TeamTurn | AsyncIterator[Any]:
         """One turn for a caller that drives it (a session store): what :meth:`chat` yields,
-        but an agent of one ``@llm_chat`` function (``simple``, ``react`` without handoffs)
-        gives its engine :class:`~simplellmfunc.engine.Run`, not started, with the trace
-        recorder tapped on its emitter (:meth:`~simplellmfunc.engine.Emitter.tap`): the
-        driver connects its own sink and the recorder sees every event on the way, so the
-        turn crosses one event pump, not the run's inside the driver's. A chain or a team
-        gives its :meth:`chat` items. The agent's own ``history`` is left untouched.
+        as something the caller runs in its own task, so that the turn crosses one event
+        pump (the caller's), with the trace recorder tapped on the way:
+
+        * an agent of one ``@llm_chat`` function (``simple``, ``react`` without handoffs):
+          its engine :class:`~simplellmfunc.engine.Run`, not started, the recorder tapped on
+          its emitter (:meth:`~simplellmfunc.engine.Emitter.tap`); the driver connects its
+          own sink;
+        * a chain: a ``ChainTurn``, a team (``group``, ``parallel``, handoffs): a
+          ``TeamTurn``; the driver awaits
+          ``drive(send)``, which runs the stages' engine runs (or plays the team) with
+          their events sent to ``send``, and gets the ``ResponseYield``;
+        * a team asked to continue a history (``message=None``): its :meth:`chat` items.
+
+        The agent's own ``history`` is left untouched.
 
         Args:
             message: The user's message; ``None``: continue ``history`` as it is.
-            history: The conversation to continue.
+            history: The conversation to continue (a chain agent ignores it).
             **call_options: Per-call options of the ``@llm_chat`` call (``_abort_signal``,
-                ``_session_id``, ``_toolkit``, ``_hooks``).
+                ``_session_id``, ``_toolkit``, ``_hooks``; a chain's and a team's stages take
+                the abort signal only).
 
         Raises:
-            UserError: If the agent is not open.
+            UserError: If the agent is not open, or a chain is asked to continue a history.
         """
+        abort = call_options.get("_abort_signal")
+        if self._stages:
+            if message is None:
+                raise UserError("a chain agent has no history to continue")
+            return ChainTurn(self._stages, message, abort, self.recorder)
         chat = self._chat
+        if isinstance(chat, TeamChat) and message is not None:
+            return chat.turn(message, history, abort, self.recorder.record)
         if not isinstance(chat, ChatAgent):
             return self.chat(message, history, **call_options)
         recorder = self.recorder

@@ -10,7 +10,7 @@ conversation a turn ends with is the one the next turn goes on from.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from typing import Any
 
 from ..._abort import AbortSignal
@@ -29,7 +29,7 @@ from ..multiagent import (
 )
 from ._schema import AgentConfig
 
-__all__ = ["group_chat", "handoff_chat", "parallel_chat"]
+__all__ = ["TeamChat", "TeamTurn", "group_chat", "handoff_chat", "parallel_chat"]
 
 ChatFunction = Callable[..., AsyncIterator[Any]]
 
@@ -73,20 +73,69 @@ def handoff_chat(
 
 
 def _as_chat(team: Team[Any]) -> ChatFunction:
-    async def chat(
+    return TeamChat(team)
+
+
+class TeamChat:
+    """A team as a chat function of a single agent's shape (its events, then a
+    ``ResponseYield``), and as a turn a session store drives in its own task
+    (:meth:`turn`)."""
+
+    def __init__(self, team: Team[Any]) -> None:
+        self.team = team
+
+    async def __call__(
+        self,
         message: str,
         history: list[dict[str, Any]] | None = None,
         _abort_signal: AbortSignal | None = None,
         **_call_options: object,  # _session_id ...: a team's members take their own
     ) -> AsyncIterator[Any]:
         previous = list(history or [])
-        async for item in team.stream(message, history=previous, abort=_abort_signal):
+        async for item in self.team.stream(message, history=previous, abort=_abort_signal):
             if isinstance(item, EventYield):
                 yield item
             else:
                 yield ResponseYield(_text(item), _history(item, previous, message))
 
-    return chat
+    def turn(
+        self,
+        message: str,
+        history: list[dict[str, Any]] | None,
+        abort: AbortSignal | None,
+        record: Callable[[Any], Awaitable[Any]],
+    ) -> TeamTurn:
+        """One turn for a caller that drives it (see :class:`TeamTurn`); ``record`` sees
+        every event first (the trace recorder)."""
+        return TeamTurn(self.team, message, list(history or []), abort, record)
+
+
+class TeamTurn:
+    """One turn of a team, driven in the caller's task: :meth:`drive` plays the team with its
+    events going to the caller's sink (one pump, the caller's, not the team's own inside it)
+    and returns the ``ResponseYield``."""
+
+    def __init__(
+        self,
+        team: Team[Any],
+        message: str,
+        history: list[dict[str, Any]],
+        abort: AbortSignal | None,
+        record: Callable[[Any], Awaitable[Any]],
+    ) -> None:
+        self._team, self._message, self._history = team, message, history
+        self._abort, self._record = abort, record
+
+    async def drive(self, send: Callable[[Any], Awaitable[Any]]) -> ResponseYield:
+        async def sink(item: Any) -> None:
+            if isinstance(item, EventYield):
+                await self._record(item)
+                await send(item)
+
+        result = await self._team.drive(
+            sink, self._message, history=self._history, abort=self._abort
+        )
+        return ResponseYield(_text(result), _history(result, self._history, self._message))
 
 
 def _text(result: Any) -> str:

@@ -9,7 +9,7 @@ their parent. Without ``stream`` nothing is emitted and no task is started.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
@@ -91,12 +91,9 @@ class Team(ABC, Generic[R]):
     ) -> AsyncIterator[EventYield | R]:
         """Play the team on ``message`` (after ``history``, as :meth:`run`): every agent's
         events as they happen (``origin.agent`` says whose), then the result."""
-        origin = EventOrigin(agent_call_id=new_call_id())
-        previous = history or []
 
         async def body(send: Callable[[Any], Any]) -> R:
-            emitter = Emitter(send, origin, wants_events=True)
-            return await self._play(message, emitter, abort, previous)
+            return await self.drive(send, message, history=history, abort=abort)
 
         pump = event_pump(body)
         try:
@@ -104,6 +101,21 @@ class Team(ABC, Generic[R]):
                 yield item.value if isinstance(item, Finished) else item
         finally:
             await pump.aclose()
+
+    async def drive(
+        self,
+        send: Callable[[Any], Awaitable[Any]],
+        message: str,
+        *,
+        history: list[dict[str, Any]] | None = None,
+        abort: AbortSignal | None = None,
+    ) -> R:
+        """Play the team on ``message`` (after ``history``) in the caller's task, awaiting
+        ``send`` with every agent's events as they happen, and return the result: what
+        :meth:`stream` runs in its pump, for a caller that has a pump already (a session
+        store's turn), so that the events cross one pump, not two."""
+        emitter = Emitter(send, EventOrigin(agent_call_id=new_call_id()), wants_events=True)
+        return await self._play(message, emitter, abort, history or [])
 
     @abstractmethod
     async def _play(
