@@ -112,8 +112,8 @@ def test_resume_entries_cancelled_and_bad() -> None:
 # -- interrupt and resume as separate runs, over HTTP -------------------------------------------
 
 
-def _agui_app(sessions: Any) -> Any:
-    """An AG-UI endpoint over a session store: POST a RunAgentInput, read the run's SSE."""
+def _agui_app(served: Any) -> Any:
+    """An AG-UI endpoint over a served agent: POST a RunAgentInput, read the run's SSE."""
     from ag_ui.encoder import EventEncoder
     from starlette.applications import Starlette
     from starlette.requests import Request
@@ -127,7 +127,7 @@ def _agui_app(sessions: Any) -> Any:
         encoder = EventEncoder()
 
         async def frames() -> Any:
-            async for event in agui_run(sessions, run_input):
+            async for event in agui_run(served, run_input):
                 yield encoder.encode(event)
 
         return StreamingResponse(frames(), media_type="text/event-stream")
@@ -164,7 +164,7 @@ def _input(run_id: str, messages: list[dict[str, Any]], resume: Any = None) -> d
 async def test_interrupt_ends_the_run_and_resume_continues_it(mock_server: MockLLMServer) -> None:
     import httpx
 
-    from simplellmfunc.serving import SessionStore, running
+    from simplellmfunc.serving import ServedAgent, running
 
     RAN.clear()
     mock_server.script(
@@ -178,8 +178,8 @@ async def test_interrupt_ends_the_run_and_resume_continues_it(mock_server: MockL
             """You pay."""
 
         async with (
-            SessionStore(agent) as sessions,
-            running(lambda url: _agui_app(sessions)) as url,
+            ServedAgent(agent) as served,
+            running(lambda url: _agui_app(served)) as url,
             httpx.AsyncClient(timeout=20) as http,
         ):
             user = [{"id": "u1", "role": "user", "content": "pay A-1"}]
@@ -191,7 +191,7 @@ async def test_interrupt_ends_the_run_and_resume_continues_it(mock_server: MockL
                 edit = {"approved": True, "editedArgs": {"invoice": "A-2"}}
                 resume = [{"interruptId": "c1", "status": "resolved", "payload": edit}]
                 second = await _post_run(http, url, _input("r3", user, resume))
-            history = await sessions.history("t1")
+            history = await served.sessions.history("t1")
 
     # Run 1 ends with the interrupt outcome (the tool did not run), naming the call.
     assert first[0].type == EventType.RUN_STARTED
@@ -239,7 +239,7 @@ async def test_input_interrupt_is_answered_by_resume(mock_server: MockLLMServer)
     open is a RUN_ERROR; the resume entry's payload is the line typed."""
     import httpx
 
-    from simplellmfunc.serving import SessionStore, running
+    from simplellmfunc.serving import ServedAgent, running
 
     ask = "name = input('Your name? ')\nprint('hello', name)"
     mock_server.script(
@@ -253,8 +253,8 @@ async def test_input_interrupt_is_answered_by_resume(mock_server: MockLLMServer)
             """You run code."""
 
         async with (
-            SessionStore(agent, pyrepl=True) as sessions,
-            running(lambda url: _agui_app(sessions)) as url,
+            ServedAgent(agent, pyrepl=True) as served,
+            running(lambda url: _agui_app(served)) as url,
             httpx.AsyncClient(timeout=60) as http,
         ):
             user = [{"id": "u1", "role": "user", "content": "greet me"}]
@@ -264,7 +264,7 @@ async def test_input_interrupt_is_answered_by_resume(mock_server: MockLLMServer)
                 again = await _post_run(http, url, _input("r2", user))
                 entry = {"interruptId": interrupt.id, "status": "resolved", "payload": "Ada"}
                 second = await _post_run(http, url, _input("r3", user, [entry]))
-            history = await sessions.history("t1")
+            history = await served.sessions.history("t1")
     assert (interrupt.reason, interrupt.message, interrupt.tool_call_id) == (
         "input",
         "Your name? ",
@@ -276,3 +276,54 @@ async def test_input_interrupt_is_answered_by_resume(mock_server: MockLLMServer)
     assert second[-1].outcome.type == "success"
     tool_results = [m["content"] for m in history if m["role"] == "tool"]
     assert "hello Ada" in tool_results[0]
+
+
+async def test_an_agui_run_enters_through_the_door(mock_server: MockLLMServer) -> None:
+    """A new message's run is a turn of the served agent: refused (RUN_ERROR, code capacity)
+    while ``max_turns`` turns run, admitted again once they end."""
+    from simplellmfunc.runtime.config import ServeLimits
+    from simplellmfunc.serving import ServedAgent, agui_run
+
+    entered, release = anyio.Event(), anyio.Event()
+
+    @tool
+    async def hold() -> str:
+        """Wait until the test lets go."""
+        entered.set()
+        await release.wait()
+        return "held"
+
+    mock_server.script(
+        Reply.tool_calls(ToolCallSpec("hold", {}, id="h1")),
+        Reply.text("Done."),
+        Reply.text("Second."),
+    )
+    async with OpenAICompatible("sk-test-123456789", "mock", mock_server.url) as llm:
+
+        @llm_chat(llm, toolkit=[hold], enable_event=True)
+        async def agent(message: str, history: list[dict[str, Any]] | None = None) -> None:
+            """You hold."""
+
+        user = [{"id": "u1", "role": "user", "content": "hold"}]
+
+        async def run(thread: str, run_id: str) -> list[Any]:
+            run_input = RunAgentInput.model_validate({**_input(run_id, user), "threadId": thread})
+            return [event async for event in agui_run(served, run_input)]
+
+        first: list[Any] = []
+
+        async def first_run() -> None:
+            first.extend(await run("a", "r1"))
+
+        async with ServedAgent(agent, limits=ServeLimits(max_turns=1)) as served:
+            with anyio.fail_after(30):
+                async with anyio.create_task_group() as group:
+                    group.start_soon(first_run)
+                    await entered.wait()
+                    refused = await run("b", "r2")
+                    release.set()
+                admitted = await run("b", "r3")
+    assert refused[-1].type == EventType.RUN_ERROR
+    assert refused[-1].code == "capacity"
+    assert first[-1].type == EventType.RUN_FINISHED
+    assert admitted[-1].type == EventType.RUN_FINISHED

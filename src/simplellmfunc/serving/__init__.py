@@ -15,8 +15,9 @@ front adapts that iterator:
   :func:`web_chat_app` / :func:`web_chat_routes` (``simplellmfunc serve --web``; ``web`` is an
   alias of it).
 * **AG-UI**: :class:`AGUIAdapter` / :func:`agui_sse_stream` (the ``[agui]`` extra);
-  :func:`agui_run`: a session's turn as AG-UI runs — a run that waits for a person ends on the
-  interrupt outcome, the next run's ``resume`` entries answer it and it goes on
+  :func:`agui_run`: a served agent's turn (through its door) as AG-UI runs — a run that
+  waits for a person ends on the interrupt outcome, the next run's ``resume`` entries answer
+  it and it goes on
   (:func:`agui_interrupts`: the waiting requests as AG-UI ``Interrupt`` s).
 * A turn that waits for a person (an approval, a PyRepl ``input()``) outlives a consumer that
   leaves: :meth:`SessionStore.pending` says what waits, :meth:`SessionStore.follow` takes the

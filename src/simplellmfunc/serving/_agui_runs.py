@@ -25,9 +25,10 @@ from typing import Any
 from ag_ui import core
 
 from .._messages import dict_content_text
-from ..exceptions import AnswerRefusedError, InputRefusedError, SessionError
+from ..exceptions import AnswerRefusedError, CapacityError, InputRefusedError, SessionError
 from ._agui import AGUIAdapter, agui_resume_answers
 from ._json import WirePolicy, jsonable
+from ._served import ServedAgent, TurnRequest
 from ._store import SessionStore
 from ._waits import asked_request_id, pending_request_id, wait_kind
 
@@ -72,26 +73,30 @@ def agui_interrupts(waits: Sequence[Mapping[str, Any]]) -> list[core.Interrupt]:
 
 
 async def agui_run(
-    sessions: SessionStore,
+    agent: ServedAgent,
     run_input: core.RunAgentInput,
     *,
     session_id: str | None = None,
+    principal: str = "",
     policy: WirePolicy | None = None,
 ) -> AsyncIterator[core.BaseEvent]:
-    """One AG-UI run on ``sessions``: the thread is the session (``session_id``, default the
-    input's ``thread_id``). Without ``resume`` the last user message starts a turn; with it,
-    the entries answer the open interrupts and the parked turn goes on. The run ends with
-    ``RUN_FINISHED`` (success, or interrupt when the turn waits for a person) or
-    ``RUN_ERROR`` (a refused resume, a failed turn). Encode the events with
-    ``ag_ui.encoder.EventEncoder`` (see :func:`~simplellmfunc.wire.agui_sse_stream`).
+    """One AG-UI run on ``agent``: the thread is the session (``session_id``, default the
+    input's ``thread_id``). Without ``resume`` the last user message starts a turn through
+    the agent's door (:meth:`ServedAgent.turn`: admitted under its limits, counted toward
+    ``max_turns``, for ``principal``); with it, the entries answer the open interrupts and
+    the parked turn goes on. The run ends with ``RUN_FINISHED`` (success, or interrupt when
+    the turn waits for a person) or ``RUN_ERROR`` (a refused resume, a refused or failed
+    turn). Encode the events with ``ag_ui.encoder.EventEncoder`` (see
+    :func:`~simplellmfunc.wire.agui_sse_stream`).
     """
     sid = session_id or run_input.thread_id
     adapter = AGUIAdapter(run_input.thread_id, run_input.run_id, policy)
+    sessions = agent.sessions
     try:
-        await sessions.open_session(sid)
         if run_input.resume:
+            await sessions.open_session(sid)
             _answer(sessions, sid, run_input.resume)
-            items = sessions.follow(sid)
+            items: AsyncIterator[Any] = sessions.follow(sid)
             for event in adapter.begin():
                 yield event
         else:
@@ -99,11 +104,14 @@ async def agui_run(
                 raise AnswerRefusedError(
                     "the thread has open interrupts: resume them (RunAgentInput.resume) first"
                 )
-            items = sessions.chat(sid, _last_user_text(run_input))
-    except (AnswerRefusedError, InputRefusedError, SessionError) as exc:
+            text = _last_user_text(run_input)
+            agent.admit(sid, principal)  # refused now, as a RUN_ERROR of its own
+            items = agent.turn(TurnRequest(text, session_id=sid, principal=principal))
+    except (AnswerRefusedError, InputRefusedError, SessionError, CapacityError) as exc:
         for event in adapter.begin():
             yield event
-        yield core.RunErrorEvent(message=str(exc), code="resume_refused")
+        code = "capacity" if isinstance(exc, CapacityError) else "resume_refused"
+        yield core.RunErrorEvent(message=str(exc), code=code)
         return
     started = bool(run_input.resume)
     async with aclosing(items) as turn:  # type: ignore[type-var]
