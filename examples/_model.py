@@ -30,18 +30,27 @@ from simplellmfunc.providers import env_settings
 from simplellmfunc.testing import Canned, ScriptedLLM
 
 
-def pick_model(*script: Canned, default: Canned | None = None) -> LLMInterface:
-    """The configured model, or a ScriptedLLM answering with ``script``, then ``default``."""
+def configured_model() -> LLMInterface | None:
+    """The model `.env` / the environment names (None: none), noted as a real model: it
+    prints which one and starts run()'s budget."""
     env = env_settings()  # the environment over ./.env
     if env.get("EXAMPLE_MODEL"):
         llm: LLMInterface = make_llm(env["EXAMPLE_MODEL"])
     elif env.get("OPENAI_MODEL"):
         llm = OpenAICompatible.from_env()
     else:
-        print("(no model configured: a scripted model plays its part; see examples/_model.py)")
-        return ScriptedLLM(script, default=default)
+        return None
     print(f"(model: {llm.provider_name}:{llm.model_name})")
     real_model(llm.model_name)
+    return llm
+
+
+def pick_model(*script: Canned, default: Canned | None = None) -> LLMInterface:
+    """The configured model, or a ScriptedLLM answering with ``script``, then ``default``."""
+    llm = configured_model()
+    if llm is None:
+        print("(no model configured: a scripted model plays its part; see examples/_model.py)")
+        return ScriptedLLM(script, default=default)
     return llm
 
 

@@ -282,3 +282,27 @@ async def test_ctrl_c_aborts_cleanly_with_a_partial_trace(
     assert "[0] llm   deepseek-chat" in done.stderr  # the partial trace
     assert "end   aborted" in done.stderr
     assert "Traceback" not in done.stderr
+
+
+async def test_run_timeout_ends_a_run_that_never_finishes_with_one_line(
+    server: MockLLMServer, env: dict[str, str], tmp_path: Path
+) -> None:
+    """limits.run_timeout (60 s in the shipped configs): a reply that never ends (the mock
+    drips forever) is aborted at the deadline; stderr says why in one line, no traceback."""
+    done = await finish(
+        await start_cli(
+            "run",
+            agent_file("simple.yml"),
+            "Hello",
+            "--set",
+            "system=SLOW",
+            "--set",
+            "limits.run_timeout=1",
+            env=env,
+            cwd=tmp_path,
+        )
+    )
+    assert done.code == 130, done.stderr
+    assert "aborted: timed out after 1 s (limits.run_timeout)" in done.stderr
+    assert "end   aborted" in done.stderr  # the partial trace
+    assert "Traceback" not in done.stderr
