@@ -338,12 +338,17 @@ class ConfiguredAgent(AsyncResource):
         if timeout is None:
             return await self._run(text, abort, observer, history)
         abort = abort or AbortSignal()
+        failure: Exception | None = None
         async with anyio.create_task_group() as group:
             group.start_soon(_abort_after, abort, timeout)
             try:
                 result = await self._run(text, abort, observer, history)
+            except Exception as exc:  # raised below as it is, not in an exception group
+                failure = exc
             finally:
                 group.cancel_scope.cancel()
+        if failure is not None:
+            raise failure
         return result
 
     async def _run(
