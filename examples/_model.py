@@ -26,22 +26,37 @@ import anyio
 import psutil
 
 from simplellmfunc import LLMInterface, OpenAICompatible, make_llm
+from simplellmfunc.exceptions import (
+    IncompleteAnswerError,
+    OutputParseError,
+    RunError,
+    TeamMemberError,
+)
 from simplellmfunc.providers import env_settings
 from simplellmfunc.testing import Canned, ScriptedLLM
 
 
-def pick_model(*script: Canned, default: Canned | None = None) -> LLMInterface:
-    """The configured model, or a ScriptedLLM answering with ``script``, then ``default``."""
+def configured_model() -> LLMInterface | None:
+    """The model `.env` / the environment names (None: none), noted as a real model: it
+    prints which one and starts run()'s budget."""
     env = env_settings()  # the environment over ./.env
     if env.get("EXAMPLE_MODEL"):
         llm: LLMInterface = make_llm(env["EXAMPLE_MODEL"])
     elif env.get("OPENAI_MODEL"):
         llm = OpenAICompatible.from_env()
     else:
-        print("(no model configured: a scripted model plays its part; see examples/_model.py)")
-        return ScriptedLLM(script, default=default)
+        return None
     print(f"(model: {llm.provider_name}:{llm.model_name})")
     real_model(llm.model_name)
+    return llm
+
+
+def pick_model(*script: Canned, default: Canned | None = None) -> LLMInterface:
+    """The configured model, or a ScriptedLLM answering with ``script``, then ``default``."""
+    llm = configured_model()
+    if llm is None:
+        print("(no model configured: a scripted model plays its part; see examples/_model.py)")
+        return ScriptedLLM(script, default=default)
     return llm
 
 
@@ -134,12 +149,43 @@ def run(main: Callable[[], Awaitable[object]], budget: float = BUDGET_S) -> None
     except KeyboardInterrupt:
         finished.set()
         sys.exit("\ninterrupted")
+    except (RunError, BaseExceptionGroup) as exc:
+        error = _run_error(exc)
+        if error is None or not _REAL:  # on the scripted model a failure is a bug: show it
+            raise
+        finished.set()
+        watchdog.cancel()
+        sys.exit(_failed(error))
     if completed:
         finished.set()
         watchdog.cancel()
         return
     said.set()  # the watchdog stays armed: the exit itself may wait on a thread or a child
     sys.exit(_stopped(budget))
+
+
+#: What a (small) model's own mistake ends a run with: an answer cut off or empty after the
+#: retry, a reply that does not parse, a team member failing on one of these.
+_MISTAKES = (IncompleteAnswerError, OutputParseError, TeamMemberError)
+
+
+def _run_error(exc: BaseException) -> RunError | None:
+    """The RunError that ended a run, through exception groups (None: another failure)."""
+    if isinstance(exc, RunError):
+        return exc
+    if isinstance(exc, BaseExceptionGroup):
+        for inner in exc.exceptions:
+            if (found := _run_error(inner)) is not None:
+                return found
+    return None
+
+
+def _failed(error: RunError) -> str:
+    """One line for a run a real model ended with ``error``, instead of a traceback."""
+    what = f"{type(error).__name__}: {error}"
+    if isinstance(error, _MISTAKES):
+        return f"\n(stopped: the model got this wrong: {what}; small local models often do)"
+    return f"\n(stopped: {what})"
 
 
 def note_if(wrong: bool, what: str) -> None:

@@ -15,17 +15,17 @@ as a table and written as JSON and as a self-contained HTML page.
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import tempfile
 from pathlib import Path
 from typing import Literal
 
-import anyio
+from _model import configured_model, note_if, run
 from pydantic import BaseModel
 
-from simplellmfunc import LLMInterface, OpenAICompatible, llm_function, make_llm
+from simplellmfunc import LLMInterface, OpenAICompatible, llm_function
 from simplellmfunc.evals import Budget, Case, Dataset, MatchesSchema, Predicate, Report, evaluate
-from simplellmfunc.providers import env_settings
 from simplellmfunc.testing import MockLLMServer, RecordedRequest, Reply, use_cassette
 
 
@@ -79,16 +79,6 @@ def keyword_model(request: RecordedRequest) -> Reply:
     return Reply.text(json.dumps({"sentiment": sentiment, "score": score}), usage=(60, 12))
 
 
-def configured_model() -> LLMInterface | None:
-    """The model `.env` / the environment names, as the other examples pick it (None: none)."""
-    env = env_settings()
-    if env.get("EXAMPLE_MODEL"):
-        return make_llm(env["EXAMPLE_MODEL"])
-    if env.get("OPENAI_MODEL"):
-        return OpenAICompatible.from_env()
-    return None
-
-
 async def run_evaluation(llm: LLMInterface, label: str) -> Report:
     @llm_function(llm)
     async def review(text: str) -> Review:
@@ -107,20 +97,21 @@ async def main(out: Path) -> None:
             async with OpenAICompatible("sk-example-key-0123456789", "mock", server.url) as mock:
                 with use_cassette(cassette, mode="record"):
                     recorded = await run_evaluation(mock, "review (recorded)")
-            url = server.url
-        replay_llm: LLMInterface = OpenAICompatible("sk-example-key-0123456789", "mock", url)
+            url = server.url  # the server is gone: the replay must not need it
+        print(recorded.table())
+        # The same evaluation again, with no model: the cassette answers every call.
+        async with OpenAICompatible("sk-example-key-0123456789", "mock", url) as gone:
+            with use_cassette(cassette, mode="none") as replay:
+                replayed = await run_evaluation(gone, "review (replayed)")
     else:
-        print(f"(model: {llm.provider_name}:{llm.model_name})")
-        async with llm:
+        async with llm:  # on a real model run()'s budget applies (60 s)
             with use_cassette(cassette, mode="record"):
                 recorded = await run_evaluation(llm, "review (recorded)")
-        replay_llm = configured_model() or llm
-    print(recorded.table())
-
-    # The same evaluation again, with no model: the cassette answers every call.
-    async with replay_llm:
-        with use_cassette(cassette, mode="none") as replay:
-            replayed = await run_evaluation(replay_llm, "review (replayed)")
+            print(recorded.table())
+            with use_cassette(cassette, mode="none") as replay:  # the model is not called
+                replayed = await run_evaluation(llm, "review (replayed)")
+        failed = [case.name for case in recorded.cases if not case.passed]
+        note_if(bool(failed), f"{len(failed)} of {len(recorded.cases)} reviews misjudged")
     assert replay.all_played
     same = [c.passed for c in recorded.cases] == [c.passed for c in replayed.cases]
     print(f"replayed offline: {len(replay.interactions)} calls, same verdicts: {same}")
@@ -136,4 +127,4 @@ if __name__ == "__main__":
     args = parser.parse_args()
     out = args.out or Path(tempfile.mkdtemp(prefix="evaluate_review-"))
     out.mkdir(parents=True, exist_ok=True)
-    anyio.run(main, out)
+    run(functools.partial(main, out))  # on a real model: 60 s, then one line saying so

@@ -15,7 +15,7 @@ import tempfile
 from pathlib import Path
 
 import anyio
-from _model import pick_model, run
+from _model import note_if, pick_model, run
 
 from simplellmfunc import FileToolset, llm_chat
 from simplellmfunc.events import ToolCallEndEvent, ToolCallStartEvent, is_event_yield
@@ -32,7 +32,7 @@ def spread(values):
     return max(values) - min(values)
 '''
 BUG = r"\(len\(values\) \+ 1\)"  # a regular expression
-CHECK = "from stats import mean; assert mean([1, 2, 3]) == 2, mean([1, 2, 3]); print('mean ok')"
+CHECK = "from stats import mean; print(mean([1, 2, 3]))"  # run on the file as the agent left it
 
 
 def call(name: str, **arguments: object) -> object:
@@ -80,7 +80,11 @@ async def main() -> None:
         diff = difflib.unified_diff(STATS.splitlines(), after.splitlines(), "before", "after")
         print("\n".join(line.rstrip() for line in diff))
         check = await anyio.run_process([sys.executable, "-c", CHECK], cwd=project, check=False)
-        print(check.stdout.decode() or check.stderr.decode().splitlines()[-1])
+        output = check.stdout.decode().strip() or check.stderr.decode().strip()
+        value = output.splitlines()[-1] if output else "nothing"
+        fixed = value == "2.0"
+        print("mean ok: mean([1, 2, 3]) == 2" if fixed else f"not fixed: mean([1, 2, 3]) = {value}")
+        note_if(not fixed, "stats.py is still wrong")
 
 
 if __name__ == "__main__":

@@ -127,6 +127,7 @@ def local_llm(base_url: str) -> object:
         capabilities=caps,
         provider_name="llamacpp",
         timeout=180.0,
+        max_tokens=512,  # as the llamacpp preset: Gemma 3 270M may otherwise run to n_ctx
     )
 
 

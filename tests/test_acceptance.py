@@ -51,6 +51,8 @@ def brain(request: RecordedRequest) -> Reply:
     system, user, results, tools = turn_of(request)
     if "SLOW" in system:
         return Reply.text("thinking", drip=0.05)
+    if "CUT" in system:  # every answer cut off by max_tokens
+        return Reply.text("The answer is", finish_reason="length")
     if system.startswith("You are a research assistant"):
         return Reply.text(WORKER_BRIEF)
     if "sub" in tools:
@@ -281,4 +283,42 @@ async def test_ctrl_c_aborts_cleanly_with_a_partial_trace(
     assert "aborted: interrupted by SIGINT" in done.stderr
     assert "[0] llm   deepseek-chat" in done.stderr  # the partial trace
     assert "end   aborted" in done.stderr
+    assert "Traceback" not in done.stderr
+
+
+async def test_run_timeout_ends_a_run_that_never_finishes_with_one_line(
+    server: MockLLMServer, env: dict[str, str], tmp_path: Path
+) -> None:
+    """limits.run_timeout (60 s in the shipped configs): a reply that never ends (the mock
+    drips forever) is aborted at the deadline; stderr says why in one line, no traceback."""
+    done = await finish(
+        await start_cli(
+            "run",
+            agent_file("simple.yml"),
+            "Hello",
+            "--set",
+            "system=SLOW",
+            "--set",
+            "limits.run_timeout=1",
+            env=env,
+            cwd=tmp_path,
+        )
+    )
+    assert done.code == 130, done.stderr
+    assert "aborted: timed out after 1 s (limits.run_timeout)" in done.stderr
+    assert "end   aborted" in done.stderr  # the partial trace
+    assert "Traceback" not in done.stderr
+
+
+async def test_a_run_under_run_timeout_fails_with_its_own_error(
+    server: MockLLMServer, env: dict[str, str], tmp_path: Path
+) -> None:
+    """The deadline's timer runs beside the run: a run that fails (an answer cut off by
+    max_tokens, as SmolLM2's often is) still ends with its one-line error, not an exception
+    group's traceback."""
+    done = await cli(
+        "run", agent_file("simple.yml"), "Hello", "--set", "system=CUT", env=env, cwd=tmp_path
+    )
+    assert done.code == 1, done.stderr
+    assert "error: run failed: the final answer was cut off" in done.stderr
     assert "Traceback" not in done.stderr

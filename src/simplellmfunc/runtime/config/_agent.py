@@ -27,6 +27,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import anyio
+
 from ..._abort import AbortSignal
 from ..._events import (
     EventYield,
@@ -367,6 +369,30 @@ class ConfiguredAgent(AsyncResource):
             ProviderError: When the model fails after retries.
         """
         observer = observer or RunObserver()
+        timeout = self.config.limits.run_timeout
+        if timeout is None:
+            return await self._run(text, abort, observer, history)
+        abort = abort or AbortSignal()
+        failure: Exception | None = None
+        async with anyio.create_task_group() as group:
+            group.start_soon(_abort_after, abort, timeout)
+            try:
+                result = await self._run(text, abort, observer, history)
+            except Exception as exc:  # raised below as it is, not in an exception group
+                failure = exc
+            finally:
+                group.cancel_scope.cancel()
+        if failure is not None:
+            raise failure
+        return result
+
+    async def _run(
+        self,
+        text: str,
+        abort: AbortSignal | None,
+        observer: RunObserver,
+        history: Sequence[Mapping[str, Any]] | None,
+    ) -> TurnResult:
         if self._stages:
             return await self._run_chain(text, abort, observer)
         if self._chat is None:
@@ -561,3 +587,10 @@ def _team_member(path: str, config: AgentConfig, chat: ChatFunction | None) -> C
         which = "handing-off" if config.handoffs and config.kind == "react" else config.kind
         raise ConfigError(f"{path}: a {which} agent cannot be a member of this team")
     return chat
+
+
+async def _abort_after(abort: AbortSignal, timeout: float) -> None:
+    """``limits.run_timeout``: abort the run (its history stays valid) once it has taken
+    ``timeout`` seconds."""
+    await anyio.sleep(timeout)
+    abort.abort(f"timed out after {timeout:g} s (limits.run_timeout)")

@@ -30,6 +30,9 @@ class LimitsConfig(_Section):
     Attributes:
         max_steps: Most LLM calls of a run (the last one is asked for a final answer).
         tool_timeout: Default per-tool timeout in seconds (``null``: none).
+        run_timeout: Seconds one run (one ``simplellmfunc run``, one REPL turn, one
+            ``run_config``) may take; then it is aborted as by Ctrl-C, its history valid, the
+            reason saying so (``null``: no limit).
         max_tool_concurrency: Most tools of one batch running at once.
         loop_window: Tool batches in a row that repeat (or alternate) before the model is
             warned and then stopped (``0``: off).
@@ -42,6 +45,7 @@ class LimitsConfig(_Section):
 
     max_steps: Annotated[int, Field(ge=1)] = 10
     tool_timeout: Positive | None = 30.0
+    run_timeout: Positive | None = None
     max_tool_concurrency: Annotated[int, Field(ge=1)] | None = None
     loop_window: Annotated[int, Field(ge=0)] = 3
     max_handoffs: Annotated[int, Field(ge=0)] = 5
