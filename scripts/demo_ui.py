@@ -1,6 +1,7 @@
 """`make demo-ui`: both chat front ends against the real local model, with a screenshot of each.
 
-Starts SmolLM2-135M on llama.cpp's `llama-server` (as `make demo` does), then runs one real turn
+Starts the local model (SmolLM2-135M; `LOCAL_MODEL=gemma3` for Gemma 3 270M) on llama.cpp's
+`llama-server` (as `make demo` does), then runs one real turn
 with a PyRepl tool through (a) the web chat page in headless Chromium (Playwright pointed at
 Debian's `chromium`) and (b) the Textual app under its pilot, and saves the screenshots
 `web-chat.png` and `chat-ui.png` (the terminal's SVG screenshot rendered to PNG by the same
@@ -22,10 +23,18 @@ import anyio
 
 from simplellmfunc import EngineOptions, llm_chat
 from simplellmfunc.chat_ui import ChatApp
-from simplellmfunc.local import build, install_model, llama_server, server_llm
+from simplellmfunc.local import (
+    MODELS,
+    build,
+    default_model,
+    install_model,
+    llama_server,
+    server_llm,
+)
 from simplellmfunc.serving import ServeLimits, running, web_chat_app
 
 ROOT = Path(__file__).resolve().parents[1]
+MODEL = MODELS[default_model()].name  # LOCAL_MODEL, as make demo reads it
 
 
 def _out(argv: list[str]) -> Path:
@@ -37,7 +46,7 @@ def _out(argv: list[str]) -> Path:
 
 ASSETS = _out(sys.argv[1:])
 PROMPT = "Run this Python code: print(21 + 21)"
-TIMEOUT_MS = 900_000  # the 135M model on 2 busy cores: a turn of a few steps takes minutes
+TIMEOUT_MS = 900_000  # a tiny model on 2 busy cores: a turn of a few steps takes minutes
 
 
 def make_agent(llm: Any) -> Any:
@@ -70,7 +79,7 @@ async def web_turn(agent: Any, browser: Any) -> None:
 
 
 async def terminal_turn(agent: Any, browser: Any, tmp: Path) -> None:
-    app = ChatApp(agent, pyrepl=True, title="SmolLM2-135M · simplellmfunc chat")
+    app = ChatApp(agent, pyrepl=True, title=f"{MODEL} · simplellmfunc chat")
     async with app.run_test(size=(110, 34)) as pilot:
         with anyio.fail_after(60):
             while app.query_one("#status").render().plain.startswith("starting"):  # type: ignore[attr-defined]
@@ -102,7 +111,7 @@ async def main() -> None:
     async with AsyncExitStack() as stack:
         base_url = await stack.enter_async_context(llama_server())
         llm = await stack.enter_async_context(server_llm(base_url))
-        print(f"SmolLM2-135M on llama-server at {base_url}; prompt: {PROMPT!r}")
+        print(f"{MODEL} on llama-server at {base_url}; prompt: {PROMPT!r}")
         playwright = await stack.enter_async_context(async_playwright())
         browser = await playwright.chromium.launch(
             executable_path=chromium, headless=True, args=["--no-sandbox"]

@@ -647,3 +647,26 @@ def test_limits_have_one_set_of_defaults(tmp_path: Path) -> None:
     assert served.serve.limits() == replace(defaults, max_turns=2)
     with pytest.raises(UserError):
         ServeLimits(max_turns=0)
+
+
+@pytest.mark.parametrize("stream", [True, False])
+async def test_a_store_of_an_agent_without_events_gives_the_door_its_answer(
+    mock_server: MockLLMServer, stream: bool
+) -> None:
+    """A store the caller built on an ``@llm_chat`` function without events (its items are
+    ``(text, history)`` pairs, streamed deltas or the whole reply): the door's result is the
+    answer, not an empty one."""
+    mock_server.script(Reply.text("Hello there."))
+    async with OpenAICompatible(KEY, "mock-model", mock_server.url) as llm:
+
+        @llm_chat(llm, stream=stream)
+        async def helper(message: str, history: list[dict[str, Any]] | None = None) -> None:
+            """You are a helper."""
+
+        async with SessionStore(helper) as store, ServedAgent.around(store) as served:
+            with anyio.fail_after(GUARD):
+                items = [item async for item in served.turn(TurnRequest("hi", session_id="s"))]
+    result = items[-1]
+    assert isinstance(result, TurnResult)
+    assert result.text == "Hello there."
+    assert result.history[-1] == {"role": "assistant", "content": "Hello there."}

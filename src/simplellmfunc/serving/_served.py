@@ -287,7 +287,8 @@ class ServedAgent(AsyncResource):
                 await self._open_session(session_id, request.history)
             else:
                 await self._continue(session_id, request.results)
-            answer: Any = ""
+            answer: Any = None
+            texts: list[str] = []  # an @llm_chat function without events: its (text, history)
             history: list[dict[str, Any]] | None = None
             ended = "answer"
             chat = self.sessions.chat(session_id, request.text, hooks=request.hooks)
@@ -300,7 +301,11 @@ class ServedAgent(AsyncResource):
                     elif isinstance(item, ResponseYield):
                         answer, history = item.response, list(item.messages)
                     else:  # a plain function's own items (its text)
+                        if _is_text_and_history(item):
+                            texts.append(item[0])
                         yield item
+            if answer is None:  # the deltas (streamed) or the whole reply of the pairs
+                answer = "".join(texts)
             if history is None:
                 history = await self.sessions.history(session_id)
             yield TurnResult(str(answer), history, ended)
@@ -432,6 +437,15 @@ class ServedAgent(AsyncResource):
 
     def __repr__(self) -> str:
         return f"ServedAgent({self.name!r}, sessions={len(self.sessions)}, running={self._running})"
+
+
+def _is_text_and_history(item: Any) -> bool:
+    """Whether ``item`` is what an ``@llm_chat`` function without events yields: a text (a
+    streamed delta, or the whole reply) and the history."""
+    return (
+        type(item) is tuple and len(item) == 2 and isinstance(item[0], str)
+        and isinstance(item[1], list)
+    )  # fmt: skip
 
 
 def _name_of(agent: Any) -> str:
