@@ -27,9 +27,13 @@ __all__ = ["bind", "running", "serve_app", "server_for"]
 
 
 def bind(host: str, port: int) -> socket.socket:
-    """A listening TCP socket on ``host:port`` (port 0: any free port)."""
+    """A listening TCP socket on ``host:port`` (port 0: any free port).
+
+    Its protocol is named (``IPPROTO_TCP``): asyncio sets ``TCP_NODELAY`` only on accepted
+    sockets whose protocol says TCP, and without it every response written in two parts
+    (head, then body) waited out the client's delayed ACK, 40 ms a request on Linux."""
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     try:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         sock.bind((host, port))
