@@ -647,3 +647,33 @@ async def test_web_and_serve_commands_take_token_files_and_allowed_hosts(tmp_pat
     assert BOB not in done.stderr
     assert refused.code == 2
     assert "--allowed-host" in refused.stderr
+
+
+async def test_served_connections_send_small_writes_at_once() -> None:
+    """The listening socket of every server (``serving._uvicorn.bind``) gives asyncio
+    connections with ``TCP_NODELAY``: a response's head and body are not held back for the
+    client's delayed ACK (40 ms a request before)."""
+    import asyncio
+    import socket
+
+    from simplellmfunc.serving._uvicorn import bind
+
+    accepted: list[bool] = []
+    seen = asyncio.Event()
+
+    def connected(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        sock = writer.get_extra_info("socket")
+        accepted.append(bool(sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY)))
+        seen.set()
+        writer.close()
+
+    listening = bind("127.0.0.1", 0)
+    server = await asyncio.start_server(connected, sock=listening)
+    async with server:
+        port = listening.getsockname()[1]
+        _, writer = await asyncio.open_connection("127.0.0.1", port)
+        with anyio.fail_after(10):
+            await seen.wait()
+        writer.close()
+        await writer.wait_closed()
+    assert accepted == [True]
