@@ -7,6 +7,8 @@ from __future__ import annotations
 import asyncio
 import json
 import signal
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -59,6 +61,19 @@ async def start_serve(
         while b"\n" not in line:
             line += await process.stderr.receive(1)
     return process, line.decode().split(" at ")[1].split(" ")[0]
+
+
+@asynccontextmanager
+async def served_config(
+    config: Any, environ: dict[str, str]
+) -> AsyncIterator[tuple[ConfiguredAgent, openai.AsyncOpenAI]]:
+    """A config agent served over ``/v1``, and the official ``openai`` client of it."""
+    async with (
+        ConfiguredAgent(config, environ=environ) as agent,
+        running(lambda url: create_app(ServedAgent(agent), url, token=TOKEN)) as url,
+        openai.AsyncOpenAI(api_key=TOKEN, base_url=f"{url}/v1") as client,
+    ):
+        yield agent, client
 
 
 def waiting_tool() -> tuple[Any, anyio.Event, anyio.Event]:
@@ -473,16 +488,11 @@ async def test_a_chain_config_agent_is_served_on_one_pump(
         ),
         environ=environ,
     )
-    async with (
-        ConfiguredAgent(config, environ=environ) as agent,
-        running(lambda url: create_app(ServedAgent(agent), url, token=TOKEN)) as url,
-    ):
-        client = openai.AsyncOpenAI(api_key=TOKEN, base_url=f"{url}/v1")
+    async with served_config(config, environ) as (agent, client):
         with anyio.fail_after(GUARD):
             reply = await client.chat.completions.create(
                 model="writer", messages=[{"role": "user", "content": "a poem"}]
             )
-        await client.close()
         records = agent.recorder.records
     assert reply.choices[0].message.content == "polished draft"
     prompts = [r.json["messages"][-1]["content"] for r in mock_server.requests]
@@ -522,17 +532,12 @@ async def test_a_team_config_agent_is_served_on_one_pump(
         ),
         environ=environ,
     )
-    async with (
-        ConfiguredAgent(config, environ=environ) as agent,
-        running(lambda url: create_app(ServedAgent(agent), url, token=TOKEN)) as url,
-    ):
-        client = openai.AsyncOpenAI(api_key=TOKEN, base_url=f"{url}/v1")
+    async with served_config(config, environ) as (agent, client):
         with anyio.fail_after(GUARD):
             stream = await client.chat.completions.create(
                 model="team", messages=[{"role": "user", "content": "a slogan"}], stream=True
             )
             chunks = [chunk async for chunk in stream]
-        await client.close()
         records = agent.recorder.records
     assert chunks[-1].choices[0].finish_reason == "stop"
     assert pumps == [1, 1]
@@ -581,11 +586,7 @@ async def test_a_configured_agent_is_served_on_one_pump_with_its_whole_trace(
         ),
         environ=environ,
     )
-    async with (
-        ConfiguredAgent(config, environ=environ) as agent,
-        running(lambda url: create_app(ServedAgent(agent), url, token=TOKEN)) as url,
-    ):
-        client = openai.AsyncOpenAI(api_key=TOKEN, base_url=f"{url}/v1")
+    async with served_config(config, environ) as (agent, client):
         with anyio.fail_after(GUARD):
             stream = await client.chat.completions.create(
                 model="reader",
@@ -593,7 +594,6 @@ async def test_a_configured_agent_is_served_on_one_pump_with_its_whole_trace(
                 stream=True,
             )
             chunks = [chunk async for chunk in stream]
-        await client.close()
         records = agent.recorder.records
     text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
     assert text == "It is 42."

@@ -45,6 +45,7 @@ from typing import TYPE_CHECKING
 
 from .._lazy import lazy_exports, publish
 from ..runtime.config import ServeLimits
+from ._agents import AgentTurn, CallableAgent, DrivenTurn, SessionAgent
 from ._client import AnswerShape, ClientHook, ClientTurn
 from ._json import WirePolicy, jsonable, to_wire
 from ._principals import (
@@ -58,14 +59,7 @@ from ._principals import (
 from ._served import ServedAgent, TurnRequest
 from ._session import Session
 from ._sse import encode_sse, sse_stream
-from ._store import (
-    AgentTurn,
-    CallableAgent,
-    DrivenTurn,
-    OnDisconnect,
-    SessionAgent,
-    SessionStore,
-)
+from ._store import OnDisconnect, SessionStore
 from ._waits import asked_request_id, pending_request_id, wait_kind
 
 if TYPE_CHECKING:

@@ -37,7 +37,8 @@ from ..engine import RunHook, answer_deferred, pending_calls
 from ..exceptions import CapacityError, SessionError, UserError
 from ..runtime.config import ConfiguredAgent, ServeLimits, TurnResult
 from ..runtime.stores import Store
-from ._store import AgentTurn, CallableAgent, DrivenTurn, SessionAgent, SessionStore
+from ._agents import AgentTurn, CallableAgent, DrivenTurn, SessionAgent, chat_pair
+from ._store import SessionStore
 
 __all__ = ["ServedAgent", "TurnRequest"]
 
@@ -301,8 +302,9 @@ class ServedAgent(AsyncResource):
                     elif isinstance(item, ResponseYield):
                         answer, history = item.response, list(item.messages)
                     else:  # a plain function's own items (its text)
-                        if _is_text_and_history(item):
-                            texts.append(item[0])
+                        pair = chat_pair(item)
+                        if pair is not None and isinstance(pair[0], str):
+                            texts.append(pair[0])
                         yield item
             if answer is None:  # the deltas (streamed) or the whole reply of the pairs
                 answer = "".join(texts)
@@ -437,15 +439,6 @@ class ServedAgent(AsyncResource):
 
     def __repr__(self) -> str:
         return f"ServedAgent({self.name!r}, sessions={len(self.sessions)}, running={self._running})"
-
-
-def _is_text_and_history(item: Any) -> bool:
-    """Whether ``item`` is what an ``@llm_chat`` function without events yields: a text (a
-    streamed delta, or the whole reply) and the history."""
-    return (
-        type(item) is tuple and len(item) == 2 and isinstance(item[0], str)
-        and isinstance(item[1], list)
-    )  # fmt: skip
 
 
 def _name_of(agent: Any) -> str:
