@@ -124,7 +124,7 @@ async def think(run: RunContext) -> tuple[ToolCall, ...] | None:
         state.final_text, state.terminated_by = fallback, "max_steps"
         await _iteration_end(emitter, state, 0)
         return None
-    except BaseException:
+    except BaseException:  # boundary: cleanup, re-raised: the previous reply is unparked
         state.last_response = unpark(state.last_response)
         raise
     if outcome.response is None:  # aborted mid-call

@@ -171,7 +171,7 @@ class SessionStore(AsyncResource):
                 self._pool = pool
             if self.idle_timeout is not None:
                 tasks.start_soon(self._reap, self.idle_timeout)
-        except BaseException:
+        except BaseException:  # boundary: cleanup, re-raised: what was opened is closed
             await self.aclose()
             raise
 

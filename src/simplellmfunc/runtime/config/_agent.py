@@ -378,7 +378,7 @@ class ConfiguredAgent(AsyncResource):
             group.start_soon(_abort_after, abort, timeout)
             try:
                 result = await self._run(text, abort, observer, history)
-            except Exception as exc:  # raised below as it is, not in an exception group
+            except Exception as exc:  # boundary: the failure, raised below as it is (no group)
                 failure = exc
             finally:
                 group.cancel_scope.cancel()
