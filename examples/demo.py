@@ -122,12 +122,12 @@ async def main(model: str) -> list[str]:
                     print(f"[done: {why}; {usage.total_tokens} tokens over {usage.calls} calls]")
         if not tool_results:
             failed.append("the agent made no successful get_weather call")
-        elif not _uses(answer, tool_results):
+        elif not uses(answer, tool_results):
             failed.append("the answer does not use what the tool returned")
     return failed
 
 
-def _uses(answer: str, tool_results: list[str]) -> bool:
+def uses(answer: str, tool_results: list[str]) -> bool:
     """Whether ``answer`` repeats a number or a weather word from a tool result."""
     words = {w.strip(".,:;°C").lower() for r in tool_results for w in r.split(":", 1)[-1].split()}
     words = {w for w in words if w and w not in ("light", "sky")}

@@ -1,13 +1,17 @@
 """`make demo-ui`: both chat front ends against the real local model, with a screenshot of each.
 
 Starts the local model (SmolLM2-135M; `LOCAL_MODEL=gemma3` for Gemma 3 270M) on llama.cpp's
-`llama-server` (as `make demo` does), then runs one real turn
-with a PyRepl tool through (a) the web chat page in headless Chromium (Playwright pointed at
-Debian's `chromium`) and (b) the Textual app under its pilot, and saves the screenshots
+`llama-server` (as `make demo` does), then runs the demo's agent turn (the weather question,
+its `get_weather` tool with a progress event) through (a) the web chat page in headless
+Chromium (Playwright pointed at Debian's `chromium`) and (b) the Textual app under its pilot,
+and saves the screenshots
 `web-chat.png` and `chat-ui.png` (the terminal's SVG screenshot rendered to PNG by the same
 Chromium) to `.cache/demo-ui/`, which git ignores; `DEMO_UI_OUT=docs/assets make demo-ui` (or
 `--out docs/assets`) refreshes the README's. The model is tiny: it runs the JSON tool protocol
-(each step forced to one tool call or the answer) and gets a task it handles, printing a sum.
+(each step forced to one tool call or the answer) on the task `make demo` checks it handles
+(both local models: 5 of 5 runs call the tool and answer from it). Each turn is checked the way
+the demo checks its own: it exits 1, keeping the screenshots for a look, unless the tool was
+called and the answer uses what it returned (a small model gets it wrong at times: run again).
 """
 
 from __future__ import annotations
@@ -21,7 +25,7 @@ from typing import Any
 
 import anyio
 
-from simplellmfunc import EngineOptions, llm_chat
+from simplellmfunc import EngineOptions, llm_chat, tool
 from simplellmfunc.chat_ui import ChatApp
 from simplellmfunc.local import (
     MODELS,
@@ -32,8 +36,12 @@ from simplellmfunc.local import (
     server_llm,
 )
 from simplellmfunc.serving import ServeLimits, running, web_chat_app
+from simplellmfunc.tools import ToolEventEmitter
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "examples"))
+from demo import get_weather, uses  # noqa: E402  (the demo's tool and its own check)
+
 MODEL = MODELS[default_model()].name  # LOCAL_MODEL, as make demo reads it
 
 
@@ -45,26 +53,49 @@ def _out(argv: list[str]) -> Path:
 
 
 ASSETS = _out(sys.argv[1:])
-PROMPT = "Run this Python code: print(21 + 21)"
+PROMPT = "What's the weather in Paris right now?"
 TIMEOUT_MS = 900_000  # a tiny model on 2 busy cores: a turn of a few steps takes minutes
 
 
 def make_agent(llm: Any) -> Any:
-    options = EngineOptions(tool_protocol="json", max_tool_calls=2)
+    """The demo's agent (``examples/demo.py``), streaming."""
+    options = EngineOptions(tool_protocol="json", max_tool_calls=3)
 
-    @llm_chat(llm, stream=True, enable_event=True, options=options, temperature=0, max_tokens=120)
+    @llm_chat(llm, toolkit=[recorded_weather], stream=True, enable_event=True, options=options)
     async def assistant(message: str, history: list | None = None):  # type: ignore[no-untyped-def]
-        """You run Python code with the execute_code tool. First reply
-        {"action": "execute_code", "action_input": {"code": "<the user's code>"}}.
-        After the result, reply {"action": "final_answer", "answer": "<what it printed>"}."""
+        """You answer questions about the weather. Use the get_weather tool."""
 
     return assistant
 
 
-async def web_turn(agent: Any, browser: Any) -> None:
-    async with running(
-        lambda url: web_chat_app(agent, pyrepl=True, limits=ServeLimits(pool_size=1))
-    ) as url:
+RESULTS: list[str] = []  # what get_weather returned in the turn being checked
+
+
+@tool(name="get_weather")
+async def recorded_weather(city: str, event_emitter: ToolEventEmitter | None = None) -> str:
+    """Get the current weather for a city.
+
+    Args:
+        city: The city name, e.g. "Paris".
+    """
+    result = await get_weather.func(city, event_emitter)
+    RESULTS.append(result)
+    return result
+
+
+def _check(front: str, answer: str) -> list[str]:
+    """The demo's checks on one front's turn: a get_weather call, an answer that uses it."""
+    results, RESULTS[:] = list(RESULTS), []
+    print(f"{front}: get_weather returned {results}; the answer: {answer!r}")
+    if not results:
+        return [f"{front}: the agent made no get_weather call"]
+    if not uses(answer, results):
+        return [f"{front}: the answer does not use what the tool returned"]
+    return []
+
+
+async def web_turn(agent: Any, browser: Any) -> list[str]:
+    async with running(lambda url: web_chat_app(agent, limits=ServeLimits(pool_size=1))) as url:
         page = await browser.new_page(viewport={"width": 1000, "height": 700})
         page.set_default_timeout(TIMEOUT_MS)
         await page.goto(url + "/")
@@ -75,11 +106,13 @@ async def web_turn(agent: Any, browser: Any) -> None:
         await page.wait_for_selector("#send:enabled")
         await page.screenshot(path=str(ASSETS / "web-chat.png"))
         print(f"web: saved {ASSETS / 'web-chat.png'}")
+        answer = await page.locator(".msg.assistant").last.inner_text()
         await page.close()
+    return _check("web", answer)
 
 
-async def terminal_turn(agent: Any, browser: Any, tmp: Path) -> None:
-    app = ChatApp(agent, pyrepl=True, title=f"{MODEL} · simplellmfunc chat")
+async def terminal_turn(agent: Any, browser: Any, tmp: Path) -> list[str]:
+    app = ChatApp(agent, title=f"{MODEL} · simplellmfunc chat")
     async with app.run_test(size=(110, 34)) as pilot:
         with anyio.fail_after(60):
             while app.query_one("#status").render().plain.startswith("starting"):  # type: ignore[attr-defined]
@@ -92,14 +125,17 @@ async def terminal_turn(agent: Any, browser: Any, tmp: Path) -> None:
                 await pilot.pause(0.2)
         await pilot.pause(0.5)
         svg = Path(app.save_screenshot(filename="chat-ui.svg", path=str(tmp)))
+        answer = app.view.answer if app.view is not None else ""
     page = await browser.new_page(viewport={"width": 1400, "height": 900})
     await page.goto(svg.as_uri())
     await page.locator("svg").screenshot(path=str(ASSETS / "chat-ui.png"))
     print(f"terminal: saved {ASSETS / 'chat-ui.png'}")
     await page.close()
+    return _check("terminal", answer)
 
 
-async def main() -> None:
+async def main() -> list[str]:
+    """Both turns and their screenshots; the checks that failed (empty: both turns were right)."""
     from playwright.async_api import async_playwright
 
     chromium = os.environ.get("CHROMIUM") or shutil.which("chromium")
@@ -119,8 +155,7 @@ async def main() -> None:
         stack.push_async_callback(browser.close)
         tmp = Path(stack.enter_context(_tempdir()))
         agent = make_agent(llm)
-        await web_turn(agent, browser)
-        await terminal_turn(agent, browser, tmp)
+        return await web_turn(agent, browser) + await terminal_turn(agent, browser, tmp)
 
 
 def _tempdir() -> Any:
@@ -133,8 +168,11 @@ if __name__ == "__main__":
     from simplellmfunc.exceptions import LocalModelError
 
     try:
-        anyio.run(main)
+        failed = anyio.run(main)
     except KeyboardInterrupt:
         sys.exit("interrupted")
     except LocalModelError as exc:
         sys.exit(f"demo-ui could not start the local model: {exc}")
+    if failed:
+        sys.exit("the model got this turn wrong (screenshots kept): " + "; ".join(failed))
+    print("both turns right: a get_weather call and an answer from what it returned")

@@ -21,6 +21,7 @@ from simplellmfunc.exceptions import LocalModelError, LocalServerExitedError
 from simplellmfunc.local import (
     HINT,
     binary,
+    build,
     cache_dir,
     cmake_flags,
     cpu_flags,
@@ -112,6 +113,43 @@ def test_the_printed_env_lines_configure_from_env_and_the_preset() -> None:
     assert not preset.capabilities.native_tools
     assert preset.default_params["max_tokens"] == 512
     assert environ["SIMPLELLMFUNC_MODEL"] == environ["EXAMPLE_MODEL"]
+
+
+def test_a_build_running_in_the_same_cache_is_waited_for_not_repeated(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Two processes building into one cache (a test and ``make demo`` sharing
+    ``SIMPLELLMFUNC_CACHE``) deleted each other's build tree. A second ``build()`` now waits for
+    the build lock and returns the binary the first one made, without building again (here the
+    first is another process holding the lock; no sources exist, so building would fail)."""
+    monkeypatch.setenv("SIMPLELLMFUNC_CACHE", str(tmp_path))
+    target = binary()
+    target.parent.mkdir(parents=True)
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import fcntl, sys, time, pathlib\n"
+            "lock = open(sys.argv[1], 'a'); fcntl.flock(lock, fcntl.LOCK_EX)\n"
+            "print('held', flush=True); time.sleep(1.5)\n"
+            "pathlib.Path(sys.argv[2]).write_text('#!/bin/sh\\n')\n",
+            str(target.parent / "build.lock"),
+            str(target),
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert holder.stdout is not None
+        assert holder.stdout.readline().strip() == "held"
+        assert build() == target
+        assert target.read_text() == "#!/bin/sh\n"
+        assert "another build of llama-server is running" in capsys.readouterr().out
+    finally:
+        holder.wait(timeout=10)
+        assert holder.stdout is not None
+        holder.stdout.close()
+    assert not (target.parent / "build").exists()  # nothing was built or deleted
 
 
 def test_the_local_command_without_a_built_server(

@@ -8,6 +8,8 @@ into one static binary; its output goes to a log behind one progress line.
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import os
 import platform
 import shutil
@@ -15,7 +17,7 @@ import subprocess
 import sys
 import tarfile
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 from ..exceptions import LocalBuildError
@@ -214,10 +216,28 @@ def _run_logged(
         raise LocalBuildError(message)
 
 
+@contextlib.contextmanager
+def _exclusive(lock: Path) -> Iterator[None]:
+    """Hold ``lock`` (an advisory ``flock``) while the block runs: one build per cache at a
+    time, whichever process asks (two builds in one tree would delete each other's files)."""
+    lock.parent.mkdir(parents=True, exist_ok=True)
+    with lock.open("a") as handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            print(f"another build of llama-server is running in {lock.parent}; waiting", flush=True)
+            fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
 def build() -> Path:
     """Build ``llama-server`` once (idempotent) and return the binary's path.
 
     The compiler's output goes to ``<cache>/llama-server/build.log`` behind one progress line.
+    A build another process is running in the same cache is waited for, not repeated.
 
     Raises:
         LocalBuildError: If configuring or compiling fails.
@@ -225,6 +245,14 @@ def build() -> Path:
     target = binary()
     if target.exists():
         return target
+    with _exclusive(server_dir() / "build.lock"):
+        if target.exists():  # built by the process this one waited for
+            return target
+        _build(target)
+    return target
+
+
+def _build(target: Path) -> None:
     tree = _sources()
     out = server_dir() / "build"
     log = server_dir() / "build.log"
@@ -239,6 +267,7 @@ def build() -> Path:
     steps = _steps(out) if (out / "build.ninja").exists() else None
     _run_logged(build_command, log, "building llama-server", steps)
     built = next(out.rglob("bin/llama-server"))
-    shutil.copy2(built, target)
+    partial = target.with_name(target.name + ".partial")
+    shutil.copy2(built, partial)
+    partial.replace(target)  # whole or absent: a reader never runs half a binary
     print(f"built {target} in {time.monotonic() - started:.0f} s", flush=True)
-    return target
