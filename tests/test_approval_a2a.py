@@ -208,8 +208,11 @@ async def test_a_streaming_client_that_disconnects_leaves_nothing_behind(
                         await anyio.sleep(0.05)
                         state = (await _rpc(http, "GetTask", {"id": task_id}))["status"]["state"]
             assert _sdk_tasks()  # the task's background tasks, alive while the server is
+            closing = anyio.current_time()
+        shutdown = anyio.current_time() - closing
         left = _sdk_tasks()  # the server has shut down
     assert left == []
+    assert shutdown < 4.0  # the SDK's wind-down was seen to end (not waited out: 5 s)
     noise = [
         f"{r.name}: {r.getMessage()}"
         for r in caplog.records
