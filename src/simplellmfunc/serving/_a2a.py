@@ -41,10 +41,13 @@ log record, not a traceback.
 from __future__ import annotations
 
 import logging
+from collections.abc import AsyncGenerator
+from contextlib import aclosing
 from typing import Any
 
 import anyio
 from a2a.server.context import ServerCallContext
+from a2a.server.events import Event
 from a2a.server.jsonrpc_models import InvalidParamsError
 from a2a.server.request_handlers import DefaultRequestHandler
 from a2a.server.request_handlers.response_helpers import build_error_response
@@ -54,8 +57,12 @@ from a2a.types import (
     AgentCard,
     ListTasksRequest,
     ListTasksResponse,
+    Message,
+    SendMessageRequest,
+    Task,
     TaskState,
 )
+from a2a.utils.errors import UnsupportedOperationError
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
 from starlette.requests import Request
@@ -64,7 +71,7 @@ from starlette.routing import BaseRoute, Route
 
 from ._a2a_card import SkillsOnce, agent_card, agent_skills, card_paths
 from ._a2a_executor import A2AExecutor
-from ._a2a_tasks import WatchedTaskStore, WindDown
+from ._a2a_tasks import FINAL_STATES, WatchedTaskStore, WindDown
 from ._edge import EdgeGuard, EdgePolicy, jsonrpc_error
 from ._principals import Principals
 from ._served import ServedAgent
@@ -195,6 +202,31 @@ class _Handler(DefaultRequestHandler):
         with anyio.move_on_after(_WIND_DOWN_SECONDS):
             await self._wind_down.settle()
         await super().aclose()
+
+    async def on_message_send(
+        self, params: SendMessageRequest, context: ServerCallContext
+    ) -> Message | Task:
+        await self._refuse_ended(params, context)
+        reply: Message | Task = await super().on_message_send(params, context)
+        return reply
+
+    async def on_message_send_stream(
+        self, params: SendMessageRequest, context: ServerCallContext
+    ) -> AsyncGenerator[Event, None]:
+        await self._refuse_ended(params, context)
+        async with aclosing(super().on_message_send_stream(params, context)) as events:
+            async for event in events:
+                yield event
+
+    async def _refuse_ended(self, params: SendMessageRequest, context: ServerCallContext) -> None:
+        """Refuse a message naming a task that has ended, as the SDK would, but before it
+        makes that task's queues anew: it does not close them when it refuses, and their
+        dispatcher tasks would stay pending until the garbage collector destroys them."""
+        task_id = params.message.task_id
+        task = await self._store.get(task_id, context) if task_id else None
+        if task is not None and task.status.state in FINAL_STATES:
+            state = TaskState.Name(task.status.state)
+            raise UnsupportedOperationError(message=f"Task {task_id} is in terminal state: {state}")
 
     async def on_list_tasks(
         self, params: ListTasksRequest, context: ServerCallContext
