@@ -6,6 +6,7 @@ message on that task, and the parked turn goes on to ``completed``. Real HTTP on
 from __future__ import annotations
 
 import asyncio
+import gc
 import json
 import logging
 import os
@@ -20,6 +21,7 @@ from a2a.helpers import get_artifact_text, new_text_message
 from a2a.types import CancelTaskRequest, Role, SendMessageRequest, StreamResponse, TaskState
 from google.protobuf.json_format import MessageToDict
 
+from conftest import settle
 from simplellmfunc import OpenAICompatible, llm_chat, tool
 from simplellmfunc._messages import history_from_dicts
 from simplellmfunc.serving import ServedAgent, a2a_app, running
@@ -208,8 +210,11 @@ async def test_a_streaming_client_that_disconnects_leaves_nothing_behind(
                         await anyio.sleep(0.05)
                         state = (await _rpc(http, "GetTask", {"id": task_id}))["status"]["state"]
             assert _sdk_tasks()  # the task's background tasks, alive while the server is
+            closing = anyio.current_time()
+        shutdown = anyio.current_time() - closing
         left = _sdk_tasks()  # the server has shut down
     assert left == []
+    assert shutdown < 4.0  # the SDK's wind-down was seen to end (not waited out: 5 s)
     noise = [
         f"{r.name}: {r.getMessage()}"
         for r in caplog.records
@@ -218,3 +223,45 @@ async def test_a_streaming_client_that_disconnects_leaves_nothing_behind(
     ]
     assert noise == []
     assert "C-3" not in RAN  # the approval was never given
+
+
+@pytest.mark.parametrize("method", ["SendMessage", "SendStreamingMessage", "message/send"])
+async def test_a_message_to_an_ended_task_is_refused_and_leaves_nothing_behind(
+    mock_server: MockLLMServer, caplog: pytest.LogCaptureFixture, method: str
+) -> None:
+    """A message naming a task that has ended is refused (the SDK's "terminal state" error).
+    The SDK used to refuse it only after it had made the task's queues anew, whose dispatcher
+    tasks then stayed pending until the garbage collector destroyed them ("Task was destroyed
+    but it is pending!", and OpenTelemetry's "Failed to detach context"): the noise of the
+    official TCK around its tasks/list tests, which send such messages. The refusal now comes
+    first, and nothing of the SDK stays alive."""
+    mock_server.script(Reply.text("Done."))
+    caplog.set_level(logging.WARNING)
+    async with OpenAICompatible(KEY, "mock-model", mock_server.url) as llm:
+
+        @llm_chat(llm, stream=True)
+        async def helper(message: str, history: list[dict[str, Any]] | None = None) -> None:
+            """You answer briefly."""
+
+        async with (
+            running(lambda url: a2a_app(ServedAgent(helper), url)) as url,
+            httpx.AsyncClient(base_url=url, timeout=GUARD) as http,
+        ):
+            message = {"role": "ROLE_USER", "parts": [{"text": "hi"}], "messageId": "m1"}
+            task = (await _rpc(http, "SendMessage", {"message": message}))["task"]
+            assert task["status"]["state"] == "TASK_STATE_COMPLETED"
+            assert await settle(lambda: not _sdk_tasks())  # the ended task wound down
+            again = {**message, "messageId": "m2", "taskId": task["id"]}
+            again["contextId"] = task["contextId"]
+            headers = V1
+            if method == "message/send":  # 0.3: no version header, its own message shape
+                again.update(kind="message", role="user", parts=[{"kind": "text", "text": "hi"}])
+                headers = {}
+            body = {"jsonrpc": "2.0", "id": 2, "method": method, "params": {"message": again}}
+            reply = await http.post("/a2a", json=body, headers=headers)
+            assert "is in terminal state: TASK_STATE_COMPLETED" in reply.text
+            assert await settle(lambda: not _sdk_tasks()), _sdk_tasks()
+            gc.collect()  # (what the collector would destroy later on)
+            await anyio.sleep(0.05)
+    noise = [f"{r.name}: {r.getMessage()}" for r in caplog.records if r.levelno >= logging.ERROR]
+    assert noise == []
