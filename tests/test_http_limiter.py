@@ -7,6 +7,7 @@ import gc
 from contextlib import aclosing
 
 import anyio
+import httpx
 import pytest
 
 from simplellmfunc._messages import UserMessage
@@ -90,3 +91,44 @@ async def test_every_ending_gives_the_slot_back(mock_server: MockLLMServer) -> N
         assert response.text == "last"
         assert llm._http._slots is not None
         assert llm._http._slots.value == 1
+
+
+def pools(llm: OpenAICompatible) -> list[int]:
+    """Connections held by each httpx client the transport owns (whatever holds them)."""
+    clients: list[httpx.AsyncClient] = []
+    for value in vars(llm._http).values():
+        for item in value if isinstance(value, tuple | list) else (value,):
+            if isinstance(item, httpx.AsyncClient) and item not in clients:
+                clients.append(item)
+    return [len(client._transport._pool.connections) for client in clients]  # type: ignore[attr-defined]
+
+
+async def test_the_connections_are_spread_over_pools_of_at_most_ten(
+    mock_server: MockLLMServer,
+) -> None:
+    """httpcore walks a pool's connections (and, per idle one, all of them again) whenever a
+    request starts or ends: 25 connections make three pools, none queueing a request."""
+    mock_server.default = Reply.text("ok", ttft=0.1)
+    async with make_llm(mock_server, 25) as llm:
+        assert pools(llm) == [0]  # the others are made when first needed
+        async with anyio.create_task_group() as group:
+            for _ in range(25):
+                group.start_soon(llm.complete, REQUEST)
+            await requests_seen(mock_server, 25)  # all in flight at once: none queued
+        assert sorted(pools(llm)) == [8, 8, 9]
+        mock_server.default = Reply.text("ok")
+        for _ in range(5):  # one at a time: the connection used last serves the next
+            await llm.complete(REQUEST)
+        assert sum(pools(llm)) == 25  # kept alive, no new one opened
+
+
+async def test_a_shared_client_is_one_pool(mock_server: MockLLMServer) -> None:
+    mock_server.default = Reply.text("ok", ttft=0.05)
+    async with httpx.AsyncClient() as http:
+        llm = OpenAICompatible("sk-limiter", "m", mock_server.url, max_retries=0,
+                               max_connections=12, http_client=http)  # fmt: skip
+        async with llm, anyio.create_task_group() as group:
+            for _ in range(12):
+                group.start_soon(llm.complete, REQUEST)
+        assert len(http._transport._pool.connections) == 12  # type: ignore[attr-defined]
+        assert not http.is_closed

@@ -329,3 +329,53 @@ async def test_toolset_schema_and_descriptions(repl: PyRepl) -> None:
     assert "input()" in execute.description
     assert "self_reference" in tools["reset_repl"].description
     assert "self_reference" in tools["list_variables"].description
+
+
+async def test_an_execution_parses_no_message_dates(
+    repl: PyRepl, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """jupyter_client's ``deserialize`` runs a regular expression over every header string and
+    dateutil over the dates (a fifth of the host's CPU per execution, for dates nothing reads):
+    the messages of an execution, alone or beside its helpers, are decoded without it."""
+    import jupyter_client.session
+
+    from simplellmfunc import AbortSignal
+
+    parsed: list[Any] = []
+    extract = jupyter_client.session.extract_dates
+
+    def counting(obj: Any) -> Any:
+        parsed.append(obj)
+        return extract(obj)
+
+    monkeypatch.setattr(jupyter_client.session, "extract_dates", counting)
+    alone = await repl.execute("print('a'); 40 + 2")
+    beside = await repl.execute("print('b'); 41 + 2", abort_signal=AbortSignal())
+    assert (alone["stdout"], alone["return_value"]) == ("a\n", "42")
+    assert (beside["stdout"], beside["return_value"]) == ("b\n", "43")
+    assert isinstance(alone["execution_count"], int)
+    assert parsed == []
+
+
+async def test_a_replayed_or_forged_message_is_refused(repl: PyRepl) -> None:
+    """The decoding without dates checks the signature as ``deserialize`` does."""
+    from simplellmfunc.builtin.pyrepl._session import _decode
+
+    session = repl._kernel.session
+    assert session is not None
+    signer = session.client.session
+
+    def frames(content: dict[str, Any]) -> list[bytes]:
+        return list(signer.serialize(signer.msg("status", content=content)))
+
+    message = frames({"execution_state": "idle"})
+    decoded = _decode(signer, message)
+    assert decoded["content"] == {"execution_state": "idle"}
+    assert decoded["msg_type"] == "status"
+    assert isinstance(decoded["header"]["date"], str)
+    with pytest.raises(ValueError, match="Duplicate Signature"):
+        _decode(signer, message)
+    forged = frames({"execution_state": "busy"})
+    forged[-1] = json.dumps({"execution_state": "idle"}).encode()
+    with pytest.raises(ValueError, match="Invalid Signature"):
+        _decode(signer, forged)

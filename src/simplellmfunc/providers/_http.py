@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import ssl
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -50,7 +51,10 @@ class HTTPSettings:
             ``anyio.Semaphore`` (within the call's deadline). httpcore scans its whole
             queue against every connection whenever a request starts or ends, so hundreds of
             requests queued inside it cost milliseconds of CPU per call; queued here they cost
-            nothing.
+            nothing. The transport's own client is several pools of at most 10 connections
+            (one ``httpx.AsyncClient`` each), each request going to one with a free
+            connection: httpcore's bookkeeping per request grows with the square of a pool's
+            size (a ``http_client=`` of the caller is one pool).
     """
 
     timeout: float = 600.0
@@ -91,20 +95,44 @@ class HTTPTransport:
         self._own_client = client is None
         # Created on first use, inside the event loop (anyio picks its backend then).
         self._slots: anyio.Semaphore | None = None
-        self._client = client or httpx.AsyncClient(
+        # The pools (shards) of the transport's own client, each made on its first request
+        # (the first one now) and all on one SSL context: making one per client costs 10-100 ms.
+        # A caller's ``http_client=`` is one pool.
+        self._closed = False
+        self._sizes = (
+            [settings.max_connections] if client else _shard_sizes(settings.max_connections)
+        )
+        self._ssl: ssl.SSLContext | None = None
+        self._clients: list[httpx.AsyncClient | None] = [client] + [None] * (len(self._sizes) - 1)
+        if client is None:
+            self._clients[0] = self._make_client(0)
+        #: One entry per connection slot: the index of the client (shard) it belongs to. Taking
+        #: a slot pops one, giving it back pushes it (last in, first out: the connection used
+        #: last, still open, serves the next request); the semaphore in front guarantees one is
+        #: there. A shard never holds more requests than connections, so none queues in httpcore.
+        self._free_shards = [i for i, size in enumerate(self._sizes) for _ in range(size)][::-1]
+
+    def _make_client(self, shard: int) -> httpx.AsyncClient:
+        if self._ssl is None:
+            self._ssl = httpx.create_ssl_context()  # what httpx.AsyncClient() makes
+        connections = self._sizes[shard]
+        return httpx.AsyncClient(
+            verify=self._ssl,
             timeout=httpx.Timeout(
-                settings.read_timeout, connect=settings.connect_timeout, pool=settings.timeout
+                self.settings.read_timeout,
+                connect=self.settings.connect_timeout,
+                pool=self.settings.timeout,
             ),
-            limits=httpx.Limits(
-                max_connections=settings.max_connections,
-                max_keepalive_connections=settings.max_connections,
-            ),
+            limits=httpx.Limits(max_connections=connections, max_keepalive_connections=connections),
         )
 
     async def aclose(self) -> None:
         """Close the client (when this transport created it); idempotent."""
         if self._own_client:
-            await self._client.aclose()
+            self._closed = True  # no pool is made after this
+            for client in self._clients:
+                if client is not None:
+                    await client.aclose()
 
     def deadline(self, timeout: float | None) -> float:
         """The absolute deadline of a call starting now."""
@@ -234,7 +262,9 @@ class HTTPTransport:
             hold = Hold(await self._acquire(deadline, attempt))
             try:
                 await self._take_slot(hold, deadline, attempt)
-                outcome = await self._attempt(path, content.encoded(), hold.key, deadline, attempt)
+                outcome = await self._attempt(
+                    hold.shard, path, content.encoded(), hold.key, deadline, attempt
+                )
             except BaseException:  # boundary: cleanup, re-raised: the slot goes back
                 self._release(hold)
                 raise
@@ -260,6 +290,7 @@ class HTTPTransport:
         try:
             slots.acquire_nowait()  # the common case: no scope to pay for
             hold.slots = slots
+            hold.shard = self._free_shards.pop()
             return
         except anyio.WouldBlock:
             pass  # wait below, once the exception is gone
@@ -268,6 +299,7 @@ class HTTPTransport:
         if scope.cancelled_caught:
             raise self._timeout(attempt, f"waiting for a connection to {self.target}") from None
         hold.slots = slots
+        hold.shard = self._free_shards.pop()
 
     async def _acquire(self, deadline: float, attempt: int) -> str | None:
         if self.rate_limit is None:
@@ -289,13 +321,20 @@ class HTTPTransport:
         """Give back what an attempt held (idempotent)."""
         slots, hold.slots = hold.slots, None
         if slots is not None:
+            self._free_shards.append(hold.shard)  # before release: a woken waiter pops it
             slots.release()
         key, hold.key = hold.key, None
         if key is not None and self.keys is not None:
             self.keys.release(key)
 
     async def _attempt(
-        self, path: str, content: bytes, key: str | None, deadline: float, attempt: int
+        self,
+        shard: int,
+        path: str,
+        content: bytes,
+        key: str | None,
+        deadline: float,
+        attempt: int,
     ) -> httpx.Response | tuple[ProviderError, float | None]:
         """One attempt: the 2xx response, or the failure and the wait it asks for (``None``:
         the policy's backoff). The send itself is inline: one coroutine frame less, resumed
@@ -304,16 +343,19 @@ class HTTPTransport:
         Raises:
             ProviderError: (a subclass) when the failure cannot be retried.
         """
-        if self._client.is_closed:
+        client = self._clients[shard]
+        if self._closed or (client is not None and client.is_closed):
             raise UserError(f"{self.provider}: the interface is closed (aclose() was called)")
-        request = self._client.build_request(
+        if client is None:
+            client = self._clients[shard] = self._make_client(shard)
+        request = client.build_request(
             "POST", self._url(path), content=content, headers=self._headers_for(key)
         )
         response: httpx.Response | None = None
         try:
             # A bare scope: fail_after's context-manager layers cost more, on every call.
             with anyio.CancelScope(deadline=deadline):
-                response = await self._client.send(request, stream=True)
+                response = await client.send(request, stream=True)
         except httpx.HTTPError as exc:
             return ProviderConnectionError(
                 f"{self.provider}: connection to {self.target} failed: {type(exc).__name__}: "
@@ -425,15 +467,29 @@ class HTTPTransport:
         return fingerprint(key) if key else "-"
 
 
+#: Connections per pool (shard) of a transport's own client: httpcore walks every connection
+#: of a pool (and, to decide on keep-alive, all of them again per idle one) whenever a request
+#: starts or ends, so its CPU per request grows with the square of the pool's size.
+_SHARD = 10
+
+
+def _shard_sizes(connections: int) -> list[int]:
+    """``connections`` split into pools of at most :data:`_SHARD` (as even as they go)."""
+    count = max(-(-connections // _SHARD), 1)
+    base, extra = divmod(connections, count)
+    return [base + (i < extra) for i in range(count)]
+
+
 class Hold:
     """What one attempt holds until its response is closed: an API key (``None``: no key
     pool) and a connection slot (the semaphore it was taken from, once taken)."""
 
-    __slots__ = ("key", "slots")
+    __slots__ = ("key", "shard", "slots")
 
     def __init__(self, key: str | None) -> None:
         self.key = key
         self.slots: anyio.Semaphore | None = None
+        self.shard = 0
 
 
 class OpenResponse(AsyncResource):

@@ -275,8 +275,8 @@ class CellRun:
     # -- IOPub --------------------------------------------------------------------------------
 
     async def _pump_iopub(self) -> None:
-        client = self.session.client
-        while not await self._on_iopub(await client.get_iopub_msg()):
+        iopub = self.session.client.iopub_channel
+        while not await self._on_iopub(await self.session.next_message(iopub, None)):
             pass
         self._idle.set()
         self._notify()
