@@ -379,3 +379,8 @@ async def test_a_replayed_or_forged_message_is_refused(repl: PyRepl) -> None:
     forged[-1] = json.dumps({"execution_state": "idle"}).encode()
     with pytest.raises(ValueError, match="Invalid Signature"):
         _decode(signer, forged)
+    # A full replay history is culled by ``deserialize`` itself (no private method of ours).
+    signer.digest_history_size = len(signer.digest_history)
+    fresh = _decode(signer, frames({"execution_state": "busy"}))
+    assert fresh["content"] == {"execution_state": "busy"}
+    assert len(signer.digest_history) < signer.digest_history_size

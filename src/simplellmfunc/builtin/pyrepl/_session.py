@@ -370,7 +370,9 @@ def _decode(session: Any, frames: list[bytes]) -> dict[str, Any]:
     header string and ``dateutil`` over the dates: a fifth of the host's CPU per execution,
     for dates nothing here reads; ``header["date"]`` stays a string). The signature is
     checked (and remembered against replays) exactly as there; a message that fails a check
-    goes to ``deserialize`` itself, which raises its error.
+    goes to ``deserialize`` itself, which raises its error, and so does one that would fill
+    the replay history (``deserialize`` culls it): only the session's public attributes are
+    used here.
     """
     _, parts = session.feed_identities(frames)
     if len(parts) < _PARTS:
@@ -381,9 +383,10 @@ def _decode(session: Any, frames: list[bytes]) -> dict[str, Any]:
             not signature
             or signature in session.digest_history
             or not hmac.compare_digest(signature, session.sign(parts[1:_PARTS]))
+            or len(session.digest_history) >= session.digest_history_size
         ):
             return cast("dict[str, Any]", session.deserialize(parts))
-        session._add_digest(signature)
+        session.digest_history.add(signature)
     unpack = session.unpack
     header = unpack(parts[1])
     message = {
