@@ -84,7 +84,7 @@ soak: install ## 1,000 concurrent sessions with injected faults: typed endings, 
 demo: install ## A typed call and a tool-using agent turn, events in the terminal (.env provider, else local SmolLM2 on llama-server; LOCAL_MODEL=gemma3)
 	$(BIN)/python examples/demo.py --model $(LOCAL_MODEL)
 
-demo-ui: install ## Both chat front ends on the local model (SmolLM2; LOCAL_MODEL=gemma3): one PyRepl turn each, screenshots to .cache/demo-ui/ (DEMO_UI_OUT=docs/assets to refresh the README's)
+demo-ui: install ## Both chat front ends on the local model (SmolLM2; LOCAL_MODEL=gemma3): the demo's agent turn each, checked, screenshots to .cache/demo-ui/ (DEMO_UI_OUT=docs/assets to refresh the README's)
 	@command -v chromium >/dev/null 2>&1 || { command -v apt-get >/dev/null 2>&1 && \
 		(apt-get install -y -qq chromium || sudo apt-get install -y -qq chromium); } || \
 		{ echo "demo-ui needs Debian's chromium (apt-get install chromium)"; exit 1; }

@@ -61,7 +61,14 @@ def make_agent(llm: Any) -> Any:
     """The demo's agent (``examples/demo.py``), streaming."""
     options = EngineOptions(tool_protocol="json", max_tool_calls=3)
 
-    @llm_chat(llm, toolkit=[recorded_weather], stream=True, enable_event=True, options=options)
+    @llm_chat(
+        llm,
+        toolkit=[recorded_weather],
+        stream=True,
+        enable_event=True,
+        options=options,
+        temperature=0,
+    )
     async def assistant(message: str, history: list | None = None):  # type: ignore[no-untyped-def]
         """You answer questions about the weather. Use the get_weather tool."""
 
