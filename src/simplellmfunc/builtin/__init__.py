@@ -58,11 +58,19 @@ _export, __dir__ = lazy_exports(
 
 def __getattr__(name: str) -> Any:
     if name in _REPL_NAMES:
-        # selfref registers SelfReference as a PyRepl's default memory (``pyrepl`` never
-        # imports ``selfref``: that is the seam), so a PyRepl from here has it, as in
-        # SimpleLLMFunc.
-        importlib.import_module(".selfref", __name__)
+        # A PyRepl from here has a SelfReference as its default memory, as in SimpleLLMFunc
+        # (``pyrepl`` never imports ``selfref``: that is the seam). ``selfref`` registers it
+        # when imported; until then a factory that imports it on first use stands in, so a
+        # PyRepl that never asks for its memory does not load selfref and the engine with it.
+        pyrepl = importlib.import_module(".pyrepl", __name__)
+        if pyrepl.default_backend("selfref") is None:
+            pyrepl.register_default_backend("selfref", _self_reference)
     return _export(name)
+
+
+def _self_reference() -> Any:
+    """A fresh SelfReference (the default memory of a PyRepl got from here)."""
+    return importlib.import_module(".selfref", __name__).SelfReference()
 
 
 _REPL_NAMES = frozenset({"KernelPool", "PrimitivePack", "PyRepl"})

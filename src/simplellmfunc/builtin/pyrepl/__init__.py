@@ -33,6 +33,7 @@ if TYPE_CHECKING:
         Primitive,
         PrimitiveCallContext,
         PrimitivePack,
+        default_backend,
         register_default_backend,
     )
     from ._pool import KernelPool
@@ -65,6 +66,7 @@ __all__ = [
     "ResetReplTool",
     "code_touches_system",
     "current_cell",
+    "default_backend",
     "fork_repl_tools",
     "register_default_backend",
     "render_execution",
@@ -91,6 +93,7 @@ __getattr__, __dir__ = lazy_exports(
         "code_touches_system": "._approval",
         "current_cell": "._bridge",
         "fork_repl_tools": "._tools",
+        "default_backend": "._pack",
         "register_default_backend": "._pack",
         "render_execution": "._tools",
         "submit_kernel_input": "._input",
