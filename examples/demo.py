@@ -2,7 +2,7 @@
 
 It uses the provider configured in `.env` (OPENAI_API_KEY, OPENAI_MODEL, OPENAI_BASE_URL). With none
 configured it runs a real local model: SmolLM2-135M (`--model gemma3` or LOCAL_MODEL=gemma3: Gemma 3
-270M) on llama.cpp's `llama-server` (built once from source, about 4 to 9 minutes on 2 cores;
+270M) on llama.cpp's `llama-server` (built once from source, about 4 to 11 minutes on 2 cores;
 started and stopped by the demo). A model that small follows a shape only when decoding is
 constrained, so the local run uses the JSON tool protocol: every step's reply is forced by a JSON
 schema to be one tool call or the final answer, and a repeated call makes the next step the

@@ -5,7 +5,7 @@ A thin wrapper over ``simplellmfunc local`` (the code lives in ``simplellmfunc.l
     python scripts/llama_server.py start [--model smollm2|gemma3] [--port 8080]
     python scripts/llama_server.py status | stop | build
 
-is ``simplellmfunc local start ...``. ``start`` builds the server once (4 to 9 minutes on 2
+is ``simplellmfunc local start ...``. ``start`` builds the server once (4 to 11 minutes on 2
 cores, from the llama.cpp sources vendored in the ``llama-cpp-python`` sdist, into
 ``.cache/llama-server/``; its output goes to ``build.log`` there), starts it in the background and
 prints the ``.env`` lines; ``stop`` stops it. In code and tests, ``llama_server()`` runs it for

