@@ -141,7 +141,7 @@ class A2AExecutor(AgentExecutor):
         self._wind_down.expect(task_id)
         try:
             await update
-        except BaseException:
+        except BaseException:  # boundary: cleanup, re-raised: the update was not enqueued
             self._wind_down.dropped(task_id)
             raise
 
