@@ -15,7 +15,9 @@ of the expected module among the first five?) is reported, not asserted: it desc
 this corpus, not a regression line.
 
 Run: ``python benchmarks/bench_rag.py`` (add ``--hybrid`` for hybrid search with the mock
-server's hashed bag-of-words vectors: latency only, those vectors are not a model).
+server's hashed bag-of-words vectors: latency only, those vectors are not a model; add
+``--parts`` for ingestion's parts timed alone, and the least time they allow: see
+:func:`breakdown`).
 """
 
 from __future__ import annotations
@@ -40,7 +42,13 @@ from _common import fmt, print_table, summarize
 
 from simplellmfunc.providers import OpenAIEmbeddings
 from simplellmfunc.runtime.retrieval import KnowledgeBase
-from simplellmfunc.runtime.retrieval._index import fts_query  # the MATCH the floor runs too
+from simplellmfunc.runtime.retrieval._files import FileEntry, Skipped, read_chunks, walk
+from simplellmfunc.runtime.retrieval._index import (  # the MATCH the floor runs too; the parts
+    SCHEMA,
+    fts_query,
+    register_functions,
+)
+from simplellmfunc.runtime.retrieval._plan import EMIT_BATCH
 from simplellmfunc.testing import MockLLMServer
 
 STDLIB = Path(sysconfig.get_paths()["stdlib"])
@@ -279,7 +287,104 @@ async def ingest_rounds(corpus: Path, workdir: Path, rounds: int) -> dict[str, f
     }
 
 
-async def main(with_hybrid: bool, rounds: int) -> int:
+def breakdown(kb: KnowledgeBase, corpus: Path, workdir: Path, rounds: int) -> list[list[Any]]:
+    """Where ingestion's time goes, each part alone (medians of ``rounds``), and the least
+    time the whole can take with the reader and the writer in two threads of one process.
+
+    Parts: reading and chunking the files (Python: holds the GIL but for the reads and the
+    hashing); the writer's statements with the chunks in hand, in the batches ``ingest`` uses:
+    the rows (``chunks``) and the FTS5 index built from them (one statement per batch, run in
+    SQLite without the GIL); the commit, and SQLite's automatic WAL checkpoint that the commit
+    runs (copying the transaction's pages into the database file: timed apart here); the
+    floor's insert, commit and checkpoint included. Chunking can run beside the index
+    statements only: the rows' statements need the GIL between rows, and the commit comes
+    after the last file is chunked. So the whole takes at least rows + max(chunking, index) +
+    commit + checkpoint: the least time two threads of one process can take, had they no other
+    work (the writer's own bookkeeping is left out) and lost no time waiting for each other."""
+    entries = [e for e in walk(corpus, corpus.name) if isinstance(e, FileEntry)]
+    driver = driver_of(kb)
+    parts: dict[str, list[float]] = {
+        k: [] for k in ("chunk", "rows", "index", "commit", "checkpoint", "floor")
+    }
+    for n in range(rounds):
+        cpu = time.thread_time()
+        chunked = [read_chunks(e, kb.max_chunk_chars) for e in entries]
+        parts["chunk"].append(time.thread_time() - cpu)
+        conn = driver.connect(str(workdir / f"parts{n}.db"), isolation_level=None)
+        conn.execute("PRAGMA journal_mode=WAL")
+        conn.execute("PRAGMA synchronous=NORMAL")
+        conn.execute("PRAGMA wal_autocheckpoint=0")  # the checkpoint is run and timed below
+        register_functions(conn)
+        for statement in SCHEMA:
+            conn.execute(statement)
+        conn.execute("BEGIN")
+        rows = index = 0.0
+        for start in range(0, len(entries), EMIT_BATCH):
+            end = start + EMIT_BATCH
+            batch = list(zip(entries[start:end], chunked[start:end], strict=True))
+            new = [
+                (e.path, c) for e, read in batch if not isinstance(read, Skipped) for c in read[1]
+            ]
+            first = int(
+                conn.execute("SELECT coalesce(max(rowid), 0) + 1 FROM chunks").fetchone()[0]
+            )
+            started = time.perf_counter()
+            values = [
+                (first + i, c.id, path, c.source, c.heading, c.start_line, c.end_line, c.text)
+                for i, (path, c) in enumerate(new)
+            ]
+            conn.executemany(
+                "INSERT INTO chunks (rowid, id, path, source, heading, start_line, end_line, "
+                "text) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                values,
+            )
+            rows += time.perf_counter() - started
+            started = time.perf_counter()
+            conn.execute(
+                "INSERT INTO chunks_fts (rowid, heading, text) "
+                "SELECT rowid, heading, text FROM chunks WHERE rowid >= ?",
+                (first,),
+            )
+            index += time.perf_counter() - started
+        parts["rows"].append(rows)
+        parts["index"].append(index)
+        started = time.perf_counter()
+        conn.execute("COMMIT")
+        parts["commit"].append(time.perf_counter() - started)
+        started = time.perf_counter()
+        conn.execute("PRAGMA wal_checkpoint(PASSIVE)")  # what COMMIT runs when the WAL is long
+        parts["checkpoint"].append(time.perf_counter() - started)
+        conn.close()
+        floor, seconds, _ = build_floor(kb, workdir / f"parts{n}-floor.db")
+        floor.close()
+        parts["floor"].append(seconds)
+    m = {k: statistics.median(v) for k, v in parts.items()}
+    # Both the reader and the rows need the GIL; the index statements run beside the reader;
+    # the commit and its checkpoint come after the last file.
+    least = m["rows"] + max(m["chunk"], m["index"]) + m["commit"] + m["checkpoint"]
+
+    def out(seconds: float) -> str:
+        return f"{seconds * 1e3:.0f} ms"
+
+    return [
+        ["parts alone: read and chunk (CPU, GIL held)", out(m["chunk"]), f"{len(entries)} files"],
+        ["parts alone: writer's rows (built, inserted)", out(m["rows"]), "GIL held between rows"],
+        ["parts alone: writer's index statements", out(m["index"]), "in SQLite, no GIL"],
+        [
+            "parts alone: commit / its WAL checkpoint",
+            f"{out(m['commit'])} / {out(m['checkpoint'])}",
+            "after the last file",
+        ],
+        ["parts alone: floor insert, commit included", out(m["floor"]), ""],
+        [
+            "least ingest time: rows + max(chunk, index) + commit, checkpoint",
+            out(least),
+            f"at best {m['floor'] / least:.2f}x floor",
+        ],
+    ]
+
+
+async def main(with_hybrid: bool, rounds: int, parts: bool) -> int:
     workdir = Path(tempfile.mkdtemp(prefix="bench-rag-"))
     try:
         corpus = workdir / "corpus"
@@ -288,6 +393,7 @@ async def main(with_hybrid: bool, rounds: int) -> int:
         async with KnowledgeBase(workdir / "kb.db") as kb:
             first = await kb.ingest(corpus)
             again = await kb.ingest(corpus)
+            parts_rows = breakdown(kb, corpus, workdir, rounds) if parts else []
             floor, _, _ = build_floor(kb, workdir / "floor.db")
             try:
                 await check_floor(kb, floor)
@@ -366,6 +472,7 @@ async def main(with_hybrid: bool, rounds: int) -> int:
                 "",
             ],
         ]
+        rows += parts_rows
         if with_hybrid:
             rows += await hybrid(corpus, workdir)
         load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
@@ -382,5 +489,8 @@ if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--hybrid", action="store_true", help="also measure hybrid search")
     parser.add_argument("--rounds", type=int, default=3, help="ingestion rounds (median)")
+    parser.add_argument(
+        "--parts", action="store_true", help="also time ingestion's parts alone (see breakdown)"
+    )
     args = parser.parse_args()
-    sys.exit(anyio.run(main, args.hybrid, args.rounds))
+    sys.exit(anyio.run(main, args.hybrid, args.rounds, args.parts))
