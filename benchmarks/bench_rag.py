@@ -44,6 +44,7 @@ from simplellmfunc.providers import OpenAIEmbeddings
 from simplellmfunc.runtime.retrieval import KnowledgeBase
 from simplellmfunc.runtime.retrieval._files import FileEntry, Skipped, read_chunks, walk
 from simplellmfunc.runtime.retrieval._index import (  # the MATCH the floor runs too; the parts
+    PAGE_SIZE,
     SCHEMA,
     fts_query,
     insert_chunks,
@@ -312,6 +313,7 @@ def breakdown(kb: KnowledgeBase, corpus: Path, workdir: Path, rounds: int) -> li
         chunked = [read_chunks(e, kb.max_chunk_chars) for e in entries]
         parts["chunk"].append(time.thread_time() - cpu)
         conn = driver.connect(str(workdir / f"parts{n}.db"), isolation_level=None)
+        conn.execute(f"PRAGMA page_size={PAGE_SIZE}")  # the knowledge base's pages
         conn.execute("PRAGMA journal_mode=WAL")
         conn.execute("PRAGMA synchronous=NORMAL")
         conn.execute("PRAGMA wal_autocheckpoint=0")  # the checkpoint is run and timed below

@@ -159,6 +159,64 @@ def test_ids_are_stable_and_local() -> None:
     )
 
 
+@pytest.mark.parametrize("max_chars", [80, 300, 1500])
+def test_chunks_are_the_same_whatever_the_line_breaks(max_chars: int) -> None:
+    # A text broken by "\n" alone is read by searching it whole; one with "\r\n" (or a form
+    # feed, a Unicode line separator) line by line, as str.splitlines finds the lines: the
+    # chunks must be the same, long lines (cut in pieces) included.
+    decoder = Path(json.__file__).with_name("decoder.py").read_text(encoding="utf-8")
+    long_def = "def f():\n    x = '" + "y" * 2 * max_chars + "'\n\n\ndef g():\n    pass\n"
+    long_heading = "# " + "title " * max_chars + "\n\npara one\n\n## Next\n\ntext\n"
+    cases = [
+        (GUIDE, "markdown"),
+        (long_heading, "markdown"),
+        (MODULE, "python"),
+        (decoder, "python"),
+        (long_def, "python"),
+        ("@d\n# c\ndef a():\n  1\n\n  \n\t\n@e\nclass B:\n  pass\n   \n", "python"),
+        (decoder, "code"),
+        ("First note.\n\n   \nSecond note\nand more.\n\n\n", "text"),
+        ("", "text"),
+        ("\n", "python"),
+    ]
+    for text, kind in cases:
+        plain = chunk_text(text, "s", kind, max_chars=max_chars, heading="H")
+        crlf = chunk_text(text.replace("\n", "\r\n"), "s", kind, max_chars=max_chars, heading="H")
+        assert plain == crlf, (kind, text[:40])
+        assert bool(plain) == bool(text.strip())
+        assert all(len(c.text) <= max_chars for c in plain)
+        lines = text.splitlines()
+        cut = max(map(len, lines), default=0) >= max_chars  # a chunk may be part of a line
+        for c in plain:  # the line range is the chunk's
+            region = "\n".join(lines[c.start_line - 1 : c.end_line])
+            assert c.text in region if cut else c.text == region.strip("\n"), c
+
+
+async def test_a_new_knowledge_base_file_has_8_kib_pages_and_an_old_one_keeps_its_own(
+    tmp_path: Path,
+) -> None:
+    def pragmas(kb: KnowledgeBase) -> tuple[int, int]:
+        def read(conn: sqlite3.Connection) -> tuple[int, int]:
+            size = conn.execute("PRAGMA page_size").fetchone()[0]
+            return size, conn.execute("PRAGMA wal_autocheckpoint").fetchone()[0]
+
+        return kb.database.read(read)
+
+    async with KnowledgeBase(tmp_path / "new.db") as kb:
+        await kb.add_text("a.md", "alpha apples\n")
+        # The WAL is checkpointed at SQLite's default size in bytes (1000 pages of 4 KiB).
+        assert pragmas(kb) == (8192, 500)
+    with closing(sqlite3.connect(tmp_path / "old.db")) as conn:
+        conn.execute("CREATE TABLE t (x)")  # a file made with SQLite's default pages
+    async with KnowledgeBase(tmp_path / "old.db") as kb:
+        await kb.add_text("a.md", "alpha apples\n")
+        assert pragmas(kb) == (4096, 1000)
+        assert [p.source for p in await kb.search("apples", 1)] == ["a.md"]
+    async with KnowledgeBase(tmp_path / "new.db") as kb:  # reopened: still 8 KiB pages
+        assert pragmas(kb)[0] == 8192
+        assert await kb.count() == 1
+
+
 # --- ingestion ----------------------------------------------------------------------------
 
 

@@ -70,6 +70,7 @@ __all__ = [
 T = TypeVar("T")
 
 _BUSY_TIMEOUT_S = 30.0  # wait this long for another process's write lock before failing
+_WAL_CHECKPOINT_BYTES = 1000 * 4096  # SQLite's automatic checkpoint, in bytes of WAL
 _PROGRESS_OPS = 1000  # SQLite VM steps between two deadline checks of an inline read (~0.1 ms)
 _INLINE_WALL_FACTOR = 10  # an inline read's wall-clock deadline, in CPU deadlines
 
@@ -88,12 +89,22 @@ class SQLiteDatabase:
         driver: The DB-API module that opens the file (default :mod:`sqlite3`); a drop-in such as
             ``pysqlite3`` where the standard one cannot load SQLite extensions. Its errors are
             handled as :mod:`sqlite3`'s are.
+        page_size: A new file's page size in bytes (a power of two, 512 to 65536; default
+            SQLite's, 4096); a file that exists keeps its own. The WAL is checkpointed at the
+            size SQLite's default sets whatever the page size (1000 pages of 4096 bytes).
 
     Raises:
         ConfigError: If the file cannot be opened as a SQLite database.
     """
 
-    def __init__(self, path: str | Path, *, durable: bool = True, driver: Any = None) -> None:
+    def __init__(
+        self,
+        path: str | Path,
+        *,
+        durable: bool = True,
+        driver: Any = None,
+        page_size: int | None = None,
+    ) -> None:
         self.path = str(path)
         self.durable = durable
         self._synchronous = durable  # what the connection is set to now
@@ -111,7 +122,12 @@ class SQLiteDatabase:
         except self._errors as exc:
             raise ConfigError(f"cannot open SQLite database {self.path!r}: {exc}") from exc
         try:
+            if page_size is not None:  # before the WAL: the first write fixes the page size
+                self._conn.execute(f"PRAGMA page_size={int(page_size)}")
             self._conn.execute("PRAGMA journal_mode=WAL")
+            if page_size is not None:
+                (actual,) = self._conn.execute("PRAGMA page_size").fetchone()
+                self._conn.execute(f"PRAGMA wal_autocheckpoint={_WAL_CHECKPOINT_BYTES // actual}")
             self._conn.execute(f"PRAGMA synchronous={'FULL' if durable else 'NORMAL'}")
         except self._errors as exc:
             self._conn.close()
@@ -275,12 +291,17 @@ def ensure_parent(path: str | Path) -> None:
 
 
 def open_database(
-    target: DatabaseLike, schema: Sequence[str], *, durable: bool = True, driver: Any = None
+    target: DatabaseLike,
+    schema: Sequence[str],
+    *,
+    durable: bool = True,
+    driver: Any = None,
+    page_size: int | None = None,
 ) -> tuple[SQLiteDatabase, bool]:
     """Open ``target`` (or reuse it) and make sure ``schema`` exists; a file path's folders are
     created first, so a configured ``memory/agent.db`` works on a fresh checkout.
 
-    ``driver`` is :class:`SQLiteDatabase`'s (ignored for a shared database).
+    ``driver`` and ``page_size`` are :class:`SQLiteDatabase`'s (ignored for a shared database).
 
     Returns:
         The database and whether the caller owns it (and so must close it).
@@ -294,7 +315,7 @@ def open_database(
         return target, False
     if str(target) not in ("", ":memory:"):  # SQLite's private temporary and in-memory databases
         ensure_parent(target)
-    database = SQLiteDatabase(target, durable=durable, driver=driver)
+    database = SQLiteDatabase(target, durable=durable, driver=driver, page_size=page_size)
     try:
         database.ensure_schema(schema)
     except BaseException:  # boundary: cleanup, re-raised: the database is closed

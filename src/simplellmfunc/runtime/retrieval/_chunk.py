@@ -19,7 +19,7 @@ keeps its id when the file around it changes: re-ingestion keeps its vector.
 
 from __future__ import annotations
 
-import bisect
+import contextlib
 import hashlib
 import itertools
 import operator
@@ -64,8 +64,8 @@ class Chunk:
 
 @dataclass(frozen=True, slots=True)
 class _Block:
-    start: int  # 0-based line index
-    end: int  # one past the last line
+    start: int  # where its first line starts in the document's text
+    end: int  # where the line after its last one starts (one past the text's end at the end)
     atomic: bool  # a fenced code block: keep whole when it fits
 
 
@@ -75,28 +75,73 @@ class _Section:
     blocks: tuple[_Block, ...]
 
 
-@dataclass(frozen=True, slots=True)
-class _Lines:
-    """A document's lines, joined by newlines once: a run of lines is a slice of ``joined``
-    and its size (characters, a newline after each line) a difference of ``offsets``."""
+class _LongLine(Exception):
+    """A line at least ``max_chars`` long: the document is read again with it cut in pieces
+    (never seen outside)."""
 
-    lines: list[str]
+
+@dataclass(frozen=True, slots=True)
+class _Text:
+    """A document's lines joined by newlines, each block a range of positions in it (its size
+    is its length, a newline counted after each line), so nothing is done per line where the
+    structure is found by searching the text: a Python file's definitions, the cuts of a long
+    block.
+
+    Attributes:
+        joined: The lines, joined by newlines.
+        numbers: Each line's number (0-based) when long lines were cut in pieces (a piece is a
+            line here, numbered as the line it comes from); ``None``: the lines are the text's.
+    """
+
     joined: str
-    offsets: list[int]  # where each line starts in ``joined``, then len(joined) + 1
+    numbers: Sequence[int] | None
 
     @classmethod
-    def of(cls, lines: list[str]) -> _Lines:
-        # offsets[i] = the lengths of the lines before i, plus a newline after each: at C
-        # speed, no Python loop over the lines.
-        lengths = itertools.accumulate(map(len, lines), initial=0)
-        return cls(lines, "\n".join(lines), list(map(operator.add, lengths, itertools.count())))
+    def of(cls, text: str) -> _Text | None:
+        """The text as it is, when its only line break is ``\\n`` (the usual case: no copy of
+        its lines is made); ``None`` otherwise."""
+        if any(brk in text for brk in _OTHER_BREAKS):
+            return None
+        return cls(text[:-1] if text.endswith("\n") else text, None)
 
-    def size(self, block: _Block) -> int:
-        return self.offsets[block.end] - self.offsets[block.start]
+    @classmethod
+    def split(cls, text: str, max_chars: int) -> _Text:
+        """The text's lines, as :meth:`str.splitlines` finds them, long ones in pieces."""
+        lines, numbers = _split_long_lines(text, max_chars)
+        return cls("\n".join(lines), numbers)
+
+    @property
+    def end(self) -> int:
+        """The end of the last block: one past the text (as if a newline followed it)."""
+        return len(self.joined) + 1
 
     def text(self, start: int, end: int) -> str:
-        """Lines ``start`` to ``end`` (exclusive), joined by newlines."""
-        return self.joined[self.offsets[start] : self.offsets[end] - 1]
+        """The lines from ``start`` to ``end``, joined by newlines."""
+        return self.joined[start : end - 1]
+
+    def lines(self, start: int, end: int) -> list[str]:
+        """The lines from ``start`` to ``end``."""
+        return self.joined[start : end - 1].split("\n")
+
+    def cut(self, block: _Block, max_chars: int) -> Iterator[_Block]:
+        """A block longer than ``max_chars``, cut at line ends: each piece the most lines from
+        its first that fit.
+
+        Raises:
+            _LongLine: If a line alone does not fit.
+        """
+        joined, start, end = self.joined, block.start, block.end
+        while end - start > max_chars:
+            newline = joined.rfind("\n", start, start + max_chars)
+            if newline < 0:
+                raise _LongLine
+            yield _Block(start, newline + 1, False)
+            start = newline + 1
+        yield _Block(start, end, False)
+
+
+# Line breaks of str.splitlines other than "\n": a text with one is read line by line.
+_OTHER_BREAKS: Final = ("\r", "\x0b", "\x0c", "\x1c", "\x1d", "\x1e", "\x85", "\u2028", "\u2029")
 
 
 def chunk_id(source: str, heading: str, text: str, repeat: int = 0) -> str:
@@ -105,21 +150,28 @@ def chunk_id(source: str, heading: str, text: str, repeat: int = 0) -> str:
     return hashlib.sha256(key.encode("utf-8", "surrogatepass")).hexdigest()[:16]
 
 
-def _paragraphs(lines: list[str], start: int, end: int) -> Iterator[_Block]:
-    """Blank-line separated blocks of ``lines[start:end]``."""
+def _paragraphs(doc: _Text, start: int, end: int) -> Iterator[_Block]:
+    """Blank-line separated blocks of the lines from ``start`` to ``end``."""
     first: int | None = None
-    for i in range(start, end):
-        if lines[i].strip():
+    at = start
+    for line in doc.lines(start, end):
+        if line and not line.isspace():
             if first is None:
-                first = i
+                first = at
         elif first is not None:
-            yield _Block(first, i, False)
+            yield _Block(first, at, False)
             first = None
+        at += len(line) + 1
     if first is not None:
         yield _Block(first, end, False)
 
 
-def _markdown_sections(lines: list[str]) -> Iterator[_Section]:
+def _markdown_sections(doc: _Text, max_chars: int) -> Iterator[_Section]:
+    lines = doc.lines(0, doc.end)
+    # Where each line starts; then the end.
+    offsets = list(
+        map(operator.add, itertools.accumulate(map(len, lines), initial=0), itertools.count())
+    )
     path: list[tuple[int, str]] = []
     heading, pending_start = "", 0
     blocks: list[_Block] = []
@@ -128,14 +180,17 @@ def _markdown_sections(lines: list[str]) -> Iterator[_Section]:
 
     def flush_pending() -> None:
         nonlocal pending
-        blocks.extend(_paragraphs(lines, pending_start, pending_start + pending))
+        if pending:
+            blocks.extend(
+                _paragraphs(doc, offsets[pending_start], offsets[pending_start + pending])
+            )
         pending = 0
 
     for i, line in enumerate(lines):
         if fence is not None:
             pending += 1
             if line.strip().startswith(fence):
-                blocks.append(_Block(pending_start, i + 1, True))
+                blocks.append(_Block(offsets[pending_start], offsets[i + 1], True))
                 pending = 0
                 fence = None
             continue
@@ -145,6 +200,8 @@ def _markdown_sections(lines: list[str]) -> Iterator[_Section]:
             pending = 1
             continue
         if (match := _HEADING.match(line)) is not None:
+            if len(line) >= max_chars:  # in no block, so no cut would find it
+                raise _LongLine
             flush_pending()
             if blocks:
                 yield _Section(heading, tuple(blocks))
@@ -158,71 +215,63 @@ def _markdown_sections(lines: list[str]) -> Iterator[_Section]:
             pending_start = i
         pending += 1
     if fence is not None:  # an unclosed fence runs to the end
-        blocks.append(_Block(pending_start, pending_start + pending, True))
+        blocks.append(_Block(offsets[pending_start], offsets[pending_start + pending], True))
     else:
         flush_pending()
     if blocks:
         yield _Section(heading, tuple(blocks))
 
 
-def _python_starts(doc: _Lines) -> list[int]:
-    """The lines that start a top-level definition: one regular expression over the whole
-    text, each match's line found by counting the newlines since the one before."""
+def _python_starts(doc: _Text) -> list[int]:
+    """Where the lines that start a top-level definition start: one regular expression over
+    the whole text."""
     joined = doc.joined
     starts = [0] if _PY_TOP.match(joined) else []
-    line, at = 0, 0
-    for match in _PY_TOP_AFTER_NEWLINE.finditer(joined):
-        newline = match.start()
-        line += joined.count("\n", at, newline + 1)
-        at = newline + 1
-        starts.append(line)
+    starts += [match.start() + 1 for match in _PY_TOP_AFTER_NEWLINE.finditer(joined)]
     return starts
 
 
-def _python_sections(doc: _Lines) -> Iterator[_Section]:
-    lines = doc.lines
+def _line_start(joined: str, begin: int, end: int) -> int:
+    """Where the line that ends right before ``end`` starts (not before ``begin``)."""
+    return joined.rfind("\n", begin, end - 1) + 1 or begin
+
+
+def _python_sections(doc: _Text) -> Iterator[_Section]:
+    joined = doc.joined
     starts = _python_starts(doc)
     # A definition owns the decorators and comments right above it.
     owned = []
     for start in starts:
         first = start
-        while first > 0 and (lines[first - 1].startswith(("@", "#"))):
-            first -= 1
+        while first > 0 and joined.startswith(("@", "#"), above := _line_start(joined, 0, first)):
+            first = above
         owned.append(first)
-    bounds = [0, *owned, len(lines)]
+    bounds = [0, *owned, doc.end]
     for n, (begin, end) in enumerate(itertools.pairwise(bounds)):
         if begin >= end:
             continue
         if n > 0:  # a definition: one block, cut only if too long
-            heading = lines[starts[n - 1]].rstrip().rstrip(":")
-            while end > begin and not lines[end - 1].strip():
-                end -= 1
+            line_end = joined.find("\n", starts[n - 1])
+            heading = joined[starts[n - 1] : line_end if line_end >= 0 else len(joined)]
+            heading = heading.rstrip().rstrip(":")
+            while end > begin:  # without the blank lines at its end
+                last = _line_start(joined, begin, end)
+                if (line := joined[last : end - 1]) and not line.isspace():
+                    break
+                end = last
             yield _Section(heading, (_Block(begin, end, True),))
         else:
-            yield _Section("", tuple(_paragraphs(lines, begin, end)))
+            yield _Section("", tuple(_paragraphs(doc, begin, end)))
 
 
-def _cut(doc: _Lines, block: _Block, max_chars: int) -> Iterator[_Block]:
-    """A block longer than ``max_chars``, cut at line ends (no line is longer: see
-    :func:`_split_long_lines`): each piece the most lines from its first that fit."""
-    offsets, start, end = doc.offsets, block.start, block.end
-    while offsets[end] - offsets[start] > max_chars:
-        fits = bisect.bisect_right(offsets, offsets[start] + max_chars, start + 1, end) - 1
-        cut = max(fits, start + 1)
-        yield _Block(start, cut, False)
-        start = cut
-    yield _Block(start, end, False)
-
-
-def _pack(doc: _Lines, section: _Section, max_chars: int) -> Iterator[list[_Block]]:
+def _pack(doc: _Text, section: _Section, max_chars: int) -> Iterator[list[_Block]]:
     """Consecutive blocks grouped so that each group stays under ``max_chars``."""
     group: list[_Block] = []
     size = 0
     for block in section.blocks:
-        whole = doc.size(block)
-        pieces = [block] if whole <= max_chars else list(_cut(doc, block, max_chars))
+        pieces = [block] if block.end - block.start <= max_chars else doc.cut(block, max_chars)
         for piece in pieces:
-            length = whole if piece is block else doc.size(piece)
+            length = piece.end - piece.start
             if group and size + length > max_chars:
                 yield group
                 group, size = [], 0
@@ -232,12 +281,12 @@ def _pack(doc: _Lines, section: _Section, max_chars: int) -> Iterator[list[_Bloc
         yield group
 
 
-def _sections(doc: _Lines, kind: DocKind) -> Iterator[_Section]:
+def _sections(doc: _Text, kind: DocKind, max_chars: int) -> Iterator[_Section]:
     if kind == "markdown":
-        return _markdown_sections(doc.lines)
+        return _markdown_sections(doc, max_chars)
     if kind == "python":
         return _python_sections(doc)
-    return iter([_Section("", tuple(_paragraphs(doc.lines, 0, len(doc.lines))))])
+    return iter([_Section("", tuple(_paragraphs(doc, 0, doc.end)))])
 
 
 def _pieces(line: str, max_chars: int) -> Iterator[str]:
@@ -257,7 +306,7 @@ def _pieces(line: str, max_chars: int) -> Iterator[str]:
 def _split_long_lines(text: str, max_chars: int) -> tuple[list[str], Sequence[int]]:
     """The lines of ``text`` (long ones in pieces) and each one's 0-based line number."""
     lines = text.splitlines()
-    if not lines or max(map(len, lines)) < max_chars:  # the usual case: no line to cut
+    if not lines or max(map(len, lines)) < max_chars:  # no line to cut
         return lines, range(len(lines))
     pieces: list[str] = []
     numbers: list[int] = []
@@ -284,22 +333,34 @@ def chunk_text(
         max_chars: Most characters of a chunk (a longer line is cut in pieces).
         heading: A heading above everything (e.g. ``"page 3"`` of a PDF).
     """
-    lines, numbers = _split_long_lines(text, max_chars)
-    doc = _Lines.of(lines)
+    if (doc := _Text.of(text)) is not None:
+        with contextlib.suppress(_LongLine):
+            return _chunks(doc, kind, source, max_chars, heading)
+    return _chunks(_Text.split(text, max_chars), kind, source, max_chars, heading)
+
+
+def _chunks(doc: _Text, kind: DocKind, source: str, max_chars: int, heading: str) -> list[Chunk]:
+    joined, numbers = doc.joined, doc.numbers
     chunks: list[Chunk] = []
     seen: dict[str, int] = {}
-    for section in _sections(doc, kind):
+    at = line = 0  # line: the newlines before at (the chunks come in order: counted once)
+    for section in _sections(doc, kind, max_chars):
         title = " > ".join(part for part in (heading, section.heading) if part)
         for group in _pack(doc, section, max_chars):
             first, end = group[0].start, group[-1].end
             body = doc.text(first, end).strip("\n")
-            if not body.strip():
+            if not body or body.isspace():
                 continue
             key = title + "\x00" + body
             repeat = seen.get(key, 0)
             seen[key] = repeat + 1
             ident = chunk_id(source, title, body, repeat)
-            chunks.append(
-                Chunk(ident, source, title, numbers[first] + 1, numbers[end - 1] + 1, body)
-            )
+            line += joined.count("\n", at, first)
+            start_line = line
+            line += joined.count("\n", first, end)
+            at = end
+            last_line = line - (end <= len(joined))  # the last line's index
+            if numbers is not None:
+                start_line, last_line = numbers[start_line], numbers[last_line]
+            chunks.append(Chunk(ident, source, title, start_line + 1, last_line + 1, body))
     return chunks

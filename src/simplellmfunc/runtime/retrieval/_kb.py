@@ -94,7 +94,9 @@ class KnowledgeBase(AsyncResource):
         driver, self._vec = self._driver(embedder is not None)
         if isinstance(path, str | os.PathLike) and str(path) != ":memory:":
             path = Path(path).expanduser()
-        self._db, self._owned = open_database(path, idx.SCHEMA, durable=False, driver=driver)
+        self._db, self._owned = open_database(
+            path, idx.SCHEMA, durable=False, driver=driver, page_size=idx.PAGE_SIZE
+        )
         try:
             if self._vec:
                 self._vec = self._load_vec(needed=embedder is not None)
