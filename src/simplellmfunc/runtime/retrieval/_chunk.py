@@ -39,6 +39,8 @@ _FENCE: Final = re.compile(r"^\s{0,3}(`{3,}|~{3,})")
 _PY_DEF: Final = r"(?:async[^\S\n]+def|def|class)[^\S\n]+\w"
 _PY_TOP: Final = re.compile(_PY_DEF)
 _PY_TOP_AFTER_NEWLINE: Final = re.compile("\n" + _PY_DEF)
+# The line breaks of str.splitlines other than "\n": a text with one goes through _Text.split.
+_OTHER_BREAKS: Final = ("\r", "\x0b", "\x0c", "\x1c", "\x1d", "\x1e", "\x85", "\u2028", "\u2029")
 
 
 @dataclass(frozen=True, slots=True)
@@ -138,10 +140,6 @@ class _Text:
             yield _Block(start, newline + 1, False)
             start = newline + 1
         yield _Block(start, end, False)
-
-
-# Line breaks of str.splitlines other than "\n": a text with one is read line by line.
-_OTHER_BREAKS: Final = ("\r", "\x0b", "\x0c", "\x1c", "\x1d", "\x1e", "\x85", "\u2028", "\u2029")
 
 
 def chunk_id(source: str, heading: str, text: str, repeat: int = 0) -> str:
